@@ -1,0 +1,84 @@
+//go:build integration
+
+package testutil_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/testutil"
+)
+
+// TestDevClusterRunsJobs checks the dev cluster's contract that every other
+// integration test builds on: partitions route to their nodes, GPUs are
+// emulated as GRES and visible in the step.
+func TestDevClusterRunsJobs(t *testing.T) {
+	testutil.NeedSlurm(t)
+	cases := []struct {
+		name      string
+		args      []string
+		wantNodes []string
+		wantCUDA  bool
+	}{
+		{name: "gpu with gres", args: []string{"-p", "gpu", "--gres=gpu:1"}, wantNodes: []string{"gpu1", "gpu2"}, wantCUDA: true},
+		{name: "dev", args: []string{"-p", "dev"}, wantNodes: []string{"dev1"}},
+		{name: "cpu", args: []string{"-p", "cpu"}, wantNodes: []string{"cpu1", "cpu2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out.txt")
+			script := "#!/bin/sh\nsrun sh -c 'echo \"node=$(hostname) slurmd=$SLURMD_NODENAME cuda=${CUDA_VISIBLE_DEVICES-unset}\"'\n"
+			path := filepath.Join(dir, "job.sh")
+			if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"--wait", "--parsable", "-J", "isched-cluster-test", "-t", "2", "-o", out}, tc.args...)
+			args = append(args, path)
+			start := time.Now()
+			testutil.Run(t, 2*time.Minute, "sbatch", args...)
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatalf("job output: %v", err)
+			}
+			line := strings.TrimSpace(string(b))
+			t.Logf("%s: %q after %s", tc.name, line, time.Since(start).Round(time.Millisecond))
+			f := map[string]string{}
+			for _, kv := range strings.Fields(line) {
+				k, v, _ := strings.Cut(kv, "=")
+				f[k] = v
+			}
+			okNode := false
+			for _, n := range tc.wantNodes {
+				okNode = okNode || f["node"] == n
+			}
+			if !okNode || f["slurmd"] != f["node"] {
+				t.Errorf("job ran on node=%q slurmd=%q, want one of %v with matching hostname", f["node"], f["slurmd"], tc.wantNodes)
+			}
+			if tc.wantCUDA && (f["cuda"] == "unset" || f["cuda"] == "") {
+				t.Errorf("CUDA_VISIBLE_DEVICES not set in a --gres=gpu:1 step: %q", line)
+			}
+			if !tc.wantCUDA && f["cuda"] != "unset" {
+				t.Errorf("CUDA_VISIBLE_DEVICES=%q set in a job without GPUs", f["cuda"])
+			}
+		})
+	}
+}
+
+func TestRedisAnswersAdmin(t *testing.T) {
+	r := testutil.NeedRedis(t)
+	if r.Password(t, "reporter") == "" {
+		t.Fatal("reporter password empty")
+	}
+	fi, err := os.Stat(r.PasswordFile("coordinator"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		t.Errorf("coordinator password file mode %v: readable by others", fi.Mode().Perm())
+	}
+}

@@ -1,0 +1,160 @@
+// Package testutil lets integration tests reach the real local cluster
+// (scripts/dev-cluster): the Slurm controller and the Redis server with
+// isched's ACL users.
+//
+// A missing server is a skip only on a developer's machine that did not ask
+// for integration tests. When CI is set or ISCHED_INTEGRATION=1, a missing
+// server is a test failure: integration tests never pass by not running.
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Required reports whether integration servers must be present.
+func Required() bool {
+	return os.Getenv("CI") != "" || os.Getenv("ISCHED_INTEGRATION") == "1"
+}
+
+// unavailable fails the test when servers are required, and skips it otherwise.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Required() {
+		t.Fatalf("integration server missing (CI or ISCHED_INTEGRATION=1 is set, so this fails): %s; run `scripts/dev-cluster up`", msg)
+	}
+	t.Skipf("integration server missing: %s (set ISCHED_INTEGRATION=1 to make this a failure)", msg)
+}
+
+// DevDir is the dev cluster's state directory.
+func DevDir() string {
+	if d := os.Getenv("ISCHED_DEV_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/isched-dev"
+}
+
+// Redis describes the dev cluster's Redis server.
+type Redis struct {
+	Addr string
+	dir  string
+}
+
+// Password returns the password of an ACL user (admin, coordinator, agent, reporter).
+func (r Redis) Password(t testing.TB, user string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, "redis", user+".pass"))
+	if err != nil {
+		t.Fatalf("read password of redis user %q: %v", user, err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// PasswordFile returns the path of an ACL user's password file.
+func (r Redis) PasswordFile(user string) string {
+	return filepath.Join(r.dir, "redis", user+".pass")
+}
+
+// NeedRedis returns the dev cluster's Redis after checking that it answers
+// PING as the admin user.
+func NeedRedis(t testing.TB) Redis {
+	t.Helper()
+	r := Redis{Addr: os.Getenv("ISCHED_REDIS_ADDR"), dir: DevDir()}
+	if r.Addr == "" {
+		r.Addr = "127.0.0.1:6390"
+	}
+	pw, err := os.ReadFile(filepath.Join(r.dir, "redis", "admin.pass"))
+	if err != nil {
+		unavailable(t, "redis admin password: %v", err)
+		return r
+	}
+	if err := ping(r.Addr, "admin", strings.TrimSpace(string(pw))); err != nil {
+		unavailable(t, "redis at %s: %v", r.Addr, err)
+	}
+	return r
+}
+
+// ping speaks just enough RESP to authenticate and PING, so this package
+// needs no Redis client library.
+func ping(addr, user, pass string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	cmd := func(args ...string) []byte {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		return b.Bytes()
+	}
+	if _, err := c.Write(append(cmd("AUTH", user, pass), cmd("PING")...)); err != nil {
+		return err
+	}
+	rd := bufio.NewReader(c)
+	for _, want := range []string{"+OK", "+PONG"} {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(line) != want {
+			return fmt.Errorf("redis answered %q, want %q", strings.TrimSpace(line), want)
+		}
+	}
+	return nil
+}
+
+// NeedSlurm checks that the Slurm controller answers. Test support is the one
+// place outside internal/slurm and internal/child that runs a command.
+func NeedSlurm(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "ping").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("is UP")) {
+		unavailable(t, "slurmctld: scontrol ping: %v: %s", err, bytes.TrimSpace(out))
+	}
+}
+
+// Run runs a command with a timeout and returns its stdout; a failure fails
+// the test with the command's stderr.
+func Run(t testing.TB, timeout time.Duration, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\nstderr: %s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// Eventually polls cond every interval until it returns true or timeout passes.
+func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(interval)
+	}
+}
