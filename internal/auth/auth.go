@@ -1,0 +1,256 @@
+// Package auth proves who wrote a report.
+//
+// Every job can append to the ingest stream (the reporter Redis password is
+// shared by design), so the stream itself proves nothing. Instead, at start
+// the wrapper draws a random 256-bit session key and seals it, with the job
+// id, lineage and session id, in a MUNGE credential restricted to the
+// coordinator's uid. MUNGE stamps the credential with the uid of the process
+// that made it; no user can choose that uid (only root may pass --uid), and
+// only the coordinator's uid can open it, so the key stays secret. The
+// coordinator checks that uid against the job's owner in the agent's job
+// table, keeps the key, and every later message of the session carries an
+// HMAC-SHA256 of its exact bytes under that key plus a strictly increasing
+// sequence number (replays are rejected by the coordinator). See
+// docs/threat-model.md.
+package auth
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// KeySize is the session key length in bytes.
+const KeySize = 32
+
+var (
+	// ErrBadMAC: the message was not signed with the session's key.
+	ErrBadMAC = errors.New("auth: message authentication failed")
+	// ErrCredential: the MUNGE credential is invalid, expired, replayed or not ours.
+	ErrCredential = errors.New("auth: credential rejected")
+)
+
+// Session is one wrapper run's identity and key.
+type Session struct {
+	SID string
+	Key []byte
+}
+
+// NewSession draws a random session id and key.
+func NewSession() (Session, error) {
+	b := make([]byte, 16+KeySize)
+	if _, err := rand.Read(b); err != nil {
+		return Session{}, fmt.Errorf("auth: random: %w", err)
+	}
+	return Session{SID: hex.EncodeToString(b[:16]), Key: b[16:]}, nil
+}
+
+// Sign returns the hex HMAC-SHA256 of payload under the session key.
+func (s Session) Sign(payload []byte) string { return Sign(s.Key, payload) }
+
+// Sign returns the hex HMAC-SHA256 of payload under key.
+func Sign(key, payload []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(payload)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks a hex MAC in constant time.
+func Verify(key, payload []byte, mac string) error {
+	got, err := hex.DecodeString(mac)
+	if err != nil || len(got) != sha256.Size {
+		return fmt.Errorf("%w: mac is not %d hex bytes", ErrBadMAC, sha256.Size)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(payload)
+	if !hmac.Equal(got, m.Sum(nil)) {
+		return ErrBadMAC
+	}
+	return nil
+}
+
+// Claims is what a credential binds: this session key belongs to this job.
+type Claims struct {
+	V        int    `json:"v"`
+	SID      string `json:"sid"`
+	Cluster  string `json:"cluster"`
+	JobID    uint64 `json:"job_id"`
+	Lineage  string `json:"lineage"`
+	Key      string `json:"key"`
+	IssuedMS int64  `json:"issued_ms"`
+}
+
+// Verified is an opened credential: the claims and the uid MUNGE vouches for.
+type Verified struct {
+	Claims
+	UID int
+	GID int
+	Key []byte
+}
+
+// Munger is the part of MUNGE used here (the munge/unmunge commands in
+// production, a fake in tests).
+type Munger interface {
+	Encode(ctx context.Context, payload []byte, restrictUID int, ttl time.Duration) (string, error)
+	Decode(ctx context.Context, cred string) (payload []byte, uid, gid int, err error)
+}
+
+// Issue seals the session in a credential only restrictUID can open.
+func Issue(ctx context.Context, m Munger, s Session, cluster string, jobID uint64, lineage string, restrictUID int, ttl time.Duration, now time.Time) (string, error) {
+	c := Claims{V: 1, SID: s.SID, Cluster: cluster, JobID: jobID, Lineage: lineage, Key: hex.EncodeToString(s.Key), IssuedMS: now.UnixMilli()}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("auth: encode claims: %w", err)
+	}
+	cred, err := m.Encode(ctx, b, restrictUID, ttl)
+	if err != nil {
+		return "", fmt.Errorf("auth: munge: %w", err)
+	}
+	return cred, nil
+}
+
+var sidRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// Open decodes a credential and checks its claims are well formed.
+func Open(ctx context.Context, m Munger, cred string) (Verified, error) {
+	if len(cred) == 0 || len(cred) > 8<<10 {
+		return Verified{}, fmt.Errorf("%w: credential length %d", ErrCredential, len(cred))
+	}
+	payload, uid, gid, err := m.Decode(ctx, cred)
+	if err != nil {
+		return Verified{}, fmt.Errorf("%w: %w", ErrCredential, err)
+	}
+	var c Claims
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Verified{}, fmt.Errorf("%w: claims: %w", ErrCredential, err)
+	}
+	if c.V != 1 {
+		return Verified{}, fmt.Errorf("%w: claims version %d", ErrCredential, c.V)
+	}
+	if !sidRE.MatchString(c.SID) {
+		return Verified{}, fmt.Errorf("%w: claims field \"sid\" malformed", ErrCredential)
+	}
+	if c.JobID == 0 {
+		return Verified{}, fmt.Errorf("%w: claims field \"job_id\" missing", ErrCredential)
+	}
+	key, err := hex.DecodeString(c.Key)
+	if err != nil || len(key) != KeySize {
+		return Verified{}, fmt.Errorf("%w: claims field \"key\" malformed", ErrCredential)
+	}
+	return Verified{Claims: c, UID: uid, GID: gid, Key: key}, nil
+}
+
+// ExecMunger runs the munge and unmunge commands (no shell; the payload goes
+// through stdin, never argv).
+type ExecMunger struct {
+	Munge, Unmunge string
+	Socket         string
+	Timeout        time.Duration
+}
+
+func (e ExecMunger) run(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+	t := e.Timeout
+	if t <= 0 {
+		t = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	if e.Socket != "" {
+		args = append(args, "--socket="+e.Socket)
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// Encode implements Munger.
+func (e ExecMunger) Encode(ctx context.Context, payload []byte, restrictUID int, ttl time.Duration) (string, error) {
+	bin := e.Munge
+	if bin == "" {
+		bin = "munge"
+	}
+	args := []string{"--restrict-uid=" + strconv.Itoa(restrictUID)}
+	if ttl > 0 {
+		args = append(args, "--ttl="+strconv.Itoa(int(ttl.Seconds())))
+	}
+	out, err := e.run(ctx, bin, args, payload)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Decode implements Munger. unmunge prints "KEY: value" metadata lines, a
+// blank line, then the payload.
+func (e ExecMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, error) {
+	bin := e.Unmunge
+	if bin == "" {
+		bin = "unmunge"
+	}
+	out, err := e.run(ctx, bin, []string{"--numeric"}, []byte(cred))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return parseUnmunge(out)
+}
+
+func parseUnmunge(out []byte) ([]byte, int, int, error) {
+	meta, payload, ok := bytes.Cut(out, []byte("\n\n"))
+	if !ok {
+		return nil, 0, 0, errors.New("unmunge: no payload separator")
+	}
+	uid, gid := -1, -1
+	status := ""
+	for _, line := range strings.Split(string(meta), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch strings.TrimSpace(k) {
+		case "STATUS":
+			status = v
+		case "UID":
+			uid = atoiPrefix(v)
+		case "GID":
+			gid = atoiPrefix(v)
+		}
+	}
+	if !strings.HasPrefix(status, "Success") && status != "0" {
+		return nil, 0, 0, fmt.Errorf("unmunge: status %q", status)
+	}
+	if uid < 0 || gid < 0 {
+		return nil, 0, 0, errors.New("unmunge: no UID/GID in metadata")
+	}
+	return payload, uid, gid, nil
+}
+
+// atoiPrefix reads the leading number of "0" or "1001 (alice)"-style values.
+func atoiPrefix(s string) int {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return -1
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}

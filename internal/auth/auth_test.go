@@ -1,0 +1,122 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeMunger seals payloads in memory, recording who made each credential.
+type fakeMunger struct {
+	uid   int
+	creds map[string][]byte
+	uids  map[string]int
+}
+
+func (f *fakeMunger) Encode(_ context.Context, p []byte, _ int, _ time.Duration) (string, error) {
+	if f.creds == nil {
+		f.creds, f.uids = map[string][]byte{}, map[string]int{}
+	}
+	c := "MUNGE:" + string(rune('a'+len(f.creds))) + ":"
+	f.creds[c], f.uids[c] = append([]byte(nil), p...), f.uid
+	return c, nil
+}
+
+func (f *fakeMunger) Decode(_ context.Context, c string) ([]byte, int, int, error) {
+	p, ok := f.creds[c]
+	if !ok {
+		return nil, 0, 0, errors.New("invalid credential")
+	}
+	return p, f.uids[c], f.uids[c], nil
+}
+
+func TestIssueOpenRoundTrip(t *testing.T) {
+	t.Parallel()
+	s, err := NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMunger{uid: 1001}
+	cred, err := Issue(context.Background(), m, s, "lab", 42, "L-1", 0, time.Minute, time.UnixMilli(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := Open(context.Background(), m, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.UID != 1001 || v.JobID != 42 || v.Lineage != "L-1" || v.SID != s.SID || string(v.Key) != string(s.Key) {
+		t.Fatalf("verified %+v", v)
+	}
+	msg := []byte(`{"v":1}`)
+	if err := Verify(v.Key, msg, s.Sign(msg)); err != nil {
+		t.Errorf("own signature rejected: %v", err)
+	}
+	other, _ := NewSession()
+	if err := Verify(v.Key, msg, other.Sign(msg)); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("foreign key accepted: %v", err)
+	}
+	if err := Verify(v.Key, []byte(`{"v":2}`), s.Sign(msg)); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("altered message accepted: %v", err)
+	}
+	if err := Verify(v.Key, msg, "zz"); !errors.Is(err, ErrBadMAC) {
+		t.Errorf("garbage mac accepted: %v", err)
+	}
+}
+
+func TestOpenRejects(t *testing.T) {
+	t.Parallel()
+	good := Claims{V: 1, SID: strings.Repeat("ab", 16), Cluster: "lab", JobID: 1, Lineage: "x", Key: strings.Repeat("00", KeySize)}
+	cases := map[string]func(c *Claims) string{
+		"version":    func(c *Claims) string { c.V = 2; return "" },
+		"sid":        func(c *Claims) string { c.SID = "nothex"; return "" },
+		"job id":     func(c *Claims) string { c.JobID = 0; return "" },
+		"short key":  func(c *Claims) string { c.Key = "00"; return "" },
+		"extra json": func(c *Claims) string { return `{"v":1,"evil":true}` },
+		"not json":   func(c *Claims) string { return `garbage` },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := good
+			raw := mutate(&c)
+			if raw == "" {
+				b, _ := json.Marshal(c)
+				raw = string(b)
+			}
+			m := &fakeMunger{}
+			cred, _ := m.Encode(context.Background(), []byte(raw), 0, 0)
+			if _, err := Open(context.Background(), m, cred); !errors.Is(err, ErrCredential) {
+				t.Errorf("err %v, want ErrCredential", err)
+			}
+		})
+	}
+	if _, err := Open(context.Background(), &fakeMunger{}, "MUNGE:unknown:"); !errors.Is(err, ErrCredential) {
+		t.Errorf("unknown credential: %v", err)
+	}
+	if _, err := Open(context.Background(), &fakeMunger{}, ""); !errors.Is(err, ErrCredential) {
+		t.Errorf("empty credential: %v", err)
+	}
+}
+
+func TestParseUnmunge(t *testing.T) {
+	t.Parallel()
+	ok := "STATUS:          0\nENCODE_HOST:     127.0.0.1\nUID:             1001\nGID:             1002\nUID_RESTRICTION: 0\nLENGTH:          3\n\nabc"
+	p, uid, gid, err := parseUnmunge([]byte(ok))
+	if err != nil || string(p) != "abc" || uid != 1001 || gid != 1002 {
+		t.Fatalf("parse: %q %d %d %v", p, uid, gid, err)
+	}
+	for name, in := range map[string]string{
+		"no separator": "STATUS: 0\nUID: 1\nGID: 1\n",
+		"failed":       "STATUS: Replayed credential (17)\nUID: 1\nGID: 1\n\nabc",
+		"no uid":       "STATUS: 0\nGID: 1\n\nabc",
+		"bad uid":      "STATUS: 0\nUID: x\nGID: 1\n\nabc",
+	} {
+		if _, _, _, err := parseUnmunge([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
