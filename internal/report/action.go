@@ -1,0 +1,188 @@
+package report
+
+import "strings"
+
+// ActionType is what the coordinator asks the agent to do.
+type ActionType string
+
+// Action types and the Slurm command the agent runs for each.
+const (
+	ActionSignal  ActionType = "signal"  // scancel --signal (ask for a checkpoint)
+	ActionRequeue ActionType = "requeue" // scontrol requeue[hold], after optional updates
+	ActionUpdate  ActionType = "update"  // scontrol update (time limit, partition, gres)
+	ActionCancel  ActionType = "cancel"  // scancel
+	ActionSubmit  ActionType = "submit"  // sbatch (migration to a new job)
+	ActionRelease ActionType = "release" // scontrol release
+)
+
+// Signal steps.
+const (
+	StepsBatch = "batch" // the batch step only, where the wrapper runs (default)
+	StepsAll   = "all"   // every step of the job
+)
+
+// Action is an order from the coordinator. The agent re-checks everything
+// against Slurm before acting (User must still own JobID); validation here
+// only guarantees the order is well-formed and that every value passed to a
+// Slurm command is from a narrow character set.
+type Action struct {
+	ID      string     `json:"id"` // unique, the agent executes each id at most once
+	Type    ActionType `json:"type"`
+	Cluster string     `json:"cluster"`
+	JobID   uint64     `json:"job_id,omitempty"` // required except for submit (there: the job replaced)
+	Lineage string     `json:"lineage,omitempty"`
+	User    string     `json:"user"` // the job owner as the coordinator believes it
+
+	Signal string `json:"signal,omitempty"` // signal only: SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGCONT (SIG optional)
+	Steps  string `json:"steps,omitempty"`  // signal only: StepsBatch (default) or StepsAll
+
+	// requeue, update, submit.
+	Partition    string `json:"partition,omitempty"`
+	Gres         string `json:"gres,omitempty"`
+	TimeLimitMin int64  `json:"time_limit_min,omitempty"`
+
+	Hold   bool   `json:"hold,omitempty"`   // requeue, submit: keep the job held
+	Script string `json:"script,omitempty"` // submit only: the batch script, starting with "#!"
+
+	Reason   string `json:"reason,omitempty"` // for the audit trail and the user
+	IssuedMS int64  `json:"issued_ms"`
+}
+
+// actionRule lists what each action type requires and permits; a field not
+// permitted must be empty, so an order never carries a value its executor
+// would silently ignore.
+type actionRule struct {
+	jobID     bool // required
+	signal    bool // required
+	steps     bool // permitted
+	placement bool // partition, gres, time_limit_min permitted
+	hold      bool // permitted
+	script    bool // required
+}
+
+var actionRules = map[ActionType]actionRule{
+	ActionSignal:  {jobID: true, signal: true, steps: true},
+	ActionRequeue: {jobID: true, placement: true, hold: true},
+	ActionUpdate:  {jobID: true, placement: true},
+	ActionCancel:  {jobID: true},
+	ActionSubmit:  {placement: true, hold: true, script: true},
+	ActionRelease: {jobID: true},
+}
+
+// actionSignals are the signals the coordinator may send. SIGKILL and
+// SIGSTOP are left out on purpose: cancel is the way to end a job, and a
+// stopped job holds its resources without making progress.
+var actionSignals = []string{"SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "SIGCONT"}
+
+// Validate checks the action, including the per-type rules.
+func (a *Action) Validate() error {
+	if a == nil {
+		return fail("", "missing")
+	}
+	if err := first(
+		token("id", a.ID, maxActionID, true, setID),
+		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease),
+		clusterName("cluster", a.Cluster),
+		slurmID("job_id", a.JobID, actionRules[a.Type].jobID),
+		lineage("lineage", a.Lineage, false),
+		printable("user", a.User, maxName, true),
+		token("partition", a.Partition, maxName, false, setPartArg),
+		token("gres", a.Gres, 256, false, setGresArg),
+		text("reason", a.Reason, MaxText, false),
+		unixMS("issued_ms", a.IssuedMS, true),
+	); err != nil {
+		return err
+	}
+	if a.TimeLimitMin < 0 || a.TimeLimitMin > maxTimeLimit {
+		return fail("time_limit_min", "must be within [1, %d] when set (got %d)", maxTimeLimit, a.TimeLimitMin)
+	}
+	rule := actionRules[a.Type]
+	absent := func(field string, set, permitted bool) error {
+		if set && !permitted {
+			return fail(field, "must be absent for type %q", a.Type)
+		}
+		return nil
+	}
+	if err := first(
+		absent("signal", a.Signal != "", rule.signal),
+		absent("steps", a.Steps != "", rule.steps),
+		absent("partition", a.Partition != "", rule.placement),
+		absent("gres", a.Gres != "", rule.placement),
+		absent("time_limit_min", a.TimeLimitMin != 0, rule.placement),
+		absent("hold", a.Hold, rule.hold),
+		absent("script", a.Script != "", rule.script),
+	); err != nil {
+		return err
+	}
+	switch a.Type {
+	case ActionSignal:
+		name := a.Signal
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		if err := oneOf("signal", name, actionSignals...); err != nil {
+			if a.Signal == "" {
+				return fail("signal", "required for type %q", a.Type)
+			}
+			return fail("signal", "must be one of %s, SIG optional (got %s)", list(actionSignals), quote(a.Signal))
+		}
+		if a.Steps != "" {
+			return oneOf("steps", a.Steps, StepsBatch, StepsAll)
+		}
+	case ActionUpdate:
+		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 {
+			return fail("time_limit_min", "update needs time_limit_min, partition or gres")
+		}
+	case ActionSubmit:
+		if err := text("script", a.Script, MaxScript, true); err != nil {
+			return err
+		}
+		// sbatch refuses a script without an interpreter line; catch it here,
+		// where the error still names the field.
+		if !strings.HasPrefix(a.Script, "#!") {
+			return fail("script", "must start with #!")
+		}
+	}
+	return nil
+}
+
+// ResultStatus is the outcome of an action.
+type ResultStatus string
+
+// Result statuses.
+const (
+	StatusOK      ResultStatus = "ok"
+	StatusRefused ResultStatus = "refused" // the agent's own checks said no (owner changed, job gone, ...)
+	StatusFailed  ResultStatus = "failed"  // the Slurm command failed
+)
+
+// Result is the agent's answer to one action.
+type Result struct {
+	ActionID string       `json:"action_id"`
+	Status   ResultStatus `json:"status"`
+	Message  string       `json:"message"`
+	Stderr   string       `json:"stderr,omitempty"` // of the failed command, truncated to 8 KiB valid UTF-8
+	NewJobID uint64       `json:"new_job_id,omitempty"`
+	DoneMS   int64        `json:"done_ms"`
+}
+
+// Validate checks the result body.
+func (r *Result) Validate() error {
+	if r == nil {
+		return fail("", "missing")
+	}
+	if err := first(
+		token("action_id", r.ActionID, maxActionID, true, setID),
+		oneOf("status", r.Status, StatusOK, StatusRefused, StatusFailed),
+		text("message", r.Message, MaxMessage, false),
+		text("stderr", r.Stderr, MaxStderr, false),
+		slurmID("new_job_id", r.NewJobID, false),
+		unixMS("done_ms", r.DoneMS, true),
+	); err != nil {
+		return err
+	}
+	if r.NewJobID != 0 && r.Status != StatusOK {
+		return fail("new_job_id", "must be absent for status %q", r.Status)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Encode validates e and returns its JSON encoding, without a trailing
+// newline. HTML characters are not escaped: nothing renders envelopes as
+// HTML, and "\u003c" would cost six bytes of MaxPayload for every "<" in a
+// batch script.
+func Encode(e *Envelope) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		// Validate rules out everything json.Marshal can fail on.
+		return nil, fmt.Errorf("report: encode %s: %w", e.Kind, err)
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(b) > MaxPayload {
+		return nil, fmt.Errorf("%w: %s envelope is %d bytes (max %d)", ErrTooLarge, e.Kind, len(b), MaxPayload)
+	}
+	return b, nil
+}
+
+// Decode parses and validates one envelope. It never panics and never
+// returns a partly filled envelope: on error the envelope is nil and the
+// error wraps [ErrTooLarge], [ErrVersion] or [ErrInvalid] (see the package
+// documentation for what "strict" means here).
+func Decode(b []byte) (*Envelope, error) {
+	if len(b) > MaxPayload {
+		return nil, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(b), MaxPayload)
+	}
+	// encoding/json would quietly turn invalid UTF-8 into U+FFFD, so two
+	// different inputs would decode alike.
+	if !utf8.Valid(b) {
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalid)
+	}
+	if err := checkVersion(b); err != nil {
+		return nil, err
+	}
+	if err := walkSchema(b, envelopeSchema()); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields() // already checked by walkSchema; kept as a second lock
+	var e Envelope
+	if err := dec.Decode(&e); err != nil {
+		return nil, decodeError(err)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// checkVersion makes sure b is exactly one JSON object and reads its "v"
+// before anything else looks at the fields, so that an envelope from a newer
+// schema fails as ErrVersion rather than with an unknown-field error.
+func checkVersion(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var top map[string]json.RawMessage
+	if err := dec.Decode(&top); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the JSON object at byte %d", ErrInvalid, dec.InputOffset())
+	}
+	if top == nil {
+		return fail("", "want object, got null")
+	}
+	raw, ok := top["v"]
+	if !ok {
+		return fmt.Errorf("%w: field \"v\" missing (this build speaks %d)", ErrVersion, Version)
+	}
+	if v, err := strconv.Atoi(string(raw)); err != nil || v != Version {
+		var c bytes.Buffer
+		if json.Compact(&c, raw) != nil {
+			c.Reset()
+			c.Write(raw)
+		}
+		return fmt.Errorf("%w %s (this build speaks %d)", ErrVersion, truncate(c.String(), maxQuoted), Version)
+	}
+	return nil
+}
+
+// decodeError turns an encoding/json error into one wrapping ErrInvalid,
+// a *FieldError when the error names a field.
+func decodeError(err error) error {
+	var (
+		typeErr *json.UnmarshalTypeError
+		synErr  *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &typeErr):
+		// Field is the dotted path of JSON names (without array indexes) since
+		// Go 1.20; empty for the top-level value.
+		return fail(typeErr.Field, "want %s, got %s", jsonKind(typeErr.Type), typeErr.Value)
+	case errors.As(err, &synErr):
+		return fmt.Errorf("%w: malformed JSON at byte %d: %v", ErrInvalid, synErr.Offset, synErr)
+	case err == io.EOF:
+		return fmt.Errorf("%w: empty input", ErrInvalid)
+	case err == io.ErrUnexpectedEOF:
+		return fmt.Errorf("%w: malformed JSON: unexpected end of input", ErrInvalid)
+	}
+	// encoding/json has no type for unknown fields; the message is stable.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if unq, err := strconv.Unquote(name); err == nil {
+			name = unq
+		}
+		return fail(truncate(name, maxQuoted), "unknown field")
+	}
+	return fmt.Errorf("%w: %v", ErrInvalid, err)
+}
+
+// syntaxError is decodeError for the token stream, where running out of
+// input is a syntax error too.
+func syntaxError(err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return decodeError(err)
+}
+
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.String:
+		return "string"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return "integer"
+}
