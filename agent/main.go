@@ -1,13 +1,21 @@
-// Command isched-agent is not built yet: its issue is open. It exits 2 and says so,
-// so nobody mistakes it for a working binary.
+// Command isched-agent publishes the Slurm cluster's state to Redis and
+// executes the coordinator's actions on jobs. See internal/agent.
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/isched/isched/internal/agent"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "isched-agent: not built yet (see the project's open issues)")
-	os.Exit(2)
+	// SIGTERM (systemd stop) and SIGINT end the agent's context: it
+	// finishes the action in hand, then exits 0.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := agent.Main(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	os.Exit(code)
 }

@@ -1,0 +1,628 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"os/user"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Private keys (isched:<cluster>:agent:*).
+const (
+	keyCursor   = "cursor"   // id of the last actions entry fully handled
+	keyDone     = "done"     // hash: action id -> result envelope
+	keyInflight = "inflight" // the action being executed (one at a time)
+)
+
+// OptedIn reports whether a job opted in to isched: its comment contains
+// "isched" or its name starts with "isched".
+func OptedIn(name, comment string) bool {
+	return strings.HasPrefix(name, "isched") || strings.Contains(comment, "isched")
+}
+
+// errTransient marks a failure that says nothing about the action (Redis or
+// slurmctld unreachable): the entry is retried after a backoff, never
+// answered with a result.
+var errTransient = errors.New("transient")
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string        { return e.err.Error() }
+func (e *transientError) Unwrap() error        { return e.err }
+func (e *transientError) Is(target error) bool { return target == errTransient }
+
+func transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
+// slurmDown reports whether a Slurm command failed because the controller
+// did not answer, rather than because it refused.
+func slurmDown(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return true // the Slurm client is missing: an operator must fix it, then we go on
+	}
+	var ee *slurm.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	for _, s := range []string{"Unable to contact slurm controller", "Socket timed out", "Zero Bytes were transmitted", "Connection refused", "Communication connection failure"} {
+		if strings.Contains(ee.Stderr, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// marker is the inflight record: the action and the job as it was before
+// the agent acted.
+type marker struct {
+	Entry     string          `json:"entry"`
+	Payload   json.RawMessage `json:"payload"` // the actions entry, verbatim
+	State     string          `json:"state,omitempty"`
+	Restarts  int             `json:"restarts"`
+	Partition string          `json:"partition,omitempty"`
+	Held      bool            `json:"held,omitempty"`
+	StartedMS int64           `json:"started_ms"`
+}
+
+func (a *Agent) actionLoop(ctx context.Context) error {
+	lim := a.newLimiter("actions")
+	var backoff time.Duration
+	cursor, ready := "", false
+	for ctx.Err() == nil {
+		if !ready {
+			c, err := a.resume(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				backoff = lim.failed(err, backoff)
+				sleep(ctx, backoff)
+				continue
+			}
+			cursor, ready = c, true
+		}
+		entries, err := a.store.ReadAfter(ctx, a.keys.Actions(), cursor, 16, a.cfg.ActionBlock)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = lim.failed(err, backoff)
+			sleep(ctx, backoff)
+			continue
+		}
+		for _, e := range entries {
+			if err := a.handle(ctx, e); err != nil {
+				// Retry this entry; resume first (an inflight marker may exist).
+				backoff = lim.failed(err, backoff)
+				ready = false
+				sleep(ctx, backoff)
+				break
+			}
+			lim.ok()
+			backoff = 0
+			cursor = e.ID
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// resume finishes an action a previous agent left inflight and returns the
+// cursor to read after.
+func (a *Agent) resume(ctx context.Context) (string, error) {
+	b, err := a.store.Get(ctx, a.keys.Agent(keyInflight))
+	switch {
+	case errors.Is(err, stream.ErrNotFound):
+	case err != nil:
+		return "", err
+	default:
+		if err := a.recoverInflight(ctx, b); err != nil {
+			return "", err
+		}
+	}
+	c, err := a.store.Get(ctx, a.keys.Agent(keyCursor))
+	if errors.Is(err, stream.ErrNotFound) {
+		return "0", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(c), nil
+}
+
+func (a *Agent) recoverInflight(ctx context.Context, b []byte) error {
+	var m marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		a.log.Error("unreadable inflight marker dropped", "err", err)
+		return a.store.Del(ctx, a.keys.Agent(keyInflight))
+	}
+	env, err := report.Decode(m.Payload)
+	if err != nil || env.Action == nil {
+		a.log.Error("inflight marker holds no valid action; dropped", "entry", m.Entry, "err", err)
+		return a.store.Del(ctx, a.keys.Agent(keyInflight))
+	}
+	act := env.Action
+	log := a.log.With("action", act.ID, "type", string(act.Type), "job", act.JobID, "entry", m.Entry)
+	stored, err := a.store.HGet(ctx, a.keys.Agent(keyDone), act.ID)
+	switch {
+	case err == nil:
+		// Died after recording the result: publish it (again, identical).
+		log.Warn("resuming: result recorded but maybe not published; publishing it")
+		return a.publish(ctx, m.Entry, []byte(stored))
+	case !errors.Is(err, stream.ErrNotFound):
+		return err
+	}
+	log.Warn("resuming an action interrupted by an agent stop; checking the job before anything else")
+	ctx, cancel := a.actionContext(ctx)
+	defer cancel()
+	res, err := a.recover(ctx, &m, act)
+	if err != nil {
+		return err
+	}
+	return a.finish(ctx, m.Entry, act, res)
+}
+
+// actionContext outlives the agent's own context: an action that started
+// finishes even when the agent is asked to stop.
+func (a *Agent) actionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ActionTimeout)
+}
+
+// handle processes one actions entry. It returns an error only when the
+// entry must be retried (Redis or Slurm unreachable).
+func (a *Agent) handle(ctx context.Context, e stream.Entry) error {
+	env, err := report.Decode(e.Payload)
+	if err == nil && env.Kind != report.KindAction {
+		err = fmt.Errorf("kind %q is not an action", env.Kind)
+	}
+	if err != nil {
+		id := looseID(e.Payload)
+		a.log.Warn("malformed action refused", "entry", e.ID, "action", id, "err", err)
+		if id == "" {
+			return a.setCursor(ctx, e.ID)
+		}
+		if dup, err := a.isDone(ctx, id); err != nil || dup {
+			if err != nil {
+				return err
+			}
+			return a.setCursor(ctx, e.ID)
+		}
+		// Not recorded as done: the id may yet come in a well-formed action.
+		renv := report.NewEnvelope(report.KindResult, a.cfg.Now())
+		renv.Result = a.result(id, report.StatusRefused, "malformed action: "+err.Error(), nil)
+		b, err := report.Encode(renv)
+		if err != nil {
+			return a.setCursor(ctx, e.ID)
+		}
+		return a.publish(ctx, e.ID, b)
+	}
+	act := env.Action
+	log := a.log.With("action", act.ID, "type", string(act.Type), "job", act.JobID, "entry", e.ID)
+	if dup, err := a.isDone(ctx, act.ID); err != nil {
+		return err
+	} else if dup {
+		log.Info("duplicate action skipped: already executed")
+		return a.setCursor(ctx, e.ID)
+	}
+	actx, cancel := a.actionContext(ctx)
+	defer cancel()
+	res, err := a.execute(actx, e, act)
+	if err != nil {
+		return err
+	}
+	log.Info("action done", "status", string(res.Status), "message", res.Message)
+	return a.finish(actx, e.ID, act, res)
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// looseID reads action.id from an entry that failed strict decoding, so the
+// refusal can be addressed; "" when there is no usable id.
+func looseID(b []byte) string {
+	var v struct {
+		Action struct {
+			ID string `json:"id"`
+		} `json:"action"`
+	}
+	if json.Unmarshal(b, &v) != nil || !idRE.MatchString(v.Action.ID) {
+		return ""
+	}
+	return v.Action.ID
+}
+
+func (a *Agent) isDone(ctx context.Context, id string) (bool, error) {
+	_, err := a.store.HGet(ctx, a.keys.Agent(keyDone), id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, stream.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+func (a *Agent) setCursor(ctx context.Context, id string) error {
+	return a.store.Set(ctx, a.keys.Agent(keyCursor), []byte(id), 0)
+}
+
+// finish records and publishes a result, clears the inflight marker and
+// advances the cursor, in that order (see the package doc).
+func (a *Agent) finish(ctx context.Context, entry string, act *report.Action, res *report.Result) error {
+	env := report.NewEnvelope(report.KindResult, a.cfg.Now())
+	env.Result = res
+	b, err := report.Encode(env)
+	if err != nil {
+		// Our own result does not validate: say so in a minimal one.
+		a.log.Error("result does not encode; sending a minimal one", "action", act.ID, "err", err)
+		env.Result = a.result(act.ID, report.StatusFailed, "agent could not encode its result: "+clean(err.Error(), 1024), nil)
+		if b, err = report.Encode(env); err != nil {
+			return err
+		}
+	}
+	if err := a.store.HSet(ctx, a.keys.Agent(keyDone), act.ID, string(b)); err != nil {
+		return err
+	}
+	return a.publish(ctx, entry, b)
+}
+
+func (a *Agent) publish(ctx context.Context, entry string, result []byte) error {
+	if _, err := a.store.Append(ctx, a.keys.Results(), result, "", a.cfg.ResultsMaxLen); err != nil {
+		return err
+	}
+	if err := a.store.Del(ctx, a.keys.Agent(keyInflight)); err != nil {
+		return err
+	}
+	return a.setCursor(ctx, entry)
+}
+
+func (a *Agent) result(id string, status report.ResultStatus, msg string, err error) *report.Result {
+	r := &report.Result{ActionID: id, Status: status, Message: clean(msg, 4000), DoneMS: a.cfg.Now().UnixMilli()}
+	var ee *slurm.ExitError
+	if errors.As(err, &ee) {
+		r.Stderr = clean(ee.Stderr, 8<<10)
+	}
+	return r
+}
+
+// clean makes s valid for a result text field: valid UTF-8, no NUL, at
+// most n bytes (cut on a rune boundary).
+func clean(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func jobID(act *report.Action) string { return strconv.FormatUint(act.JobID, 10) }
+
+// execute checks an action against Slurm's current view of its job, marks
+// it inflight and runs it. A returned error means "retry the entry".
+func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action) (*report.Result, error) {
+	refuse := func(format string, args ...any) (*report.Result, error) {
+		return a.result(act.ID, report.StatusRefused, fmt.Sprintf(format, args...), nil), nil
+	}
+	if act.Cluster != a.cfg.Cluster {
+		return refuse("action for cluster %q sent to the agent of %q", act.Cluster, a.cfg.Cluster)
+	}
+	if age := a.cfg.Now().Sub(time.UnixMilli(act.IssuedMS)); age > a.cfg.MaxActionAge {
+		return refuse("stale action: issued %s ago (max %s); not executed", age.Round(time.Second), a.cfg.MaxActionAge)
+	}
+	var j *slurm.JobInfo
+	if act.JobID != 0 {
+		var err error
+		j, err = a.slurm.ShowJob(ctx, jobID(act))
+		switch {
+		case errors.Is(err, slurm.ErrNotFound) && act.Type == report.ActionSubmit:
+			j = nil // the replaced job is long gone; nothing to check it against
+		case errors.Is(err, slurm.ErrNotFound):
+			return a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d not found: it ended more than MinJobAge ago or never existed", act.JobID), err), nil
+		case err != nil && slurmDown(err):
+			return nil, transient(fmt.Errorf("check job %d: %w", act.JobID, err))
+		case err != nil:
+			return a.result(act.ID, report.StatusFailed, fmt.Sprintf("check job %d: %v", act.JobID, err), err), nil
+		}
+	}
+	if j != nil {
+		if j.Ended() && act.Type != report.ActionSubmit {
+			return refuse("job %d already ended (%s): nothing to %s", act.JobID, j.State, act.Type)
+		}
+		if j.User == "" || j.User != act.User {
+			return refuse("job %d belongs to %q, not %q", act.JobID, j.User, act.User)
+		}
+		if !OptedIn(j.Name, j.Comment) {
+			return refuse("job %d has not opted in to isched (its name must start with \"isched\" or its comment contain \"isched\")", act.JobID)
+		}
+	}
+	switch act.Type {
+	case report.ActionSignal:
+		if j.State != "RUNNING" {
+			return refuse("job %d is %s, not running: nothing to signal", act.JobID, j.State)
+		}
+	case report.ActionRequeue:
+		placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0
+		if j.State != "RUNNING" && !(j.State == "PENDING" && placement) {
+			return refuse("job %d is %s: requeue needs a running job (or a pending one and a new partition, gres or time limit)", act.JobID, j.State)
+		}
+	case report.ActionRelease:
+		if j.State != "PENDING" {
+			return refuse("job %d is %s, not pending: nothing to release", act.JobID, j.State)
+		}
+	case report.ActionSubmit:
+		if isRoot(act.User) && !a.cfg.AllowRootSubmit {
+			return refuse("submit as root refused (Config.AllowRootSubmit is off)")
+		}
+	}
+	m := marker{Entry: e.ID, Payload: json.RawMessage(e.Payload), StartedMS: a.cfg.Now().UnixMilli()}
+	if j != nil {
+		m.State, m.Restarts, m.Partition, m.Held = j.State, j.Restarts, j.Partition, j.Held()
+	}
+	mb, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.store.Set(ctx, a.keys.Agent(keyInflight), mb, 0); err != nil {
+		return nil, err
+	}
+	return a.run(ctx, act, j)
+}
+
+func isRoot(name string) bool {
+	if name == "root" {
+		return true
+	}
+	u, err := user.Lookup(name)
+	return err == nil && u.Uid == "0"
+}
+
+func placementSpec(act *report.Action) slurm.MoveSpec {
+	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold}
+}
+
+// run executes a checked action; j is the job as checked (nil for a submit
+// without a known job).
+func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (*report.Result, error) {
+	id := jobID(act)
+	outcome := func(err error, okMsg string) (*report.Result, error) {
+		if err == nil {
+			return a.result(act.ID, report.StatusOK, okMsg, nil), nil
+		}
+		if slurmDown(err) {
+			// Leave the marker: resume decides from the job's state.
+			return nil, transient(err)
+		}
+		status := report.StatusFailed
+		if errors.Is(err, slurm.ErrState) || errors.Is(err, slurm.ErrInvalid) || errors.Is(err, slurm.ErrNotFound) {
+			status = report.StatusRefused
+		}
+		return a.result(act.ID, status, fmt.Sprintf("%s job %s: %v", act.Type, id, err), err), nil
+	}
+	switch act.Type {
+	case report.ActionSignal:
+		batchOnly := act.Steps != report.StepsAll
+		err := a.slurm.Signal(ctx, id, act.Signal, batchOnly)
+		scope := "the batch step"
+		if !batchOnly {
+			scope = "all steps"
+		}
+		return outcome(err, fmt.Sprintf("sent %s to %s of job %s", act.Signal, scope, id))
+	case report.ActionRequeue:
+		res, err := a.slurm.Move(ctx, id, placementSpec(act))
+		if err != nil {
+			r, terr := outcome(err, "")
+			if r != nil && res.UpdateErr != nil && res.Released {
+				r.Message += "; the job was released unchanged and restarts where it was"
+			}
+			return r, terr
+		}
+		return outcome(nil, moveMessage(id, act, res))
+	case report.ActionUpdate:
+		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute}
+		return outcome(a.slurm.Update(ctx, id, u), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
+	case report.ActionCancel:
+		return outcome(a.slurm.Cancel(ctx, id), "cancelled job "+id)
+	case report.ActionRelease:
+		return outcome(a.slurm.Release(ctx, id), "released job "+id)
+	case report.ActionSubmit:
+		newID, err := a.slurm.SubmitWith(ctx, []byte(act.Script), a.submitSpec(act))
+		if err != nil {
+			return outcome(err, "")
+		}
+		r := a.result(act.ID, report.StatusOK, fmt.Sprintf("submitted job %s as %s", newID, act.User), nil)
+		if n, perr := strconv.ParseUint(newID, 10, 32); perr == nil {
+			r.NewJobID = n
+		}
+		return r, nil
+	}
+	return a.result(act.ID, report.StatusRefused, fmt.Sprintf("unknown action type %q", act.Type), nil), nil
+}
+
+func (a *Agent) submitSpec(act *report.Action) slurm.SubmitSpec {
+	comment := "isched"
+	if act.Lineage != "" {
+		comment += " lineage=" + act.Lineage
+	}
+	comment += " action=" + act.ID
+	return slurm.SubmitSpec{
+		User: act.User, Partition: act.Partition, Gres: act.Gres,
+		TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold, Comment: comment,
+	}
+}
+
+func describe(act *report.Action) string {
+	var parts []string
+	if act.Partition != "" {
+		parts = append(parts, "partition "+act.Partition)
+	}
+	if act.Gres != "" {
+		parts = append(parts, "gres "+act.Gres)
+	}
+	if act.TimeLimitMin != 0 {
+		parts = append(parts, fmt.Sprintf("time limit %d min", act.TimeLimitMin))
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func moveMessage(id string, act *report.Action, res slurm.MoveResult) string {
+	var b strings.Builder
+	if res.Requeued {
+		fmt.Fprintf(&b, "requeued job %s (restart %d)", id, res.Restarts)
+	} else {
+		fmt.Fprintf(&b, "re-placed pending job %s", id)
+	}
+	if d := describe(act); d != "no change" {
+		fmt.Fprintf(&b, " to %s", d)
+	}
+	if res.Released {
+		b.WriteString(", released")
+	} else if act.Hold {
+		b.WriteString(", kept held")
+	}
+	fmt.Fprintf(&b, " in %s", res.Total.Round(time.Millisecond))
+	return b.String()
+}
+
+// recover decides what to do with an action a previous agent started but
+// did not finish, from the job's state now (see the package doc). Nothing
+// is executed twice.
+func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*report.Result, error) {
+	id := jobID(act)
+	ok := func(msg string) (*report.Result, error) {
+		return a.result(act.ID, report.StatusOK, msg+" (confirmed after an agent restart)", nil), nil
+	}
+	failed := func(msg string) (*report.Result, error) {
+		return a.result(act.ID, report.StatusFailed, msg, nil), nil
+	}
+	if act.Type == report.ActionSubmit {
+		jobs, err := a.slurm.Jobs(ctx)
+		if err != nil {
+			return nil, transient(err)
+		}
+		for _, j := range jobs {
+			if strings.Contains(j.Comment, "action="+act.ID) && (j.Comment == "action="+act.ID || strings.HasSuffix(j.Comment, " action="+act.ID)) {
+				r, _ := ok(fmt.Sprintf("submitted job %d as %s", j.JobID, j.User))
+				r.NewJobID = j.JobID
+				return r, nil
+			}
+		}
+		return failed("the agent stopped during sbatch and no job carries this action's id: not resubmitted (at most once)")
+	}
+	j, err := a.slurm.ShowJob(ctx, id)
+	if err != nil {
+		if errors.Is(err, slurm.ErrNotFound) {
+			if act.Type == report.ActionCancel {
+				return ok("job " + id + " is gone")
+			}
+			return failed("the agent stopped during this action and job " + id + " is gone: not retried")
+		}
+		return nil, transient(err)
+	}
+	stale := a.cfg.Now().Sub(time.UnixMilli(act.IssuedMS)) > a.cfg.MaxActionAge
+	retry := func() (*report.Result, error) {
+		if stale {
+			return failed(fmt.Sprintf("the agent stopped during this action; job %s shows no effect and the action is stale now: not retried", id))
+		}
+		return a.run(ctx, act, j)
+	}
+	switch act.Type {
+	case report.ActionSignal:
+		return failed("the agent stopped while signalling job " + id + "; delivery cannot be checked, so the signal was not re-sent (at most once)")
+	case report.ActionCancel:
+		if j.Ended() || j.State == "COMPLETING" {
+			return ok("job " + id + " is " + j.State)
+		}
+		return retry()
+	case report.ActionRelease:
+		if !j.Held() {
+			return ok("job " + id + " is not held (" + j.State + ")")
+		}
+		return retry()
+	case report.ActionUpdate:
+		if updated(j, act) {
+			return ok("job " + id + " shows the update (" + describe(act) + ")")
+		}
+		if j.Ended() {
+			return failed("the agent stopped during this update and job " + id + " has ended")
+		}
+		return retry()
+	case report.ActionRequeue:
+		switch {
+		case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
+			return retry() // the requeue never reached Slurm
+		case j.Ended():
+			return failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
+		case j.State == "PENDING" && j.Held() && !m.Held:
+			// Died between requeuehold (or hold) and release: finish the
+			// move; update and release are idempotent.
+			u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, StartIn: 2 * time.Second}
+			if err := a.slurm.Update(ctx, id, u); err != nil {
+				if slurmDown(err) {
+					return nil, transient(err)
+				}
+				if !act.Hold {
+					_ = a.slurm.Release(ctx, id)
+				}
+				return a.result(act.ID, report.StatusFailed, fmt.Sprintf("requeue job %s: finishing after an agent restart: %v; released unchanged", id, err), err), nil
+			}
+			if act.Hold {
+				return ok(fmt.Sprintf("requeued job %s (restart %d) to %s, kept held", id, j.Restarts, describe(act)))
+			}
+			if err := a.slurm.Release(ctx, id); err != nil {
+				if slurmDown(err) {
+					return nil, transient(err)
+				}
+				return a.result(act.ID, report.StatusFailed, fmt.Sprintf("requeue job %s: release after an agent restart: %v", id, err), err), nil
+			}
+			return ok(fmt.Sprintf("requeued job %s (restart %d) to %s, released", id, j.Restarts, describe(act)))
+		case updated(j, act) && (j.Restarts > m.Restarts || m.State == "PENDING"):
+			return ok(fmt.Sprintf("requeued job %s (restart %d), now %s in %s", id, j.Restarts, j.State, j.Partition))
+		case j.State == "PENDING" && m.State == "PENDING":
+			return retry() // a pending job's move did not land yet; moving it again is harmless
+		}
+		return failed(fmt.Sprintf("the agent stopped during this requeue; job %s is now %s in %s with restart count %d (was %d): not retried", id, j.State, j.Partition, j.Restarts, m.Restarts))
+	}
+	return failed("the agent stopped during this action: not retried")
+}
+
+// updated reports whether the job shows every change of an update action.
+func updated(j *slurm.JobInfo, act *report.Action) bool {
+	if act.Partition != "" && j.Partition != act.Partition {
+		return false
+	}
+	if act.TimeLimitMin != 0 && (j.TimeLimit == nil || *j.TimeLimit != time.Duration(act.TimeLimitMin)*time.Minute) {
+		return false
+	}
+	if act.Gres != "" && slurm.JobGres(j.TresPerNode, j.TresPerJob) != slurm.JobGres(act.Gres, "") {
+		return false
+	}
+	return true
+}

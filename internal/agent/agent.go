@@ -1,0 +1,345 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Slurm is what the agent needs from Slurm; *slurm.Client implements it.
+type Slurm interface {
+	Poll(ctx context.Context) (*slurm.State, error)
+	Jobs(ctx context.Context) ([]report.Job, error)
+	ShowJob(ctx context.Context, jobID string) (*slurm.JobInfo, error)
+	Signal(ctx context.Context, jobID, sig string, batchOnly bool) error
+	Move(ctx context.Context, jobID string, spec slurm.MoveSpec) (slurm.MoveResult, error)
+	Update(ctx context.Context, jobID string, u slurm.UpdateSpec) error
+	Release(ctx context.Context, jobID string) error
+	Cancel(ctx context.Context, jobID string) error
+	SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error)
+}
+
+// Store is what the agent needs from Redis; *stream.Client implements it.
+type Store interface {
+	Set(ctx context.Context, key string, val []byte, ttl time.Duration) error
+	Get(ctx context.Context, key string) ([]byte, error)
+	Del(ctx context.Context, keys ...string) error
+	Append(ctx context.Context, stream string, payload []byte, mac string, maxLen int64) (string, error)
+	ReadAfter(ctx context.Context, stream, afterID string, count int64, block time.Duration) ([]stream.Entry, error)
+	HSet(ctx context.Context, key string, fieldValues ...string) error
+	HGet(ctx context.Context, key, field string) (string, error)
+}
+
+// Config tunes the agent. Zero values take the documented defaults.
+type Config struct {
+	Cluster string // required: names every key
+
+	PollInterval time.Duration // default 5 s
+	// SnapshotTTL is how long a published snapshot/job table lives in
+	// Redis; default 3 poll intervals, at least 15 s.
+	SnapshotTTL time.Duration
+	// MinBackoff and MaxBackoff bound the retry delay after Slurm or Redis
+	// failures, doubled from MinBackoff on each failure; default 1 s and 1 min.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// ActionBlock is how long one XREAD waits for new actions; default 2 s.
+	ActionBlock time.Duration
+	// ActionTimeout bounds one action, results included; default 5 min
+	// (a requeue waits for a job that ignores SIGTERM up to KillWait).
+	ActionTimeout time.Duration
+	// MaxActionAge refuses actions issued longer ago; default 15 min.
+	MaxActionAge time.Duration
+	// ResultsMaxLen bounds the results stream (XADD MAXLEN ~); default 10000.
+	ResultsMaxLen int64
+	// AllowRootSubmit lets submit actions run sbatch as root.
+	AllowRootSubmit bool
+
+	Logger *slog.Logger     // default slog.Default()
+	Now    func() time.Time // default time.Now
+}
+
+func (c *Config) defaults() error {
+	if !stream.ValidName(c.Cluster) {
+		return fmt.Errorf("agent: cluster name %q: want 1-64 of [A-Za-z0-9._-]", c.Cluster)
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.SnapshotTTL <= 0 {
+		c.SnapshotTTL = max(3*c.PollInterval, 15*time.Second)
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = time.Minute
+	}
+	if c.ActionBlock <= 0 {
+		c.ActionBlock = 2 * time.Second
+	}
+	if c.ActionTimeout <= 0 {
+		c.ActionTimeout = 5 * time.Minute
+	}
+	if c.MaxActionAge <= 0 {
+		c.MaxActionAge = 15 * time.Minute
+	}
+	if c.ResultsMaxLen <= 0 {
+		c.ResultsMaxLen = 10000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Agent publishes the cluster's state and executes actions.
+type Agent struct {
+	cfg   Config
+	slurm Slurm
+	store Store
+	keys  stream.Keys
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// New builds an agent; Start or Run runs it.
+func New(cfg Config, sl Slurm, st Store) (*Agent, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	keys, err := stream.NewKeys(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: cfg, slurm: sl, store: st, keys: keys, log: cfg.Logger.With("component", "agent", "cluster", cfg.Cluster)}, nil
+}
+
+// Run runs both loops until ctx is done. An action being executed when ctx
+// ends is finished first (up to ActionTimeout): stopping must not leave a
+// job held half-way through a move.
+func (a *Agent) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var actionErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); a.pollLoop(ctx) }()
+	go func() { defer wg.Done(); actionErr = a.actionLoop(ctx) }()
+	wg.Wait()
+	if actionErr != nil && !errors.Is(actionErr, context.Canceled) {
+		return actionErr
+	}
+	return nil
+}
+
+// Start runs the agent in the background until Close.
+func (a *Agent) Start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	a.mu.Lock()
+	a.cancel, a.done = cancel, make(chan struct{})
+	a.mu.Unlock()
+	go func() {
+		err := a.Run(ctx)
+		a.mu.Lock()
+		a.err = err
+		a.mu.Unlock()
+		close(a.done)
+	}()
+}
+
+// Close stops a started agent and waits for it (or for ctx).
+func (a *Agent) Close(ctx context.Context) error {
+	a.mu.Lock()
+	cancel, done := a.cancel, a.done
+	a.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pollLoop publishes a snapshot every PollInterval, backing off while
+// Slurm or Redis fail.
+func (a *Agent) pollLoop(ctx context.Context) {
+	lim := a.newLimiter("poll")
+	var delay, backoff time.Duration
+	for {
+		if !sleep(ctx, delay) {
+			return
+		}
+		start := time.Now()
+		err := a.PublishOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			backoff = lim.failed(err, backoff)
+			delay = backoff
+			continue
+		}
+		lim.ok()
+		backoff = 0
+		delay = max(a.cfg.PollInterval-time.Since(start), 0)
+	}
+}
+
+// PublishOnce polls Slurm once (four commands) and publishes the snapshot
+// and the job table. On any Slurm failure it publishes nothing.
+func (a *Agent) PublishOnce(ctx context.Context) error {
+	st, err := a.slurm.Poll(ctx)
+	if err != nil {
+		return fmt.Errorf("poll slurm: %w", err)
+	}
+	now := a.cfg.Now()
+	snap := st.Snapshot(a.cfg.Cluster, now)
+	env := report.NewEnvelope(report.KindSnapshot, now)
+	env.Snapshot = &snap
+	sb, err := report.Encode(env)
+	if err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	table := st.JobTable(a.cfg.Cluster, now)
+	jb, kept, err := encodeJobTable(table, now)
+	if err != nil {
+		return fmt.Errorf("encode job table: %w", err)
+	}
+	if kept < len(table.Jobs) {
+		a.log.Warn("job table trimmed to fit one envelope", "jobs", len(table.Jobs), "kept", kept, "max_bytes", report.MaxPayload)
+	}
+	if err := a.store.Set(ctx, a.keys.Snapshot(), sb, a.cfg.SnapshotTTL); err != nil {
+		return err
+	}
+	return a.store.Set(ctx, a.keys.Jobs(), jb, a.cfg.SnapshotTTL)
+}
+
+// encodeJobTable encodes the table, dropping rows when it does not fit
+// report.MaxPayload (64 KiB, a few hundred jobs): opted-in jobs are kept
+// first, then pending, then running, and ended jobs go first. It returns how
+// many rows were kept.
+func encodeJobTable(t report.JobTable, now time.Time) ([]byte, int, error) {
+	enc := func(jobs []report.Job) ([]byte, error) {
+		tt := t
+		tt.Jobs = jobs
+		env := report.NewEnvelope(report.KindJobs, now)
+		env.Jobs = &tt
+		return report.Encode(env)
+	}
+	b, err := enc(t.Jobs)
+	if err == nil || !errors.Is(err, report.ErrTooLarge) {
+		return b, len(t.Jobs), err
+	}
+	ranked := make([]report.Job, 0, len(t.Jobs))
+	for rank := 0; rank < 4; rank++ {
+		for _, j := range t.Jobs {
+			if jobRank(j) == rank {
+				ranked = append(ranked, j)
+			}
+		}
+	}
+	// Largest prefix that fits, by bisection.
+	lo, hi := 0, len(ranked)
+	var best []byte
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		b, err := enc(ranked[:mid])
+		switch {
+		case err == nil:
+			lo, best = mid, b
+		case errors.Is(err, report.ErrTooLarge):
+			hi = mid - 1
+		default:
+			return nil, 0, err
+		}
+	}
+	if best == nil {
+		b, err := enc([]report.Job{})
+		return b, 0, err
+	}
+	return best, lo, nil
+}
+
+func jobRank(j report.Job) int {
+	switch {
+	case OptedIn(j.Name, j.Comment):
+		return 0
+	case j.State == "PENDING":
+		return 1
+	case !slurm.Ended(j.State):
+		return 2
+	}
+	return 3
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// limiter rate-limits the error log of a retrying loop: the first failure
+// is logged, then at most one line per interval with the count, then the
+// recovery. It also computes the backoff.
+type limiter struct {
+	log        *slog.Logger
+	what       string
+	every      time.Duration
+	minB, maxB time.Duration
+	failures   int
+	lastLog    time.Time
+	since      time.Time
+}
+
+func (a *Agent) newLimiter(what string) *limiter {
+	return &limiter{log: a.log, what: what, every: time.Minute, minB: a.cfg.MinBackoff, maxB: a.cfg.MaxBackoff}
+}
+
+// failed records a failure and returns the next backoff: MinBackoff, then
+// doubled each time, capped at MaxBackoff.
+func (l *limiter) failed(err error, backoff time.Duration) time.Duration {
+	now := time.Now()
+	l.failures++
+	if l.failures == 1 {
+		l.since = now
+	}
+	if l.failures == 1 || now.Sub(l.lastLog) >= l.every {
+		l.log.Error(l.what+" failing", "err", err, "failures", l.failures, "since", l.since.Format(time.RFC3339))
+		l.lastLog = now
+	}
+	return min(max(2*backoff, l.minB), l.maxB)
+}
+
+func (l *limiter) ok() {
+	if l.failures > 0 {
+		l.log.Info(l.what+" recovered", "failures", l.failures, "down_for", time.Since(l.since).Round(time.Millisecond).String())
+	}
+	l.failures = 0
+}

@@ -1,0 +1,455 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ShowJob returns the job's current record (`scontrol show job -o ID`).
+// An id slurmctld does not know (never existed, or ended more than MinJobAge
+// ago) is an error matching ErrNotFound.
+func (c *Client) ShowJob(ctx context.Context, jobID string) (*JobInfo, error) {
+	if err := checkJobID(jobID); err != nil {
+		return nil, err
+	}
+	out, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"show", "job", "--oneliner", jobID}, nil)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := ParseShowJob(out)
+	if err != nil {
+		return nil, err
+	}
+	// An array's job id prints every task; pick the record asked for.
+	for i := range jobs {
+		if jobs[i].JobID == jobID || jobs[i].ID() == jobID {
+			return &jobs[i], nil
+		}
+	}
+	if len(jobs) == 1 {
+		return &jobs[0], nil
+	}
+	return nil, fmt.Errorf("scontrol show job %s: no record for the job in %d lines: %w", jobID, len(jobs), ErrNotFound)
+}
+
+// Signal sends sig (a name such as "USR1" or "SIGUSR1") to a job:
+// `scancel --signal=SIG --batch JOB` reaches the batch shell only (where
+// isched-wrapper runs); otherwise `--full` reaches the batch shell and every
+// step. (Without either flag scancel signals the steps only, not the batch
+// shell.)
+func (c *Client) Signal(ctx context.Context, jobID, sig string, batchOnly bool) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	name := strings.TrimPrefix(strings.ToUpper(sig), "SIG")
+	if !signalRE.MatchString(name) {
+		return fmt.Errorf("%w: signal %q", ErrInvalid, sig)
+	}
+	scope := "--full"
+	if batchOnly {
+		scope = "--batch"
+	}
+	_, err := c.run(ctx, or(c.Scancel, "scancel"), []string{"--signal=" + name, scope, jobID}, nil)
+	return err
+}
+
+// Cancel cancels a job (`scancel JOB`). Note that scancel exits 0 for an
+// unknown or already ended job: check ShowJob first when that matters.
+func (c *Client) Cancel(ctx context.Context, jobID string) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	_, err := c.run(ctx, or(c.Scancel, "scancel"), []string{jobID}, nil)
+	return err
+}
+
+// Requeue requeues a running (or ended, while its record lasts) job:
+// `scontrol requeue JOB`, or `requeuehold` to keep it held until Release.
+// The batch script runs again from the start with SLURM_RESTART_COUNT+1,
+// same job id; Slurm delays the restart by the credential lifetime
+// (cred_expire+1 s).
+func (c *Client) Requeue(ctx context.Context, jobID string, hold bool) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	verb := "requeue"
+	if hold {
+		verb = "requeuehold"
+	}
+	_, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{verb, jobID}, nil)
+	return err
+}
+
+// Release releases a held job (`scontrol release JOB`).
+func (c *Client) Release(ctx context.Context, jobID string) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	_, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"release", jobID}, nil)
+	return err
+}
+
+// Hold holds a pending job (`scontrol hold JOB`).
+func (c *Client) Hold(ctx context.Context, jobID string) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	_, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"hold", jobID}, nil)
+	return err
+}
+
+// UpdateSpec is what `scontrol update JobId=J ...` changes; zero fields are
+// left alone. Slurm 22.05 accepts Partition and Gres only while the job is
+// pending ("Job is no longer pending execution" otherwise); TimeLimit also on
+// a running job, but only root, SlurmUser or an operator may raise it.
+type UpdateSpec struct {
+	Partition string        // "gpu", or a list "gpu,gpu-dev"
+	Gres      string        // per-node GRES: "gpu:1", "gpu:a100:2"; a "gres:"/"gres/" prefix is accepted
+	TimeLimit time.Duration // rounded up to whole minutes
+	StartTime time.Time     // absolute earliest start (UTC)
+	// StartIn sets StartTime=now+N seconds on the controller's clock, which
+	// avoids clock skew between this host and slurmctld.
+	StartIn time.Duration
+}
+
+func (u UpdateSpec) empty() bool {
+	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.StartTime.IsZero() && u.StartIn == 0
+}
+
+// args renders the spec as scontrol update arguments, validating each value
+// (argv elements cannot split, but a value must still not smuggle a second
+// Key=Value into scontrol's own parser).
+func (u UpdateSpec) args() ([]string, error) {
+	var out []string
+	if u.Partition != "" {
+		if !partRE.MatchString(u.Partition) {
+			return nil, fmt.Errorf("%w: partition %q", ErrInvalid, u.Partition)
+		}
+		out = append(out, "Partition="+u.Partition)
+	}
+	if u.Gres != "" {
+		g := JobGres(u.Gres, "")
+		if !gresRE.MatchString(g) || strings.ContainsAny(g, "=") {
+			return nil, fmt.Errorf("%w: gres %q", ErrInvalid, u.Gres)
+		}
+		// Gres= is spelled the same in 22.05 and 23.x (TresPerNode wants
+		// "gres:gpu:1" in 22.05 but "gres/gpu:1" later).
+		out = append(out, "Gres="+g)
+	}
+	if u.TimeLimit != 0 {
+		if u.TimeLimit < 0 {
+			return nil, fmt.Errorf("%w: time limit %s", ErrInvalid, u.TimeLimit)
+		}
+		min := int64((u.TimeLimit + time.Minute - 1) / time.Minute)
+		out = append(out, "TimeLimit="+strconv.FormatInt(min, 10))
+	}
+	switch {
+	case !u.StartTime.IsZero() && u.StartIn != 0:
+		return nil, fmt.Errorf("%w: StartTime and StartIn both set", ErrInvalid)
+	case !u.StartTime.IsZero():
+		out = append(out, "StartTime="+u.StartTime.UTC().Format("2006-01-02T15:04:05"))
+	case u.StartIn < 0:
+		return nil, fmt.Errorf("%w: StartIn %s", ErrInvalid, u.StartIn)
+	case u.StartIn != 0:
+		out = append(out, "StartTime=now+"+strconv.FormatInt(int64((u.StartIn+time.Second-1)/time.Second), 10))
+	}
+	return out, nil
+}
+
+// Update changes a job with one `scontrol update JobId=J ...` call.
+func (c *Client) Update(ctx context.Context, jobID string, u UpdateSpec) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	if u.empty() {
+		return fmt.Errorf("%w: empty update", ErrInvalid)
+	}
+	kv, err := u.args()
+	if err != nil {
+		return err
+	}
+	_, err = c.run(ctx, or(c.Scontrol, "scontrol"), append([]string{"update", "JobId=" + jobID}, kv...), nil)
+	return err
+}
+
+// SubmitSpec says how to submit a batch script. Everything not set here
+// comes from the script's #SBATCH lines; command-line options override them.
+type SubmitSpec struct {
+	// User submits as that user (`--uid`, and `--gid` of the user's primary
+	// group; root or SlurmUser only). Empty: as ourselves.
+	User      string
+	Partition string
+	Gres      string        // per node, "gpu:1"
+	TimeLimit time.Duration // rounded up to whole minutes
+	Hold      bool          // submit held (`--hold`)
+	Comment   string        // `--comment`, replaces the script's
+}
+
+// Submit submits a batch script as asUser (see SubmitWith).
+func (c *Client) Submit(ctx context.Context, script []byte, asUser string) (string, error) {
+	return c.SubmitWith(ctx, script, SubmitSpec{User: asUser})
+}
+
+// SubmitWith submits a batch script read from stdin (`sbatch --parsable`)
+// and returns the new job id. The job gets the user's login environment,
+// never ours (`--export=NONE`, also when User is empty).
+func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec) (string, error) {
+	if len(script) == 0 || !strings.HasPrefix(string(script), "#!") {
+		return "", fmt.Errorf("%w: batch script must start with \"#!\"", ErrInvalid)
+	}
+	args := []string{"--parsable", "--export=NONE"}
+	if asUser := spec.User; asUser != "" {
+		if !userRE.MatchString(asUser) {
+			return "", fmt.Errorf("%w: user %q", ErrInvalid, asUser)
+		}
+		// --uid alone keeps the submitter's group: measured on 22.05, a job
+		// submitted by root with --uid=alice ran as "uid=1001(alice)
+		// gid=0(root) groups=0(root),1001(alice)". Always pass the user's
+		// own primary group.
+		lookup := c.LookupGroup
+		if lookup == nil {
+			lookup = primaryGroup
+		}
+		gid, err := lookup(asUser)
+		if err != nil {
+			return "", fmt.Errorf("%w: user %q: %w", ErrInvalid, asUser, err)
+		}
+		if !isDigits(gid) {
+			return "", fmt.Errorf("%w: user %q: primary group %q is not a number", ErrInvalid, asUser, gid)
+		}
+		args = append(args, "--uid="+asUser, "--gid="+gid)
+	}
+	if spec.Partition != "" {
+		if !partRE.MatchString(spec.Partition) {
+			return "", fmt.Errorf("%w: partition %q", ErrInvalid, spec.Partition)
+		}
+		args = append(args, "--partition="+spec.Partition)
+	}
+	if spec.Gres != "" {
+		g := JobGres(spec.Gres, "")
+		if !gresRE.MatchString(g) || strings.Contains(g, "=") {
+			return "", fmt.Errorf("%w: gres %q", ErrInvalid, spec.Gres)
+		}
+		args = append(args, "--gres="+g)
+	}
+	if spec.TimeLimit < 0 {
+		return "", fmt.Errorf("%w: time limit %s", ErrInvalid, spec.TimeLimit)
+	}
+	if spec.TimeLimit > 0 {
+		args = append(args, "--time="+strconv.FormatInt(int64((spec.TimeLimit+time.Minute-1)/time.Minute), 10))
+	}
+	if spec.Hold {
+		args = append(args, "--hold")
+	}
+	if spec.Comment != "" {
+		if strings.ContainsAny(spec.Comment, "\x00\n") || len(spec.Comment) > 1024 {
+			return "", fmt.Errorf("%w: comment %q", ErrInvalid, spec.Comment)
+		}
+		args = append(args, "--comment="+spec.Comment)
+	}
+	out, err := c.run(ctx, or(c.Sbatch, "sbatch"), args, script)
+	if err != nil {
+		return "", err
+	}
+	// --parsable prints "id" or "id;cluster".
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	if !ValidJobID(id) {
+		return "", fmt.Errorf("sbatch --parsable: want a job id, got %q", strings.TrimSpace(string(out)))
+	}
+	return id, nil
+}
+
+// ClusterName returns Slurm's ClusterName (`scontrol show config`).
+func (c *Client) ClusterName(ctx context.Context) (string, error) {
+	out, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"show", "config"}, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if ok && strings.TrimSpace(k) == "ClusterName" {
+			if name := strings.TrimSpace(v); name != "" {
+				return name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("scontrol show config: no ClusterName")
+}
+
+// MoveSpec says where a job goes. Partition, Gres and TimeLimit are applied
+// with one update while the job is pending; all empty is a plain requeue
+// (still restarted fast unless SlowStart).
+type MoveSpec struct {
+	Partition string
+	Gres      string
+	TimeLimit time.Duration
+	// Hold leaves the job held after the update (the caller releases it).
+	Hold bool
+	// SlowStart keeps Slurm's own restart delay (cred_expire+1 s) instead of
+	// setting StartTime=now+2 once the job is pending.
+	SlowStart bool
+	// Settle bounds the wait for the requeued job to leave COMPLETING (a job
+	// that ignores SIGTERM holds on until KillWait); default 2 min.
+	Settle time.Duration
+}
+
+// MoveResult says what Move did.
+type MoveResult struct {
+	From, To  string        // partitions
+	Requeued  bool          // false when the job was already pending
+	Restarts  int           // Slurm's restart count after the requeue
+	Pending   time.Duration // requeue until the job was PENDING
+	Total     time.Duration // until Move returned
+	Released  bool
+	UpdateErr error // set when the update failed and the job was released unchanged
+}
+
+// ErrState is matched by Move and the agent when a job's state does not
+// allow the operation (ended, suspended, ...).
+var ErrState = errors.New("slurm: job state does not allow this")
+
+// Move migrates a job to another partition/GRES/time limit, keeping its job
+// id. This is the sequence measured on Slurm 22.05 (testdata/README.md):
+//
+//  1. `scontrol requeuehold J` (a running job): the batch shell gets SIGTERM;
+//     the job is COMPLETING, then PENDING, held, Restarts+1. Holding keeps it
+//     from starting again where it was before the update lands.
+//  2. wait until `scontrol show job` says PENDING: an update sent while the
+//     job is still COMPLETING returns 0 but its StartTime is overwritten when
+//     the requeue completes.
+//  3. `scontrol update JobId=J Partition=P Gres=G TimeLimit=M StartTime=now+2`
+//     in one call (Partition/Gres are refused on a running job). StartTime
+//     replaces the requeue's BeginTime (now+cred_expire+1), so the job
+//     restarts in ~2 s instead of ~6 s here (cred_expire=5) or ~121 s with
+//     Slurm's default cred_expire. Not StartTime=now: a start in the same
+//     second as the credential revoke killed the job ("Job credential
+//     revoked").
+//  4. `scontrol release J` (unless Hold).
+//
+// A pending job is held (unless it already is) instead of 1-2, and released
+// after the update only if Move held it. If the update fails (bad partition, ...) the
+// job is released unchanged, so it is never left held by a half-done
+// move; the result says so and Move returns the update's error.
+func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveResult, error) {
+	start := time.Now()
+	var res MoveResult
+	upd := UpdateSpec{Partition: spec.Partition, Gres: spec.Gres, TimeLimit: spec.TimeLimit}
+	placement := !upd.empty()
+	if _, err := upd.args(); err != nil {
+		return res, err
+	}
+	if !spec.SlowStart {
+		upd.StartIn = 2 * time.Second
+	}
+	j, err := c.ShowJob(ctx, jobID)
+	if err != nil {
+		return res, err
+	}
+	res.From, res.Restarts = j.Partition, j.Restarts
+	weHeld := false
+	switch {
+	case j.State == "RUNNING":
+		if err := c.Requeue(ctx, jobID, true); err != nil {
+			return res, err
+		}
+		res.Requeued, weHeld = true, true
+		if j, err = c.waitPending(ctx, jobID, spec.Settle); err != nil {
+			return res, err
+		}
+		res.Pending = time.Since(start)
+		res.Restarts = j.Restarts
+	case j.State == "PENDING" && !placement:
+		return res, fmt.Errorf("requeue job %s: it is pending, not running, and nothing is to change: %w", jobID, ErrState)
+	case j.State == "PENDING" && !j.Held():
+		// Hold it so it cannot start where it is in the middle of the move.
+		if err := c.Hold(ctx, jobID); err != nil {
+			return res, err
+		}
+		weHeld = true
+	case j.State == "PENDING":
+		// Held by someone else: move it, leave the hold alone.
+	default:
+		return res, fmt.Errorf("move job %s: state %s: %w", jobID, j.State, ErrState)
+	}
+	release := weHeld && !spec.Hold
+	if upd.empty() {
+		// A plain requeue kept held (SlowStart, Hold): nothing to update.
+	} else if err := c.Update(ctx, jobID, upd); err != nil {
+		res.UpdateErr = err
+		if release && !spec.SlowStart && res.Requeued {
+			// Best effort: restart where it was without the requeue's delay.
+			_ = c.Update(ctx, jobID, UpdateSpec{StartIn: 2 * time.Second})
+		}
+		if release {
+			if rerr := c.Release(ctx, jobID); rerr == nil {
+				res.Released = true
+			} else {
+				err = errors.Join(err, fmt.Errorf("release after failed update: %w", rerr))
+			}
+		}
+		res.Total = time.Since(start)
+		return res, err
+	}
+	res.To = spec.Partition
+	if res.To == "" {
+		res.To = res.From
+	}
+	if release {
+		if err := c.Release(ctx, jobID); err != nil {
+			res.Total = time.Since(start)
+			return res, err
+		}
+		res.Released = true
+	}
+	res.Total = time.Since(start)
+	return res, nil
+}
+
+// waitPending polls until the job is PENDING (past COMPLETING).
+func (c *Client) waitPending(ctx context.Context, jobID string, limit time.Duration) (*JobInfo, error) {
+	if limit <= 0 {
+		limit = 2 * time.Minute
+	}
+	poll := c.PollEvery
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	last := ""
+	for {
+		j, err := c.ShowJob(ctx, jobID)
+		if err == nil {
+			if j.State == "PENDING" {
+				return j, nil
+			}
+			if j.Ended() {
+				return nil, fmt.Errorf("job %s ended (%s) while being requeued: %w", jobID, j.State, ErrState)
+			}
+			last = j.State
+		} else if ctx.Err() == nil && errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("job %s still %s %s after requeue: %w", jobID, last, limit, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// primaryGroup returns the numeric primary group of a user (passwd/NSS).
+func primaryGroup(name string) (string, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return u.Gid, nil
+}

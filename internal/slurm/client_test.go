@@ -1,0 +1,412 @@
+package slurm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// call is one expected command and what the fake answers.
+type call struct {
+	argv   string // name and args joined by spaces
+	stdout string
+	stderr string // non-empty with code != 0: an *ExitError
+	code   int
+}
+
+// script is a fake Runner that expects exactly the calls given, in order.
+type script struct {
+	t     *testing.T
+	mu    sync.Mutex
+	calls []call
+	got   []string
+	stdin [][]byte
+}
+
+func (s *script) Run(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := ctx.Deadline(); !ok {
+		s.t.Errorf("%s run without a deadline", name)
+	}
+	argv := strings.Join(append([]string{name}, args...), " ")
+	s.got = append(s.got, argv)
+	s.stdin = append(s.stdin, stdin)
+	if len(s.calls) == 0 {
+		s.t.Errorf("unexpected command %q", argv)
+		return nil, errors.New("unexpected command")
+	}
+	c := s.calls[0]
+	s.calls = s.calls[1:]
+	if c.argv != argv {
+		s.t.Errorf("command %q, want %q", argv, c.argv)
+	}
+	if c.code != 0 {
+		return []byte(c.stdout), &ExitError{Cmd: name, Args: args, Code: c.code, Stderr: c.stderr}
+	}
+	return []byte(c.stdout), nil
+}
+
+func (s *script) done() {
+	s.t.Helper()
+	if len(s.calls) != 0 {
+		s.t.Errorf("commands not run: %v", s.calls)
+	}
+}
+
+func newScript(t *testing.T, calls ...call) (*Client, *script) {
+	s := &script{t: t, calls: calls}
+	return &Client{Runner: s, PollEvery: time.Millisecond}, s
+}
+
+func showLine(id, state, extra string) string {
+	return "JobId=" + id + " JobName=isched-x UserId=alice(1001) GroupId=alice(1001) Priority=100 JobState=" + state +
+		" Reason=None Requeue=1 Restarts=0 BatchFlag=1 TimeLimit=00:30:00 Partition=cpu " + extra + "\n"
+}
+
+func TestActionsArgv(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		do   func(c *Client) error
+		want string
+	}{
+		{"signal batch", func(c *Client) error { return c.Signal(ctx, "12", "SIGUSR1", true) }, "scancel --signal=USR1 --batch 12"},
+		{"signal all", func(c *Client) error { return c.Signal(ctx, "12_3", "usr2", false) }, "scancel --signal=USR2 --full 12_3"},
+		{"cancel", func(c *Client) error { return c.Cancel(ctx, "12") }, "scancel 12"},
+		{"requeue", func(c *Client) error { return c.Requeue(ctx, "12", false) }, "scontrol requeue 12"},
+		{"requeuehold", func(c *Client) error { return c.Requeue(ctx, "12", true) }, "scontrol requeuehold 12"},
+		{"release", func(c *Client) error { return c.Release(ctx, "12") }, "scontrol release 12"},
+		{"update all", func(c *Client) error {
+			return c.Update(ctx, "12", UpdateSpec{Partition: "gpu", Gres: "gres:gpu:1", TimeLimit: 90*time.Minute + time.Second, StartIn: 2 * time.Second})
+		}, "scontrol update JobId=12 Partition=gpu Gres=gpu:1 TimeLimit=91 StartTime=now+2"},
+		{"update start time", func(c *Client) error {
+			return c.Update(ctx, "12", UpdateSpec{StartTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
+		}, "scontrol update JobId=12 StartTime=2026-01-02T03:04:05"},
+		{"custom binary", func(c *Client) error { c.Scontrol = "/opt/slurm/bin/scontrol"; return c.Release(ctx, "7") }, "/opt/slurm/bin/scontrol release 7"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, s := newScript(t, call{argv: tc.want})
+			if err := tc.do(c); err != nil {
+				t.Fatal(err)
+			}
+			s.done()
+		})
+	}
+}
+
+// TestRefusedBeforeRunning: hostile ids and values never reach a command.
+func TestRefusedBeforeRunning(t *testing.T) {
+	ctx := context.Background()
+	bad := []struct {
+		name string
+		do   func(c *Client) error
+	}{
+		{"id with shell", func(c *Client) error { return c.Cancel(ctx, "12;rm -rf /") }},
+		{"id flag", func(c *Client) error { return c.Cancel(ctx, "--user=bob") }},
+		{"id list", func(c *Client) error { return c.Requeue(ctx, "12,13", false) }},
+		{"id empty", func(c *Client) error { return c.Release(ctx, "") }},
+		{"id zero", func(c *Client) error { return c.Release(ctx, "0") }},
+		{"id array range", func(c *Client) error { return c.Release(ctx, "12_[1-3]") }},
+		{"show id", func(c *Client) error { _, err := c.ShowJob(ctx, "$(id)"); return err }},
+		{"signal name", func(c *Client) error { return c.Signal(ctx, "12", "USR1 --full", true) }},
+		{"partition smuggles a key", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Partition: "gpu TimeLimit=9999"}) }},
+		{"gres smuggles a key", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Gres: "gpu:1=TimeLimit"}) }},
+		{"empty update", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{}) }},
+		{"negative time", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{TimeLimit: -time.Minute}) }},
+		{"submit user", func(c *Client) error { _, err := c.Submit(ctx, []byte("#!/bin/sh\n"), "--uid=0"); return err }},
+		{"submit no shebang", func(c *Client) error { _, err := c.Submit(ctx, []byte("echo hi\n"), ""); return err }},
+		{"move bad partition", func(c *Client) error { _, err := c.Move(ctx, "12", MoveSpec{Partition: "a b"}); return err }},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, s := newScript(t) // no command may run
+			if err := tc.do(c); !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v, want ErrInvalid", err)
+			}
+			s.done()
+		})
+	}
+}
+
+func TestExitErrors(t *testing.T) {
+	ctx := context.Background()
+	c, s := newScript(t,
+		call{argv: "scontrol show job --oneliner 99", code: 1, stderr: "slurm_load_jobs error: Invalid job id specified\n"},
+		call{argv: "scontrol update JobId=12 Partition=nope", code: 1, stderr: "Invalid partition name specified for job 12\n"},
+	)
+	_, err := c.ShowJob(ctx, "99")
+	var ee *ExitError
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &ee) || ee.Code != 1 || !strings.Contains(ee.Stderr, "Invalid job id") {
+		t.Errorf("show unknown job: %v", err)
+	}
+	err = c.Update(ctx, "12", UpdateSpec{Partition: "nope"})
+	if !errors.As(err, &ee) || errors.Is(err, ErrNotFound) || ee.Cmd != "scontrol" || !slices.Equal(ee.Args, []string{"update", "JobId=12", "Partition=nope"}) {
+		t.Errorf("update: %v", err)
+	}
+	if want := "scontrol update JobId=12 Partition=nope: exit status 1: Invalid partition name specified for job 12"; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+	s.done()
+}
+
+func TestShowJobPicksArrayTask(t *testing.T) {
+	out := showLine("15", "RUNNING", "ArrayJobId=11 ArrayTaskId=0") + showLine("16", "RUNNING", "ArrayJobId=11 ArrayTaskId=1") + showLine("11", "PENDING", "ArrayJobId=11 ArrayTaskId=2-3%2")
+	for _, tc := range []struct{ id, want string }{{"11_1", "16"}, {"11", "11"}, {"15", "15"}} {
+		c, _ := newScript(t, call{argv: "scontrol show job --oneliner " + tc.id, stdout: out})
+		j, err := c.ShowJob(context.Background(), tc.id)
+		if err != nil || j.JobID != tc.want {
+			t.Errorf("ShowJob(%s) = %+v, %v; want job %s", tc.id, j, err, tc.want)
+		}
+	}
+}
+
+func TestSubmit(t *testing.T) {
+	script := []byte("#!/bin/sh\n#SBATCH -J isched-x\necho '$(touch /tmp/pwned)'\n")
+	c, s := newScript(t, call{argv: "sbatch --parsable --export=NONE --uid=alice --gid=1001", stdout: "123;lab\n"})
+	c.LookupGroup = func(u string) (string, error) { return map[string]string{"alice": "1001"}[u], nil }
+	id, err := c.Submit(context.Background(), script, "alice")
+	if err != nil || id != "123" {
+		t.Fatalf("Submit = %q, %v", id, err)
+	}
+	if string(s.stdin[0]) != string(script) {
+		t.Errorf("script on stdin %q", s.stdin[0])
+	}
+	c, _ = newScript(t)
+	c.LookupGroup = func(u string) (string, error) { return "", errors.New("unknown user") }
+	if _, err := c.Submit(context.Background(), script, "mallory"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown user: %v", err)
+	}
+	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE", stdout: "Submitted batch job 5\n"})
+	if _, err := c.Submit(context.Background(), script, ""); err == nil {
+		t.Error("accepted non-parsable sbatch output")
+	}
+}
+
+func TestMove(t *testing.T) {
+	ctx := context.Background()
+	t.Run("running job: requeuehold, wait, one update, release", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "COMPLETING", "")},
+			call{argv: "scontrol show job --oneliner 12", stdout: strings.Replace(showLine("12", "PENDING", ""), "Restarts=0", "Restarts=1", 1)},
+			call{argv: "scontrol update JobId=12 Partition=gpu Gres=gpu:1 TimeLimit=60 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu", Gres: "gpu:1", TimeLimit: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Requeued || !res.Released || res.Restarts != 1 || res.From != "cpu" || res.To != "gpu" {
+			t.Errorf("%+v", res)
+		}
+		s.done()
+	})
+	t.Run("hold and slow start", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "")},
+			call{argv: "scontrol update JobId=12 Partition=dev TimeLimit=90"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Partition: "dev", TimeLimit: 90 * time.Minute, Hold: true, SlowStart: true})
+		if err != nil || res.Released {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("pending job is held for the update", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "")},
+			call{argv: "scontrol hold 12"},
+			call{argv: "scontrol update JobId=12 Partition=gpu StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		if res, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu"}); err != nil || res.Requeued {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("a job held by its user stays held", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: strings.Replace(showLine("12", "PENDING", ""), "Reason=None", "Reason=JobHeldUser", 1)},
+			call{argv: "scontrol update JobId=12 Partition=gpu StartTime=now+2"},
+		)
+		if res, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu"}); err != nil || res.Released {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("failed update releases the job unchanged", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "")},
+			call{argv: "scontrol update JobId=12 Partition=nope StartTime=now+2", code: 1, stderr: "Invalid partition name specified for job 12"},
+			call{argv: "scontrol update JobId=12 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Partition: "nope"})
+		var ee *ExitError
+		if !errors.As(err, &ee) || !res.Released || res.UpdateErr == nil || !strings.Contains(ee.Stderr, "Invalid partition") {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("plain fast requeue", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "")},
+			call{argv: "scontrol update JobId=12 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		if res, err := c.Move(ctx, "12", MoveSpec{}); err != nil || !res.Released || res.To != "cpu" {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("plain requeue of a pending job", func(t *testing.T) {
+		c, s := newScript(t, call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "")})
+		if _, err := c.Move(ctx, "12", MoveSpec{}); !errors.Is(err, ErrState) {
+			t.Fatalf("%v", err)
+		}
+		s.done()
+	})
+	t.Run("ended job", func(t *testing.T) {
+		c, s := newScript(t, call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "COMPLETED", "")})
+		if _, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu"}); !errors.Is(err, ErrState) {
+			t.Fatalf("%v", err)
+		}
+		s.done()
+	})
+	t.Run("job ends while completing", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "CANCELLED", "")},
+		)
+		if _, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu"}); !errors.Is(err, ErrState) {
+			t.Fatalf("%v", err)
+		}
+		s.done()
+	})
+}
+
+func TestPoll(t *testing.T) {
+	c, s := newScript(t,
+		call{argv: "scontrol --all show partition --oneliner", stdout: string(readFile(t, "partitions.txt"))},
+		call{argv: "sinfo --all --json", stdout: string(readFile(t, "sinfo.json"))},
+		call{argv: "squeue --all --json", stdout: string(readFile(t, "squeue.json"))},
+		call{argv: "squeue --all --start --noheader --format=%i %S", stdout: string(readFile(t, "start.txt"))},
+	)
+	st, err := c.Poll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Partitions) != 5 || len(st.Nodes) != 6 || len(st.Jobs) != 19 || len(st.Starts) != 1 {
+		t.Errorf("poll: %d partitions, %d nodes, %d jobs, %d starts", len(st.Partitions), len(st.Nodes), len(st.Jobs), len(st.Starts))
+	}
+	s.done()
+	c, s = newScript(t,
+		call{argv: "scontrol --all show partition --oneliner", stdout: string(readFile(t, "partitions.txt"))},
+		call{argv: "sinfo --all --json", code: 1, stderr: "slurm_load_node: Unable to contact slurm controller (connect failure)"},
+	)
+	if _, err := c.Poll(context.Background()); err == nil || !strings.Contains(err.Error(), "Unable to contact") {
+		t.Errorf("poll with controller down: %v", err)
+	}
+	s.done()
+}
+
+// The exec runner, with real binaries from the base system.
+
+func TestExecRunner(t *testing.T) {
+	ctx := context.Background()
+	r := ExecRunner{}
+	out, err := r.Run(ctx, "cat", nil, []byte("on stdin"))
+	if err != nil || string(out) != "on stdin" {
+		t.Errorf("cat: %q %v", out, err)
+	}
+	_, err = r.Run(ctx, "ls", []string{"/nonexistent-isched"}, nil)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(ee.Stderr, "nonexistent-isched") {
+		t.Errorf("ls: %#v", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = r.Run(tctx, "sleep", []string{"10"}, nil)
+	if !errors.As(err, &ee) || ee.Code != -1 || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Errorf("sleep past deadline: %v after %s", err, time.Since(start))
+	}
+	if _, err := r.Run(ctx, "isched-no-such-binary", nil, nil); err == nil || errors.As(err, &ee) {
+		t.Errorf("missing binary: %v", err)
+	}
+	// An argument full of shell syntax is one argv element: nothing runs it.
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "pwned")
+	arg := "$(touch " + marker + ");`touch " + marker + "`"
+	out, err = r.Run(ctx, "echo", []string{arg}, nil)
+	if err != nil || strings.TrimSpace(string(out)) != arg {
+		t.Errorf("echo: %q %v", out, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("shell syntax in an argument was executed")
+	}
+}
+
+func TestClientTimeout(t *testing.T) {
+	c := &Client{Squeue: "sleep", Timeout: 50 * time.Millisecond}
+	// "sleep --all --json" fails fast; use a runner that blocks instead.
+	c.Runner = RunnerFunc(func(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+		<-ctx.Done()
+		return nil, &ExitError{Cmd: name, Args: args, Code: -1, Err: ctx.Err()}
+	})
+	start := time.Now()
+	_, err := c.SqueueJSON(context.Background())
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Errorf("%v after %s", err, time.Since(start))
+	}
+}
+
+func TestCommandEnv(t *testing.T) {
+	got := CommandEnv([]string{"PATH=/bin", "SLURM_CONF=/etc/x.conf", "SQUEUE_FORMAT=%i", "SBATCH_PARTITION=gpu", "SLURM_JOB_ID=5", "TZ=Europe/Paris", "HOME=/root", "SLURM_TIME_FORMAT=relative"})
+	want := []string{"PATH=/bin", "SLURM_CONF=/etc/x.conf", "HOME=/root", "TZ=UTC", "SLURM_TIME_FORMAT=standard"}
+	if !slices.Equal(got, want) {
+		t.Errorf("CommandEnv = %v, want %v", got, want)
+	}
+}
+
+func TestSubmitWith(t *testing.T) {
+	c, _ := newScript(t, call{argv: "sbatch --parsable --export=NONE --uid=bob --gid=1002 --partition=gpu --gres=gpu:1 --time=61 --hold --comment=isched lineage=L1 action=a-1", stdout: "77\n"})
+	c.LookupGroup = func(string) (string, error) { return "1002", nil }
+	id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{
+		User: "bob", Partition: "gpu", Gres: "gres:gpu:1", TimeLimit: time.Hour + time.Second, Hold: true, Comment: "isched lineage=L1 action=a-1",
+	})
+	if err != nil || id != "77" {
+		t.Fatalf("%q %v", id, err)
+	}
+	for _, bad := range []SubmitSpec{{Partition: "a;b"}, {Gres: "gpu:1 --uid=0"}, {Comment: "a\nb"}, {TimeLimit: -1}} {
+		c, _ := newScript(t)
+		if _, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+}
+
+func TestClusterName(t *testing.T) {
+	c, _ := newScript(t, call{argv: "scontrol show config", stdout: "Configuration data as of 2026-11-22T03:00:00\nAccountingStorageBackupHost = (null)\nClusterName             = lab\nSlurmUser = slurm(64030)\n"})
+	if name, err := c.ClusterName(context.Background()); err != nil || name != "lab" {
+		t.Errorf("%q %v", name, err)
+	}
+}

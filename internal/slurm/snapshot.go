@@ -1,0 +1,172 @@
+package slurm
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// Node classes, as sinfo counts them in its A/I/O/T column (%F): a drained
+// or draining node is "other" whatever it runs; allocated, mixed and
+// completing nodes are "allocated"; idle is "idle"; anything else (down,
+// future, unknown, ...) is "other".
+const (
+	classAlloc = iota
+	classIdle
+	classOther
+)
+
+func nodeClass(n Node) int {
+	completing := false
+	for _, f := range n.Flags {
+		switch f {
+		case "DRAIN", "DRAINED", "DRAINING":
+			return classOther
+		case "COMPLETING":
+			completing = true
+		}
+	}
+	switch n.State {
+	case "DRAIN", "DRAINED", "DRAINING":
+		return classOther
+	case "ALLOCATED", "MIXED", "ALLOC", "MIX":
+		return classAlloc
+	case "IDLE":
+		if completing {
+			return classAlloc
+		}
+		return classIdle
+	}
+	if completing {
+		return classAlloc
+	}
+	return classOther
+}
+
+// BuildSnapshot computes per-partition capacity from one `scontrol show
+// partition -o` (limits), one `sinfo --json` (nodes) and one `squeue
+// --json` (pending jobs). It is pure: the same inputs give the same
+// snapshot.
+//
+//   - Nodes, CPUs and GPUs are counted per partition over the nodes that list
+//     the partition, so a node in two partitions counts in both (as sinfo).
+//   - CPUs and GPUs of "other" nodes (drained, down) are in the totals but
+//     neither allocated-free nor idle: they cannot be used.
+//   - GPUs come from each node's configured GRES (or its TRES when GRES is
+//     empty) and its GRES in use, by type ("" for untyped GRES).
+//   - Pending jobs are pending records as `squeue -t PD` lists them: the
+//     not-yet-started rest of an array ("11_[2-3%2]") is one record
+//     (report.Job has no field for its task range); a job pending on
+//     "cpu,gpu" counts in both partitions, once in Snapshot.Pending.
+func BuildSnapshot(cluster string, parts []PartitionInfo, nodes []Node, jobs []report.Job, now time.Time) report.Snapshot {
+	byPart := make(map[string][]Node, len(parts))
+	for _, n := range nodes {
+		for _, p := range n.Partitions {
+			byPart[p] = append(byPart[p], n)
+		}
+	}
+	pendingByPart := map[string]int{}
+	pending := 0
+	for i := range jobs {
+		j := &jobs[i]
+		if j.State != "PENDING" {
+			continue
+		}
+		pending++
+		for _, p := range strings.Split(j.Partition, ",") {
+			pendingByPart[p]++
+		}
+	}
+	s := report.Snapshot{Cluster: cluster, TakenMS: now.UnixMilli(), Pending: pending, Partitions: make([]report.Partition, 0, len(parts))}
+	for _, pi := range parts {
+		p := report.Partition{
+			Name:           pi.Name,
+			State:          pi.State,
+			Default:        pi.Default,
+			PendingJobs:    pendingByPart[pi.Name],
+			MaxTimeMin:     minutes(pi.MaxTime),
+			DefaultTimeMin: minutes(pi.DefaultTime),
+			MinNodes:       pi.MinNodes,
+			MaxNodes:       pi.MaxNodes,
+			PriorityTier:   pi.PriorityTier,
+			PreemptMode:    pi.PreemptMode,
+			GPUs:           []report.GPUCount{},
+		}
+		gpus := map[string]*report.GPUCount{}
+		for _, n := range byPart[pi.Name] {
+			class := nodeClass(n)
+			p.NodesTotal++
+			p.CPUsTotal += n.CPUs
+			switch class {
+			case classAlloc:
+				p.NodesAlloc++
+			case classIdle:
+				p.NodesIdle++
+			default:
+				p.NodesOther++
+			}
+			p.CPUsAlloc += n.AllocCPUs
+			if class != classOther {
+				p.CPUsIdle += max(n.CPUs-n.AllocCPUs, 0)
+			}
+			total := nodeGPUs(n.Gres, n.TRES)
+			used := nodeGPUs(n.GresUsed, n.TRESUsed)
+			for typ, t := range total {
+				g := gpus[typ]
+				if g == nil {
+					g = &report.GPUCount{Type: typ}
+					gpus[typ] = g
+				}
+				a := min(used[typ], t)
+				g.Total += t
+				g.Alloc += a
+				if class != classOther {
+					g.Idle += t - a
+				}
+			}
+		}
+		types := make([]string, 0, len(gpus))
+		for typ, g := range gpus {
+			if g.Total > 0 {
+				types = append(types, typ)
+			}
+		}
+		sort.Strings(types)
+		for _, typ := range types {
+			p.GPUs = append(p.GPUs, *gpus[typ])
+		}
+		s.Partitions = append(s.Partitions, p)
+	}
+	return s
+}
+
+// nodeGPUs reads GPUs from a GRES string, falling back to the TRES string
+// (set when AccountingStorageTRES tracks gres/gpu). Unparsable strings count
+// as no GPUs: one odd node must not hide the whole snapshot.
+func nodeGPUs(gres, tres string) map[string]int {
+	if m, err := GPUs(gres); err == nil && len(m) > 0 && sum(m) > 0 {
+		return m
+	}
+	if m, err := GPUs(tres); err == nil {
+		return m
+	}
+	return map[string]int{}
+}
+
+func sum(m map[string]int) int {
+	t := 0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+func minutes(d *time.Duration) *int64 {
+	if d == nil {
+		return nil
+	}
+	m := int64(*d / time.Minute)
+	return &m
+}
