@@ -1,13 +1,51 @@
-// Command isched-wrapper is not built yet: its issue is open. It exits 2 and says so,
-// so nobody mistakes it for a working binary.
+// Command isched-wrapper runs a training command as its child, measures it
+// and reports to isched, and exits with the child's status:
+//
+//	srun isched-wrapper [flags] -- python train.py --epochs 50
+//
+// Its own logs go to stderr; stdout belongs to the training job.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/wrapper"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "isched-wrapper: not built yet (see the project's open issues)")
-	os.Exit(2)
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	opts, err := wrapper.ParseArgs(args, os.Getenv, os.Stderr)
+	if err != nil {
+		if !errors.Is(err, wrapper.ErrUsage) || len(args) > 0 {
+			fmt.Fprintf(os.Stderr, "isched-wrapper: %v\n", err)
+		}
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(opts.LogLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "isched-wrapper: --log-level %q: %v\n", opts.LogLevel, err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	deps := wrapper.Deps{
+		Getenv:  os.Getenv,
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Connect: wrapper.StreamConnect(os.Getenv),
+		Munger:  auth.ExecMunger{},
+		Logger:  logger,
+	}
+	wrapper.AddSystemDeps(&deps)
+	// The wrapper does not stop on its own signals: the child package relays
+	// them to the child, and the wrapper ends when the child does.
+	return wrapper.Run(context.Background(), opts, deps)
 }

@@ -1,0 +1,197 @@
+package wrapper
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// Options are the wrapper's flags.
+type Options struct {
+	Interval           time.Duration
+	ReportInterval     time.Duration
+	IterPattern        string
+	ProgressFile       string
+	CheckpointDir      string
+	CheckpointGlob     string
+	CheckpointDebounce time.Duration
+	SignalMap          string
+	CheckpointSignal   string
+	Grace              time.Duration
+	SummaryJSON        string
+	NoReport           bool
+	Lineage            string
+	CoordinatorUID     int
+	TotalIters         int64
+	SpoolDir           string
+	LogLevel           string
+	Argv               []string
+}
+
+// ErrUsage marks a command-line error (exit status 2).
+var ErrUsage = errors.New("usage")
+
+// ParseArgs parses `isched-wrapper [flags] -- command args...`.
+func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("isched-wrapper", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: isched-wrapper [flags] -- command [args...]")
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&o.Interval, "interval", time.Second, "sampling interval of memory, CPU and GPU")
+	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "how often samples are sent (events are sent at once)")
+	fs.StringVar(&o.IterPattern, "iter-pattern", getenv("ISCHED_ITER_PATTERN"), "iteration lines on stdout/stderr: a preset (tqdm, hf, lightning, isched; comma-separated) or a Go regexp with a (?P<step>...) group")
+	fs.StringVar(&o.ProgressFile, "progress-file", getenv("ISCHED_PROGRESS_FILE"), "progress file the training loop appends to (default: one in the job's tmp dir, exported as ISCHED_PROGRESS_FILE)")
+	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", getenv("ISCHED_CHECKPOINT_DIR"), "directory the training loop writes checkpoints to (watched)")
+	fs.StringVar(&o.CheckpointGlob, "checkpoint-glob", "*", "checkpoint file names to watch")
+	fs.DurationVar(&o.CheckpointDebounce, "checkpoint-debounce", 2*time.Second, "a checkpoint is complete when unchanged this long")
+	fs.StringVar(&o.SignalMap, "signal-map", getenv("ISCHED_SIGNAL_MAP"), "how received signals reach the child, e.g. USR1=TERM or USR1=file:/path")
+	fs.StringVar(&o.CheckpointSignal, "checkpoint-signal", "", "shorthand: 'file' delivers SIGUSR1 as the control file ISCHED_CONTROL_FILE (for loops where NCCL swallows USR1), or a signal name")
+	fs.DurationVar(&o.Grace, "grace", 20*time.Second, "stop grace period before SIGKILL of the child's group (keep below Slurm's KillWait)")
+	fs.StringVar(&o.SummaryJSON, "summary-json", "", "also write the end-of-job summary to this file")
+	fs.BoolVar(&o.NoReport, "no-report", false, "do not report to Redis (the summary is still printed)")
+	fs.StringVar(&o.Lineage, "lineage", getenv("ISCHED_LINEAGE"), "lineage id that survives requeues (default <cluster>-<job id>)")
+	uid := 0
+	if s := getenv("ISCHED_COORDINATOR_UID"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("%w: ISCHED_COORDINATOR_UID=%q: want a uid", ErrUsage, s)
+		}
+		uid = n
+	}
+	fs.IntVar(&o.CoordinatorUID, "coordinator-uid", uid, "uid of the coordinator (only it can open the report credential)")
+	fs.Int64Var(&o.TotalIters, "total-iters", 0, "total iterations of the run, when the loop does not say")
+	fs.StringVar(&o.SpoolDir, "spool-dir", "", "where undelivered reports are spooled (default: the job's tmp dir)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	o.Argv = fs.Args()
+	if len(o.Argv) == 0 {
+		fs.Usage()
+		return o, fmt.Errorf("%w: no command given after --", ErrUsage)
+	}
+	if o.Interval < 100*time.Millisecond {
+		return o, fmt.Errorf("%w: --interval %s: must be at least 100ms", ErrUsage, o.Interval)
+	}
+	if o.ReportInterval < o.Interval {
+		return o, fmt.Errorf("%w: --report-interval %s: must be at least --interval", ErrUsage, o.ReportInterval)
+	}
+	if o.Lineage != "" && !validLineage(o.Lineage) {
+		return o, fmt.Errorf("%w: --lineage %q: want 1-64 of [A-Za-z0-9._-]", ErrUsage, o.Lineage)
+	}
+	if o.CheckpointDir != "" {
+		abs, err := filepath.Abs(o.CheckpointDir)
+		if err != nil {
+			return o, fmt.Errorf("%w: --checkpoint-dir: %w", ErrUsage, err)
+		}
+		o.CheckpointDir = abs
+	}
+	return o, nil
+}
+
+func validLineage(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// identity reads the job's identity from Slurm's environment. ok is false
+// outside Slurm (no SLURM_JOB_ID): the wrapper then runs standalone.
+func identity(getenv func(string) string, lineage string) (report.JobRef, bool, error) {
+	idStr := getenv("SLURM_JOB_ID")
+	if idStr == "" {
+		return report.JobRef{}, false, nil
+	}
+	atoi := func(name string, required bool) (int, error) {
+		s := getenv(name)
+		if s == "" {
+			if required {
+				return 0, fmt.Errorf("%s missing", name)
+			}
+			return 0, nil
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s=%q: not a non-negative number", name, s)
+		}
+		return n, nil
+	}
+	id, err := strconv.ParseUint(idStr, 10, 64)
+	if err != nil || id == 0 {
+		return report.JobRef{}, false, fmt.Errorf("SLURM_JOB_ID=%q: not a job id", idStr)
+	}
+	j := report.JobRef{
+		Cluster:   getenv("SLURM_CLUSTER_NAME"),
+		JobID:     id,
+		StepID:    getenv("SLURM_STEP_ID"),
+		User:      getenv("SLURM_JOB_USER"),
+		Partition: getenv("SLURM_JOB_PARTITION"),
+		Node:      getenv("SLURMD_NODENAME"),
+	}
+	if c := getenv("ISCHED_CLUSTER"); c != "" {
+		j.Cluster = c
+	}
+	if j.Cluster == "" {
+		j.Cluster = "lab"
+	}
+	if j.User == "" {
+		j.User = getenv("USER")
+	}
+	if j.UID, err = atoi("SLURM_JOB_UID", false); err != nil {
+		return j, false, err
+	}
+	if getenv("SLURM_JOB_UID") == "" {
+		j.UID = os.Getuid()
+	}
+	if j.Attempt, err = atoi("SLURM_RESTART_COUNT", false); err != nil {
+		return j, false, err
+	}
+	if j.Rank, err = atoi("SLURM_PROCID", false); err != nil {
+		return j, false, err
+	}
+	if j.NRanks, err = atoi("SLURM_NTASKS", false); err != nil {
+		return j, false, err
+	}
+	if s := getenv("SLURM_ARRAY_JOB_ID"); s != "" {
+		aj, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return j, false, fmt.Errorf("SLURM_ARRAY_JOB_ID=%q: not a job id", s)
+		}
+		task, err := atoi("SLURM_ARRAY_TASK_ID", true)
+		if err != nil {
+			return j, false, err
+		}
+		j.ArrayJobID, j.ArrayTaskID = aj, &task
+	}
+	j.Lineage = lineage
+	if j.Lineage == "" {
+		// the job id survives requeues, so it names the lineage unless
+		// `isched submit` chose one (resubmissions get new job ids)
+		j.Lineage = j.Cluster + "-" + strconv.FormatUint(id, 10)
+		if j.ArrayTaskID != nil {
+			j.Lineage = j.Cluster + "-" + strconv.FormatUint(j.ArrayJobID, 10) + "_" + strconv.Itoa(*j.ArrayTaskID)
+		}
+	}
+	if !validLineage(j.Lineage) {
+		return j, false, fmt.Errorf("lineage %q: want 1-64 of [A-Za-z0-9._-]", j.Lineage)
+	}
+	j.Node = strings.TrimSpace(j.Node)
+	return j, true, nil
+}

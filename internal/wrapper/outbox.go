@@ -1,0 +1,195 @@
+package wrapper
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// record is one signed report waiting to be sent.
+type record struct {
+	Seq     uint64      `json:"seq"`
+	Kind    report.Kind `json:"kind"`
+	Payload []byte      `json:"m"`
+	MAC     string      `json:"mac"`
+}
+
+// droppable: samples may be dropped under pressure; start, checkpoint,
+// signal and end events never are (the coordinator's decisions and the
+// user's timeline depend on them).
+func (r record) droppable() bool { return r.Kind == report.KindSample }
+
+// outbox is a bounded, ordered queue of reports. While Redis is unreachable
+// it also mirrors its content to a spool file (JSON lines) under the job's
+// temporary directory, so a post-mortem or a later attempt can tell what was
+// never delivered. A spool write error (disk full) is logged once and the
+// queue goes on in memory: monitoring never harms training.
+type outbox struct {
+	mu         sync.Mutex
+	q          []record
+	bytes      int
+	maxRecords int
+	maxBytes   int
+	dropped    int // samples dropped since the last report of it
+	dropTotal  int
+
+	spoolPath string
+	spool     *os.File
+	spoolBuf  *bufio.Writer
+	spoolErr  bool
+	log       *slog.Logger
+}
+
+func newOutbox(maxRecords, maxBytes int, spoolPath string, log *slog.Logger) *outbox {
+	return &outbox{maxRecords: maxRecords, maxBytes: maxBytes, spoolPath: spoolPath, log: log}
+}
+
+// push appends a record, dropping the oldest samples when the queue is full.
+// Events are kept even past the bounds (there are few of them).
+func (o *outbox) push(r record) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.q = append(o.q, r)
+	o.bytes += len(r.Payload) + len(r.MAC)
+	for (len(o.q) > o.maxRecords || o.bytes > o.maxBytes) && o.dropOldestSample() {
+	}
+	if o.spool != nil {
+		o.writeSpool(r)
+	}
+}
+
+func (o *outbox) dropOldestSample() bool {
+	for i, r := range o.q {
+		if r.droppable() {
+			o.bytes -= len(r.Payload) + len(r.MAC)
+			o.q = append(o.q[:i], o.q[i+1:]...)
+			o.dropped++
+			o.dropTotal++
+			if o.dropTotal == 1 || o.dropTotal%1000 == 0 {
+				o.log.Warn("report queue full: dropping oldest samples (events are kept)", "dropped_total", o.dropTotal)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// takeDropped returns and resets the count of samples dropped since the last call.
+func (o *outbox) takeDropped() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := o.dropped
+	o.dropped = 0
+	return d
+}
+
+func (o *outbox) len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.q)
+}
+
+// head returns up to n records from the front without removing them.
+func (o *outbox) head(n int) []record {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n > len(o.q) {
+		n = len(o.q)
+	}
+	return append([]record(nil), o.q[:n]...)
+}
+
+// pop removes the first n records (after they were delivered). Records pushed
+// meanwhile stay; dropped samples at the front cannot be among the n since
+// only samples are dropped and delivery order is preserved by seq.
+func (o *outbox) pop(delivered []record) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, d := range delivered {
+		for i, r := range o.q {
+			if r.Seq == d.Seq {
+				o.bytes -= len(r.Payload) + len(r.MAC)
+				o.q = append(o.q[:i], o.q[i+1:]...)
+				break
+			}
+		}
+	}
+	if len(o.q) == 0 && o.spool != nil {
+		o.closeSpool(true)
+	}
+}
+
+// startSpool begins mirroring to the spool file (called when a send failed).
+func (o *outbox) startSpool() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.spool != nil || o.spoolErr || o.spoolPath == "" {
+		return
+	}
+	f, err := os.OpenFile(o.spoolPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		o.spoolFailed(err)
+		return
+	}
+	o.spool, o.spoolBuf = f, bufio.NewWriter(f)
+	for _, r := range o.q {
+		o.writeSpool(r)
+	}
+}
+
+func (o *outbox) writeSpool(r record) {
+	b, err := json.Marshal(r)
+	if err == nil {
+		_, err = o.spoolBuf.Write(append(b, '\n'))
+	}
+	if err == nil {
+		err = o.spoolBuf.Flush()
+	}
+	if err != nil {
+		o.spoolFailed(err)
+		o.closeSpool(false)
+	}
+}
+
+func (o *outbox) spoolFailed(err error) {
+	if !o.spoolErr {
+		o.log.Warn("report spool unavailable: keeping reports in memory only", "path", o.spoolPath, "err", err)
+	}
+	o.spoolErr = true
+}
+
+func (o *outbox) closeSpool(remove bool) {
+	if o.spool == nil {
+		return
+	}
+	_ = o.spool.Close()
+	o.spool, o.spoolBuf = nil, nil
+	if remove {
+		_ = os.Remove(o.spoolPath)
+	}
+}
+
+// readSpool reads a spool file back (for tests and post-mortems).
+func readSpool(path string) ([]record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), report.MaxPayload*2+1024)
+	for sc.Scan() {
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return out, fmt.Errorf("spool %s: %w", path, err)
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,192 @@
+package wrapper
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/report"
+)
+
+// appender is the part of the Redis client the wrapper uses.
+type appender interface {
+	Append(ctx context.Context, stream string, payload []byte, mac string, maxLen int64) (string, error)
+}
+
+// connectFunc opens the Redis connection; it may fail and is retried.
+type connectFunc func(ctx context.Context) (appender, error)
+
+// reporter numbers, signs and queues reports, and sends them in order from
+// its own goroutine. Nothing it does blocks the caller for long: emit only
+// encodes and queues.
+type reporter struct {
+	job     report.JobRef
+	sess    auth.Session
+	out     *outbox
+	connect connectFunc
+	stream  string
+	maxLen  int64
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu   sync.Mutex
+	seq  uint64
+	sink appender
+	kick chan struct{}
+
+	sent     int
+	failures int
+}
+
+func newReporter(job report.JobRef, sess auth.Session, out *outbox, connect connectFunc, stream string, log *slog.Logger) *reporter {
+	return &reporter{job: job, sess: sess, out: out, connect: connect, stream: stream, maxLen: 100000,
+		log: log, now: time.Now, kick: make(chan struct{}, 1)}
+}
+
+// emit completes an envelope (job, session, sequence), signs it and queues
+// it. Events other than samples are sent at once.
+func (r *reporter) emit(e *report.Envelope) {
+	r.mu.Lock()
+	job := r.job
+	e.Job = &job
+	e.SID = r.sess.SID
+	r.seq++
+	e.Seq = r.seq
+	if e.Kind == report.KindSample && e.Sample != nil {
+		e.Sample.Dropped = r.out.takeDropped()
+	}
+	b, err := report.Encode(e)
+	if err != nil {
+		r.seq-- // keep the sequence gap-free: the coordinator counts gaps as loss
+		r.mu.Unlock()
+		r.log.Error("report not encodable; dropped", "kind", e.Kind, "err", err)
+		return
+	}
+	r.out.push(record{Seq: e.Seq, Kind: e.Kind, Payload: b, MAC: r.sess.Sign(b)})
+	r.mu.Unlock()
+	if e.Kind != report.KindSample {
+		r.wake()
+	}
+}
+
+func (r *reporter) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// setPartition updates the identity carried by later reports.
+func (r *reporter) setJob(f func(*report.JobRef)) {
+	r.mu.Lock()
+	f(&r.job)
+	r.mu.Unlock()
+}
+
+// run sends queued reports every interval and on kicks until ctx ends.
+func (r *reporter) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	backoff := time.Duration(0)
+	var retryAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		if r.now().Before(retryAt) {
+			continue
+		}
+		if err := r.flush(ctx); err != nil {
+			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
+			retryAt = r.now().Add(backoff)
+			r.failures++
+			if r.failures == 1 || r.failures%20 == 0 {
+				r.log.Warn("reports not delivered; queued and retried", "queued", r.out.len(), "retry_in", backoff, "err", err)
+			}
+			continue
+		}
+		if r.failures > 0 {
+			r.log.Info("reports delivered again", "after_failures", r.failures)
+		}
+		backoff, r.failures = 0, 0
+	}
+}
+
+// flush sends everything queued, in order, stopping at the first failure.
+func (r *reporter) flush(ctx context.Context) error {
+	for {
+		batch := r.out.head(64)
+		if len(batch) == 0 {
+			return nil
+		}
+		sink, err := r.sinkOrConnect(ctx)
+		if err != nil {
+			r.out.startSpool()
+			return err
+		}
+		var done []record
+		for _, rec := range batch {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err = sink.Append(cctx, r.stream, rec.Payload, rec.MAC, r.maxLen)
+			cancel()
+			if err != nil {
+				break
+			}
+			done = append(done, rec)
+		}
+		r.out.pop(done)
+		r.mu.Lock()
+		r.sent += len(done)
+		r.mu.Unlock()
+		if err != nil {
+			r.out.startSpool()
+			return err
+		}
+	}
+}
+
+func (r *reporter) sinkOrConnect(ctx context.Context) (appender, error) {
+	r.mu.Lock()
+	s := r.sink
+	r.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	s, err := r.connect(cctx)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.sink = s
+	r.mu.Unlock()
+	return s, nil
+}
+
+// drain tries to deliver what is left, for at most d.
+func (r *reporter) drain(d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		if err := r.flush(ctx); err == nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (r *reporter) delivered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent
+}

@@ -1,0 +1,683 @@
+package wrapper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/child"
+	"github.com/isched/isched/internal/procstat"
+	"github.com/isched/isched/internal/progress"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Version is the wrapper's build version (set by the linker or left "dev").
+var Version = "dev"
+
+// GPUSampler measures the GPUs of a process tree. It never fails: without
+// NVML it returns a stat whose NoData says why.
+type GPUSampler interface {
+	Sample(pids []int32) *report.GPUStat
+}
+
+// CheckpointEvent is a checkpoint file found complete in the watched directory.
+type CheckpointEvent struct {
+	Path     string
+	Size     int64
+	MTime    time.Time
+	Step     *int64
+	Existing bool
+}
+
+// CheckpointWatcher watches a checkpoint directory until ctx ends.
+type CheckpointWatcher interface {
+	Run(ctx context.Context, emit func(CheckpointEvent)) error
+}
+
+// Deps are the wrapper's outside parts, injected by main (and by tests).
+type Deps struct {
+	Getenv func(string) string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Connect opens the Redis connection as the reporter user.
+	Connect func(ctx context.Context, cluster string) (appender, error)
+	Munger  auth.Munger
+	GPU     GPUSampler
+	// NewCheckpointWatcher builds the watcher of dir (nil: no watching).
+	NewCheckpointWatcher func(dir, glob string, debounce time.Duration, log *slog.Logger) (CheckpointWatcher, error)
+	Logger               *slog.Logger
+}
+
+// StreamConnect is the production Connect: the reporter ACL user from the
+// environment (ISCHED_REDIS_*).
+func StreamConnect(getenv func(string) string) func(ctx context.Context, cluster string) (appender, error) {
+	return func(ctx context.Context, cluster string) (appender, error) {
+		cfg, err := stream.ConfigFromEnv(getenv, "reporter")
+		if err != nil {
+			return nil, err
+		}
+		cfg.Cluster = cluster
+		return stream.Open(ctx, cfg)
+	}
+}
+
+// Summary is the end-of-job summary (stderr and --summary-json).
+type Summary struct {
+	Command       []string         `json:"command"`
+	ExitStatus    int              `json:"exit_status"`
+	Signal        string           `json:"signal,omitempty"`
+	WallSeconds   float64          `json:"wall_seconds"`
+	PeakRSSBytes  int64            `json:"peak_rss_bytes"`
+	CgroupPeak    int64            `json:"cgroup_peak_bytes,omitempty"`
+	CgroupLimit   int64            `json:"cgroup_limit_bytes,omitempty"`
+	PeakGPUBytes  map[string]int64 `json:"peak_gpu_bytes,omitempty"`
+	GPUNoData     string           `json:"gpu_no_data,omitempty"`
+	Iterations    int64            `json:"iterations"`
+	LastStep      int64            `json:"last_step"`
+	MedianIterMS  float64          `json:"median_iter_ms"`
+	P90IterMS     float64          `json:"p90_iter_ms"`
+	Checkpoints   []string         `json:"checkpoints"`
+	ResumedFrom   string           `json:"resumed_from,omitempty"`
+	Reports       int              `json:"reports_delivered"`
+	ReportsQueued int              `json:"reports_undelivered"`
+	Reason        string           `json:"reason"`
+}
+
+// state is what the wrapper accumulates while the child runs.
+type state struct {
+	mu          sync.Mutex
+	iters       []report.Iter // since the last sample report
+	durations   []float64     // all iteration durations, ms
+	iterCount   int64
+	lastStep    int64
+	totalIters  int64
+	epochs      int
+	perEpoch    int64
+	peakRSS     int64
+	cgPeak      int64
+	cgLimit     int64
+	peakGPU     map[string]int64
+	gpuNoData   string
+	ckpts       []string
+	ckptSeen    map[string]bool
+	gaps        int
+	lastCPU     *report.CPUStat
+	lastGPU     *report.GPUStat
+	pids        []int32
+	loopClocked bool
+}
+
+// Run is the wrapper: it runs opts.Argv as its child, measures and reports
+// it, and returns the status to exit with (the child's). Monitoring failures
+// are logged and never change what happens to the child.
+func Run(ctx context.Context, opts Options, d Deps) int {
+	log := d.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(d.Stderr, nil))
+	}
+	getenv := d.Getenv
+	job, inSlurm, err := identity(getenv, opts.Lineage)
+	if err != nil {
+		log.Warn("job identity unreadable; running standalone", "err", err)
+		inSlurm = false
+	}
+	log = log.With("component", "wrapper")
+	if inSlurm {
+		log = log.With("job", job.JobID, "rank", job.Rank)
+	}
+
+	tmp := jobTmpDir(getenv, job, inSlurm)
+	env := os.Environ()
+	setenv := func(k, v string) {
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
+		env = append(env, k+"="+v)
+	}
+	if opts.ProgressFile == "" && tmp != "" {
+		opts.ProgressFile = filepath.Join(tmp, "progress")
+		// the loop creates it; a stale one from a previous attempt is read from its end
+	}
+	control := filepath.Join(tmp, "checkpoint-request")
+	if opts.ProgressFile != "" {
+		setenv("ISCHED_PROGRESS_FILE", opts.ProgressFile)
+	}
+	if tmp != "" {
+		setenv("ISCHED_CONTROL_FILE", control)
+		_ = os.Remove(control) // a request from a previous attempt is stale
+	}
+	sigmap, err := buildSignalMap(opts, control)
+	if err != nil {
+		fmt.Fprintf(d.Stderr, "isched-wrapper: %v\n", err)
+		return 2
+	}
+	if inSlurm {
+		setenv("ISCHED_LINEAGE", job.Lineage)
+	}
+	if opts.CheckpointDir != "" {
+		setenv("ISCHED_CHECKPOINT_DIR", opts.CheckpointDir)
+	}
+	var resume string
+	if inSlurm && opts.CheckpointDir != "" {
+		if r, ok := loadResume(opts.CheckpointDir, job.Lineage); ok {
+			resume = r.Path
+			setenv("ISCHED_RESUME_FROM", resume)
+			log.Info("resuming from the lineage's last complete checkpoint", "path", resume, "step", r.Step)
+		}
+	}
+	device := "cpu"
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && v != "" && v != "NoDevFiles" {
+		device = "cuda"
+	}
+	if getenv("ISCHED_DEVICE") == "" {
+		setenv("ISCHED_DEVICE", device)
+	}
+
+	st := &state{lastStep: -1, totalIters: opts.TotalIters, peakGPU: map[string]int64{}, ckptSeen: map[string]bool{}}
+
+	// reporting
+	var rep *reporter
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	var wg sync.WaitGroup
+	if inSlurm && !opts.NoReport {
+		sess, err := auth.NewSession()
+		if err != nil {
+			log.Warn("no session key; not reporting", "err", err)
+		} else {
+			spool := ""
+			dir := opts.SpoolDir
+			if dir == "" {
+				dir = tmp
+			}
+			if dir != "" {
+				spool = filepath.Join(dir, "reports.spool")
+			}
+			out := newOutbox(20000, 32<<20, spool, log)
+			connect := func(ctx context.Context) (appender, error) { return d.Connect(ctx, job.Cluster) }
+			keys := stream.Keys{Cluster: job.Cluster}
+			rep = newReporter(job, sess, out, connect, keys.Ingest(), log)
+			wg.Add(1)
+			go func() { defer wg.Done(); rep.run(runCtx, opts.ReportInterval) }()
+		}
+	}
+
+	host, _ := os.Hostname()
+	cwd, _ := os.Getwd()
+	var matchersMu sync.Mutex
+	var outMatcher, errMatcher *progress.Matcher
+	var outClock, errClock progress.IterClock
+	if opts.IterPattern != "" {
+		if outMatcher, err = progress.NewMatcher(opts.IterPattern); err != nil {
+			fmt.Fprintf(d.Stderr, "isched-wrapper: --iter-pattern: %v\n", err)
+			return 2
+		}
+		errMatcher, _ = progress.NewMatcher(opts.IterPattern)
+	}
+	cfg := child.Config{
+		Argv: opts.Argv, Env: env, Stdin: d.Stdin, Stdout: d.Stdout, Stderr: d.Stderr,
+		Grace: opts.Grace, SignalMap: sigmap, Logger: log,
+		OnSignal: func(recv os.Signal, del child.Delivery) {
+			log.Info("signal forwarded", "received", recv.String(), "delivered", del.String())
+			if rep != nil {
+				e := report.NewEnvelope(report.KindSignal, time.Now())
+				e.Signal = &report.SignalEvent{Signal: sigName(recv), Forwarded: del.String()}
+				if del.File == "" && del.Signal == 0 {
+					e.Signal.Forwarded = sigName(recv)
+				}
+				rep.emit(e)
+			}
+		},
+	}
+	if outMatcher != nil {
+		cfg.StdoutTap = func(b []byte) {
+			matchersMu.Lock()
+			defer matchersMu.Unlock()
+			st.observe(&outClock, outMatcher.Feed(b, time.Now()))
+		}
+		cfg.StderrTap = func(b []byte) {
+			matchersMu.Lock()
+			defer matchersMu.Unlock()
+			st.observe(&errClock, errMatcher.Feed(b, time.Now()))
+		}
+	}
+
+	started := func(p *child.Process) {
+		pid := int32(p.PID())
+		if rep != nil {
+			e := report.NewEnvelope(report.KindStart, time.Now())
+			e.Start = &report.Start{Argv: truncArgv(opts.Argv), Cwd: cwd, Host: host, PID: int(pid), WrapperVersion: Version,
+				CheckpointDir: opts.CheckpointDir, ProgressFile: absOrEmpty(opts.ProgressFile), Device: device,
+				GPUs: visibleGPUs(), TotalIters: opts.TotalIters, ResumeFrom: resume}
+			if d.Munger != nil {
+				cred, err := auth.Issue(runCtx, d.Munger, rep.sess, job.Cluster, job.JobID, job.Lineage, opts.CoordinatorUID, 24*time.Hour, time.Now())
+				if err != nil {
+					log.Warn("no MUNGE credential: the coordinator will not trust these reports", "err", err)
+				} else if len(cred) <= 8<<10 {
+					e.Start.Cred = cred
+				}
+			}
+			rep.emit(e)
+		}
+		// sampling
+		wg.Add(1)
+		go func() { defer wg.Done(); sampleLoop(runCtx, opts, pid, d.GPU, st, rep, log) }()
+		// the progress file
+		if opts.ProgressFile != "" {
+			t, err := progress.NewTail(progress.TailConfig{Path: opts.ProgressFile, Logger: log, SkipExisting: true})
+			if err != nil {
+				log.Warn("progress file not followed", "path", opts.ProgressFile, "err", err)
+			} else {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var clock progress.IterClock
+					err := t.Run(runCtx, func(evs []progress.Event) {
+						st.observe(&clock, evs)
+						for _, ev := range evs {
+							if ev.Kind == progress.KindCkpt && ev.Path != "" {
+								checkpointFromLoop(ev, st, rep, opts, job, log)
+							}
+						}
+					})
+					if err != nil {
+						log.Warn("progress file no longer followed", "err", err)
+					}
+				}()
+			}
+		}
+		// checkpoints
+		if opts.CheckpointDir != "" && d.NewCheckpointWatcher != nil {
+			w, err := d.NewCheckpointWatcher(opts.CheckpointDir, opts.CheckpointGlob, opts.CheckpointDebounce, log)
+			if err != nil {
+				log.Warn("checkpoint directory not watched", "dir", opts.CheckpointDir, "err", err)
+			} else {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := w.Run(runCtx, func(ev CheckpointEvent) { checkpointSeen(ev, st, rep, opts, job, log) }); err != nil && !errors.Is(err, context.Canceled) {
+						log.Warn("checkpoint watcher stopped", "err", err)
+					}
+				}()
+			}
+		}
+	}
+
+	exit, err := child.Run(ctx, cfg, started)
+	status := exit.Status()
+	reason := report.EndExited
+	var startErr *child.StartError
+	switch {
+	case errors.As(err, &startErr):
+		fmt.Fprintf(d.Stderr, "isched-wrapper: %v\n", err)
+		status, reason = startErr.Code, report.EndStartFailed
+	case err != nil:
+		fmt.Fprintf(d.Stderr, "isched-wrapper: %v\n", err)
+		if status == 0 {
+			status = 1
+		}
+	case exit.Signaled:
+		reason = report.EndSignaled
+	}
+	// a final look: the last progress lines and checkpoint renames
+	time.Sleep(min(300*time.Millisecond, opts.Interval))
+	stopAll()
+	wg.Wait()
+	if reason == report.EndSignaled && exit.Signal == 9 && st.cgLimit > 0 && st.cgPeak >= st.cgLimit*95/100 {
+		reason = report.EndOOM
+	}
+
+	sum := st.summary(opts, exit, status, reason, resume)
+	if rep != nil {
+		if s := st.takeSample(); s != nil {
+			e := report.NewEnvelope(report.KindSample, time.Now())
+			e.Sample = s
+			rep.emit(e)
+		}
+		e := report.NewEnvelope(report.KindEnd, time.Now())
+		e.End = &report.End{ExitCode: status, WallMS: exit.Wall.Milliseconds(), PeakRSSBytes: sum.PeakRSSBytes,
+			Iters: sum.Iterations, MedianIterMS: sum.MedianIterMS, P90IterMS: sum.P90IterMS,
+			Checkpoints: len(sum.Checkpoints), Reason: reason}
+		if len(sum.PeakGPUBytes) > 0 {
+			e.End.PeakGPUBytes = sum.PeakGPUBytes
+		}
+		if exit.Signaled {
+			e.End.Signal = sigName(exit.Signal)
+		}
+		rep.emit(e)
+		if !rep.drain(5 * time.Second) {
+			log.Warn("reports left undelivered at exit", "queued", rep.out.len(), "spool", rep.out.spoolPath)
+		}
+		sum.Reports, sum.ReportsQueued = rep.delivered(), rep.out.len()
+	}
+	writeSummary(d.Stderr, sum)
+	if opts.SummaryJSON != "" {
+		if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
+			if err := os.WriteFile(opts.SummaryJSON, append(b, '\n'), 0o644); err != nil {
+				log.Warn("summary not written", "path", opts.SummaryJSON, "err", err)
+			}
+		}
+	}
+	return status
+}
+
+func buildSignalMap(opts Options, control string) (map[os.Signal]child.Delivery, error) {
+	spec := opts.SignalMap
+	switch cs := strings.ToLower(opts.CheckpointSignal); {
+	case cs == "":
+	case cs == "file":
+		spec = joinSpec(spec, "USR1=file:"+control)
+	default:
+		spec = joinSpec(spec, "USR1="+opts.CheckpointSignal)
+	}
+	m, err := child.ParseSignalMap(spec)
+	if err != nil {
+		return nil, fmt.Errorf("--signal-map: %w", err)
+	}
+	return m, nil
+}
+
+func joinSpec(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}
+
+// jobTmpDir is a private directory for this task's progress file, control
+// file and spool: under TMPDIR (Slurm sets a per-job one on many sites).
+func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) string {
+	base := getenv("TMPDIR")
+	if base == "" {
+		base = os.TempDir()
+	}
+	name := fmt.Sprintf("isched-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if inSlurm {
+		name = fmt.Sprintf("isched-%d-%s-r%d", job.JobID, strings.ReplaceAll(job.StepID, "/", "_"), job.Rank)
+	}
+	dir := filepath.Join(base, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// observe records iteration events from one source.
+func (s *state) observe(clock *progress.IterClock, evs []progress.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	its := clock.Observe(evs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range evs {
+		if ev.Kind != progress.KindStep {
+			continue
+		}
+		if ev.Total > 0 {
+			s.totalIters = ev.Total
+		}
+		if ev.Epochs > 0 {
+			s.epochs = ev.Epochs
+		}
+		if ev.StepsPerEpoch > 0 {
+			s.perEpoch = ev.StepsPerEpoch
+		}
+		if ev.Step > s.lastStep {
+			if s.lastStep >= 0 {
+				s.iterCount += ev.Step - s.lastStep
+			} else {
+				s.iterCount++
+			}
+			s.lastStep = ev.Step
+		}
+	}
+	// prefer the loop's clock when it has one; else the wrapper's arrivals
+	hasLoop := false
+	for _, it := range its {
+		hasLoop = hasLoop || it.By == progress.ByLoop
+	}
+	if hasLoop {
+		s.loopClocked = true
+	}
+	var last progress.Event
+	for _, ev := range evs {
+		if ev.Kind == progress.KindStep {
+			last = ev
+		}
+	}
+	for _, it := range its {
+		if s.loopClocked && it.By != progress.ByLoop {
+			continue
+		}
+		ms := float64(it.PerStep) / float64(time.Millisecond)
+		if !it.AfterCkpt {
+			s.durations = append(s.durations, ms)
+		}
+		ri := report.Iter{Step: it.Step, Epoch: max(last.Epoch, 0), AtMS: it.At.UnixMilli(), DurMS: ms, Source: last.Source}
+		if it.By == progress.ByLoop {
+			ri.LoopDurMS = ms
+		}
+		if it.Step == last.Step {
+			ri.Loss, ri.LossNonFinite = last.Loss, last.NonFinite
+			if last.Samples > 0 {
+				ri.Samples = last.Samples
+			}
+		}
+		if ri.Source == "" {
+			ri.Source = report.SourceFile
+		}
+		if len(s.iters) < 4096 {
+			s.iters = append(s.iters, ri)
+		}
+	}
+}
+
+// takeSample builds the next sample report from what accumulated.
+func (s *state) takeSample() *report.Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastCPU == nil && s.lastGPU == nil && len(s.iters) == 0 {
+		return nil
+	}
+	out := &report.Sample{CPU: s.lastCPU, GPU: s.lastGPU, Iters: s.iters, Gaps: s.gaps}
+	s.iters, s.gaps = nil, 0
+	return out
+}
+
+func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *state, rep *reporter, log *slog.Logger) {
+	sampler := procstat.New(pid)
+	t := time.NewTicker(opts.Interval)
+	defer t.Stop()
+	lastReport := time.Now()
+	for {
+		stat, err := sampler.Sample(ctx)
+		var gs *report.GPUStat
+		if g != nil {
+			gs = g.Sample(stat.PIDs) // logs "no gpu data" once itself
+		}
+		st.mu.Lock()
+		if err != nil {
+			st.gaps++
+		}
+		if stat.Procs > 0 || stat.PeakRSSBytes > 0 {
+			cpu := &report.CPUStat{RSSBytes: stat.RSSBytes, PeakRSSBytes: stat.PeakRSSBytes, PSSBytes: stat.PSSBytes,
+				CPUPercent: finite(stat.CPUPercent), Procs: stat.Procs}
+			if stat.CgroupPeakBytes > cpu.PeakRSSBytes {
+				// the kernel saw a higher peak between samples (page cache included)
+				st.cgPeak = max(st.cgPeak, stat.CgroupPeakBytes)
+			}
+			st.lastCPU = cpu
+		}
+		st.peakRSS = max(st.peakRSS, stat.PeakRSSBytes)
+		st.cgLimit = stat.CgroupLimitBytes
+		st.cgPeak = max(st.cgPeak, stat.CgroupPeakBytes)
+		st.pids = stat.PIDs
+		if gs != nil {
+			st.lastGPU = gs
+			st.gpuNoData = gs.NoData
+			for _, dv := range gs.Devices {
+				key := dv.UUID
+				if key == "" {
+					key = strconv.Itoa(dv.Index)
+				}
+				used := int64(0)
+				for _, p := range gs.Procs {
+					if p.Device == dv.UUID {
+						used += p.UsedBytes
+					}
+				}
+				if used == 0 {
+					used = dv.UsedBytes
+				}
+				st.peakGPU[key] = max(st.peakGPU[key], used)
+			}
+		}
+		st.mu.Unlock()
+		if rep != nil && time.Since(lastReport) >= opts.ReportInterval {
+			lastReport = time.Now()
+			if s := st.takeSample(); s != nil {
+				e := report.NewEnvelope(report.KindSample, time.Now())
+				e.Sample = s
+				rep.emit(e)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func finite(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0
+	}
+	return f
+}
+
+func (s *state) summary(opts Options, exit child.Exit, status int, reason, resume string) Summary {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum := Summary{Command: opts.Argv, ExitStatus: status, WallSeconds: exit.Wall.Seconds(), PeakRSSBytes: s.peakRSS,
+		CgroupPeak: s.cgPeak, CgroupLimit: s.cgLimit, GPUNoData: s.gpuNoData, Iterations: s.iterCount,
+		LastStep: s.lastStep, Checkpoints: append([]string{}, s.ckpts...), ResumedFrom: resume, Reason: reason}
+	if exit.Signaled {
+		sum.Signal = sigName(exit.Signal)
+	}
+	if len(s.peakGPU) > 0 {
+		sum.PeakGPUBytes = map[string]int64{}
+		for k, v := range s.peakGPU {
+			sum.PeakGPUBytes[k] = v
+		}
+	}
+	sum.MedianIterMS, sum.P90IterMS = quantile(s.durations, 0.5), quantile(s.durations, 0.9)
+	return sum
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+func writeSummary(w io.Writer, s Summary) {
+	mb := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+	fmt.Fprintf(w, "isched-wrapper: summary: exit=%d", s.ExitStatus)
+	if s.Signal != "" {
+		fmt.Fprintf(w, " (%s)", s.Signal)
+	}
+	fmt.Fprintf(w, " wall=%.1fs peak_rss=%s", s.WallSeconds, mb(s.PeakRSSBytes))
+	if s.CgroupPeak > 0 {
+		fmt.Fprintf(w, " cgroup_peak=%s", mb(s.CgroupPeak))
+	}
+	if len(s.PeakGPUBytes) > 0 {
+		keys := make([]string, 0, len(s.PeakGPUBytes))
+		for k := range s.PeakGPUBytes {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, " gpu[%s]=%s", k, mb(s.PeakGPUBytes[k]))
+		}
+	} else if s.GPUNoData != "" {
+		fmt.Fprintf(w, " gpu=no-data(%s)", s.GPUNoData)
+	}
+	fmt.Fprintf(w, " iters=%d median_iter=%.1fms p90_iter=%.1fms checkpoints=%d reports=%d undelivered=%d reason=%s\n",
+		s.Iterations, s.MedianIterMS, s.P90IterMS, len(s.Checkpoints), s.Reports, s.ReportsQueued, s.Reason)
+}
+
+func sigName(s os.Signal) string {
+	n := s.String()
+	if names[n] != "" {
+		return names[n]
+	}
+	return n
+}
+
+var names = map[string]string{
+	"hangup": "SIGHUP", "interrupt": "SIGINT", "killed": "SIGKILL", "terminated": "SIGTERM",
+	"user defined signal 1": "SIGUSR1", "user defined signal 2": "SIGUSR2", "aborted": "SIGABRT",
+	"segmentation fault": "SIGSEGV", "continued": "SIGCONT", "quit": "SIGQUIT", "bus error": "SIGBUS",
+	"floating point exception": "SIGFPE", "broken pipe": "SIGPIPE", "alarm clock": "SIGALRM",
+}
+
+func truncArgv(a []string) []string {
+	out := make([]string, 0, len(a))
+	total := 0
+	for _, s := range a {
+		if len(s) > 1024 {
+			s = s[:1024]
+		}
+		total += len(s)
+		if total > 16<<10 || len(out) >= 256 {
+			break
+		}
+		out = append(out, strings.ToValidUTF8(s, "?"))
+	}
+	return out
+}
+
+func absOrEmpty(p string) string {
+	if p == "" {
+		return ""
+	}
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	return a
+}
+
+func visibleGPUs() []string {
+	v := os.Getenv("CUDA_VISIBLE_DEVICES")
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" && len(out) < 64 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
