@@ -1,0 +1,91 @@
+package report
+
+// JobStatus is the coordinator's view of one lineage, stored at
+// isched:<cluster>:job:{<lineage>}:status and shown by `isched status`.
+// Zero values mean unknown; the CLI says so rather than inventing.
+type JobStatus struct {
+	V          int    `json:"v"`
+	Cluster    string `json:"cluster"`
+	Lineage    string `json:"lineage"`
+	JobID      uint64 `json:"job_id"`
+	User       string `json:"user"`
+	UID        int    `json:"uid"`
+	State      string `json:"state"` // Slurm state of the job, or "ENDED"
+	Partition  string `json:"partition"`
+	Node       string `json:"node"`
+	Attempt    int    `json:"attempt"`
+	Plan       *Plan  `json:"plan,omitempty"`
+	StartedMS  int64  `json:"started_ms"`
+	EndedMS    int64  `json:"ended_ms,omitempty"`
+	ExitStatus *int   `json:"exit_status,omitempty"`
+
+	History []Span `json:"history"`
+
+	Step       int64   `json:"step"`        // last step seen (-1: none)
+	TotalIters int64   `json:"total_iters"` // 0: unknown
+	IterMS     float64 `json:"iter_ms"`     // robust iteration time estimate
+	IterLowMS  float64 `json:"iter_low_ms"`
+	IterHighMS float64 `json:"iter_high_ms"`
+	ETAMS      int64   `json:"eta_ms"` // predicted end (unix ms), 0: unknown
+	ETALowMS   int64   `json:"eta_low_ms"`
+	ETAHighMS  int64   `json:"eta_high_ms"`
+	LimitMS    int64   `json:"limit_ms"` // when the current allocation's time limit ends, 0: unknown
+
+	RSSBytes      int64            `json:"rss_bytes"`
+	PeakRSSBytes  int64            `json:"peak_rss_bytes"`
+	MemLimitBytes int64            `json:"mem_limit_bytes,omitempty"`
+	RSSSlope      float64          `json:"rss_slope_bytes_per_iter"`
+	GPUBytes      map[string]int64 `json:"gpu_bytes,omitempty"`
+	PeakGPUBytes  map[string]int64 `json:"peak_gpu_bytes,omitempty"`
+
+	LastCheckpoint *Checkpoint   `json:"last_checkpoint,omitempty"`
+	CkptMS         float64       `json:"ckpt_ms"` // learned checkpoint duration
+	Events         []StatusEvent `json:"events"`
+	Decisions      []Decision    `json:"decisions"`
+	UpdatedMS      int64         `json:"updated_ms"`
+}
+
+// Span is one stretch of a lineage on one partition.
+type Span struct {
+	JobID     uint64 `json:"job_id"`
+	Attempt   int    `json:"attempt"`
+	Partition string `json:"partition"`
+	Node      string `json:"node"`
+	StartMS   int64  `json:"start_ms"`
+	EndMS     int64  `json:"end_ms,omitempty"`
+	StartStep int64  `json:"start_step"`
+	EndStep   int64  `json:"end_step"`
+	Reason    string `json:"reason,omitempty"` // why it ended
+}
+
+// StatusEvent is something the user should see (stall, NaN loss, memory).
+type StatusEvent struct {
+	AtMS    int64  `json:"at_ms"`
+	Kind    string `json:"kind"` // "stall", "nan-loss", "memory-near-limit", "memory-growth", "oom", ...
+	Message string `json:"message"`
+}
+
+// Decision is one thing the coordinator decided, with its reason.
+type Decision struct {
+	AtMS     int64  `json:"at_ms"`
+	Kind     string `json:"kind"` // "checkpoint", "migrate", "continue", "extend", ...
+	Reason   string `json:"reason"`
+	ActionID string `json:"action_id,omitempty"`
+	Result   string `json:"result,omitempty"`
+}
+
+// Receipt is what a finished run measured, for the planner.
+type Receipt struct {
+	Model     string  `json:"model"`
+	Batch     int     `json:"batch"`
+	Partition string  `json:"partition"`
+	NodeType  string  `json:"node_type"`
+	GPUs      int     `json:"gpus"`
+	IterMS    float64 `json:"iter_ms"`
+	PeakRSS   int64   `json:"peak_rss_bytes"`
+	PeakGPU   int64   `json:"peak_gpu_bytes"`
+	Iters     int64   `json:"iters"`
+	User      string  `json:"user"`
+	WallS     float64 `json:"wall_s"`
+	EndedMS   int64   `json:"ended_ms"`
+}
