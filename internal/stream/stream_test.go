@@ -179,3 +179,48 @@ func TestOpenFailsClearly(t *testing.T) {
 		t.Fatalf("world-readable private credentials: %v", err)
 	}
 }
+
+func TestLockAndLists(t *testing.T) {
+	t.Parallel()
+	c, mr := openMini(t)
+	ctx := context.Background()
+	ok, err := c.Lock(ctx, "L", "a", time.Second)
+	if err != nil || !ok {
+		t.Fatalf("a takes the lock: %v %v", ok, err)
+	}
+	if ok, _ := c.Lock(ctx, "L", "b", time.Second); ok {
+		t.Fatal("b took a held lock")
+	}
+	if ok, _ := c.Lock(ctx, "L", "a", time.Second); !ok {
+		t.Fatal("a could not renew")
+	}
+	mr.FastForward(2 * time.Second)
+	if ok, _ := c.Lock(ctx, "L", "b", time.Second); !ok {
+		t.Fatal("b could not take an expired lock")
+	}
+	if err := c.Unlock(ctx, "L", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := c.Lock(ctx, "L", "a", time.Second); ok {
+		t.Fatal("a's unlock released b's lock")
+	}
+	for i := range 5 {
+		if err := c.PushList(ctx, "list", 3, []byte{byte('0' + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.List(ctx, "list")
+	if err != nil || len(got) != 3 || string(got[0]) != "2" || string(got[2]) != "4" {
+		t.Fatalf("bounded list: %q %v", got, err)
+	}
+	s := "st"
+	_, _ = c.Append(ctx, s, []byte("x"), "", 0)
+	_ = c.EnsureGroup(ctx, s, "g")
+	if _, err := c.ReadGroup(ctx, s, "g", "me", 10, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	pend, err := c.ReadOwnPending(ctx, s, "g", "me", 10)
+	if err != nil || len(pend) != 1 || string(pend[0].Payload) != "x" {
+		t.Fatalf("own pending: %v %+v", err, pend)
+	}
+}
