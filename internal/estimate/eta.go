@@ -1,0 +1,51 @@
+package estimate
+
+import (
+	"time"
+)
+
+// ETA is a predicted end of a run.
+type ETA struct {
+	Known  bool   `json:"known"`
+	Reason string `json:"reason,omitempty"` // why it is unknown
+	// End uses the typical iteration time, Low and High its 10th and 90th
+	// percentiles (each plus the amortised overhead): the run ends at High
+	// only if every remaining step is as slow as the slowest tenth of the
+	// steps so far, so [Low, High] is a wide, pessimistic band, and it
+	// narrows as the run nears its end.
+	End       time.Time `json:"end"`
+	Low       time.Time `json:"low"`
+	High      time.Time `json:"high"`
+	Remaining int64     `json:"remaining"` // steps left
+}
+
+// Reasons an ETA is unknown.
+const (
+	ReasonNoTotal    = "total iterations unknown"
+	ReasonNoEstimate = "no iteration time estimate yet"
+)
+
+// PredictEnd predicts when a run at step (completed steps) of total ends:
+// now + remaining × (MS + OverheadMSPerIter) + extraMS, where extraMS is
+// whatever else the caller knows is ahead (a final checkpoint, a restart).
+// An unknown total (<= 0) is reported as such rather than invented.
+func PredictEnd(now time.Time, step, total int64, est IterEstimate, extraMS float64) ETA {
+	if total <= 0 {
+		return ETA{Reason: ReasonNoTotal}
+	}
+	if !(est.MS > 0) {
+		return ETA{Reason: ReasonNoEstimate}
+	}
+	rem := max(total-max(step, 0), 0)
+	at := func(perStep float64) time.Time {
+		return now.Add(msDuration(float64(rem)*perStep + max(extraMS, 0)))
+	}
+	ov := max(est.OverheadMSPerIter, 0)
+	return ETA{
+		Known:     true,
+		End:       at(est.MS + ov),
+		Low:       at(min(est.LowMS, est.MS) + ov),
+		High:      at(max(est.HighMS, est.MS) + ov),
+		Remaining: rem,
+	}
+}

@@ -1,0 +1,289 @@
+package estimate
+
+import (
+	"math"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// Tuning of IterEstimator. They are constants rather than options: the
+// coordinator persists estimators, and one estimator must not change its
+// rules between two coordinator versions' configs.
+const (
+	// WindowSize is how many steady observations the estimator keeps.
+	WindowSize = 512
+	// OutlierFactor: a steady observation slower than OutlierFactor × the
+	// median is a periodic phase (eval pass, checkpoint write, data-loader
+	// stall), kept out of the window and amortised instead.
+	OutlierFactor = 3.0
+
+	warmHalf      = 5    // warm-up compares the medians of two halves of this many
+	maxWarmup     = 100  // warm-up ends after this many observations whatever happens
+	warmTolerance = 0.10 // "the running median has stabilised": halves within 10%
+	levelShiftRun = 16   // this many outliers in a row: the job got slower for good
+	refreshEvery  = 64   // recompute the outlier reference median every so many adds
+	minSteady     = 3    // steady observations before a non-provisional estimate
+	maxWeight     = 1000 // steps one observation may stand for
+)
+
+// IterEstimator is a robust online estimate of one job's iteration time.
+// The zero value is ready to use. Feed it every report.Iter in order.
+//
+// Warm-up: the first observations of a process (start-up, compilation,
+// cache filling) are skipped until the running median has stabilised: the
+// estimator buffers the last 10 and ends warm-up when the median of the
+// later 5 is within 10% of the median of the earlier 5 (or after 100
+// observations). The earlier half is dropped, so at least 5 observations
+// are always skipped; the later half becomes the first steady data. A step
+// that goes back (the job resumed from a checkpoint in a new process)
+// starts a new warm-up but keeps the window: same node, same speed.
+//
+// Steady state: the typical iteration time MS is the step-weighted median
+// of the last WindowSize observations; LowMS and HighMS are their 10th and
+// 90th percentiles, so 80% of steady iterations take between the two.
+// Observations above OutlierFactor × the median are periodic phases: they
+// stay out of the window and their cost above the median, summed since the
+// warm-up, is amortised over every steady step into OverheadMSPerIter, so
+// an eval pass every 100 iterations neither inflates the median nor is
+// forgotten by the ETA. Sixteen outliers in a row are a level shift (the
+// node got slower): the window restarts from them.
+type IterEstimator struct {
+	Window []Obs `json:"window"` // ring of at most WindowSize steady observations
+	Next   int   `json:"next"`   // where the next observation goes once the ring is full
+
+	Steady        bool  `json:"steady"`         // warm-up of the current process is over
+	Warm          []Obs `json:"warm"`           // last observations of the warm-up in progress
+	WarmN         int   `json:"warm_n"`         // observations in the warm-up in progress
+	WarmupSkipped int   `json:"warmup_skipped"` // observations skipped as warm-up since the last Reset
+
+	RefMS           float64 `json:"ref_ms"`            // median the outlier test compares with
+	SinceRef        int     `json:"since_ref"`         // adds since RefMS was computed
+	Run             []Obs   `json:"run"`               // consecutive outliers not yet counted
+	OutlierExcessMS float64 `json:"outlier_excess_ms"` // Σ (outlier − RefMS) × steps
+	Outliers        int     `json:"outliers"`
+	SteadySteps     int64   `json:"steady_steps"` // steps covered after warm-up, outliers included
+	MaxGapMS        float64 `json:"max_gap_ms"`   // longest time between two steady step reports
+
+	LastStep int64 `json:"last_step"`
+	HaveStep bool  `json:"have_step"`
+
+	Restarts    int `json:"restarts"`     // steps went back (resumed process)
+	LevelShifts int `json:"level_shifts"` // window restarted after a run of outliers
+	Resets      int `json:"resets"`       // Reset calls (new node type)
+	Ignored     int `json:"ignored"`      // duplicate steps, non-positive durations
+}
+
+// IterEstimate is the estimator's answer. Times are milliseconds per step.
+type IterEstimate struct {
+	MS     float64 `json:"ms"`      // typical iteration: step-weighted median of the window
+	LowMS  float64 `json:"low_ms"`  // 10th percentile of steady iterations
+	HighMS float64 `json:"high_ms"` // 90th percentile of steady iterations
+	// OverheadMSPerIter is what an average step costs above MS: periodic
+	// phases (outliers, amortised over all steady steps) plus the skew of the
+	// steady body (its mean above its median, never negative). MS +
+	// OverheadMSPerIter is the mean cost of a step, which is what an ETA needs.
+	OverheadMSPerIter float64 `json:"overhead_ms_per_iter"`
+	N                 int     `json:"n"` // observations the estimate rests on
+	WarmupSkipped     int     `json:"warmup_skipped"`
+	Outliers          int     `json:"outliers"`
+	// GapMS is the median time between two step reports (MS × the steps one
+	// report covers) and MaxGapMS the longest seen after warm-up, eval and
+	// checkpoint phases included: the yardsticks of stall detection.
+	GapMS    float64 `json:"gap_ms"`
+	MaxGapMS float64 `json:"max_gap_ms"`
+	// Provisional is set while the first warm-up is still running: the
+	// estimate then comes from the last few warm-up observations, which
+	// are usually slower than the steady state (so a provisional ETA errs late).
+	Provisional bool `json:"provisional,omitempty"`
+}
+
+// PerIterMS is the mean cost of one step: MS + OverheadMSPerIter.
+func (e IterEstimate) PerIterMS() float64 { return e.MS + e.OverheadMSPerIter }
+
+// Add takes one iteration. It uses LoopDurMS (the loop's own clock) when
+// set, else DurMS; both are already per step. A repeated step is a
+// duplicate and ignored; a step that goes back means a new process.
+func (e *IterEstimator) Add(it report.Iter) {
+	e.sanitize()
+	ms := it.DurMS
+	if it.LoopDurMS > 0 {
+		ms = it.LoopDurMS
+	}
+	if !(ms > 0) || math.IsInf(ms, 0) {
+		e.Ignored++
+		return
+	}
+	steps := int64(1)
+	if e.HaveStep {
+		switch {
+		case it.Step == e.LastStep:
+			e.Ignored++
+			return
+		case it.Step < e.LastStep:
+			e.Restarts++
+			e.Steady, e.Warm, e.WarmN, e.Run = false, nil, 0, nil
+		default:
+			steps = min(it.Step-e.LastStep, maxWeight)
+		}
+	}
+	e.LastStep, e.HaveStep = it.Step, true
+	o := Obs{MS: math.Round(ms*1000) / 1000, Steps: steps}
+	if o.MS <= 0 {
+		o.MS = 0.001
+	}
+	if e.Steady {
+		e.addSteady(o)
+	} else {
+		e.addWarm(o)
+	}
+}
+
+// Reset forgets every time: the job runs on another node type now. Counts
+// of earlier resets are kept.
+func (e *IterEstimator) Reset() {
+	*e = IterEstimator{Resets: e.Resets + 1}
+}
+
+func (e *IterEstimator) addWarm(o Obs) {
+	e.Warm = append(e.Warm, o)
+	if len(e.Warm) > 2*warmHalf {
+		e.Warm = append(e.Warm[:0], e.Warm[1:]...)
+	}
+	e.WarmN++
+	e.WarmupSkipped++
+	if len(e.Warm) < 2*warmHalf {
+		return
+	}
+	early, late := wmedian(e.Warm[:warmHalf]), wmedian(e.Warm[warmHalf:])
+	if math.Abs(late-early) > warmTolerance*late && e.WarmN < maxWarmup {
+		return
+	}
+	rest := e.Warm[warmHalf:]
+	e.Steady, e.Warm, e.WarmN = true, nil, 0
+	e.WarmupSkipped -= len(rest)
+	if len(e.Window) == 0 {
+		e.RefMS = late
+	}
+	for _, r := range rest {
+		e.addSteady(r)
+	}
+}
+
+func (e *IterEstimator) addSteady(o Obs) {
+	if e.RefMS <= 0 {
+		e.RefMS = o.MS
+	}
+	if o.MS > OutlierFactor*e.RefMS {
+		e.Run = append(e.Run, o)
+		if len(e.Run) >= levelShiftRun {
+			// Not a phase: the job is slower now. Start the window afresh.
+			e.LevelShifts++
+			e.Window, e.Next = nil, 0
+			for _, r := range e.Run {
+				e.push(r)
+			}
+			e.Run = nil
+			e.refresh()
+		}
+		return
+	}
+	e.commitRun()
+	e.push(o)
+	e.SinceRef++
+	if e.SinceRef >= refreshEvery {
+		e.refresh()
+	}
+}
+
+// commitRun counts the pending outliers as periodic phases: a normal
+// iteration came after them.
+func (e *IterEstimator) commitRun() {
+	for _, r := range e.Run {
+		e.OutlierExcessMS += (r.MS - e.RefMS) * float64(r.Steps)
+		e.SteadySteps += r.Steps
+		e.Outliers++
+		e.MaxGapMS = max(e.MaxGapMS, r.gap())
+	}
+	e.Run = nil
+}
+
+func (e *IterEstimator) push(o Obs) {
+	e.SteadySteps += o.Steps
+	e.MaxGapMS = max(e.MaxGapMS, o.gap())
+	if len(e.Window) < WindowSize {
+		e.Window = append(e.Window, o)
+		return
+	}
+	e.Window[e.Next] = o
+	e.Next = (e.Next + 1) % WindowSize
+}
+
+func (e *IterEstimator) refresh() {
+	e.SinceRef = 0
+	if len(e.Window) > 0 {
+		e.RefMS = wmedian(e.Window)
+	}
+}
+
+// sanitize repairs state that did not come from this code (a hand-edited
+// or truncated Redis value), so that no method can index out of range.
+func (e *IterEstimator) sanitize() {
+	if len(e.Window) > WindowSize {
+		e.Window = e.Window[len(e.Window)-WindowSize:]
+	}
+	if e.Next < 0 || e.Next >= WindowSize || len(e.Window) < WindowSize {
+		e.Next = 0
+	}
+	if len(e.Warm) > 2*warmHalf {
+		e.Warm = e.Warm[len(e.Warm)-2*warmHalf:]
+	}
+	if !(e.RefMS >= 0) || math.IsInf(e.RefMS, 0) {
+		e.RefMS = 0
+	}
+}
+
+// Estimate returns the current estimate; ok is false until there is
+// anything to say (fewer than 3 observations).
+func (e *IterEstimator) Estimate() (IterEstimate, bool) {
+	e.sanitize()
+	if len(e.Window) >= minSteady {
+		q := wquantiles(e.Window, 0.1, 0.5, 0.9)
+		est := IterEstimate{
+			LowMS: q[0], MS: q[1], HighMS: q[2],
+			N:             len(e.Window),
+			WarmupSkipped: e.WarmupSkipped,
+			Outliers:      e.Outliers + len(e.Run),
+			MaxGapMS:      e.MaxGapMS,
+		}
+		excess, steps := e.OutlierExcessMS, e.SteadySteps
+		for _, r := range e.Run {
+			excess += (r.MS - e.RefMS) * float64(r.Steps)
+			steps += r.Steps
+			est.MaxGapMS = max(est.MaxGapMS, r.gap())
+		}
+		est.OverheadMSPerIter = max(0, wmean(e.Window)-est.MS)
+		if steps > 0 && excess > 0 {
+			est.OverheadMSPerIter += excess / float64(steps)
+		}
+		gaps := make([]float64, len(e.Window))
+		for i, o := range e.Window {
+			gaps[i] = o.gap()
+		}
+		est.GapMS = median(gaps)
+		return est, true
+	}
+	if len(e.Warm) >= minSteady {
+		last := e.Warm[max(0, len(e.Warm)-warmHalf):]
+		est := IterEstimate{MS: wmedian(last), LowMS: last[0].MS, HighMS: last[0].MS, N: len(last),
+			WarmupSkipped: e.WarmupSkipped, Provisional: true}
+		gaps := make([]float64, len(last))
+		for i, o := range last {
+			est.LowMS = min(est.LowMS, o.MS)
+			est.HighMS = max(est.HighMS, o.MS)
+			gaps[i] = o.gap()
+		}
+		est.GapMS = median(gaps)
+		return est, true
+	}
+	return IterEstimate{WarmupSkipped: e.WarmupSkipped}, false
+}

@@ -1,0 +1,433 @@
+package estimate
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// run is a simulated training run: the true duration of every step.
+type run []float64
+
+func constant(n int, ms float64) run {
+	r := make(run, n)
+	for i := range r {
+		r[i] = ms
+	}
+	return r
+}
+
+// noisy multiplies each step by a uniform factor in [1-f, 1+f].
+func (r run) noisy(seed uint64, f float64) run {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	out := make(run, len(r))
+	for i, d := range r {
+		out[i] = d * (1 + f*(2*rng.Float64()-1))
+	}
+	return out
+}
+
+// every sets step i (1-based) to ms × factor when i % period == 0.
+func (r run) every(period int, factor float64) run {
+	out := append(run(nil), r...)
+	for i := range out {
+		if (i+1)%period == 0 {
+			out[i] *= factor
+		}
+	}
+	return out
+}
+
+func (r run) set(from int, ms ...float64) run {
+	out := append(run(nil), r...)
+	copy(out[from:], ms)
+	return out
+}
+
+// sum of steps (from, to], 1-based step numbers.
+func (r run) sum(from, to int) float64 {
+	s := 0.0
+	for _, d := range r[from:to] {
+		s += d
+	}
+	return s
+}
+
+// reports turns steps 1..upto into the Iters a wrapper would send when it
+// sees every by-th step: each report carries the mean per-step duration of
+// the steps it covers.
+func (r run) reports(upto, by int) []report.Iter {
+	var out []report.Iter
+	at := t0
+	for s := by; s <= upto; s += by {
+		sum := r.sum(s-by, s)
+		at = at.Add(time.Duration(sum * float64(time.Millisecond)))
+		out = append(out, report.Iter{Step: int64(s), AtMS: at.UnixMilli(), DurMS: sum / float64(by), Source: report.SourceFile})
+	}
+	return out
+}
+
+func feed(e *IterEstimator, its []report.Iter) {
+	for _, it := range its {
+		e.Add(it)
+	}
+}
+
+func within(got, want, rel float64) bool {
+	return math.Abs(got-want) <= rel*math.Abs(want)
+}
+
+func TestIterEstimator(t *testing.T) {
+	t.Parallel()
+	const total = 10000
+	drift := make(run, 5000)
+	for i := range drift {
+		drift[i] = 100 + 100*float64(i)/float64(len(drift))
+	}
+	shifted := append(constant(1000, 100), constant(500, 400)...)
+	ramp := constant(2000, 100)
+	for i := range 40 {
+		ramp[i] = 100 * (1 + 5*math.Exp(-float64(i)/6))
+	}
+
+	tests := []struct {
+		name    string
+		its     []report.Iter
+		wantMS  float64 // typical iteration
+		msTol   float64 // relative
+		ovMS    float64 // overhead per iter
+		ovTol   float64 // absolute ms
+		check   func(t *testing.T, est IterEstimate, e *IterEstimator)
+		truth   run // when set: ETA at the last report vs truth over total steps
+		etaTol  float64
+		skipMin int // WarmupSkipped at least
+	}{
+		{
+			name: "constant", its: constant(300, 100).reports(300, 1),
+			wantMS: 100, ovMS: 0, ovTol: 1e-9, skipMin: 5,
+			check: func(t *testing.T, est IterEstimate, e *IterEstimator) {
+				if est.LowMS != 100 || est.HighMS != 100 || est.WarmupSkipped != 5 || est.N != 295 || est.Provisional {
+					t.Errorf("got %+v, want band 100-100, 5 skipped, N 295", est)
+				}
+			},
+		},
+		{
+			name: "noisy ±20%", its: constant(3000, 100).noisy(1, 0.2).reports(3000, 1),
+			wantMS: 100, msTol: 0.04, ovMS: 0, ovTol: 3,
+			truth: constant(total, 100).noisy(1, 0.2), etaTol: 0.03,
+			check: func(t *testing.T, est IterEstimate, _ *IterEstimator) {
+				// Uniform in [80, 120]: the 10th and 90th percentiles are 84 and 116.
+				if !within(est.LowMS, 84, 0.03) || !within(est.HighMS, 116, 0.03) {
+					t.Errorf("band %.1f-%.1f, want about 84-116", est.LowMS, est.HighMS)
+				}
+			},
+		},
+		{
+			name: "warm-up spike", its: constant(500, 100).set(0, 5000, 3000, 2000).reports(500, 1),
+			wantMS: 100, ovMS: 0, ovTol: 1e-9, skipMin: 5,
+			check: func(t *testing.T, est IterEstimate, _ *IterEstimator) {
+				if est.Outliers != 0 || est.MaxGapMS != 100 {
+					t.Errorf("warm-up leaked into the steady state: %+v", est)
+				}
+			},
+		},
+		{
+			name: "slow warm-up ramp", its: ramp.reports(2000, 1),
+			wantMS: 100, msTol: 0.01, ovMS: 0, ovTol: 1, skipMin: 15,
+		},
+		{
+			name: "eval every 100 at 20x", its: constant(total, 100).every(100, 20).reports(5000, 1),
+			wantMS: 100, ovMS: 19, ovTol: 0.5,
+			truth: constant(total, 100).every(100, 20), etaTol: 0.02,
+		},
+		{
+			name: "noisy with eval every 100 at 20x", its: constant(total, 100).noisy(2, 0.1).every(100, 20).reports(5000, 1),
+			wantMS: 100, msTol: 0.02, ovMS: 19, ovTol: 1.5,
+			truth: constant(total, 100).noisy(2, 0.1).every(100, 20), etaTol: 0.02,
+		},
+		{
+			name: "checkpoint every 1000 at 300x", its: constant(total, 100).every(1000, 300).reports(4000, 1),
+			wantMS: 100, ovMS: 29.9, ovTol: 1,
+			truth: constant(total, 100).every(1000, 300), etaTol: 0.02,
+		},
+		{
+			// Logged every 10 steps: the report holding the eval averages
+			// (9×100 + 2000)/10 = 290 ms, under the outlier factor; the body's
+			// skew carries its cost.
+			name: "step jumps of 10 with eval every 100", its: constant(total, 100).every(100, 20).reports(5000, 10),
+			wantMS: 100, ovMS: 19, ovTol: 0.5,
+			truth: constant(total, 100).every(100, 20), etaTol: 0.02,
+			check: func(t *testing.T, est IterEstimate, _ *IterEstimator) {
+				if est.GapMS != 1000 {
+					t.Errorf("GapMS %v, want 1000 (10 steps of 100 ms per report)", est.GapMS)
+				}
+			},
+		},
+		{
+			name: "drift 100 to 200 ms", its: drift.reports(5000, 1),
+			wantMS: 200, msTol: 0.05, ovMS: 0, ovTol: 2,
+		},
+		{
+			name: "level shift to 4x slower", its: shifted.reports(1500, 1),
+			wantMS: 400, ovMS: 0, ovTol: 1e-9,
+			check: func(t *testing.T, est IterEstimate, e *IterEstimator) {
+				if e.LevelShifts != 1 {
+					t.Errorf("LevelShifts %d, want 1", e.LevelShifts)
+				}
+			},
+		},
+		{
+			name: "loop clock preferred",
+			its: func() []report.Iter {
+				its := constant(200, 100).reports(200, 1)
+				for i := range its {
+					its[i].LoopDurMS = its[i].DurMS
+					its[i].DurMS = 50 + float64(i%7)*30 // wrapper arrival jitter
+				}
+				return its
+			}(),
+			wantMS: 100, ovMS: 0, ovTol: 1e-9,
+		},
+		{
+			name: "duplicates and zero durations ignored",
+			its: func() []report.Iter {
+				its := constant(100, 100).reports(100, 1)
+				dup := its[50]
+				dup.DurMS = 9999
+				zero := its[60]
+				zero.Step, zero.DurMS = 1000, 0
+				return append(its[:51:51], append([]report.Iter{dup, zero}, its[51:]...)...)
+			}(),
+			wantMS: 100, ovMS: 0, ovTol: 1e-9,
+			check: func(t *testing.T, _ IterEstimate, e *IterEstimator) {
+				if e.Ignored != 2 {
+					t.Errorf("Ignored %d, want 2", e.Ignored)
+				}
+			},
+		},
+		{
+			name: "resumed process re-warms, keeps the window",
+			its: func() []report.Iter {
+				first := constant(400, 100).reports(400, 1)
+				again := constant(400, 100).set(250, 9000, 4000).reports(400, 1)[249:]
+				return append(first, again...)
+			}(),
+			wantMS: 100, ovMS: 0, ovTol: 1e-9,
+			check: func(t *testing.T, est IterEstimate, e *IterEstimator) {
+				if e.Restarts != 1 || est.Outliers != 0 || est.WarmupSkipped != 10 {
+					t.Errorf("restarts %d, est %+v; want 1 restart, no outliers, 10 skipped", e.Restarts, est)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var e IterEstimator
+			feed(&e, tc.its)
+			est, ok := e.Estimate()
+			if !ok || est.Provisional {
+				t.Fatalf("Estimate() = %+v, %v; want a steady estimate", est, ok)
+			}
+			if !within(est.MS, tc.wantMS, tc.msTol) {
+				t.Errorf("MS %.2f, want %.2f ±%.0f%%", est.MS, tc.wantMS, 100*tc.msTol)
+			}
+			if math.Abs(est.OverheadMSPerIter-tc.ovMS) > tc.ovTol {
+				t.Errorf("OverheadMSPerIter %.3f, want %.3f ±%v", est.OverheadMSPerIter, tc.ovMS, tc.ovTol)
+			}
+			if est.WarmupSkipped < tc.skipMin {
+				t.Errorf("WarmupSkipped %d, want >= %d", est.WarmupSkipped, tc.skipMin)
+			}
+			if !(est.LowMS <= est.MS && est.MS <= est.HighMS) {
+				t.Errorf("band %v <= %v <= %v violated", est.LowMS, est.MS, est.HighMS)
+			}
+			if tc.truth != nil {
+				last := tc.its[len(tc.its)-1]
+				now := time.UnixMilli(last.AtMS)
+				eta := PredictEnd(now, last.Step, int64(len(tc.truth)), est, 0)
+				want := tc.truth.sum(int(last.Step), len(tc.truth))
+				got := float64(eta.End.Sub(now)) / float64(time.Millisecond)
+				t.Logf("ETA error %.3f%% (MS %.2f, overhead %.2f)", 100*(got-want)/want, est.MS, est.OverheadMSPerIter)
+				if !eta.Known || !within(got, want, tc.etaTol) {
+					t.Errorf("remaining %.0f ms, truth %.0f ms (error %.2f%%, max %.0f%%)", got, want, 100*(got-want)/want, 100*tc.etaTol)
+				}
+				if eta.Low.After(eta.End) || eta.High.Before(eta.End) {
+					t.Errorf("ETA band %v..%v does not hold %v", eta.Low, eta.High, eta.End)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, est, &e)
+			}
+		})
+	}
+}
+
+func TestIterEstimatorEarly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		n         int
+		wantOK    bool
+		wantProv  bool
+		wantMS    float64
+		wantReset int
+		reset     bool
+	}{
+		{name: "nothing", n: 0},
+		{name: "two", n: 2},
+		{name: "provisional from warm-up", n: 4, wantOK: true, wantProv: true, wantMS: 200},
+		{name: "steady once the halves agree", n: 14, wantOK: true, wantMS: 100},
+		{name: "still warming while they differ", n: 10, wantOK: true, wantProv: true, wantMS: 100},
+		{name: "reset forgets", n: 300, reset: true, wantReset: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := constant(tc.n, 100)
+			for i := range min(4, tc.n) {
+				r[i] = 200
+			}
+			var e IterEstimator
+			feed(&e, r.reports(tc.n, 1))
+			if tc.reset {
+				e.Reset()
+			}
+			est, ok := e.Estimate()
+			if ok != tc.wantOK || est.Provisional != tc.wantProv || (ok && est.MS != tc.wantMS) || e.Resets != tc.wantReset {
+				t.Errorf("Estimate() = %+v, %v (resets %d); want ok %v, provisional %v, MS %v, resets %d",
+					est, ok, e.Resets, tc.wantOK, tc.wantProv, tc.wantMS, tc.wantReset)
+			}
+		})
+	}
+}
+
+// A coordinator persists the estimator after every report and may resume
+// from Redis at any point: the resumed one must answer exactly as the
+// original, and a full window must stay small.
+func TestIterEstimatorJSON(t *testing.T) {
+	t.Parallel()
+	its := constant(6000, 100).noisy(3, 0.3).every(97, 25).reports(6000, 1)
+	tests := []struct {
+		name string
+		cut  int
+	}{
+		{"in warm-up", 4},
+		{"just steady", 12},
+		{"inside an outlier run", 97 * 3},
+		{"window full", 3000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var a IterEstimator
+			feed(&a, its[:tc.cut])
+			b, err := json.Marshal(&a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > 16<<10 {
+				t.Errorf("persisted estimator is %d bytes, want <= 16 KiB", len(b))
+			}
+			var r IterEstimator
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatal(err)
+			}
+			feed(&a, its[tc.cut:])
+			feed(&r, its[tc.cut:])
+			ea, oka := a.Estimate()
+			er, okr := r.Estimate()
+			if ea != er || oka != okr {
+				t.Errorf("resumed estimator differs:\n%+v\n%+v", ea, er)
+			}
+			if len(a.Window) > WindowSize {
+				t.Errorf("window %d > %d", len(a.Window), WindowSize)
+			}
+		})
+	}
+}
+
+func TestObsUnmarshalRejects(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`[0,1]`, `[-1,1]`, `[1,0]`, `[1,1.5]`, `[1,100000]`, `{"ms":1}`, `[1]`} {
+		t.Run(in, func(t *testing.T) {
+			t.Parallel()
+			var o Obs
+			if err := json.Unmarshal([]byte(in), &o); err == nil {
+				t.Errorf("Unmarshal(%s) = %+v, want an error", in, o)
+			}
+		})
+	}
+}
+
+// State read back from Redis may be damaged or hand-edited; no method may
+// panic on it, and the estimator must recover to a sane answer.
+func TestIterEstimatorDamagedState(t *testing.T) {
+	t.Parallel()
+	big := `[` + strings.Repeat(`[100,1],`, 900) + `[100,1]]`
+	tests := []struct {
+		name string
+		json string
+	}{
+		{"empty object", `{}`},
+		{"oversized window, bad ring index", `{"window":` + big + `,"next":-7,"steady":true}`},
+		{"ring index past the end", `{"window":[[100,1],[100,1],[100,1]],"next":99,"steady":true}`},
+		{"oversized warm-up", `{"warm":` + big + `}`},
+		{"negative reference", `{"window":[[100,1],[100,1],[100,1]],"steady":true,"ref_ms":-3}`},
+		{"long outlier run", `{"window":[[100,1],[100,1],[100,1]],"steady":true,"ref_ms":100,"run":[` + strings.Repeat(`[900,1],`, 40)[:8*40-1] + `]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var e IterEstimator
+			if err := json.Unmarshal([]byte(tc.json), &e); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = e.Estimate()
+			its := constant(2000, 100).reports(2000, 1)
+			for i := range its {
+				its[i].Step += 1 << 20 // after whatever step the state remembers
+			}
+			feed(&e, its)
+			est, ok := e.Estimate()
+			if !ok || est.MS != 100 || len(e.Window) > WindowSize {
+				t.Errorf("after 2000 steps of 100 ms: %+v, %v, window %d", est, ok, len(e.Window))
+			}
+		})
+	}
+}
+
+func BenchmarkIterEstimatorAdd(b *testing.B) {
+	its := constant(100000, 100).noisy(9, 0.2).every(100, 20).reports(100000, 1)
+	var e IterEstimator
+	b.ResetTimer()
+	for i := range b.N {
+		e.Add(its[i%len(its)])
+	}
+}
+
+func BenchmarkIterEstimatorEstimate(b *testing.B) {
+	var e IterEstimator
+	feed(&e, constant(5000, 100).noisy(9, 0.2).every(100, 20).reports(5000, 1))
+	b.ResetTimer()
+	for range b.N {
+		_, _ = e.Estimate()
+	}
+}
+
+func BenchmarkMemTrackerTrend(b *testing.B) {
+	var m MemTracker
+	for s := int64(0); s < 100000; s += 10 {
+		m.Add(s, 2*gib+s*mib, gib)
+	}
+	b.ResetTimer()
+	for range b.N {
+		_ = m.Trend()
+	}
+}

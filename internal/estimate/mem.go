@@ -1,0 +1,198 @@
+package estimate
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Tuning of MemTracker.
+const (
+	memPoints    = 64 // points kept for the trend
+	memWarmup    = 5  // samples of each process skipped (allocator and cache warm-up)
+	memMinPoints = 8  // points before a trend is believed
+	// GrowthMinTau: at least 3 of 4 ordered pairs of points must go up
+	// (Kendall's tau ≥ 0.5) for growth to count as sustained.
+	GrowthMinTau = 0.5
+	// GrowthMinBytes and GrowthMinFraction: growth over the observed span
+	// must reach both 32 MiB and 5% of the typical level to be significant.
+	GrowthMinBytes    = 32 << 20
+	GrowthMinFraction = 0.05
+)
+
+// MemPoint is one kept memory sample, stored as [step, rss, gpu].
+type MemPoint struct {
+	Step, RSS, GPU int64
+}
+
+// MarshalJSON writes [step, rss, gpu].
+func (p MemPoint) MarshalJSON() ([]byte, error) {
+	return json.Marshal([3]int64{p.Step, p.RSS, p.GPU})
+}
+
+// UnmarshalJSON reads [step, rss, gpu].
+func (p *MemPoint) UnmarshalJSON(b []byte) error {
+	var a [3]int64
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	if a[0] < 0 || a[1] < 0 || a[2] < 0 {
+		return fmt.Errorf("estimate: bad memory point %v", a)
+	}
+	*p = MemPoint{Step: a[0], RSS: a[1], GPU: a[2]}
+	return nil
+}
+
+// MemTracker follows one job's CPU (RSS) and GPU memory. The zero value
+// is ready to use.
+//
+// It keeps the peaks, and for the trend at most 64 points spread evenly
+// over the steps of the current process after its first 5 samples: a
+// point is kept when it is at least Stride steps after the last one, and
+// when 64 are kept every other one is dropped and Stride doubles. The
+// slope is the Theil–Sen estimate over those points (the median of all
+// pairwise slopes), which a few spikes (an eval pass, a checkpoint
+// buffer) do not move.
+type MemTracker struct {
+	PeakRSS  int64      `json:"peak_rss"`
+	PeakGPU  int64      `json:"peak_gpu"`
+	Points   []MemPoint `json:"points"`
+	Stride   int64      `json:"stride"`
+	Seen     int        `json:"seen"` // samples of the current process
+	LastStep int64      `json:"last_step"`
+	HaveStep bool       `json:"have_step"`
+	Restarts int        `json:"restarts"`
+	Resets   int        `json:"resets"`
+}
+
+// MemTrend is everything the tracker derives from its points.
+type MemTrend struct {
+	RSSPerIter, GPUPerIter float64 // Theil–Sen slopes, bytes per step
+	RSSTau, GPUTau         float64 // Kendall's tau of each series
+	RSSGrowing, GPUGrowing bool    // significant sustained growth, see Growing
+	Points                 int
+}
+
+// Add takes one sample: the last step seen and the memory in use then.
+// Negative values are treated as unknown (0). A step that goes back means
+// a new process: the trend restarts, the peaks stay.
+func (m *MemTracker) Add(step, rssBytes, gpuBytes int64) {
+	rssBytes, gpuBytes, step = max(rssBytes, 0), max(gpuBytes, 0), max(step, 0)
+	m.PeakRSS = max(m.PeakRSS, rssBytes)
+	m.PeakGPU = max(m.PeakGPU, gpuBytes)
+	if m.HaveStep && step < m.LastStep {
+		m.Restarts++
+		m.Points, m.Seen, m.Stride = nil, 0, 0
+	}
+	m.LastStep, m.HaveStep = step, true
+	m.Seen++
+	if m.Seen <= memWarmup {
+		return
+	}
+	if len(m.Points) > memPoints {
+		m.Points = m.Points[len(m.Points)-memPoints:]
+	}
+	m.Stride = max(m.Stride, 1)
+	if n := len(m.Points); n > 0 && step < m.Points[n-1].Step+m.Stride {
+		return
+	}
+	if len(m.Points) == memPoints {
+		kept := m.Points[:0]
+		for i := 0; i < len(m.Points); i += 2 {
+			kept = append(kept, m.Points[i])
+		}
+		m.Points = kept
+		m.Stride *= 2
+		if step < m.Points[len(m.Points)-1].Step+m.Stride {
+			return
+		}
+	}
+	m.Points = append(m.Points, MemPoint{Step: step, RSS: rssBytes, GPU: gpuBytes})
+}
+
+// Reset forgets everything, peaks included: the job runs on another node
+// type, where memory use differs (no GPU memory on a CPU node).
+func (m *MemTracker) Reset() {
+	*m = MemTracker{Resets: m.Resets + 1}
+}
+
+// Peak returns the highest RSS and GPU memory seen.
+func (m *MemTracker) Peak() (rss, gpu int64) { return m.PeakRSS, m.PeakGPU }
+
+// Slope returns the memory growth per step (Theil–Sen), 0 before 3 points.
+func (m *MemTracker) Slope() (rssPerIter, gpuPerIter float64) {
+	t := m.Trend()
+	return t.RSSPerIter, t.GPUPerIter
+}
+
+// Growing reports a suspected leak: sustained, significant growth of RSS
+// or GPU memory. A series grows when, over at least 8 points, its
+// Theil–Sen slope is positive, Kendall's tau is at least 0.5 (most pairs
+// of points go up: sustained, not noise), the growth over the observed
+// steps reaches both 32 MiB and 5% of the series' median level, and the
+// later half of the points alone still grows by half that (it has not
+// levelled off, and one jump between two flat halves is not a leak).
+func (m *MemTracker) Growing() bool {
+	t := m.Trend()
+	return t.RSSGrowing || t.GPUGrowing
+}
+
+// PredictPeak predicts the peaks at totalIters: the current peak plus the
+// slope × the remaining steps for a series that is Growing, else the
+// current peak. totalIters <= 0 (unknown) gives the current peaks.
+func (m *MemTracker) PredictPeak(totalIters int64) (rss, gpu int64) {
+	rss, gpu = m.PeakRSS, m.PeakGPU
+	rem := totalIters - m.LastStep
+	if totalIters <= 0 || rem <= 0 {
+		return rss, gpu
+	}
+	t := m.Trend()
+	grow := func(peak int64, slope float64, growing bool) int64 {
+		if !growing || slope <= 0 {
+			return peak
+		}
+		add := slope * float64(rem)
+		if add >= float64(math.MaxInt64-peak) {
+			return math.MaxInt64
+		}
+		return peak + int64(add)
+	}
+	return grow(rss, t.RSSPerIter, t.RSSGrowing), grow(gpu, t.GPUPerIter, t.GPUGrowing)
+}
+
+// Trend computes slopes and growth verdicts in one pass over the points
+// (Slope, Growing and PredictPeak each call it; a caller wanting all three
+// can call it once).
+func (m *MemTracker) Trend() MemTrend {
+	pts := m.Points
+	if len(pts) > memPoints {
+		pts = pts[len(pts)-memPoints:]
+	}
+	t := MemTrend{Points: len(pts)}
+	if len(pts) < 3 {
+		return t
+	}
+	x := make([]int64, len(pts))
+	rss := make([]float64, len(pts))
+	gpu := make([]float64, len(pts))
+	for i, p := range pts {
+		x[i], rss[i], gpu[i] = p.Step, float64(p.RSS), float64(p.GPU)
+	}
+	t.RSSPerIter, t.RSSTau = trend(x, rss)
+	t.GPUPerIter, t.GPUTau = trend(x, gpu)
+	if len(pts) >= memMinPoints {
+		span := float64(x[len(x)-1] - x[0])
+		h := len(pts) / 2
+		growing := func(y []float64, slope, tau float64) bool {
+			if slope <= 0 || tau < GrowthMinTau {
+				return false
+			}
+			need := max(GrowthMinBytes, GrowthMinFraction*median(y))
+			late, _ := trend(x[h:], y[h:])
+			return slope*span >= need && late*float64(x[len(x)-1]-x[h]) >= need/2
+		}
+		t.RSSGrowing = growing(rss, t.RSSPerIter, t.RSSTau)
+		t.GPUGrowing = growing(gpu, t.GPUPerIter, t.GPUTau)
+	}
+	return t
+}

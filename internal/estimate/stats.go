@@ -1,0 +1,147 @@
+package estimate
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Obs is one observed iteration duration: the time per step, in
+// milliseconds rounded to the microsecond, and how many steps it covers
+// (more than one when the loop logs every N steps or the wrapper read
+// several steps at once). It is stored as the JSON array [ms, steps] so
+// that a full window stays a few kilobytes in Redis.
+type Obs struct {
+	MS    float64
+	Steps int64
+}
+
+// MarshalJSON writes [ms, steps].
+func (o Obs) MarshalJSON() ([]byte, error) {
+	return json.Marshal([2]float64{o.MS, float64(o.Steps)})
+}
+
+// UnmarshalJSON reads [ms, steps].
+func (o *Obs) UnmarshalJSON(b []byte) error {
+	var a [2]float64
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	if a[1] < 1 || a[1] > maxWeight || a[1] != math.Trunc(a[1]) || !(a[0] > 0) || math.IsInf(a[0], 0) {
+		return fmt.Errorf("estimate: bad observation [%v, %v]", a[0], a[1])
+	}
+	*o = Obs{MS: a[0], Steps: int64(a[1])}
+	return nil
+}
+
+// gap is the time between the two step reports that bound o.
+func (o Obs) gap() float64 { return o.MS * float64(o.Steps) }
+
+// wquantiles returns the step-weighted q-quantiles of the observations'
+// MS: the smallest value whose cumulative weight reaches q of the total.
+// Weighting by steps makes one report covering 100 steps count as much as
+// 100 reports of one step.
+func wquantiles(obs []Obs, qs ...float64) []float64 {
+	out := make([]float64, len(qs))
+	if len(obs) == 0 {
+		return out
+	}
+	s := slices.Clone(obs)
+	slices.SortFunc(s, func(a, b Obs) int {
+		switch {
+		case a.MS < b.MS:
+			return -1
+		case a.MS > b.MS:
+			return 1
+		}
+		return 0
+	})
+	var total float64
+	for _, o := range s {
+		total += float64(o.Steps)
+	}
+	for k, q := range qs {
+		want, cum := q*total, 0.0
+		out[k] = s[len(s)-1].MS
+		for _, o := range s {
+			cum += float64(o.Steps)
+			if cum >= want {
+				out[k] = o.MS
+				break
+			}
+		}
+	}
+	return out
+}
+
+func wmedian(obs []Obs) float64 { return wquantiles(obs, 0.5)[0] }
+
+func wmean(obs []Obs) float64 {
+	var sum, w float64
+	for _, o := range obs {
+		sum += o.MS * float64(o.Steps)
+		w += float64(o.Steps)
+	}
+	if w == 0 {
+		return 0
+	}
+	return sum / w
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// trend is the Theil–Sen slope (median of pairwise slopes) of y over x and
+// Kendall's tau (concordant minus discordant pairs, over all pairs with
+// distinct x): 1 for strictly increasing, about 0 for noise around a level.
+func trend(x []int64, y []float64) (slope, tau float64) {
+	var slopes []float64
+	s := 0
+	for i := range x {
+		for j := i + 1; j < len(x); j++ {
+			dx := float64(x[j] - x[i])
+			if dx == 0 {
+				continue
+			}
+			dy := y[j] - y[i]
+			slopes = append(slopes, dy/dx)
+			switch {
+			case dy*dx > 0:
+				s++
+			case dy*dx < 0:
+				s--
+			}
+		}
+	}
+	if len(slopes) == 0 {
+		return 0, 0
+	}
+	return median(slopes), float64(s) / float64(len(slopes))
+}
+
+// maxDuration bounds every predicted duration: beyond a century a
+// prediction is noise, and time.Duration overflows at 292 years.
+const maxDuration = 100 * 365 * 24 * time.Hour
+
+// msDuration converts milliseconds to a Duration, clamped to [0, maxDuration].
+func msDuration(ms float64) time.Duration {
+	switch {
+	case !(ms > 0):
+		return 0
+	case ms >= float64(maxDuration/time.Millisecond):
+		return maxDuration
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}

@@ -1,0 +1,129 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// partition finds a partition in the snapshot.
+func partition(snap *report.Snapshot, name string) *report.Partition {
+	if snap == nil {
+		return nil
+	}
+	for i := range snap.Partitions {
+		if snap.Partitions[i].Name == name {
+			return &snap.Partitions[i]
+		}
+	}
+	return nil
+}
+
+// maxTime is a partition's MaxTime; ok is false for UNLIMITED or an
+// unknown partition.
+func maxTime(p *report.Partition) (time.Duration, bool) {
+	if p == nil || p.MaxTimeMin == nil {
+		return 0, false
+	}
+	return time.Duration(*p.MaxTimeMin) * time.Minute, true
+}
+
+// gpuRequest reads the GPUs a GRES string asks for: "gpu", "gpu:2",
+// "gpu:a100:2", "gres:gpu:1", "gres/gpu=2", "gres/gpu:a100=1", lists of
+// those. typ is the first GPU type named, "" for untyped requests.
+func gpuRequest(gres string) (typ string, n int) {
+	for _, item := range strings.Split(gres, ",") {
+		if i := strings.IndexByte(item, '('); i >= 0 {
+			item = item[:i]
+		}
+		item = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(item), "gres:"), "gres/")
+		count := 1
+		if k, v, ok := strings.Cut(item, "="); ok {
+			c, err := strconv.Atoi(v)
+			if err != nil || c < 0 {
+				continue
+			}
+			item, count = k, c
+		}
+		parts := strings.Split(item, ":")
+		if parts[0] != "gpu" {
+			continue
+		}
+		t := ""
+		switch len(parts) {
+		case 1:
+		case 2:
+			if c, err := strconv.Atoi(parts[1]); err == nil {
+				count = c
+			} else {
+				t = parts[1]
+			}
+		default:
+			c, err := strconv.Atoi(parts[len(parts)-1])
+			if err != nil {
+				continue
+			}
+			t, count = strings.Join(parts[1:len(parts)-1], ":"), c
+		}
+		if typ == "" {
+			typ = t
+		}
+		n += max(count, 0)
+	}
+	return typ, n
+}
+
+// gpus counts a partition's GPUs of a type ("" counts every type).
+func gpus(p *report.Partition, typ string) (idle, total int) {
+	for _, g := range p.GPUs {
+		if typ == "" || g.Type == typ {
+			idle += g.Idle
+			total += g.Total
+		}
+	}
+	return idle, total
+}
+
+// room reports whether p could start a single-node job asking for gres
+// right now: the partition is up, has an idle node, and enough idle GPUs.
+// The answer is for the reason text either way.
+func room(p *report.Partition, gres string) (bool, string) {
+	if p == nil {
+		return false, "not in the snapshot"
+	}
+	if !strings.EqualFold(p.State, "UP") {
+		return false, fmt.Sprintf("partition %s is %s", p.Name, orUnknown(p.State))
+	}
+	if p.NodesIdle < 1 {
+		return false, fmt.Sprintf("%s has no idle node (%d of %d allocated)", p.Name, p.NodesAlloc, p.NodesTotal)
+	}
+	typ, n := gpuRequest(gres)
+	if n == 0 {
+		return true, fmt.Sprintf("%s has %d idle node(s)", p.Name, p.NodesIdle)
+	}
+	idle, total := gpus(p, typ)
+	what := "GPUs"
+	if typ != "" {
+		what = typ + " GPUs"
+	}
+	if idle < n {
+		return false, fmt.Sprintf("%s has %d of %d %s idle, the job needs %d", p.Name, idle, total, what, n)
+	}
+	return true, fmt.Sprintf("%s has %d idle node(s) and %d of %d %s idle", p.Name, p.NodesIdle, idle, total, what)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "in an unknown state"
+	}
+	return s
+}
+
+// hasGPUs reports whether a partition has any GPU.
+func hasGPUs(p *report.Partition) bool {
+	_, total := gpus(p, "")
+	return total > 0
+}

@@ -1,0 +1,53 @@
+// Package policy decides what the coordinator does with one lineage: ask
+// for a checkpoint, requeue onto another partition, move a pending job, or
+// nothing, always with a human-readable reason that carries the numbers
+// (a user asks "why was my job moved?", or "why not?").
+//
+// Decisions are pure functions of a Config, what the coordinator knows of
+// the job (Job, with the estimates of internal/estimate), the agent's last
+// cluster Snapshot and the time: no I/O, no clock, no randomness, so every
+// rule is table-tested. Executing a decision (actions to the agent,
+// recording it, undoing it when an action fails) is the coordinator's job.
+//
+// # Rules, in the order Decide applies them
+//
+//  1. Time limit (running jobs). A job whose predicted end is past its
+//     time limit is asked for a checkpoint at the last safe moment,
+//     deadline = limit − checkpoint duration − Margin, and once the
+//     checkpoint has landed (AfterCheckpoint) it is requeued: onto its
+//     ideal partition when it was on a dev partition (a chunk) or the ideal
+//     one has room now, else onto the same partition, with a time limit
+//     covering the rest of the run (capped at the partition's MaxTime). The
+//     decision is taken late on purpose: the allocation is used to the end
+//     and the ETA band is narrowest. If the total is unknown the checkpoint
+//     is still taken at the deadline (cheap insurance: the alternative is
+//     losing everything since the last checkpoint at TIMEOUT, which Slurm
+//     never requeues). With AllowExtend the time limit is raised instead,
+//     before the deadline, up to the partition's MaxTime.
+//  2. Migrate to the ideal partition (running jobs on any other
+//     partition, plan.Migrate set). When the ideal partition has an idle
+//     node and enough idle GPUs, the time saved, remaining × (1 −
+//     speed(here)/speed(ideal)), must exceed MinGain × (MoveCost + the
+//     cheaper of a fresh checkpoint and redoing the work since the last
+//     one). Hysteresis: no migration within MinInterval of the last move,
+//     at most MaxMoves per lineage. With an unknown total the remaining
+//     time is taken to be as long as the job has run so far (the median
+//     under a scale-free prior), so short runs are not moved and long ones
+//     are. AfterCheckpoint re-checks the room before the requeue.
+//  3. Dev chunks (pending jobs, plan.Migrate set, a dev partition among
+//     the plan's fallbacks). A job pending for MinPending for resources or
+//     priority is moved to a dev partition with an idle node (inside
+//     DevWindows) with time limit min(dev MaxTime, needed, end of the
+//     window). Rule 1 then checkpoints it before the dev limit and
+//     requeues it back onto its ideal partition.
+//  4. CPU until GPU is rule 2 with the fallback cpu.
+//
+// A job holding GPUs only moves to partitions with GPUs (Slurm 22.05
+// cannot drop a GPU request); a plan without GRES never gets one. A nil
+// snapshot (missing or stale) disables rules 2 and 3 and extensions;
+// rule 1's checkpoint still fires, because it needs no cluster data and
+// skipping it loses work.
+//
+// The package imports only the standard library, internal/report and
+// internal/estimate (the other half of the pure decision core).
+package policy
