@@ -1,13 +1,53 @@
-// Command isched-coordinator is not built yet: its issue is open. It exits 2 and says so,
-// so nobody mistakes it for a working binary.
+// Command isched-coordinator learns from running training jobs and decides
+// checkpoints, continuations and migrations (see internal/coordinator).
+//
+// With -with-agent it also runs the agent in the same process, for small
+// sites (the agent keeps its own Redis user: ISCHED_AGENT_REDIS_PASSWORD_FILE).
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/isched/isched/internal/agent"
+	"github.com/isched/isched/internal/coordinator"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "isched-coordinator: not built yet (see the project's open issues)")
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	args := os.Args[1:]
+	withAgent := slices.Contains(args, "-with-agent") || slices.Contains(args, "--with-agent")
+	args = slices.DeleteFunc(args, func(a string) bool { return a == "-with-agent" || a == "--with-agent" })
+	var wg sync.WaitGroup
+	agentCode := 0
+	if withAgent {
+		agentEnv := func(k string) string {
+			switch k {
+			case "ISCHED_REDIS_USER":
+				return "agent"
+			case "ISCHED_REDIS_PASSWORD_FILE":
+				return os.Getenv("ISCHED_AGENT_REDIS_PASSWORD_FILE")
+			}
+			return os.Getenv(k)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			agentCode = agent.Main(ctx, nil, agentEnv, os.Stderr)
+			if agentCode != 0 {
+				stop() // one process, one fate: systemd restarts both
+			}
+		}()
+	}
+	code := coordinator.Main(ctx, args, os.Getenv, os.Stderr)
+	stop()
+	wg.Wait()
+	if code == 0 {
+		code = agentCode
+	}
+	os.Exit(code)
 }

@@ -71,8 +71,14 @@ while step < a.steps or (a.wait_request and time.time() < deadline):
     if isched.should_checkpoint():
         facts["requested"] = True
         facts["requested_ckpt"] = save(step)
+        facts.setdefault("ckpts_on_request", []).append(step)
         if a.wait_request:
             break
+    if isched.stop_requested():
+        # SIGTERM (requeue, preemption, time limit): the request above saved
+        # this step; leave now so the move is fast
+        facts["stopped"] = step
+        break
 facts["end"] = step
 facts.update(dict(rss()))
 if a.facts:

@@ -1,0 +1,241 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+)
+
+// SeriesPoint is one point of a lineage's time series (for `isched report`).
+type SeriesPoint struct {
+	TMS    int64   `json:"t_ms"`
+	Step   int64   `json:"step"`
+	IterMS float64 `json:"iter_ms,omitempty"`
+	RSS    int64   `json:"rss"`
+	GPU    int64   `json:"gpu,omitempty"`
+}
+
+// apply folds an accepted report into its lineage.
+func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *session, jobs jobIndex, now time.Time) error {
+	l, err := c.getLineage(ctx, s.Lineage)
+	if err != nil {
+		return err
+	}
+	l.dirty = true
+	st := &l.Status
+	job := env.Job
+	at := env.Time()
+	switch env.Kind {
+	case report.KindStart:
+		c.applyStart(l, env, jobs, now)
+	case report.KindSample:
+		smp := env.Sample
+		if smp.CPU != nil {
+			if l.RankRSS == nil {
+				l.RankRSS = map[string]int64{}
+			}
+			l.RankRSS[strconv.Itoa(job.Rank)] = smp.CPU.RSSBytes
+			var sum int64
+			for _, v := range l.RankRSS {
+				sum += v
+			}
+			st.RSSBytes = sum
+			st.PeakRSSBytes = max(st.PeakRSSBytes, smp.CPU.PeakRSSBytes)
+		}
+		var gpuUsed int64
+		if smp.GPU != nil && len(smp.GPU.Devices) > 0 {
+			if st.GPUBytes == nil {
+				st.GPUBytes, st.PeakGPUBytes = map[string]int64{}, map[string]int64{}
+			}
+			for _, d := range smp.GPU.Devices {
+				st.GPUBytes[d.UUID] = d.UsedBytes
+				st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], d.UsedBytes)
+				gpuUsed += d.UsedBytes
+			}
+		}
+		var pts [][]byte
+		if job.Rank == 0 { // ranks step in lockstep: rank 0 speaks for the job's progress
+			for _, it := range smp.Iters {
+				l.Iter.Add(it)
+				if it.Step > st.Step {
+					st.Step = it.Step
+				}
+				l.LastIterMS = max(l.LastIterMS, it.AtMS)
+				if it.LossNonFinite {
+					l.NonFinite = true
+				}
+				b, _ := json.Marshal(SeriesPoint{TMS: it.AtMS, Step: it.Step, IterMS: it.DurMS, RSS: st.RSSBytes, GPU: gpuUsed})
+				pts = append(pts, b)
+			}
+			if len(smp.Iters) == 0 && smp.CPU != nil {
+				b, _ := json.Marshal(SeriesPoint{TMS: env.TimeMS, Step: st.Step, RSS: st.RSSBytes, GPU: gpuUsed})
+				pts = append(pts, b)
+			}
+			if smp.CPU != nil {
+				l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
+			}
+		}
+		if len(pts) > 0 {
+			if err := c.store.PushList(ctx, seriesKey(c.keys, s.Lineage), c.cfg.SeriesLen, pts...); err != nil {
+				return err
+			}
+		}
+		c.refreshEstimates(l, now)
+	case report.KindCheckpoint:
+		cp := *env.Checkpoint
+		if cp.Complete {
+			st.LastCheckpoint = &cp
+			l.Ckpts++
+			if l.Phase == PhaseAwaitCkpt {
+				c.kick = true // decide now: the move waits for this
+				l.Ckpt.Completed(at)
+				st.CkptMS = float64(l.Ckpt.Estimate()) / float64(time.Millisecond)
+			}
+		}
+	case report.KindSignal:
+		l.event(now, "signal", fmt.Sprintf("%s reached the job as %s", env.Signal.Signal, env.Signal.Forwarded))
+	case report.KindEnd:
+		c.applyEnd(l, env, now)
+	}
+	return nil
+}
+
+func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex, now time.Time) {
+	st := &l.Status
+	job := env.Job
+	if job.Rank != 0 && st.JobID == job.JobID && st.Attempt == job.Attempt {
+		return // other ranks of the same attempt: nothing new about the job
+	}
+	st.JobID, st.User, st.UID, st.Attempt = job.JobID, job.User, job.UID, job.Attempt
+	st.Node = job.Node
+	prevPartition := st.Partition
+	st.Partition = job.Partition
+	if st.StartedMS == 0 {
+		st.StartedMS = env.TimeMS
+	}
+	st.State, st.EndedMS, st.ExitStatus = "RUNNING", 0, nil
+	l.Ended = false
+	if env.Start.TotalIters > 0 {
+		st.TotalIters = env.Start.TotalIters
+	}
+	if j, ok := jobs[job.JobID]; ok {
+		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
+			st.Plan = &p
+			if st.TotalIters == 0 {
+				st.TotalIters = p.Total
+			}
+		}
+		if j.TimeLimitMin != nil && *j.TimeLimitMin > 0 {
+			st.LimitMS = env.TimeMS + *j.TimeLimitMin*60_000
+		}
+	}
+	// close the previous span, open this one
+	if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
+		st.History[n-1].EndMS = env.TimeMS
+		if st.History[n-1].Reason == "" {
+			st.History[n-1].Reason = "requeued"
+		}
+	}
+	startStep := int64(0)
+	if st.LastCheckpoint != nil && st.LastCheckpoint.Step != nil && env.Start.ResumeFrom == st.LastCheckpoint.Path {
+		startStep = *st.LastCheckpoint.Step
+	}
+	st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
+		StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+	if prevPartition != "" && prevPartition != job.Partition {
+		// another node type: iteration times from the old one do not apply
+		l.Iter.Reset()
+	}
+	if l.Phase == PhaseRequeueIssued {
+		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+		if l.RequeueRule == policy.RuleMigrate {
+			l.Moves++
+		} else {
+			l.Conts++
+		}
+		l.RequeueRule = ""
+		l.LastMoveMS = now.UnixMilli()
+	}
+	if env.Start.ResumeFrom != "" {
+		l.event(now, "resumed", "attempt "+strconv.Itoa(job.Attempt)+" on "+job.Partition+" resumed from "+env.Start.ResumeFrom)
+	}
+}
+
+func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) {
+	st := &l.Status
+	end := env.End
+	if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
+		st.History[n-1].EndMS = env.TimeMS
+		st.History[n-1].EndStep = max(st.Step, 0)
+		st.History[n-1].Reason = end.Reason
+	}
+	if end.Reason == report.EndOOM {
+		l.event(now, "oom", fmt.Sprintf("killed at its memory limit; measured peak %d MiB", end.PeakRSSBytes>>20))
+	}
+	if env.Job.Rank != 0 {
+		return
+	}
+	code := end.ExitCode
+	// A requeue or a move ends an attempt with a signal; the lineage goes on.
+	if l.Phase == PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != PhaseNone {
+		return
+	}
+	done := end.ExitCode == 0 && (st.TotalIters == 0 || st.Step >= st.TotalIters)
+	if !done && end.ExitCode != 0 && end.Signal == "" {
+		done = true // the job failed on its own: nothing to continue
+	}
+	if !done {
+		return
+	}
+	st.State, st.EndedMS, st.ExitStatus = "ENDED", env.TimeMS, &code
+	l.Ended = true
+	if l.PeakETA > 0 {
+		c.metrics.estimateError.Observe(float64(env.TimeMS-l.PeakETA) / 1000)
+	}
+	if est, ok := l.Iter.Estimate(); ok && st.Plan != nil {
+		rss, gpu := l.Mem.Peak()
+		r := report.Receipt{Model: st.Plan.Model, Batch: st.Plan.Batch, Partition: st.Partition, IterMS: est.MS,
+			PeakRSS: max(rss, st.PeakRSSBytes), PeakGPU: gpu, Iters: st.Step, User: st.User,
+			WallS: float64(env.TimeMS-st.StartedMS) / 1000, EndedMS: env.TimeMS}
+		if b, err := json.Marshal(r); err == nil {
+			c.receipts = append(c.receipts, b)
+		}
+	}
+}
+
+// refreshEstimates recomputes the ETA and health of a lineage.
+func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
+	st := &l.Status
+	est, ok := l.Iter.Estimate()
+	if ok {
+		st.IterMS, st.IterLowMS, st.IterHighMS = est.MS, est.LowMS, est.HighMS
+		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, est, 0)
+		if eta.Known {
+			st.ETAMS, st.ETALowMS, st.ETAHighMS = eta.End.UnixMilli(), eta.Low.UnixMilli(), eta.High.UnixMilli()
+			if l.PeakETA == 0 && st.Step > 0 {
+				l.PeakETA = st.ETAMS
+			}
+		}
+	}
+	rss, gpu := l.Mem.Peak()
+	_ = gpu
+	slope, _ := l.Mem.Slope()
+	st.RSSSlope = slope
+	predRSS, _ := l.Mem.PredictPeak(st.TotalIters)
+	h := estimate.Health{Est: est, HaveEst: ok, LossNonFinite: l.NonFinite, RSS: max(rss, st.RSSBytes), RSSLimit: st.MemLimitBytes,
+		Growing: l.Mem.Growing(), PredictedPeakRSS: predRSS}
+	if l.LastIterMS > 0 {
+		h.LastIterAt = time.UnixMilli(l.LastIterMS)
+	}
+	if st.State == "RUNNING" {
+		for _, ev := range estimate.Check(now, h, c.cfg.StallFactor) {
+			l.event(now, ev.Kind, ev.Message)
+		}
+	}
+}

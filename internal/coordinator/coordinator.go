@@ -1,0 +1,322 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Config tunes the coordinator.
+type Config struct {
+	// Tick is how often decisions are taken (and the agent's snapshot read).
+	Tick time.Duration
+	// StaleAfter: a snapshot older than this is not acted on.
+	StaleAfter time.Duration
+	// LeaderTTL: a dead leader's lock lapses after this; the standby takes over.
+	LeaderTTL time.Duration
+	// DeferLimit: a report whose job or session stays unknown this long is rejected.
+	DeferLimit time.Duration
+	// ClaimIdle: entries a dead consumer held this long are taken over.
+	ClaimIdle time.Duration
+	// StallFactor: no iteration for this many expected iteration times is a stall.
+	StallFactor float64
+	// RequeueWait: a requeued job not started again after this is no longer waited for.
+	RequeueWait time.Duration
+	SeriesLen   int64
+	EndedTTL    time.Duration
+	Policy      policy.Config
+	Logger      *slog.Logger
+	Now         func() time.Time
+	// ID names this coordinator (consumer name, lock owner); default host-pid-random.
+	ID string
+}
+
+func (c *Config) defaults() {
+	if c.Tick <= 0 {
+		c.Tick = 2 * time.Second
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = 20 * time.Second
+	}
+	if c.LeaderTTL <= 0 {
+		c.LeaderTTL = 5 * time.Second
+	}
+	if c.DeferLimit <= 0 {
+		c.DeferLimit = 2 * time.Minute
+	}
+	if c.ClaimIdle <= 0 {
+		c.ClaimIdle = 30 * time.Second
+	}
+	if c.StallFactor <= 0 {
+		c.StallFactor = 10
+	}
+	if c.RequeueWait <= 0 {
+		c.RequeueWait = 30 * time.Minute
+	}
+	if c.SeriesLen <= 0 {
+		c.SeriesLen = 5000
+	}
+	if c.EndedTTL <= 0 {
+		c.EndedTTL = 7 * 24 * time.Hour
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.ID == "" {
+		h, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		c.ID = fmt.Sprintf("%s-%d-%s", h, os.Getpid(), hex.EncodeToString(b))
+	}
+}
+
+const group = "coordinator"
+
+// Coordinator is the service. Create it with New, run it with Run (or
+// Start/Close).
+type Coordinator struct {
+	cfg     Config
+	store   Store
+	munger  auth.Munger
+	keys    stream.Keys
+	log     *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+
+	// owned by the Run goroutine
+	sessions    map[string]*session
+	lineages    map[string]*lineage
+	jobs        jobIndex
+	jobsAt      time.Time
+	snap        *report.Snapshot
+	resultsID   string
+	receipts    [][]byte
+	leader      bool
+	kick        bool // a decision is due before the next tick
+	rejectLogAt map[string]time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// New builds a coordinator on a store (the coordinator's Redis user) and a
+// MUNGE decoder running as the uid wrappers restrict their credentials to.
+func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
+	cfg.defaults()
+	if m == nil {
+		m = NewMetrics()
+	}
+	return &Coordinator{cfg: cfg, store: store, munger: munger, keys: store.Keys(), metrics: m,
+		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
+		sessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{}}
+}
+
+// Start runs the coordinator in the background until Close.
+func (c *Coordinator) Start(ctx context.Context) {
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			c.log.Error("coordinator stopped", "err", err)
+		}
+	}()
+}
+
+// Close stops a started coordinator and waits for it.
+func (c *Coordinator) Close(ctx context.Context) error {
+	c.once.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+		}
+	})
+	if c.done == nil {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run leads or stands by until ctx ends. Errors from Redis are retried with
+// capped backoff; only ctx ends it.
+func (c *Coordinator) Run(ctx context.Context) error {
+	backoff := time.Duration(0)
+	failures := 0
+	lastTick := time.Time{}
+	for {
+		if err := ctx.Err(); err != nil {
+			c.stepDown()
+			return err
+		}
+		err := c.round(ctx, &lastTick)
+		if err == nil {
+			if failures > 0 {
+				c.log.Info("redis reachable again", "after_failures", failures)
+			}
+			failures, backoff = 0, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			c.stepDown()
+			return ctx.Err()
+		}
+		failures++
+		backoff = min(max(2*backoff, 200*time.Millisecond), 10*time.Second)
+		if failures == 1 || failures%30 == 0 {
+			c.log.Warn("coordinator round failed; retrying", "err", err, "retry_in", backoff, "failures", failures)
+		}
+		// what we hold in memory may be older than Redis now: reload
+		c.forget()
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (c *Coordinator) stepDown() {
+	if c.leader {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.store.Unlock(ctx, c.keys.Coordinator("leader"), c.cfg.ID)
+		c.leader = false
+		c.metrics.leader.Set(0)
+	}
+}
+
+// forget drops cached state (after an error or losing the lead): Redis is the truth.
+func (c *Coordinator) forget() {
+	c.sessions = map[string]*session{}
+	c.lineages = map[string]*lineage{}
+	c.snap, c.jobs = nil, nil
+}
+
+// round is one pass: keep the lead, read reports, and on each tick decide.
+func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
+	ok, err := c.store.Lock(ctx, c.keys.Coordinator("leader"), c.cfg.ID, c.cfg.LeaderTTL)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if c.leader {
+			c.log.Warn("lost the lead")
+			c.forget()
+		}
+		c.leader = false
+		c.metrics.leader.Set(0)
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.cfg.LeaderTTL / 4):
+		}
+		return nil
+	}
+	if !c.leader {
+		c.log.Info("leading", "id", c.cfg.ID)
+		c.forget()
+		c.leader = true
+		c.metrics.leader.Set(1)
+		if err := c.store.EnsureGroup(ctx, c.keys.Ingest(), group); err != nil {
+			return err
+		}
+		// entries a dead leader read but never acked are ours now
+		if _, err := c.store.Claim(ctx, c.keys.Ingest(), group, c.cfg.ID, 0, 10000); err != nil {
+			return err
+		}
+		*lastTick = time.Time{}
+	}
+	now := c.now()
+	if now.Sub(*lastTick) >= c.cfg.Tick || c.kick {
+		c.kick = false
+		*lastTick = now
+		if err := c.tick(ctx); err != nil {
+			return err
+		}
+	}
+	block := min(c.cfg.Tick, c.cfg.LeaderTTL/3)
+	ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, 512, block)
+	if err != nil {
+		return err
+	}
+	return c.ingest(ctx, ents)
+}
+
+// ingest judges and applies entries, acking each one judged.
+func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	now := c.now()
+	var ack []string
+	for _, e := range ents {
+		start := time.Now()
+		env, s, v, reason, err := c.verify(ctx, e, c.jobs, now)
+		if err != nil {
+			return err
+		}
+		switch v {
+		case accepted:
+			if err := c.apply(ctx, env, s, c.jobs, now); err != nil {
+				return err
+			}
+			c.metrics.reports.WithLabelValues("accepted").Inc()
+			ack = append(ack, e.ID)
+		case rejected:
+			c.metrics.rejected.WithLabelValues(reason).Inc()
+			c.metrics.reports.WithLabelValues("rejected").Inc()
+			c.logRejected(e, reason)
+			ack = append(ack, e.ID)
+		case deferred:
+			c.metrics.reports.WithLabelValues("deferred").Inc()
+		}
+		c.metrics.ingestLatency.Observe(time.Since(start).Seconds())
+	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	return c.store.Ack(ctx, c.keys.Ingest(), group, ack...)
+}
+
+func (c *Coordinator) logRejected(e stream.Entry, reason string) {
+	if t, ok := c.rejectLogAt[reason]; ok && time.Since(t) < 10*time.Second {
+		return // rate limit: a flood of forgeries must not flood the log
+	}
+	c.rejectLogAt[reason] = time.Now()
+	c.log.Warn("report rejected", "reason", reason, "entry", e.ID)
+}
+
+// flush persists every lineage changed since the last flush, and receipts.
+func (c *Coordinator) flush(ctx context.Context) error {
+	for name, l := range c.lineages {
+		if l.dirty {
+			if err := c.save(ctx, name, l); err != nil {
+				return err
+			}
+		}
+	}
+	if len(c.receipts) > 0 {
+		if err := c.store.PushList(ctx, c.keys.Coordinator("receipts"), 10000, c.receipts...); err != nil {
+			return err
+		}
+		c.receipts = nil
+	}
+	return nil
+}

@@ -1,0 +1,417 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// fakeMunger stands in for MUNGE: Encode records the uid of whoever "runs"
+// munge (set per wrapper), Decode opens each credential once.
+type fakeMunger struct {
+	mu    sync.Mutex
+	n     int
+	creds map[string]fakeCred
+}
+
+type fakeCred struct {
+	payload []byte
+	uid     int
+	opened  bool
+}
+
+type mungeAs struct {
+	m   *fakeMunger
+	uid int
+}
+
+func (a mungeAs) Encode(_ context.Context, p []byte, _ int, _ time.Duration) (string, error) {
+	a.m.mu.Lock()
+	defer a.m.mu.Unlock()
+	if a.m.creds == nil {
+		a.m.creds = map[string]fakeCred{}
+	}
+	a.m.n++
+	id := fmt.Sprintf("MUNGE:%d:", a.m.n)
+	a.m.creds[id] = fakeCred{payload: append([]byte(nil), p...), uid: a.uid}
+	return id, nil
+}
+
+func (a mungeAs) Decode(context.Context, string) ([]byte, int, int, error) {
+	return nil, 0, 0, errors.New("not used")
+}
+
+func (m *fakeMunger) Encode(context.Context, []byte, int, time.Duration) (string, error) {
+	return "", errors.New("not used")
+}
+
+func (m *fakeMunger) Decode(_ context.Context, cred string) ([]byte, int, int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.creds[cred]
+	if !ok {
+		return nil, 0, 0, errors.New("invalid credential")
+	}
+	if c.opened {
+		return nil, 0, 0, errors.New("replayed credential")
+	}
+	c.opened = true
+	m.creds[cred] = c
+	return c.payload, c.uid, c.uid, nil
+}
+
+type env struct {
+	t     *testing.T
+	mr    *miniredis.Miniredis
+	store *stream.Client
+	c     *Coordinator
+	m     *fakeMunger
+	now   time.Time
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mr.RequireUserAuth("coordinator", "x")
+	st, err := stream.Open(context.Background(), stream.Config{Addrs: []string{mr.Addr()}, User: "coordinator", PasswordFile: pw, Cluster: "lab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	e := &env{t: t, mr: mr, store: st, m: &fakeMunger{}, now: time.Now().Truncate(time.Millisecond)}
+	e.c = New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, st, e.m, nil)
+	return e
+}
+
+// wrapperSession is a fake wrapper run of one job.
+type wrapperSession struct {
+	sess auth.Session
+	job  report.JobRef
+	seq  uint64
+	cred string
+}
+
+func (e *env) wrapper(jobID uint64, uid int, user, lineage, partition string) *wrapperSession {
+	s, _ := auth.NewSession()
+	w := &wrapperSession{sess: s, job: report.JobRef{Cluster: "lab", JobID: jobID, Lineage: lineage, User: user, UID: uid, Partition: partition, Node: partition + "1"}}
+	cred, err := auth.Issue(context.Background(), mungeAs{e.m, uid}, s, "lab", jobID, lineage, 0, time.Minute, e.now)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w.cred = cred
+	return w
+}
+
+// send signs and appends one report; it returns the raw entry values.
+func (e *env) send(w *wrapperSession, env *report.Envelope) ([]byte, string) {
+	e.t.Helper()
+	j := w.job
+	env.Job, env.SID = &j, w.sess.SID
+	w.seq++
+	env.Seq = w.seq
+	env.TimeMS = e.now.UnixMilli()
+	b, err := report.Encode(env)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	mac := w.sess.Sign(b)
+	e.appendRaw(b, mac)
+	return b, mac
+}
+
+func (e *env) appendRaw(b []byte, mac string) {
+	e.t.Helper()
+	if _, err := e.store.Append(context.Background(), "isched:lab:ingest", b, mac, 0); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) start(w *wrapperSession) {
+	env := report.NewEnvelope(report.KindStart, e.now)
+	env.Start = &report.Start{Argv: []string{"python3", "train.py"}, Host: "h", PID: 1, Cred: w.cred, GPUs: []string{}}
+	e.send(w, env)
+}
+
+func (e *env) sample(w *wrapperSession, fromStep, n int64, iterMS float64) {
+	env := report.NewEnvelope(report.KindSample, e.now)
+	env.Sample = &report.Sample{CPU: &report.CPUStat{RSSBytes: 100 << 20, PeakRSSBytes: 120 << 20, Procs: 1}}
+	for i := int64(0); i < n; i++ {
+		env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: fromStep + i, AtMS: e.now.UnixMilli(), DurMS: iterMS, Source: report.SourceFile})
+	}
+	e.send(w, env)
+}
+
+// publish writes the agent's snapshot and job table.
+func (e *env) publish(jobs []report.Job, parts []report.Partition) {
+	e.t.Helper()
+	s := report.NewEnvelope(report.KindSnapshot, e.now)
+	s.Snapshot = &report.Snapshot{Cluster: "lab", TakenMS: e.now.UnixMilli(), Partitions: parts}
+	j := report.NewEnvelope(report.KindJobs, e.now)
+	j.Jobs = &report.JobTable{Cluster: "lab", TakenMS: e.now.UnixMilli(), Jobs: jobs}
+	for key, env := range map[string]*report.Envelope{"isched:lab:snapshot": s, "isched:lab:jobs": j} {
+		b, err := report.Encode(env)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if err := e.store.Set(context.Background(), key, b, 0); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// rounds runs the coordinator's loop body n times (each a tick).
+func (e *env) rounds(n int) {
+	e.t.Helper()
+	for range n {
+		var last time.Time
+		if err := e.c.round(context.Background(), &last); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) counter(reason string) float64 {
+	return testutilCounter(e.c.metrics.rejected.WithLabelValues(reason))
+}
+
+func (e *env) status(lineage string) report.JobStatus {
+	e.t.Helper()
+	b, err := e.store.Get(context.Background(), "isched:lab:job:{"+lineage+"}:status")
+	if err != nil {
+		e.t.Fatalf("status of %s: %v", lineage, err)
+	}
+	var st report.JobStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+func job(id uint64, uid int, user, state, partition, comment string) report.Job {
+	lim := int64(60)
+	return report.Job{JobID: id, User: user, UID: uid, State: state, Partition: partition, Comment: comment, TimeLimitMin: &lim}
+}
+
+func TestAcceptsOwnersReportsAndRejectsForgeries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish([]report.Job{job(10, 1001, "alice", "RUNNING", "cpu", ""), job(11, 1002, "bob", "RUNNING", "cpu", "")}, nil)
+
+	alice := e.wrapper(10, 1001, "alice", "lab-10", "cpu")
+	e.start(alice)
+	e.sample(alice, 1, 5, 100)
+
+	// bob's wrapper claims alice's job: MUNGE says uid 1002, the job is 1001's
+	bobAsAlice := e.wrapper(10, 1002, "bob", "lab-10", "cpu")
+	bobAsAlice.job.UID = 1002
+	e.start(bobAsAlice)
+	// bob lies about his uid in the envelope too: the credential disagrees
+	liar := e.wrapper(10, 1002, "bob", "lab-10", "cpu")
+	liar.job.UID = 1001
+	e.start(liar)
+	// a report signed with the wrong key
+	forged := *alice
+	forged.sess.Key = make([]byte, 32)
+	e.sample(&forged, 6, 1, 100)
+	e.rounds(2)
+	// a replay of alice's first sample (same bytes, same seq)
+	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
+	e.appendRaw(ents[1].Payload, ents[1].MAC)
+	// garbage
+	e.appendRaw([]byte(`{"v":1,"kind":"sample"`), "x")
+	// a start without credential
+	nocred := e.wrapper(11, 1002, "bob", "lab-11", "cpu")
+	nocred.cred = ""
+	e.start(nocred)
+	e.rounds(2)
+
+	for reason, want := range map[string]float64{RejectForeignJob: 1, RejectForged: 1, RejectBadMAC: 1, RejectReplay: 1, RejectMalformed: 1, RejectUnauth: 1} {
+		if got := e.counter(reason); got != want {
+			t.Errorf("rejected %s: %v, want %v", reason, got, want)
+		}
+	}
+	st := e.status("lab-10")
+	if st.User != "alice" || st.Step != 5 || st.JobID != 10 {
+		t.Errorf("alice's status %+v", st)
+	}
+	if n := testutilCounter(e.c.metrics.reports.WithLabelValues("accepted")); n != 2 {
+		t.Errorf("accepted %v, want 2 (start and sample)", n)
+	}
+}
+
+func TestDefersUntilTheJobTableListsTheJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.wrapper(20, 1001, "alice", "lab-20", "cpu")
+	e.start(w)
+	e.sample(w, 1, 3, 100)
+	e.rounds(1)
+	if n := testutilCounter(e.c.metrics.reports.WithLabelValues("accepted")); n != 0 {
+		t.Fatalf("accepted %v reports of a job the agent has not listed", n)
+	}
+	e.publish([]report.Job{job(20, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	e.now = e.now.Add(3 * time.Second)
+	e.rounds(1)
+	if st := e.status("lab-20"); st.Step != 3 {
+		t.Fatalf("after the job table listed it: step %d, want 3", st.Step)
+	}
+	// nothing left pending
+	pend, _ := e.store.ReadOwnPending(context.Background(), "isched:lab:ingest", group, "c1", 10)
+	if len(pend) != 0 {
+		t.Errorf("%d entries still pending", len(pend))
+	}
+}
+
+func TestRestartContinuesFromRedis(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish([]report.Job{job(30, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	w := e.wrapper(30, 1001, "alice", "lab-30", "cpu")
+	e.start(w)
+	e.sample(w, 1, 10, 100)
+	e.rounds(1)
+	// a new coordinator process (the old one died: its lock lapses)
+	e.mr.FastForward(10 * time.Second)
+	e.c = New(Config{ID: "c2", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }}, e.store, e.m, nil)
+	e.sample(w, 11, 10, 100)
+	e.rounds(2)
+	st := e.status("lab-30")
+	if st.Step != 20 || st.IterMS < 99 || st.IterMS > 101 {
+		t.Errorf("after restart: step %d iter %.1f ms", st.Step, st.IterMS)
+	}
+	if testutilCounter(e.c.metrics.rejected.WithLabelValues(RejectUnknownSession)) != 0 {
+		t.Error("the session was forgotten across the restart")
+	}
+}
+
+func TestOnlyTheLeaderWorks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	standby := New(Config{ID: "c2", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }}, e.store, e.m, nil)
+	e.rounds(1) // c1 leads
+	var last time.Time
+	if err := standby.round(context.Background(), &last); err != nil {
+		t.Fatal(err)
+	}
+	if standby.leader || !e.c.leader {
+		t.Fatalf("leaders: c1 %v c2 %v", e.c.leader, standby.leader)
+	}
+	e.mr.FastForward(6 * time.Second) // c1 died: its lock lapses
+	if err := standby.round(context.Background(), &last); err != nil {
+		t.Fatal(err)
+	}
+	if !standby.leader {
+		t.Fatal("standby did not take over")
+	}
+}
+
+// TestMigrationFlow: a job on its fallback (cpu) whose ideal partition (gpu)
+// frees gets a checkpoint request, then — once the checkpoint landed — a
+// requeue onto gpu with its GRES; the new attempt's start completes the move.
+func TestMigrationFlow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	plan := report.Plan{Lineage: "L1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
+	running := job(40, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	running.StartMS = e.now.Add(-time.Minute).UnixMilli()
+	busy := []report.Partition{{Name: "gpu", State: "UP", NodesAlloc: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Alloc: 4, Total: 4}}},
+		{Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+	e.publish([]report.Job{running}, busy)
+	w := e.wrapper(40, 1001, "alice", "L1", "cpu")
+	e.start(w)
+	for i := int64(0); i < 5; i++ {
+		e.sample(w, 1+i*20, 20, 500)
+	}
+	e.rounds(2)
+	if acts := e.actions(); len(acts) != 0 {
+		t.Fatalf("actions while gpu is busy: %+v", acts)
+	}
+	idle := []report.Partition{{Name: "gpu", State: "UP", NodesIdle: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}}, busy[1]}
+	e.now = e.now.Add(3 * time.Second)
+	e.publish([]report.Job{running}, idle)
+	e.rounds(1)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionSignal || acts[0].Signal != "SIGUSR1" || acts[0].JobID != 40 || acts[0].User != "alice" {
+		t.Fatalf("want one checkpoint request, got %+v", acts)
+	}
+	e.result(acts[0].ID, report.StatusOK)
+	// the checkpoint lands
+	ck := report.NewEnvelope(report.KindCheckpoint, e.now)
+	step := int64(100)
+	ck.Checkpoint = &report.Checkpoint{Path: "/ck/step100.pt", Size: 10, Step: &step, MTimeMS: e.now.UnixMilli(), Complete: true}
+	e.now = e.now.Add(2 * time.Second)
+	e.send(w, ck)
+	e.publish([]report.Job{running}, idle)
+	e.rounds(2) // the round that reads the checkpoint, then the decision it kicks
+	acts = e.actions()
+	if len(acts) != 2 || acts[1].Type != report.ActionRequeue || acts[1].Partition != "gpu" || acts[1].Gres != "gpu:1" {
+		t.Fatalf("want a requeue to gpu with gpu:1 after the checkpoint, got %+v", acts)
+	}
+	e.result(acts[1].ID, report.StatusOK)
+	e.rounds(1)
+	// the new attempt starts on gpu
+	w2 := e.wrapper(40, 1001, "alice", "L1", "gpu")
+	w2.job.Attempt = 1
+	e.start(w2)
+	e.rounds(1)
+	st := e.status("L1")
+	if len(st.History) != 2 || st.History[0].Partition != "cpu" || st.History[1].Partition != "gpu" || st.Partition != "gpu" {
+		t.Errorf("history %+v", st.History)
+	}
+	if len(st.Decisions) != 2 || !strings.HasPrefix(st.Decisions[1].Result, "ok") || st.Decisions[0].Reason == "" {
+		t.Errorf("decisions %+v", st.Decisions)
+	}
+	// hysteresis: no new move right away even with gpu idle
+	e.now = e.now.Add(5 * time.Second)
+	e.rounds(1)
+	if n := len(e.actions()); n != 2 {
+		t.Errorf("%d actions after the move, want no new one", n)
+	}
+}
+
+func (e *env) actions() []report.Action {
+	e.t.Helper()
+	ents, err := e.store.Range(context.Background(), "isched:lab:actions", "-", "+", 100)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []report.Action
+	for _, en := range ents {
+		env, err := report.Decode(en.Payload)
+		if err != nil {
+			e.t.Fatalf("action does not decode: %v", err)
+		}
+		out = append(out, *env.Action)
+	}
+	return out
+}
+
+func (e *env) result(id string, status report.ResultStatus) {
+	env := report.NewEnvelope(report.KindResult, e.now)
+	env.Result = &report.Result{ActionID: id, Status: status, Message: "done", DoneMS: e.now.UnixMilli()}
+	b, err := report.Encode(env)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.store.Append(context.Background(), "isched:lab:results", b, "", 0); err != nil {
+		e.t.Fatal(err)
+	}
+}

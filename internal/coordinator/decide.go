@@ -1,0 +1,402 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// tick reads the agent's view, retries deferred reports, collects action
+// results and takes decisions.
+func (c *Coordinator) tick(ctx context.Context) error {
+	now := c.now()
+	if err := c.readInputs(ctx, now); err != nil {
+		return err
+	}
+	pend, err := c.store.ReadOwnPending(ctx, c.keys.Ingest(), group, c.cfg.ID, 2048)
+	if err != nil {
+		return err
+	}
+	if err := c.ingest(ctx, pend); err != nil {
+		return err
+	}
+	if err := c.loadTracked(ctx); err != nil {
+		return err
+	}
+	c.syncWithJobTable(ctx, now)
+	if err := c.readResults(ctx, now); err != nil {
+		return err
+	}
+	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
+	for name, l := range c.lineages {
+		if l.Ended {
+			continue
+		}
+		if err := c.decide(ctx, name, l, fresh, now); err != nil {
+			return err
+		}
+	}
+	c.metrics.tracked.Set(float64(len(c.lineages)))
+	return c.flush(ctx)
+}
+
+// readInputs reads the agent's snapshot and job table.
+func (c *Coordinator) readInputs(ctx context.Context, now time.Time) error {
+	for _, in := range []struct {
+		name, key string
+		kind      report.Kind
+	}{{"snapshot", c.keys.Snapshot(), report.KindSnapshot}, {"jobs", c.keys.Jobs(), report.KindJobs}} {
+		b, err := c.store.Get(ctx, in.key)
+		if errors.Is(err, stream.ErrNotFound) {
+			c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
+			if in.kind == report.KindSnapshot {
+				c.snap = nil
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		env, err := report.Decode(b)
+		if err != nil || env.Kind != in.kind {
+			c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
+			c.log.Warn("agent data unreadable; ignored", "input", in.name, "err", err)
+			continue
+		}
+		age := now.Sub(env.Time())
+		c.metrics.pollAge.WithLabelValues(in.name).Set(age.Seconds())
+		okFresh := age <= c.cfg.StaleAfter
+		if okFresh {
+			c.metrics.pollSuccess.WithLabelValues(in.name).Set(1)
+		} else {
+			c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
+		}
+		switch in.kind {
+		case report.KindSnapshot:
+			c.snap = env.Snapshot
+			if !okFresh {
+				c.snap = nil // never decide on a stale picture of the cluster
+			}
+		case report.KindJobs:
+			// owners do not change, so even a stale table confirms sessions;
+			// states are only used when fresh (syncWithJobTable)
+			idx := jobIndex{}
+			for _, j := range env.Jobs.Jobs {
+				idx[j.JobID] = j
+			}
+			c.jobs, c.jobsAt = idx, env.Time()
+		}
+	}
+	return nil
+}
+
+// loadTracked loads every tracked lineage once after taking the lead.
+func (c *Coordinator) loadTracked(ctx context.Context) error {
+	if c.resultsID != "" {
+		return nil
+	}
+	names, err := c.store.HGetAll(ctx, lineagesKey(c.keys))
+	if err != nil {
+		return err
+	}
+	for name := range names {
+		if _, err := c.getLineage(ctx, name); err != nil {
+			return err
+		}
+	}
+	c.resultsID = "0" // re-read every retained result: idempotent by action id
+	return nil
+}
+
+// syncWithJobTable starts tracking planned jobs (pending ones have sent no
+// report yet) and follows Slurm's state of tracked ones.
+func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
+	if c.jobs == nil || now.Sub(c.jobsAt) > c.cfg.StaleAfter {
+		return
+	}
+	byJob := map[uint64]*lineage{}
+	for _, l := range c.lineages {
+		if l.Status.JobID != 0 {
+			byJob[l.Status.JobID] = l
+		}
+	}
+	for _, j := range c.jobs {
+		p, ok, err := report.ParsePlanComment(j.Comment)
+		if !ok || err != nil || p.Lineage == "" {
+			continue
+		}
+		if _, tracked := byJob[j.JobID]; tracked || slurmEnded(j.State) {
+			continue
+		}
+		l, err := c.getLineage(ctx, p.Lineage)
+		if err != nil {
+			continue
+		}
+		if l.Ended && l.Status.JobID == j.JobID {
+			continue
+		}
+		st := &l.Status
+		st.JobID, st.User, st.UID, st.Plan, st.Partition = j.JobID, j.User, j.UID, &p, j.Partition
+		st.State = j.State
+		l.Ended = false
+		if st.TotalIters == 0 {
+			st.TotalIters = p.Total
+		}
+		l.dirty = true
+		byJob[j.JobID] = l
+	}
+	for _, l := range c.lineages {
+		if l.Ended || l.Status.JobID == 0 {
+			continue
+		}
+		st := &l.Status
+		j, ok := c.jobs[st.JobID]
+		if !ok {
+			continue // MinJobAge passed or not yet listed: the end report tells
+		}
+		if st.State != j.State || st.Partition != j.Partition {
+			st.State, st.Partition = j.State, j.Partition
+			l.dirty = true
+		}
+		if j.StartMS > 0 && j.TimeLimitMin != nil && *j.TimeLimitMin > 0 && j.State == "RUNNING" {
+			if lim := j.StartMS + *j.TimeLimitMin*60_000; lim != st.LimitMS {
+				st.LimitMS, l.dirty = lim, true
+			}
+		}
+		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" {
+			// ended without the wrapper saying so (killed, node failure, timeout)
+			st.EndedMS = now.UnixMilli()
+			l.Ended, l.dirty = true, true
+			l.event(now, "ended", "Slurm reports the job "+j.State)
+		}
+	}
+}
+
+func slurmEnded(state string) bool {
+	switch state {
+	case "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE":
+		return true
+	}
+	return false
+}
+
+// readResults applies the agent's results to the actions they answer.
+func (c *Coordinator) readResults(ctx context.Context, now time.Time) error {
+	for {
+		ents, err := c.store.ReadAfter(ctx, c.keys.Results(), c.resultsID, 512, 0)
+		if err != nil {
+			return err
+		}
+		if len(ents) == 0 {
+			return nil
+		}
+		for _, e := range ents {
+			c.resultsID = e.ID
+			env, err := report.Decode(e.Payload)
+			if err != nil || env.Kind != report.KindResult {
+				continue
+			}
+			c.applyResult(env.Result, now)
+		}
+	}
+}
+
+// actionLineage reads the lineage out of an action id "<lineage>:<attempt>:<n>".
+func actionLineage(id string) string {
+	l, _, _ := strings.Cut(id, ":")
+	return l
+}
+
+func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
+	l, ok := c.lineages[actionLineage(r.ActionID)]
+	if !ok || l.Pending == nil || l.Pending.ID != r.ActionID {
+		return
+	}
+	p := l.Pending
+	l.Pending = nil
+	l.dirty = true
+	c.metrics.actions.WithLabelValues(p.Type, string(r.Status)).Inc()
+	res := string(r.Status)
+	if r.Message != "" {
+		res += ": " + r.Message
+	}
+	for i := len(l.Status.Decisions) - 1; i >= 0; i-- {
+		if l.Status.Decisions[i].ActionID == r.ActionID {
+			l.Status.Decisions[i].Result = res
+			break
+		}
+	}
+	if p.Decision.Kind == policy.Extend && r.Status != report.StatusOK {
+		l.NoExtend = true // do not ask again: checkpoint and requeue instead
+	}
+	if r.Status != report.StatusOK {
+		// reversible: the job stays where it was (the agent releases a
+		// held job whose move failed); try again later
+		c.log.Warn("action not done", "lineage", actionLineage(r.ActionID), "action", r.ActionID, "status", r.Status, "message", r.Message)
+		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+		l.LastMoveMS = now.UnixMilli() // hysteresis also after a failure
+		return
+	}
+	switch report.ActionType(p.Type) {
+	case report.ActionUpdate:
+		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+		l.Moves++
+		l.LastMoveMS = now.UnixMilli()
+	case report.ActionRequeue:
+		// stays requeue-issued until the new attempt's start report
+	}
+}
+
+// policyJob is what policy needs of a lineage.
+func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
+	st := &l.Status
+	j := policy.Job{JobID: st.JobID, User: st.User, Lineage: st.Lineage, State: st.State, Partition: st.Partition, Plan: st.Plan,
+		Step: max(st.Step, 0), Total: st.TotalIters, CkptDur: l.Ckpt.Estimate(), Moves: l.Moves, Continuations: l.Conts,
+		NoExtend: l.NoExtend, Phase: l.Phase}
+	if job, ok := c.jobs[st.JobID]; ok {
+		j.Gres, j.PendingReason = job.Gres, job.Reason
+		if job.StartMS > 0 {
+			j.StartedAt = time.UnixMilli(job.StartMS)
+		}
+		if job.TimeLimitMin != nil {
+			j.TimeLimit = time.Duration(*job.TimeLimitMin) * time.Minute
+		}
+		if job.State == "PENDING" && job.SubmitMS > 0 {
+			j.PendingSince = time.UnixMilli(job.SubmitMS)
+		}
+	}
+	j.Iter, j.HaveIter = l.Iter.Estimate()
+	if cp := st.LastCheckpoint; cp != nil {
+		j.LastCkptAt = time.UnixMilli(cp.MTimeMS)
+		if cp.Step != nil {
+			j.LastCkptStep = *cp.Step
+		}
+	}
+	if l.LastMoveMS > 0 {
+		j.LastMoveAt = time.UnixMilli(l.LastMoveMS)
+	}
+	if l.PhaseMS > 0 {
+		j.PhaseSince = time.UnixMilli(l.PhaseMS)
+	}
+	return j
+}
+
+// decide takes at most one decision for a lineage and issues its action.
+func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh bool, now time.Time) error {
+	if p := l.Pending; p != nil {
+		// no result yet: after a while, send the same action again (the
+		// agent executes an id at most once, so this is safe after a crash)
+		if now.Sub(time.UnixMilli(p.IssuedMS)) > 30*time.Second {
+			if _, err := c.store.Append(ctx, c.keys.Actions(), p.Action, "", 100000); err != nil {
+				return err
+			}
+			p.IssuedMS = now.UnixMilli()
+			l.dirty = true
+		}
+		return nil
+	}
+	if l.Phase == PhaseRequeueIssued {
+		// the job was requeued: nothing more until its next attempt starts
+		if now.Sub(time.UnixMilli(l.PhaseMS)) > c.cfg.RequeueWait {
+			l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+			l.event(now, "requeue-slow", "the requeued job has not started again after "+c.cfg.RequeueWait.String())
+		}
+		return nil
+	}
+	if !fresh {
+		return nil // no decision on stale data
+	}
+	if l.Status.Plan == nil && l.Status.State == "PENDING" {
+		return nil
+	}
+	j := c.policyJob(l, now)
+	var d policy.Decision
+	if l.Phase == PhaseAwaitCkpt && l.Ckpts > l.CkptAtReq {
+		d = policy.AfterCheckpoint(c.cfg.Policy, j, c.snap, now, l.pendingDecision())
+		if d.Kind == policy.None || d.Abandoned {
+			l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
+			c.metrics.decisions.WithLabelValues("abandon").Inc()
+			return nil
+		}
+	} else {
+		d = policy.Decide(c.cfg.Policy, j, c.snap, now)
+	}
+	if d.Kind == policy.None {
+		if d.Abandoned {
+			// the policy gave up waiting for the checkpoint
+			l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
+			c.metrics.decisions.WithLabelValues("abandon").Inc()
+		}
+		return nil
+	}
+	return c.issue(ctx, name, l, d, now)
+}
+
+func (l *lineage) pendingDecision() policy.Decision {
+	if l.CkptDecision != nil {
+		return *l.CkptDecision
+	}
+	return policy.Decision{}
+}
+
+// issue records a decision and sends its action. State is saved before the
+// action is appended: after a crash in between, the pending action is sent
+// again with the same id (executed once by the agent).
+func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d policy.Decision, now time.Time) error {
+	st := &l.Status
+	l.Actions++
+	id := name + ":" + strconv.Itoa(st.Attempt) + ":" + strconv.Itoa(l.Actions)
+	a := report.Action{ID: id, Cluster: c.keys.Cluster, JobID: st.JobID, Lineage: name, User: st.User,
+		Reason: report.TruncateText(d.Reason, report.MaxText), IssuedMS: now.UnixMilli()}
+	switch d.Kind {
+	case policy.Checkpoint:
+		a.Type, a.Signal, a.Steps = report.ActionSignal, "SIGUSR1", report.StepsAll
+	case policy.Requeue:
+		a.Type, a.Partition, a.Gres = report.ActionRequeue, d.Target, d.Gres
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.MovePending:
+		a.Type, a.Partition, a.Gres = report.ActionUpdate, d.Target, d.Gres
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.Extend:
+		a.Type = report.ActionUpdate
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	default:
+		return fmt.Errorf("coordinator: unknown decision kind %q", d.Kind)
+	}
+	env := report.NewEnvelope(report.KindAction, now)
+	env.Action = &a
+	b, err := report.Encode(env)
+	if err != nil {
+		// a decision we cannot express is dropped, visibly
+		l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: string(d.Kind), Reason: d.Reason, Result: "not issued: " + err.Error()})
+		c.log.Error("action not encodable", "lineage", name, "err", err)
+		return nil
+	}
+	l.Pending = &pending{ID: id, Type: string(a.Type), Decision: d, IssuedMS: now.UnixMilli(), Action: b}
+	switch d.Kind {
+	case policy.Checkpoint:
+		l.Phase, l.PhaseMS, l.CkptAtReq = PhaseAwaitCkpt, now.UnixMilli(), l.Ckpts
+		l.Ckpt.Requested(now)
+		dd := d
+		l.CkptDecision = &dd
+	case policy.Requeue:
+		l.Phase, l.PhaseMS, l.RequeueRule = PhaseRequeueIssued, now.UnixMilli(), d.Rule
+	}
+	l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: string(d.Kind), Reason: d.Reason, ActionID: id})
+	c.metrics.decisions.WithLabelValues(string(d.Kind)).Inc()
+	c.log.Info("decision", "lineage", name, "job", st.JobID, "kind", d.Kind, "target", d.Target, "reason", d.Reason, "action", id)
+	if err := c.save(ctx, name, l); err != nil {
+		return err
+	}
+	_, err = c.store.Append(ctx, c.keys.Actions(), b, "", 100000)
+	return err
+}

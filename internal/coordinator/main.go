@@ -1,0 +1,215 @@
+package coordinator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/stream"
+)
+
+// FileConfig is the coordinator's optional config file (JSON, strict): see
+// systemd/coordinator.json for a documented example.
+type FileConfig struct {
+	Cluster       string        `json:"cluster"`
+	MetricsListen string        `json:"metrics_listen"`
+	Tick          string        `json:"tick"`
+	StaleAfter    string        `json:"stale_after"`
+	LeaderTTL     string        `json:"leader_ttl"`
+	Policy        *PolicyConfig `json:"policy"`
+}
+
+// PolicyConfig is the policy part of the config file.
+type PolicyConfig struct {
+	Margin        string             `json:"margin"`
+	MinGain       float64            `json:"min_gain"`
+	MoveCost      string             `json:"move_cost"`
+	MinInterval   string             `json:"min_interval"`
+	MaxMoves      int                `json:"max_moves"`
+	Speed         map[string]float64 `json:"speed"`
+	DevPartitions []string           `json:"dev_partitions"`
+	AllowExtend   bool               `json:"allow_extend"`
+}
+
+// LoadFileConfig reads and checks a config file; errors name the field.
+func LoadFileConfig(path string) (FileConfig, error) {
+	var fc FileConfig
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fc, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+func dur(field, s string, dst *time.Duration) error {
+	if s == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("config field %q: %q is not a duration", field, s)
+	}
+	*dst = d
+	return nil
+}
+
+// apply puts the file's values into cfg.
+func (fc FileConfig) apply(cfg *Config) error {
+	for _, d := range []struct {
+		f, v string
+		p    *time.Duration
+	}{{"tick", fc.Tick, &cfg.Tick}, {"stale_after", fc.StaleAfter, &cfg.StaleAfter}, {"leader_ttl", fc.LeaderTTL, &cfg.LeaderTTL}} {
+		if err := dur(d.f, d.v, d.p); err != nil {
+			return err
+		}
+	}
+	if p := fc.Policy; p != nil {
+		for _, d := range []struct {
+			f, v string
+			p    *time.Duration
+		}{{"policy.margin", p.Margin, &cfg.Policy.Margin}, {"policy.move_cost", p.MoveCost, &cfg.Policy.MoveCost},
+			{"policy.min_interval", p.MinInterval, &cfg.Policy.MinInterval}} {
+			if err := dur(d.f, d.v, d.p); err != nil {
+				return err
+			}
+		}
+		if p.MinGain < 0 || p.MaxMoves < 0 {
+			return errors.New("config fields \"policy.min_gain\" and \"policy.max_moves\" must not be negative")
+		}
+		if p.MinGain > 0 {
+			cfg.Policy.MinGain = p.MinGain
+		}
+		if p.MaxMoves > 0 {
+			cfg.Policy.MaxMoves = p.MaxMoves
+		}
+		for k, v := range p.Speed {
+			if v <= 0 {
+				return fmt.Errorf("config field \"policy.speed.%s\": must be positive", k)
+			}
+		}
+		if p.Speed != nil {
+			cfg.Policy.Speed = p.Speed
+		}
+		if p.DevPartitions != nil {
+			cfg.Policy.DevPartitions = p.DevPartitions
+		}
+		cfg.Policy.AllowExtend = p.AllowExtend
+	}
+	return nil
+}
+
+// Main is isched-coordinator's entry point; it returns the exit status.
+func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("isched-coordinator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configPath = fs.String("config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON)")
+		listen     = fs.String("metrics-listen", "127.0.0.1:9470", "address of /metrics (empty: off)")
+		cluster    = fs.String("cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		tick       = fs.Duration("tick", 0, "decision interval (default 2s)")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "isched-coordinator: -log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg := Config{Logger: log, Policy: policy.DefaultConfig()}
+	if *configPath != "" {
+		fc, err := LoadFileConfig(*configPath)
+		if err == nil {
+			err = fc.apply(&cfg)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+			return 2
+		}
+		if *cluster == "" {
+			*cluster = fc.Cluster
+		}
+		if fc.MetricsListen != "" && !flagSet(fs, "metrics-listen") {
+			*listen = fc.MetricsListen
+		}
+	}
+	if *tick > 0 {
+		cfg.Tick = *tick
+	}
+	rcfg, err := stream.ConfigFromEnv(func(k string) string {
+		if k == "ISCHED_CLUSTER" && *cluster != "" {
+			return *cluster
+		}
+		return getenv(k)
+	}, "coordinator")
+	if err != nil {
+		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+		return 2
+	}
+	rcfg.Private = true // refuse a password file readable by others
+	var store *stream.Client
+	for backoff := 200 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+		store, err = stream.Open(ctx, rcfg)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, stream.ErrConfig) {
+			fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+			return 2
+		}
+		log.Warn("redis not reachable; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(backoff):
+		}
+	}
+	defer store.Close()
+	m := NewMetrics()
+	if *listen != "" {
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintf(stderr, "isched-coordinator: metrics listener: %v\n", err)
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.Handler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("metrics", "listen", ln.Addr().String())
+	}
+	c := New(cfg, store, auth.ExecMunger{}, m)
+	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("coordinator stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

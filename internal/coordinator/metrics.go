@@ -1,0 +1,64 @@
+package coordinator
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the coordinator's Prometheus metrics, on their own registry,
+// all prefixed isched_coordinator_. Per-job series stay in Redis
+// (cardinality): no label here carries a job, user or lineage.
+type Metrics struct {
+	Registry      *prometheus.Registry
+	reports       *prometheus.CounterVec
+	rejected      *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
+	actions       *prometheus.CounterVec
+	estimateError prometheus.Histogram
+	ingestLatency prometheus.Histogram
+	pollAge       *prometheus.GaugeVec
+	pollSuccess   *prometheus.GaugeVec
+	leader        prometheus.Gauge
+	tracked       prometheus.Gauge
+}
+
+// NewMetrics registers the metrics on a fresh registry.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_reports_total",
+			Help: "Wrapper reports read from the ingest stream, by verdict."}, []string{"verdict"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_reports_rejected_total",
+			Help: "Rejected reports by reason (forged, replayed, malformed, foreign, ...)."}, []string{"reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_decisions_total",
+			Help: "Decisions taken, by kind."}, []string{"kind"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_actions_total",
+			Help: "Action results from the agent, by type and status."}, []string{"type", "status"}),
+		estimateError: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "isched_coordinator_estimate_error_seconds",
+			Help:    "Actual minus first predicted end of finished jobs.",
+			Buckets: []float64{-3600, -600, -120, -30, -5, 0, 5, 30, 120, 600, 3600}}),
+		ingestLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "isched_coordinator_ingest_duration_seconds",
+			Help: "Time to judge and apply one report.", Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10)}),
+		pollAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_input_age_seconds",
+			Help: "Age of the agent's last snapshot and job table."}, []string{"input"}),
+		pollSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_input_success",
+			Help: "1 when the last read of the input was fresh and valid."}, []string{"input"}),
+		leader:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_coordinator_leader", Help: "1 while this coordinator leads."}),
+		tracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_coordinator_lineages", Help: "Lineages held in memory."}),
+	}
+	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.pollAge, m.pollSuccess,
+		m.leader, m.tracked, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range RejectReasons {
+		m.rejected.WithLabelValues(r)
+	}
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}

@@ -1,0 +1,134 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Phases of a lineage's move.
+const (
+	PhaseNone          = ""
+	PhaseAwaitCkpt     = "awaiting-checkpoint" // a checkpoint request is out
+	PhaseRequeueIssued = "requeue-issued"      // a requeue/move action is out
+)
+
+// pending is an action the coordinator issued and has no result for yet.
+type pending struct {
+	ID       string          `json:"id"`
+	Type     string          `json:"type"`
+	Decision policy.Decision `json:"decision"`
+	IssuedMS int64           `json:"issued_ms"`
+	Action   json.RawMessage `json:"action"` // the encoded envelope, re-sent verbatim after a crash
+}
+
+// lineage is everything the coordinator keeps about one lineage.
+type lineage struct {
+	Status       report.JobStatus       `json:"status"`
+	Iter         estimate.IterEstimator `json:"iter"`
+	Mem          estimate.MemTracker    `json:"mem"`
+	Ckpt         estimate.CkptTimer     `json:"ckpt"`
+	Phase        string                 `json:"phase"`
+	PhaseMS      int64                  `json:"phase_ms"`
+	Pending      *pending               `json:"pending,omitempty"`
+	Actions      int                    `json:"actions"` // issued so far: part of deterministic ids
+	LastMoveMS   int64                  `json:"last_move_ms"`
+	Moves        int                    `json:"moves"`
+	Conts        int                    `json:"continuations"`
+	RequeueRule  string                 `json:"requeue_rule,omitempty"` // rule of the requeue in flight
+	NoExtend     bool                   `json:"no_extend,omitempty"`
+	LastIterMS   int64                  `json:"last_iter_ms"`
+	NonFinite    bool                   `json:"nonfinite"`
+	CkptAtReq    int64                  `json:"ckpt_at_req"` // checkpoints seen when the request went out
+	Ckpts        int64                  `json:"ckpts"`
+	PeakETA      int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
+	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
+	Ended        bool                   `json:"ended"`
+	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
+	dirty        bool
+}
+
+func stateKey(k stream.Keys, l string) string  { return k.Job(l, "state") }
+func statusKey(k stream.Keys, l string) string { return k.Job(l, "status") }
+func seriesKey(k stream.Keys, l string) string { return k.Job(l, "series") }
+
+// lineagesKey is the set (hash) of lineages the coordinator tracks.
+func lineagesKey(k stream.Keys) string { return k.Coordinator("lineages") }
+
+func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, error) {
+	if l, ok := c.lineages[name]; ok {
+		return l, nil
+	}
+	b, err := c.store.Get(ctx, stateKey(c.keys, name))
+	l := &lineage{}
+	switch {
+	case errors.Is(err, stream.ErrNotFound):
+		l.Status = report.JobStatus{V: 1, Cluster: c.keys.Cluster, Lineage: name, Step: -1, History: []report.Span{}, Events: []report.StatusEvent{}, Decisions: []report.Decision{}}
+		if err := c.store.HSet(ctx, lineagesKey(c.keys), name, "1"); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(b, l); err != nil {
+			return nil, fmt.Errorf("coordinator: state of lineage %s: %w", name, err)
+		}
+	}
+	c.lineages[name] = l
+	return l, nil
+}
+
+// save persists a lineage's state and its public status.
+func (c *Coordinator) save(ctx context.Context, name string, l *lineage) error {
+	l.Status.UpdatedMS = c.now().UnixMilli()
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	st, err := json.Marshal(l.Status)
+	if err != nil {
+		return err
+	}
+	ttl := time.Duration(0)
+	if l.Ended {
+		ttl = c.cfg.EndedTTL
+	}
+	if err := c.store.Set(ctx, stateKey(c.keys, name), b, ttl); err != nil {
+		return err
+	}
+	if err := c.store.Set(ctx, statusKey(c.keys, name), st, ttl); err != nil {
+		return err
+	}
+	l.dirty = false
+	return nil
+}
+
+func (l *lineage) event(now time.Time, kind, msg string) {
+	// the same kind is not repeated within a minute
+	for i := len(l.Status.Events) - 1; i >= 0; i-- {
+		e := l.Status.Events[i]
+		if e.Kind == kind && now.UnixMilli()-e.AtMS < 60_000 {
+			return
+		}
+	}
+	l.Status.Events = append(l.Status.Events, report.StatusEvent{AtMS: now.UnixMilli(), Kind: kind, Message: msg})
+	if len(l.Status.Events) > 50 {
+		l.Status.Events = l.Status.Events[len(l.Status.Events)-50:]
+	}
+	l.dirty = true
+}
+
+func (l *lineage) decision(d report.Decision) {
+	l.Status.Decisions = append(l.Status.Decisions, d)
+	if len(l.Status.Decisions) > 50 {
+		l.Status.Decisions = l.Status.Decisions[len(l.Status.Decisions)-50:]
+	}
+	l.dirty = true
+}

@@ -1,0 +1,176 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Reasons a report is rejected (metric label values; a closed set).
+const (
+	RejectMalformed      = "malformed"
+	RejectNotReport      = "not-a-report"
+	RejectForeignCluster = "foreign-cluster"
+	RejectUnauth         = "unauthenticated"
+	RejectBadCred        = "bad-credential"
+	RejectForged         = "forged"
+	RejectBadMAC         = "bad-mac"
+	RejectForeignJob     = "foreign-job"
+	RejectReplay         = "replay"
+	RejectUnknownSession = "unknown-session"
+	RejectUnknownJob     = "unknown-job"
+)
+
+// RejectReasons lists every reason, for metrics.
+var RejectReasons = []string{RejectMalformed, RejectNotReport, RejectForeignCluster, RejectUnauth, RejectBadCred,
+	RejectForged, RejectBadMAC, RejectForeignJob, RejectReplay, RejectUnknownSession, RejectUnknownJob}
+
+// session is a wrapper run whose key the coordinator holds.
+type session struct {
+	SID       string `json:"sid"`
+	Key       string `json:"key"` // hex
+	UID       int    `json:"uid"`
+	JobID     uint64 `json:"job_id"`
+	Lineage   string `json:"lineage"`
+	Rank      int    `json:"rank"`
+	LastSeq   uint64 `json:"last_seq"`
+	Confirmed bool   `json:"confirmed"` // the uid owns the job in the agent's job table
+	OpenedMS  int64  `json:"opened_ms"`
+}
+
+type verdict int
+
+const (
+	accepted verdict = iota
+	rejected
+	deferred // not judgeable yet (job not in the table): keep unacked, retry
+)
+
+// sessionKey names the hash of sessions.
+func sessionsKey(k stream.Keys) string { return k.Coordinator("sessions") }
+
+// jobIndex is the agent's job table by job id.
+type jobIndex map[uint64]report.Job
+
+func (c *Coordinator) loadSession(ctx context.Context, sid string) (*session, error) {
+	if s, ok := c.sessions[sid]; ok {
+		return s, nil
+	}
+	v, err := c.store.HGet(ctx, sessionsKey(c.keys), sid)
+	if errors.Is(err, stream.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s session
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return nil, nil // a corrupt record is as good as none
+	}
+	c.sessions[sid] = &s
+	return &s, nil
+}
+
+func (c *Coordinator) saveSession(ctx context.Context, s *session) error {
+	b, _ := json.Marshal(s)
+	c.sessions[s.SID] = s
+	return c.store.HSet(ctx, sessionsKey(c.keys), s.SID, string(b))
+}
+
+// entryAge is how old a stream entry is, from its id's millisecond part.
+func entryAge(id string, now time.Time) time.Duration {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return now.Sub(time.UnixMilli(n))
+}
+
+// verify judges one entry. On acceptance it returns the envelope and the
+// session it belongs to.
+func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex, now time.Time) (*report.Envelope, *session, verdict, string, error) {
+	env, err := report.Decode(e.Payload)
+	if err != nil {
+		return nil, nil, rejected, RejectMalformed, nil
+	}
+	switch env.Kind {
+	case report.KindStart, report.KindSample, report.KindCheckpoint, report.KindSignal, report.KindEnd:
+	default:
+		return nil, nil, rejected, RejectNotReport, nil
+	}
+	if env.Job.Cluster != c.keys.Cluster {
+		return nil, nil, rejected, RejectForeignCluster, nil
+	}
+	tooOld := entryAge(e.ID, now) > c.cfg.DeferLimit
+	s, err := c.loadSession(ctx, env.SID)
+	if err != nil {
+		return nil, nil, rejected, "", err // store trouble: leave the entry pending
+	}
+	if env.Kind == report.KindStart && (s == nil || s.LastSeq == 0) {
+		if s == nil {
+			if env.Start.Cred == "" {
+				return nil, nil, rejected, RejectUnauth, nil
+			}
+			v, err := auth.Open(ctx, c.munger, env.Start.Cred)
+			if err != nil {
+				return nil, nil, rejected, RejectBadCred, nil
+			}
+			if v.SID != env.SID || v.JobID != env.Job.JobID || v.Lineage != env.Job.Lineage || v.Cluster != env.Job.Cluster || v.UID != env.Job.UID {
+				return nil, nil, rejected, RejectForged, nil
+			}
+			if auth.Verify(v.Key, e.Payload, e.MAC) != nil {
+				return nil, nil, rejected, RejectBadMAC, nil
+			}
+			// MUNGE opens a credential once: keep the opened session even
+			// while its ownership cannot be confirmed yet
+			s = &session{SID: v.SID, Key: hex.EncodeToString(v.Key), UID: v.UID, JobID: v.JobID, Lineage: v.Lineage,
+				Rank: env.Job.Rank, OpenedMS: now.UnixMilli()}
+			if err := c.saveSession(ctx, s); err != nil {
+				return nil, nil, rejected, "", err
+			}
+		}
+	}
+	if s == nil {
+		if tooOld {
+			return nil, nil, rejected, RejectUnknownSession, nil
+		}
+		return nil, nil, deferred, "", nil
+	}
+	key, _ := hex.DecodeString(s.Key)
+	if auth.Verify(key, e.Payload, e.MAC) != nil {
+		return nil, nil, rejected, RejectBadMAC, nil
+	}
+	if env.Job.JobID != s.JobID || env.Job.Lineage != s.Lineage || env.Job.UID != s.UID {
+		return nil, nil, rejected, RejectForged, nil
+	}
+	if !s.Confirmed {
+		j, ok := jobs[s.JobID]
+		if !ok {
+			if tooOld {
+				return nil, nil, rejected, RejectUnknownJob, nil
+			}
+			return nil, nil, deferred, "", nil
+		}
+		if j.UID != s.UID {
+			return nil, nil, rejected, RejectForeignJob, nil
+		}
+		s.Confirmed = true
+	}
+	if env.Seq <= s.LastSeq {
+		return nil, nil, rejected, RejectReplay, nil
+	}
+	s.LastSeq = env.Seq
+	if err := c.saveSession(ctx, s); err != nil {
+		return nil, nil, rejected, "", err
+	}
+	return env, s, accepted, "", nil
+}
