@@ -321,7 +321,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	if l.Phase == PhaseAwaitCkpt && l.Ckpts > l.CkptAtReq {
 		d = policy.AfterCheckpoint(c.cfg.Policy, j, c.snap, now, l.pendingDecision())
 		if d.Kind == policy.None || d.Abandoned {
-			l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+			l.Phase, l.PhaseMS, l.LastMoveMS = PhaseNone, now.UnixMilli(), now.UnixMilli()
 			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
 			c.metrics.decisions.WithLabelValues("abandon").Inc()
 			return nil
@@ -332,7 +332,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	if d.Kind == policy.None {
 		if d.Abandoned {
 			// the policy gave up waiting for the checkpoint
-			l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+			l.Phase, l.PhaseMS, l.LastMoveMS = PhaseNone, now.UnixMilli(), now.UnixMilli()
 			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
 			c.metrics.decisions.WithLabelValues("abandon").Inc()
 		}

@@ -1,0 +1,273 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/testutil"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func repoRoot() string {
+	_, f, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(f), "..", ".."))
+}
+
+// bins builds the binaries once for the package.
+func bins(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "isched-e2e-bin")
+		if buildErr != nil {
+			return
+		}
+		_ = os.Chmod(binDir, 0o755)
+		for name, pkg := range map[string]string{"isched-wrapper": "./wrapper", "isched-agent": "./agent", "isched-coordinator": "./coordinator"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
+			cmd.Dir = repoRoot()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("build %s: %v: %s", name, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// world is one test's isched deployment: an agent and a coordinator on a
+// cluster name of its own (so tests share Redis without seeing each other).
+type world struct {
+	t       *testing.T
+	cluster string
+	dir     string
+	redis   testutil.Redis
+	coord   *exec.Cmd
+	agent   *exec.Cmd
+	started time.Time
+	jobs    []string
+	config  string
+}
+
+func newWorld(t *testing.T, policyJSON string) *world {
+	t.Helper()
+	testutil.NeedSlurm(t)
+	r := testutil.NeedRedis(t)
+	bins(t)
+	w := &world{t: t, redis: r, dir: t.TempDir(), started: time.Now(),
+		cluster: fmt.Sprintf("e2e%d", time.Now().UnixNano()%1e9)}
+	_ = os.Chmod(w.dir, 0o755)
+	w.config = filepath.Join(w.dir, "coordinator.json")
+	cfg := fmt.Sprintf(`{"cluster": %q, "tick": "1s", "stale_after": "15s", "policy": %s}`, w.cluster, policyJSON)
+	if err := os.WriteFile(w.config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.startAgent()
+	w.startCoordinator()
+	t.Cleanup(func() {
+		for _, id := range w.jobs {
+			_ = exec.Command("scancel", id).Run()
+		}
+		for _, c := range []*exec.Cmd{w.coord, w.agent} {
+			if c != nil && c.Process != nil {
+				_ = c.Process.Signal(syscall.SIGTERM)
+				_, _ = c.Process.Wait()
+			}
+		}
+		if c, err := w.client("coordinator"); err == nil {
+			k := c.Keys()
+			_ = c.Del(context.Background(), k.Ingest(), k.Actions(), k.Results(), k.Coordinator("sessions"), k.Coordinator("lineages"))
+			_ = c.Close()
+		}
+		t.Logf("%s took %s", t.Name(), time.Since(w.started).Round(time.Second))
+	})
+	return w
+}
+
+func (w *world) env(user string) []string {
+	return append(os.Environ(), "ISCHED_CLUSTER="+w.cluster, "ISCHED_REDIS_ADDR="+w.redis.Addr,
+		"ISCHED_REDIS_USER="+user, "ISCHED_REDIS_PASSWORD_FILE="+w.redis.PasswordFile(user))
+}
+
+func (w *world) startAgent() {
+	w.t.Helper()
+	log, _ := os.Create(filepath.Join(w.dir, "agent.log"))
+	w.agent = exec.Command(filepath.Join(binDir, "isched-agent"), "-cluster", w.cluster, "-poll", "1s", "-log-format", "text")
+	w.agent.Env, w.agent.Stdout, w.agent.Stderr = w.env("agent"), log, log
+	if err := w.agent.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) startCoordinator() {
+	w.t.Helper()
+	log, _ := os.OpenFile(filepath.Join(w.dir, "coordinator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	w.coord = exec.Command(filepath.Join(binDir, "isched-coordinator"), "-config", w.config, "-metrics-listen", "")
+	w.coord.Env, w.coord.Stdout, w.coord.Stderr = w.env("coordinator"), log, log
+	if err := w.coord.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// killCoordinator SIGKILLs the coordinator (no goodbye) and starts a new one.
+func (w *world) restartCoordinator() {
+	_ = w.coord.Process.Kill()
+	_, _ = w.coord.Process.Wait()
+	w.startCoordinator()
+}
+
+func (w *world) logs() string {
+	var b strings.Builder
+	for _, f := range []string{"coordinator.log", "agent.log"} {
+		data, _ := os.ReadFile(filepath.Join(w.dir, f))
+		lines := strings.Split(string(data), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		fmt.Fprintf(&b, "--- %s (tail)\n%s\n", f, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+func (w *world) client(user string) (*stream.Client, error) {
+	env := map[string]string{"ISCHED_REDIS_ADDR": w.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE": w.redis.PasswordFile(user), "ISCHED_CLUSTER": w.cluster}
+	cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, user)
+	if err != nil {
+		return nil, err
+	}
+	return stream.Open(context.Background(), cfg)
+}
+
+func (w *world) status(lineage string) (report.JobStatus, bool) {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return report.JobStatus{}, false
+	}
+	defer c.Close()
+	b, err := c.Get(context.Background(), c.Keys().Job(lineage, "status"))
+	if err != nil {
+		return report.JobStatus{}, false
+	}
+	var st report.JobStatus
+	if json.Unmarshal(b, &st) != nil {
+		return report.JobStatus{}, false
+	}
+	return st, true
+}
+
+// sbatch submits a job and returns its id.
+func (w *world) sbatch(args ...string) string {
+	w.t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command("sbatch", append([]string{"--parsable"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		w.t.Fatalf("sbatch %v: %v: %s", args, err, errb.String())
+	}
+	id := strings.TrimSpace(strings.Split(out.String(), ";")[0])
+	w.jobs = append(w.jobs, id)
+	return id
+}
+
+type trainJob struct {
+	id, lineage, dir, facts, ckdir string
+}
+
+// submitTrainer submits the fake trainer under the wrapper with a plan.
+func (w *world) submitTrainer(plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
+	w.t.Helper()
+	dir, _ := os.MkdirTemp(w.dir, "job")
+	_ = os.Chmod(dir, 0o755)
+	j := trainJob{lineage: plan.Lineage, dir: dir, facts: filepath.Join(dir, "facts.json"), ckdir: filepath.Join(dir, "ckpt")}
+	_ = os.MkdirAll(j.ckdir, 0o755)
+	args := []string{filepath.Join(binDir, "isched-wrapper"), "--report-interval", "1s", "--checkpoint-dir", j.ckdir,
+		"--checkpoint-debounce", "300ms", "--checkpoint-signal", "file", "--grace", "10s", "--",
+		"/usr/bin/python3", filepath.Join(repoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts}
+	args = append(args, trainerArgs...)
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	script := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/bash\nexec srun "+strings.Join(q, " ")+"\n"), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
+		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
+		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(repoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
+			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")},
+		sbatchArgs...)
+	j.id = w.sbatch(append(sb, script)...)
+	return j
+}
+
+func (j trainJob) readFacts(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(j.facts)
+	if err != nil {
+		out, _ := os.ReadFile(filepath.Join(j.dir, "out.txt"))
+		t.Fatalf("trainer facts: %v\njob output:\n%s", err, out)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// slurmJob reads `scontrol show job -o` fields.
+func slurmJob(id string) map[string]string {
+	out, err := exec.Command("scontrol", "show", "job", "-o", id).Output()
+	m := map[string]string{}
+	if err != nil {
+		return m
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func waitFor(t *testing.T, w *world, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, w.logs())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+
+func runCmd(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %v: %w: %s", name, args, err, out)
+	}
+	return nil
+}

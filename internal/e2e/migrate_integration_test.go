@@ -1,0 +1,108 @@
+//go:build integration
+
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// fastPolicy makes the lab's short jobs worth moving: costs measured here
+// are seconds, not the production defaults' minutes.
+const fastPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}}`
+
+// TestMigrateCPUToGPU is the seed's use case: gpu is full, the job starts on
+// cpu, the blocker ends, the coordinator checkpoints the job and moves it to
+// gpu (same job id, GRES gpu:1), it resumes from the checkpoint and ends at
+// the same step count as a run that never moved.
+func TestMigrateCPUToGPU(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
+	waitFor(t, w, 30*time.Second, "blocker running", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+
+	lineage := fmt.Sprintf("mig%d", time.Now().UnixNano()%1e6)
+	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 150, Migrate: true}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "10"}, "--steps", "150", "--period", "0.2", "--ckpt-every", "50")
+	waitFor(t, w, 60*time.Second, "training on cpu with an iteration estimate", func() bool {
+		st, ok := w.status(lineage)
+		return ok && st.Partition == "cpu" && st.Step >= 15 && st.IterMS > 0
+	})
+	before, _ := w.status(lineage)
+	t.Logf("on cpu: step %d, %.0f ms/iter, ETA %s", before.Step, before.IterMS, time.UnixMilli(before.ETAMS).Format(time.TimeOnly))
+	w.sbatch("--wrap", "true", "-J", "isched-e2e-noop", "-t", "1") // keep the scheduler busy-free: harmless
+	if err := runCmd("scancel", blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, w, 90*time.Second, "the job running on a gpu node after the move", func() bool {
+		s := slurmJob(job.id)
+		return s["JobState"] == "RUNNING" && strings.HasPrefix(s["NodeList"], "gpu") && s["Restarts"] == "1"
+	})
+	waitFor(t, w, 120*time.Second, "the job to finish", func() bool {
+		s := slurmJob(job.id)["JobState"]
+		return s == "COMPLETED" || s == "FAILED" || s == "CANCELLED"
+	})
+	if s := slurmJob(job.id); s["JobState"] != "COMPLETED" || s["Partition"] != "gpu" {
+		t.Fatalf("job ended %s on %s, want COMPLETED on gpu\n%s", s["JobState"], s["Partition"], w.logs())
+	}
+	f := job.readFacts(t)
+	if f["end"] != float64(150) || f["restart"] != "1" || !strings.HasPrefix(f["node"].(string), "gpu") {
+		t.Errorf("final attempt: %v", f)
+	}
+	start := f["start"].(float64)
+	if start <= 0 {
+		t.Errorf("the moved job started from step %v: it did not resume from its checkpoint", start)
+	}
+	st, _ := w.status(lineage)
+	if len(st.History) < 2 || st.History[0].Partition != "cpu" || st.History[len(st.History)-1].Partition != "gpu" {
+		t.Errorf("partition history %+v", st.History)
+	}
+	// lost iterations: the first attempt stopped at the step it checkpointed
+	lost := int64(-1)
+	if len(st.History) >= 2 {
+		lost = st.History[0].EndStep - int64(start)
+	}
+	var kinds []string
+	for _, d := range st.Decisions {
+		kinds = append(kinds, d.Kind+"("+d.Result+")")
+	}
+	t.Logf("moved cpu -> gpu: resumed at step %.0f, lost iterations %d, decisions %v", start, lost, kinds)
+	if lost != 0 {
+		t.Errorf("lost %d iterations between the checkpoint and the move", lost)
+	}
+	if st.State != "ENDED" || st.ExitStatus == nil || *st.ExitStatus != 0 {
+		t.Errorf("status at the end: state %s exit %v", st.State, st.ExitStatus)
+	}
+}
+
+// TestTimeLimitContinuation: a job whose time limit is too short checkpoints
+// before the limit and finishes across attempts, with no lost iterations.
+func TestTimeLimitContinuation(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	lineage := fmt.Sprintf("tl%d", time.Now().UnixNano()%1e6)
+	// 100 s of work, 1 min time limit (Slurm's smallest): at least one continuation
+	plan := report.Plan{Lineage: lineage, Ideal: "cpu", Fallbacks: []string{"cpu"}, Total: 500, Migrate: true}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "1"}, "--steps", "500", "--period", "0.2", "--ckpt-every", "100000")
+	waitFor(t, w, 6*time.Minute, "the job to finish", func() bool {
+		s := slurmJob(job.id)["JobState"]
+		return s == "COMPLETED" || s == "FAILED" || s == "TIMEOUT" || s == "CANCELLED"
+	})
+	s := slurmJob(job.id)
+	if s["JobState"] != "COMPLETED" {
+		t.Fatalf("job ended %s (restarts %s), want COMPLETED\n%s", s["JobState"], s["Restarts"], w.logs())
+	}
+	f := job.readFacts(t)
+	if f["end"] != float64(500) || s["Restarts"] == "0" {
+		t.Errorf("final attempt %v, restarts %s", f, s["Restarts"])
+	}
+	st, _ := w.status(lineage)
+	for i := 1; i < len(st.History); i++ {
+		if lost := st.History[i-1].EndStep - st.History[i].StartStep; lost != 0 {
+			t.Errorf("attempt %d resumed at %d, previous stopped at %d: %d iterations lost", i, st.History[i].StartStep, st.History[i-1].EndStep, lost)
+		}
+	}
+	t.Logf("finished across %d attempts: %+v", len(st.History), st.History)
+}
