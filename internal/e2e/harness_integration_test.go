@@ -263,7 +263,6 @@ func waitFor(t *testing.T, w *world, timeout time.Duration, what string, cond fu
 	}
 }
 
-
 func runCmd(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
