@@ -40,6 +40,9 @@ type PolicyConfig struct {
 	Speed         map[string]float64 `json:"speed"`
 	DevPartitions []string           `json:"dev_partitions"`
 	AllowExtend   bool               `json:"allow_extend"`
+	DefaultCkpt   string             `json:"default_ckpt"`
+	MinPending    string             `json:"min_pending"`
+	DevWindows    []string           `json:"dev_windows"`
 }
 
 // LoadFileConfig reads and checks a config file; errors name the field.
@@ -84,7 +87,8 @@ func (fc FileConfig) apply(cfg *Config) error {
 			f, v string
 			p    *time.Duration
 		}{{"policy.margin", p.Margin, &cfg.Policy.Margin}, {"policy.move_cost", p.MoveCost, &cfg.Policy.MoveCost},
-			{"policy.min_interval", p.MinInterval, &cfg.Policy.MinInterval}} {
+			{"policy.min_interval", p.MinInterval, &cfg.Policy.MinInterval},
+			{"policy.default_ckpt", p.DefaultCkpt, &cfg.Policy.DefaultCkpt}, {"policy.min_pending", p.MinPending, &cfg.Policy.MinPending}} {
 			if err := dur(d.f, d.v, d.p); err != nil {
 				return err
 			}
@@ -110,6 +114,13 @@ func (fc FileConfig) apply(cfg *Config) error {
 			cfg.Policy.DevPartitions = p.DevPartitions
 		}
 		cfg.Policy.AllowExtend = p.AllowExtend
+		for i, ws := range p.DevWindows {
+			win, err := policy.ParseWindow(ws)
+			if err != nil {
+				return fmt.Errorf("config field \"policy.dev_windows[%d]\": %w", i, err)
+			}
+			cfg.Policy.DevWindows = append(cfg.Policy.DevWindows, win)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,64 @@
+package coordinator
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/policy"
+)
+
+func TestFileConfig(t *testing.T) {
+	t.Parallel()
+	// the documented example must load
+	fc, err := LoadFileConfig(filepath.Join("..", "..", "systemd", "coordinator.json"))
+	if err != nil {
+		t.Fatalf("systemd/coordinator.json: %v", err)
+	}
+	cfg := Config{Policy: policy.DefaultConfig()}
+	if err := fc.apply(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tick != 2*time.Second || cfg.Policy.MinGain != 1.5 || cfg.Policy.Speed["gpu"] != 8 {
+		t.Errorf("config %+v", cfg)
+	}
+	for name, body := range map[string]string{
+		"unknown field":  `{"tick": "1s", "tik": "2s"}`,
+		"bad duration":   `{"tick": "soon"}`,
+		"negative speed": `{"policy": {"speed": {"gpu": -1}}}`,
+		"bad window":     `{"policy": {"dev_windows": ["25:00-08:00"]}}`,
+	} {
+		p := filepath.Join(t.TempDir(), "c.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fc, err := LoadFileConfig(p)
+		if err == nil {
+			err = fc.apply(&Config{})
+		}
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(err.Error(), "tik") && name == "unknown field" {
+			t.Errorf("%s: error %q does not name the field", name, err)
+		}
+	}
+}
+
+func TestRefusesWorldReadableCredentials(t *testing.T) {
+	t.Parallel()
+	pw := filepath.Join(t.TempDir(), "coordinator.pass")
+	if err := os.WriteFile(pw, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(pw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ISCHED_REDIS_PASSWORD_FILE": pw, "ISCHED_REDIS_ADDR": "127.0.0.1:1"}
+	var stderr strings.Builder
+	code := Main(t.Context(), []string{"-metrics-listen", ""}, func(k string) string { return env[k] }, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "readable by others") {
+		t.Fatalf("exit %d, stderr %q: want 2 and a clear refusal", code, stderr.String())
+	}
+}
