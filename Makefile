@@ -70,8 +70,8 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	shellcheck scripts/dev-cluster $$(git ls-files 'scripts/*.sh' 'scripts/bench/*' .ci/run)
 
-demo: ## the seed's scenario on the local cluster (not built yet: see the open demo issue)
-	@echo "make demo: not built yet — the scenario lands with the demo issue; 'make cluster-up' starts the cluster" >&2; exit 1
+demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
+	scripts/demo
 
 install: build ## install binaries to $(PREFIX)/bin and the Python helper to $(PREFIX)/share/isched
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isched

@@ -177,9 +177,16 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 			log.Info("resuming from the lineage's last complete checkpoint", "path", resume, "step", r.Step)
 		}
 	}
+	// cuda only when NVML sees a device: Slurm sets CUDA_VISIBLE_DEVICES for
+	// any GPU GRES, also on nodes whose "GPUs" are not real (emulated, or a
+	// driver that is missing), and a script told "cuda" there would crash
 	device := "cpu"
-	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && v != "" && v != "NoDevFiles" {
-		device = "cuda"
+	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && v != "" && v != "NoDevFiles" && d.GPU != nil {
+		if g := d.GPU.Sample(nil); g != nil && g.NoData == "" && len(g.Devices) > 0 {
+			device = "cuda"
+		} else {
+			log.Info("GPUs allocated but not usable here; the job is told to use the CPU", "cuda_visible_devices", v)
+		}
 	}
 	if getenv("ISCHED_DEVICE") == "" {
 		setenv("ISCHED_DEVICE", device)
