@@ -1,13 +1,19 @@
-// Command isched is not built yet: its issue is open. It exits 2 and says so,
-// so nobody mistakes it for a working binary.
+// Command isched is the user's CLI: estimate, plan, submit, status and
+// report (see internal/cli).
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/isched/isched/internal/cli"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "isched: not built yet (see the project's open issues)")
-	os.Exit(2)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }

@@ -1,0 +1,293 @@
+// Package cli is the `isched` command: the user's side of isched.
+//
+//	isched estimate  memory, hours, cost and source per batch size and node type
+//	isched plan      waits, run times and the plans with and without migration
+//	isched submit    write the batch script, submit it with sbatch
+//	isched status    a job's progress, ETA, memory, checkpoints and decisions
+//	isched report    plot a job's iteration time and memory over its run
+//
+// It reads the cluster state and the coordinator's records from Redis as
+// the read-only ACL user `viewer` (ISCHED_REDIS_USER overrides), and runs
+// Slurm's client commands through internal/slurm. Everything it needs from
+// outside is in App, so tests drive Run with fakes and miniredis.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the command ran and failed
+	ExitUsage = 2 // bad flags or arguments
+)
+
+// Store is what the CLI reads from Redis; *stream.Client implements it.
+type Store interface {
+	Keys() stream.Keys
+	Get(ctx context.Context, key string) ([]byte, error)
+	List(ctx context.Context, key string) ([][]byte, error)
+	Close() error
+}
+
+// Slurm is what the CLI asks of Slurm; *slurm.Client implements it.
+type Slurm interface {
+	SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error)
+	Poll(ctx context.Context) (*slurm.State, error)
+	ShowJob(ctx context.Context, jobID string) (*slurm.JobInfo, error)
+}
+
+// App is the CLI with its dependencies. Zero fields get the real ones.
+type App struct {
+	Getenv func(string) string
+	Now    func() time.Time
+	// OpenStore connects to Redis (default: stream.Open with
+	// stream.ConfigFromEnv(Getenv, "viewer")).
+	OpenStore func(ctx context.Context) (Store, error)
+	Slurm     Slurm
+	// Executable is this program's path, to find isched-wrapper beside it.
+	Executable func() (string, error)
+	// Getwd is the working directory (default os.Getwd).
+	Getwd func() (string, error)
+	// Username is who runs the CLI (default: os/user, else $USER).
+	Username func() string
+	// Random returns n random bytes (lineage ids); default crypto/rand.
+	Random func(n int) []byte
+	// Terminal reports whether w is a terminal (status --watch clears it).
+	Terminal func(w io.Writer) bool
+
+	stdout, stderr io.Writer
+	store          Store
+	storeErr       error
+	storeOpened    bool
+}
+
+// Main runs the CLI with the real dependencies.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return (&App{Getenv: getenv}).Run(ctx, args, stdout, stderr)
+}
+
+const usage = `usage: isched <command> [flags]
+
+commands:
+  estimate   memory, hours, cost and where the numbers come from, per batch size and node type
+  plan       waits, run time, total and cost per partition; plans with and without migration
+  submit     generate the batch script (--dry-run shows it) and submit it: isched submit [flags] -- CMD ARGS...
+  status     a job's partitions, progress, ETA, memory, checkpoints and decisions
+  report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
+
+'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default
+viewer), ISCHED_REDIS_PASSWORD_FILE, ISCHED_CLUSTER. Site catalogue: --site or ISCHED_SITE.
+`
+
+// Run runs one command and returns the exit code.
+func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a.defaults()
+	a.stdout, a.stderr = stdout, stderr
+	a.store, a.storeErr, a.storeOpened = nil, nil, false
+	defer func() {
+		if a.store != nil {
+			_ = a.store.Close()
+		}
+		a.store, a.storeErr, a.storeOpened = nil, nil, false // an App may run again
+	}()
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return ExitUsage
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "estimate":
+		err = a.estimate(ctx, rest)
+	case "plan":
+		err = a.plan(ctx, rest)
+	case "submit":
+		err = a.submit(ctx, rest)
+	case "status":
+		err = a.status(ctx, rest)
+	case "report":
+		err = a.report(ctx, rest)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	default:
+		fmt.Fprintf(stderr, "isched: unknown command %q\n\n%s", cmd, usage)
+		return ExitUsage
+	}
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, errUsage):
+		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
+			fmt.Fprintf(stderr, "isched %s: %s\n", args[0], msg)
+		}
+		return ExitUsage
+	}
+	fmt.Fprintf(stderr, "isched %s: %v\n", args[0], err)
+	return ExitError
+}
+
+var errUsage = errors.New("usage")
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+func (a *App) defaults() {
+	if a.Getenv == nil {
+		a.Getenv = os.Getenv
+	}
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+	if a.Slurm == nil {
+		a.Slurm = &slurm.Client{}
+	}
+	if a.OpenStore == nil {
+		a.OpenStore = func(ctx context.Context) (Store, error) {
+			cfg, err := stream.ConfigFromEnv(a.Getenv, "viewer")
+			if err != nil {
+				return nil, err
+			}
+			return stream.Open(ctx, cfg)
+		}
+	}
+	if a.Executable == nil {
+		a.Executable = os.Executable
+	}
+	if a.Getwd == nil {
+		a.Getwd = os.Getwd
+	}
+	if a.Username == nil {
+		a.Username = func() string {
+			if u, err := user.Current(); err == nil {
+				return u.Username
+			}
+			return a.Getenv("USER")
+		}
+	}
+	if a.Random == nil {
+		a.Random = cryptoRandom
+	}
+	if a.Terminal == nil {
+		a.Terminal = isTerminal
+	}
+}
+
+// openStore connects to Redis once per command.
+func (a *App) openStore(ctx context.Context) (Store, error) {
+	if !a.storeOpened {
+		a.storeOpened = true
+		st, err := a.OpenStore(ctx)
+		if err != nil {
+			st = nil // not a typed nil in the interface
+		}
+		a.store, a.storeErr = st, err
+	}
+	return a.store, a.storeErr
+}
+
+// cluster is the cluster name in Redis keys: ISCHED_CLUSTER, default "lab"
+// (as stream.ConfigFromEnv).
+func (a *App) cluster() string {
+	if c := a.Getenv("ISCHED_CLUSTER"); c != "" {
+		return c
+	}
+	return "lab"
+}
+
+// newFlags makes a flag set that prints its usage to stderr.
+func (a *App) newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("isched "+name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "usage: isched %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags, allowing them after positional arguments too
+// ("isched status 123 --json").
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %w", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// readFile reads a user's input file with a size bound.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 64<<20 {
+		return nil, fmt.Errorf("%s: larger than 64 MiB", path)
+	}
+	return b, nil
+}
+
+// clean makes user data (job names, comments, reasons) safe to print on a
+// terminal: control characters are escaped.
+func clean(s string) string {
+	ok := true
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
+}
+
+// decodeEnvelope reads an agent-published key (snapshot, jobs).
+func decodeEnvelope(b []byte, kind report.Kind) (*report.Envelope, error) {
+	env, err := report.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	if env.Kind != kind {
+		return nil, fmt.Errorf("want a %s envelope, got %s", kind, env.Kind)
+	}
+	return env, nil
+}

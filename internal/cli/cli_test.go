@@ -1,0 +1,321 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// now is the fixed clock of every test.
+var now = time.Date(2026, 5, 9, 12, 0, 0, 0, time.UTC)
+
+// fakeSlurm answers like a cluster whose controller is unreachable, unless
+// told otherwise, and records submissions.
+type fakeSlurm struct {
+	state     *slurm.State
+	jobs      map[string]*slurm.JobInfo
+	submitted [][]byte
+	specs     []slurm.SubmitSpec
+}
+
+func (f *fakeSlurm) SubmitWith(_ context.Context, script []byte, spec slurm.SubmitSpec) (string, error) {
+	f.submitted = append(f.submitted, script)
+	f.specs = append(f.specs, spec)
+	return fmt.Sprint(100 + len(f.submitted)), nil
+}
+
+func (f *fakeSlurm) Poll(context.Context) (*slurm.State, error) {
+	if f.state == nil {
+		return nil, fmt.Errorf("slurm_load_partitions: Unable to contact slurm controller")
+	}
+	return f.state, nil
+}
+
+func (f *fakeSlurm) ShowJob(_ context.Context, id string) (*slurm.JobInfo, error) {
+	if j, ok := f.jobs[id]; ok {
+		return j, nil
+	}
+	return nil, slurm.ErrNotFound
+}
+
+type harness struct {
+	t     *testing.T
+	mr    *miniredis.Miniredis
+	env   map[string]string
+	slurm *fakeSlurm
+	dir   string
+	// shownAddr, when set, is the ISCHED_REDIS_ADDR the app sees (and
+	// writes into batch scripts) while it still talks to miniredis.
+	shownAddr string
+}
+
+// newHarness starts miniredis with the viewer user and an app environment
+// pointing at it; the repository's examples and testdata are reachable as
+// relative paths from the package directory.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	mr.RequireUserAuth("viewer", "viewer-secret")
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "viewer.pass")
+	if err := os.WriteFile(pw, []byte("viewer-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, mr: mr, slurm: &fakeSlurm{}, dir: dir, env: map[string]string{
+		"ISCHED_REDIS_ADDR":          mr.Addr(),
+		"ISCHED_REDIS_PASSWORD_FILE": pw,
+		"ISCHED_CLUSTER":             "lab",
+		"PATH":                       "/usr/bin:/bin",
+		"HOME":                       dir,
+	}}
+}
+
+func (h *harness) app() *App {
+	getenv := func(k string) string {
+		if k == "ISCHED_REDIS_ADDR" && h.shownAddr != "" {
+			return h.shownAddr
+		}
+		return h.env[k]
+	}
+	var open func(ctx context.Context) (Store, error)
+	if h.shownAddr != "" {
+		open = func(ctx context.Context) (Store, error) {
+			cfg, err := stream.ConfigFromEnv(func(k string) string { return h.env[k] }, "viewer")
+			if err != nil {
+				return nil, err
+			}
+			return stream.Open(ctx, cfg)
+		}
+	}
+	return &App{
+		Getenv:     getenv,
+		OpenStore:  open,
+		Now:        func() time.Time { return now },
+		Slurm:      h.slurm,
+		Executable: func() (string, error) { return "/opt/isched/bin/isched", nil },
+		Getwd:      func() (string, error) { return "/home/alice/proj", nil },
+		Username:   func() string { return "alice" },
+		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
+		Terminal:   func(io.Writer) bool { return false },
+	}
+}
+
+// run runs the CLI and returns exit code, stdout and stderr.
+func (h *harness) run(args ...string) (int, string, string) {
+	h.t.Helper()
+	var out, errb bytes.Buffer
+	code := h.app().Run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func (h *harness) setEnvelope(key string, env *report.Envelope) {
+	h.t.Helper()
+	b, err := report.Encode(env)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.mr.Set(key, string(b)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) setJSON(key string, v any) {
+	h.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.mr.Set(key, string(b)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// golden compares got with testdata/name, rewriting it under -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func i64(v int64) *int64 { return &v }
+
+// labState is the local cluster: gpu full until jobs end (one by its limit
+// in 80 min, one predicted by the coordinator to end in 60 min) with one job
+// pending ahead, gpu-dev busy, the CPU partitions idle.
+func (h *harness) labState() {
+	snap := &report.Snapshot{Cluster: "lab", TakenMS: now.Add(-10 * time.Second).UnixMilli(), Partitions: []report.Partition{
+		{Name: "dev", State: "UP", NodesTotal: 1, NodesIdle: 1, CPUsTotal: 2, CPUsIdle: 2, MaxTimeMin: i64(120), DefaultTimeMin: i64(30), PriorityTier: 10},
+		{Name: "gpu-dev", State: "UP", NodesTotal: 1, NodesAlloc: 1, CPUsTotal: 4, CPUsIdle: 0, GPUs: []report.GPUCount{{Total: 1, Alloc: 1}}, MaxTimeMin: i64(120)},
+		{Name: "cpu", State: "UP", Default: true, NodesTotal: 2, NodesIdle: 2, CPUsTotal: 8, CPUsIdle: 8, MaxTimeMin: i64(2880)},
+		{Name: "gpu", State: "UP", NodesTotal: 2, NodesAlloc: 2, CPUsTotal: 8, CPUsIdle: 0, GPUs: []report.GPUCount{{Total: 4, Alloc: 4}}, MaxTimeMin: i64(2880)},
+		{Name: "scavenger", State: "UP", NodesTotal: 4, NodesIdle: 2, NodesAlloc: 2, CPUsTotal: 16, CPUsIdle: 8, GPUs: []report.GPUCount{{Total: 4, Alloc: 4}},
+			MaxTimeMin: i64(1440), PriorityTier: 1},
+	}}
+	env := report.NewEnvelope(report.KindSnapshot, now)
+	env.Snapshot = snap
+	h.setEnvelope("isched:lab:snapshot", env)
+	start := now.Add(-40 * time.Minute).UnixMilli()
+	plan := report.Plan{Lineage: "lab-blocker-1", Ideal: "gpu", IdealGres: "gpu:2", Total: 1000}
+	jobs := &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+		{JobID: 41, Name: "blocker", User: "bob", UID: 1002, Partition: "gpu", State: "RUNNING", Nodes: "gpu1", NodeCount: 1, CPUs: 4, Gres: "gpu:2",
+			TimeLimitMin: i64(120), SubmitMS: start, StartMS: start},
+		{JobID: 42, Name: "train", User: "bob", UID: 1002, Partition: "gpu", State: "RUNNING", Nodes: "gpu2", NodeCount: 1, CPUs: 4, Gres: "gpu:2",
+			TimeLimitMin: i64(600), SubmitMS: start, StartMS: start, Comment: plan.FormatComment()},
+		{JobID: 43, Name: "gdev", User: "bob", UID: 1002, Partition: "gpu-dev", State: "RUNNING", Nodes: "gdev1", NodeCount: 1, CPUs: 4, Gres: "gpu:1",
+			TimeLimitMin: i64(120), SubmitMS: start, StartMS: start},
+		{JobID: 44, Name: "queued\x1b[31m", User: "carol", UID: 1003, Partition: "gpu", State: "PENDING", Reason: "Resources", NodeCount: 1, CPUs: 2,
+			Gres: "gpu:1", TimeLimitMin: i64(30), SubmitMS: start, ExpectedStartMS: now.Add(80 * time.Minute).UnixMilli()},
+	}}
+	env = report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = jobs
+	h.setEnvelope("isched:lab:jobs", env)
+	h.setJSON("isched:lab:job:{lab-blocker-1}:status", report.JobStatus{V: 1, Cluster: "lab", Lineage: "lab-blocker-1", JobID: 42,
+		State: "RUNNING", Step: 600, TotalIters: 1000, ETAMS: now.Add(60 * time.Minute).UnixMilli()})
+}
+
+func TestEstimateSeedTable(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct{ golden, model string }{
+		{"estimate_seed_resnet50.txt", "../plan/testdata/resnet50.json"},
+		{"estimate_seed_resnet50_448.txt", "../plan/testdata/resnet50_448.json"},
+	} {
+		code, out, errOut := h.run("estimate", "--model", tc.model, "--samples", "20000", "--epochs", "50", "--batch", "8,16,32,64",
+			"--site", "../../examples/site-seed.json", "--receipts", "none", "--state", "none", "--explain")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		golden(t, tc.golden, out)
+	}
+}
+
+func TestEstimateLabWithStateAndReceipts(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	// receipts of two runs of the mnist-like CNN on cpu, batch 8 and 16
+	model := "testdata/mnist_cnn.json"
+	code, out, errOut := h.run("estimate", "--model", model, "--samples", "3200", "--epochs", "2", "--batch", "8,16,32",
+		"--optimizer", "momentum", "--site", "../../examples/site-lab.json", "--receipts", "none", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rows []jsonRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	m, err := loadModel(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := m.Fingerprint() + ":momentum:fp32"
+	for _, b := range []int{8, 16} {
+		r := report.Receipt{Model: key, Batch: b, Partition: "cpu", IterMS: 20 + 2*float64(b), PeakRSS: int64(600+b) << 19, Iters: 100}
+		v, _ := json.Marshal(r)
+		if _, err := h.mr.RPush("isched:lab:coord:receipts", string(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut = h.run("estimate", "--model", model, "--samples", "3200", "--epochs", "2", "--batch", "8,16,32",
+		"--optimizer", "momentum", "--site", "../../examples/site-lab.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "estimate_lab_receipts.txt", out)
+	if !strings.Contains(out, "32     lab-cpu    316.0 MiB RSS") {
+		t.Errorf("batch 32 on lab-cpu is not the fit 300 MiB + 0.5 MiB x 32:\n%s", out)
+	}
+}
+
+func TestPlanLab(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	// ResNet-18 on 128x128 images: about 5 h on a lab CPU node, 1.3 h on a
+	// (pretend) lab GPU, which frees in an hour
+	code, out, errOut := h.run("plan", "--model", "testdata/resnet18_128.json", "--samples", "50000", "--epochs", "10", "--batch", "32",
+		"--optimizer", "momentum", "--site", "../../examples/site-lab.json", "--receipts", "none")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "plan_lab.txt", out)
+	for _, want := range []string{"after 1 running job(s) end (1 by isched's prediction, 0 by time limit), behind 1 pending",
+		"with migration:    start now on", "recommendation:    with migration"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q", want)
+		}
+	}
+}
+
+func TestPlanSeedWithoutState(t *testing.T) {
+	h := newHarness(t)
+	code, out, errOut := h.run("plan", "--model", "../plan/testdata/resnet50.json", "--samples", "20000", "--epochs", "50", "--batch", "64",
+		"--site", "../../examples/site-seed.json", "--receipts", "none", "--state", "none")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "plan_seed_nostate.txt", out)
+}
+
+func TestUsageAndInputErrors(t *testing.T) {
+	h := newHarness(t)
+	bad := filepath.Join(h.dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"v": 1, "name": "x", "parameters": "many"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{nil, ExitUsage, "usage: isched <command>"},
+		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
+		{[]string{"estimate", "--samples", "10", "--batch", "8"}, ExitUsage, "--model is required"},
+		{[]string{"estimate", "--model", bad, "--samples", "10", "--batch", "8", "--site", "../../examples/site-lab.json"}, ExitError,
+			`field parameters: want an integer, got a string`},
+		{[]string{"estimate", "--model", "../plan/testdata/resnet50.json", "--samples", "10", "--batch", "8,x", "--site", "../../examples/site-lab.json"},
+			ExitUsage, `--batch "8,x"`},
+		{[]string{"estimate", "--model", "../plan/testdata/resnet50.json", "--samples", "10", "--batch", "8", "--optimizer", "lbfgs",
+			"--site", "../../examples/site-lab.json"}, ExitUsage, `optimizer "lbfgs"`},
+		{[]string{"estimate", "--model", "../plan/testdata/resnet50.json", "--samples", "10", "--batch", "8"}, ExitUsage, "no site catalogue"},
+		{[]string{"submit", "--dry-run"}, ExitUsage, "no training command"},
+		{[]string{"submit", "--policy", "soon", "--", "python3", "x.py"}, ExitUsage, `policy "soon"`},
+		{[]string{"submit", "--policy", "cheapest", "--", "python3", "x.py"}, ExitUsage, "needs an estimate"},
+		{[]string{"status", "a b"}, ExitUsage, "neither a job id nor a lineage"},
+		{[]string{"report", "1", "--plot", "x.gif"}, ExitUsage, "want a .png or .svg"},
+	}
+	for _, tt := range tests {
+		code, _, errOut := h.run(tt.args...)
+		if code != tt.code || !strings.Contains(errOut, tt.stderr) {
+			t.Errorf("isched %q: exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut, tt.code, tt.stderr)
+		}
+	}
+}

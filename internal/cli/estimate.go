@@ -1,0 +1,395 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/isched/isched/internal/plan"
+)
+
+// DefaultSitePath is where a site installs its catalogue.
+const DefaultSitePath = "/etc/isched/site.json"
+
+// inputs are the flags shared by estimate, plan and submit.
+type inputs struct {
+	model, site          string
+	samples              int64
+	epochs               int
+	batches              string
+	optimizer, precision string
+	receipts, state      string
+	overhead             time.Duration
+}
+
+func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
+	fs.StringVar(&in.model, "model", "", "model summary (model.json from scripts/model_summary.py)")
+	fs.StringVar(&in.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+")")
+	fs.Int64Var(&in.samples, "samples", 0, "training samples per epoch")
+	fs.IntVar(&in.epochs, "epochs", 1, "epochs")
+	fs.StringVar(&in.batches, "batch", "", batchHelp)
+	fs.StringVar(&in.optimizer, "optimizer", "adam", "optimizer: sgd, momentum, nesterov, rmsprop, adagrad, adam, adamw, lamb")
+	fs.StringVar(&in.precision, "precision", "fp32", "training precision: fp32, bf16 or fp16 (autocast)")
+	fs.StringVar(&in.receipts, "receipts", "auto", "receipts of finished runs: auto (Redis when reachable), redis, none, or a JSON file")
+	fs.StringVar(&in.state, "state", "auto", "cluster state: auto (the agent's snapshot in Redis, else Slurm), redis, slurm, none")
+	fs.DurationVar(&in.overhead, "migration-overhead", plan.DefaultMigrationOverhead, "wall time one move costs (checkpoint, requeue, restart)")
+}
+
+// loaded is everything an estimate needs, read and checked.
+type loaded struct {
+	in          *inputs
+	model       *plan.Model
+	site        *plan.Site
+	sitePath    string
+	req         plan.Request
+	rows        []plan.Row
+	receiptsSrc string
+	view        clusterView
+	waits       map[string]plan.Wait // by partition "/" node type
+}
+
+func (l *loaded) wait(ps *plan.PartitionSpec, nt *plan.NodeType) plan.Wait {
+	if w, ok := l.waits[ps.Name+"/"+nt.Name]; ok {
+		return w
+	}
+	return plan.Wait{Partition: ps.Name, Reason: "unknown: " + strings.TrimSuffix(l.view.source, ": waits unknown")}
+}
+
+func parseBatches(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, usageErr("--batch %q: want positive integers, e.g. 8,16,32", s)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, usageErr("--batch is required, e.g. --batch 8,16,32,64")
+	}
+	return out, nil
+}
+
+func (a *App) sitePath(flagValue string) (string, error) {
+	switch {
+	case flagValue != "":
+		return flagValue, nil
+	case a.Getenv("ISCHED_SITE") != "":
+		return a.Getenv("ISCHED_SITE"), nil
+	}
+	if _, err := os.Stat(DefaultSitePath); err == nil {
+		return DefaultSitePath, nil
+	}
+	return "", usageErr("no site catalogue: pass --site FILE or set ISCHED_SITE (examples/site-lab.json describes the local test cluster)")
+}
+
+func loadModel(path string) (*plan.Model, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := plan.DecodeModel(b)
+	if err != nil {
+		return nil, fmt.Errorf("model summary %s: %w", path, err)
+	}
+	return m, nil
+}
+
+func loadSite(path string) (*plan.Site, error) {
+	b, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := plan.DecodeSite(b)
+	if err != nil {
+		return nil, fmt.Errorf("site catalogue %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// load reads the model, the catalogue, receipts and (withState) the cluster
+// state, and computes the rows.
+func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, error) {
+	if in.model == "" {
+		return nil, usageErr("--model is required (make one with scripts/model_summary.py)")
+	}
+	if in.samples <= 0 {
+		return nil, usageErr("--samples is required: training samples per epoch")
+	}
+	if in.epochs <= 0 {
+		return nil, usageErr("--epochs must be positive")
+	}
+	batches, err := parseBatches(in.batches)
+	if err != nil {
+		return nil, err
+	}
+	tr := plan.Training{Optimizer: strings.ToLower(in.optimizer), Precision: strings.ToLower(in.precision)}
+	if err := tr.Validate(); err != nil {
+		return nil, usageErr("%v", err)
+	}
+	l := &loaded{in: in}
+	if l.sitePath, err = a.sitePath(in.site); err != nil {
+		return nil, err
+	}
+	if l.model, err = loadModel(in.model); err != nil {
+		return nil, err
+	}
+	if l.site, err = loadSite(l.sitePath); err != nil {
+		return nil, err
+	}
+	receipts, src, err := a.loadReceipts(ctx, in.receipts)
+	if err != nil {
+		return nil, err
+	}
+	l.receiptsSrc = src
+	l.req = plan.Request{Model: l.model, Training: tr, Samples: in.samples, Epochs: in.epochs, Batches: batches, Receipts: receipts}
+	if l.rows, err = l.site.Estimate(l.req); err != nil {
+		return nil, usageErr("%v", err)
+	}
+	l.view = clusterView{source: "not read"}
+	l.waits = map[string]plan.Wait{}
+	if withState {
+		if l.view, err = a.loadState(ctx, in.state); err != nil {
+			return nil, err
+		}
+		if l.view.state.Snapshot != nil {
+			now := a.Now()
+			for i := range l.site.Partitions {
+				ps := &l.site.Partitions[i]
+				for _, n := range ps.NodeTypes {
+					nt := l.site.NodeType(n)
+					l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, plan.NeedOf(nt), now)
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+func (a *App) estimate(ctx context.Context, args []string) error {
+	fs := a.newFlags("estimate", "--model model.json --samples N --epochs E --batch 8,16,32 [flags]")
+	var in inputs
+	in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
+	asJSON := fs.Bool("json", false, "print the rows as JSON")
+	explain := fs.Bool("explain", false, "also print the static memory breakdown of every row")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected arguments %q", pos)
+	}
+	l, err := a.load(ctx, &in, true)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(a.stdout, l.jsonRows())
+	}
+	writeEstimate(a.stdout, l, *explain)
+	return nil
+}
+
+// header describes the inputs of a table.
+func (l *loaded) header(w io.Writer) {
+	m := l.model
+	fmt.Fprintf(w, "model:    %s (%s): %s parameters, %s FLOP/sample forward, %s activations/sample\n",
+		clean(m.Name), m.Fingerprint(), human(float64(m.Parameters)), human(float64(m.FLOPsPerSample)), plan.FormatBytes(m.ActivationBytesPerSample))
+	fmt.Fprintf(w, "training: %d samples x %d epochs, optimizer %s, precision %s\n",
+		l.req.Samples, l.req.Epochs, l.req.Training.Optimizer, l.req.Training.Precision)
+	fmt.Fprintf(w, "site:     %s (%s); receipts: %s\n", clean(l.site.Name), l.sitePath, l.receiptsSrc)
+	fmt.Fprintf(w, "cluster:  %s\n", l.view.source)
+}
+
+// human prints a count with an SI prefix: 25.6 M, 8.18 G.
+func human(v float64) string {
+	for _, u := range []struct {
+		f float64
+		s string
+	}{{1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if v >= u.f {
+			return strconv.FormatFloat(v/u.f, 'g', 3, 64) + " " + u.s
+		}
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}
+
+func memKind(nt *plan.NodeType) string {
+	if nt.DeviceMemory() {
+		return "GPU"
+	}
+	return "RSS"
+}
+
+func (l *loaded) cost(v float64) string {
+	s := fmt.Sprintf("%.2f", v)
+	if l.site.Currency != "" {
+		s += " " + clean(l.site.Currency)
+	}
+	return s
+}
+
+func writeEstimate(w io.Writer, l *loaded, explain bool) {
+	l.header(w)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BATCH\tNODE TYPE\tPEAK MEMORY\tLIMIT\tFITS\tHOURS\tPARTITIONS\tIDLE NOW\tCOST\tSOURCE")
+	chunked, emulated := false, false
+	var notes []string
+	for i := range l.rows {
+		r := &l.rows[i]
+		nt := r.NodeType
+		name := nt.Name
+		if nt.Emulated {
+			name += "†"
+			emulated = true
+		}
+		fits := "yes"
+		if !r.Fits {
+			fits = "NO"
+		}
+		hours, parts, idle, cost := "-", "-", "-", "-"
+		if r.Fits {
+			hours = fmt.Sprintf("%.2f", r.Hours)
+			cost = l.cost(r.Cost)
+			var ps, idles []string
+			unknown := false
+			for _, f := range r.Feasible() {
+				n := f.Partition.Name
+				if f.Chunks > 1 {
+					n += "*"
+					chunked = true
+				}
+				ps = append(ps, n)
+				wt := l.wait(f.Partition, nt)
+				switch {
+				case wt.IdleNow:
+					idles = append(idles, f.Partition.Name)
+				case !wt.Known:
+					unknown = true
+				}
+			}
+			if len(ps) > 0 {
+				parts = strings.Join(ps, ",")
+			}
+			switch {
+			case len(idles) > 0:
+				idle = strings.Join(idles, ",")
+			case unknown:
+				idle = "?"
+			case len(ps) > 0:
+				idle = "no"
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
+			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
+		if r.Source != plan.Static {
+			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s", r.Batch, nt.Name, r.Source, r.Basis))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if chunked {
+		fmt.Fprintln(w, "* longer than the partition's time limit: it continues from checkpoints across attempts")
+	}
+	if emulated {
+		fmt.Fprintln(w, "† emulated GPUs (GRES on fake devices): jobs there compute on the CPU; the memory that must fit is host RSS")
+	}
+	fmt.Fprintln(w, "source: static = model summary and catalogue only; measured = receipts of this model, set-up, batch and node type;")
+	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput)")
+	if len(notes) > 0 {
+		fmt.Fprintln(w, "how the measured and scaled rows were derived:")
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	if explain {
+		fmt.Fprintln(w, "static memory breakdown:")
+		for i := range l.rows {
+			r := &l.rows[i]
+			s := r.Static
+			over := "Python+torch"
+			if r.NodeType.DeviceMemory() {
+				over = "CUDA context"
+			}
+			fmt.Fprintf(w, "  batch %d on %s: weights %s + gradients %s + optimizer %s + activations %s + %s %s = %s\n",
+				r.Batch, r.NodeType.Name, plan.FormatBytes(s.Weights), plan.FormatBytes(s.Gradients), plan.FormatBytes(s.Optimizer),
+				plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
+		}
+	}
+}
+
+type jsonPartition struct {
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`
+	Chunks  int    `json:"chunks,omitempty"`
+	Why     string `json:"why,omitempty"`
+	IdleNow *bool  `json:"idle_now,omitempty"` // nil: unknown
+}
+
+type jsonRow struct {
+	Batch       int             `json:"batch"`
+	NodeType    string          `json:"node_type"`
+	MemoryBytes int64           `json:"memory_bytes"`
+	MemoryKind  string          `json:"memory_kind"` // "device" or "host"
+	LimitBytes  int64           `json:"limit_bytes"`
+	Fits        bool            `json:"fits"`
+	HostBytes   int64           `json:"host_memory_bytes"`
+	IterSeconds float64         `json:"iter_seconds"`
+	Iterations  int64           `json:"iterations"`
+	Hours       float64         `json:"hours"`
+	Cost        float64         `json:"cost"`
+	Source      plan.Source     `json:"source"`
+	Basis       string          `json:"basis,omitempty"`
+	Static      plan.Memory     `json:"static_memory"`
+	Partitions  []jsonPartition `json:"partitions"`
+}
+
+func (l *loaded) jsonRows() []jsonRow {
+	out := []jsonRow{}
+	for i := range l.rows {
+		r := &l.rows[i]
+		kind := "host"
+		if r.NodeType.DeviceMemory() {
+			kind = "device"
+		}
+		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
+			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
+			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{}}
+		for _, f := range r.Partitions {
+			jp := jsonPartition{Name: f.Partition.Name, OK: f.OK, Why: f.Why}
+			if f.Chunks > 1 {
+				jp.Chunks = f.Chunks
+			}
+			if wt := l.wait(f.Partition, r.NodeType); wt.Known {
+				idle := wt.IdleNow
+				jp.IdleNow = &idle
+			}
+			jr.Partitions = append(jr.Partitions, jp)
+		}
+		out = append(out, jr)
+	}
+	return out
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return errors.New("encode JSON: " + err.Error())
+	}
+	return nil
+}

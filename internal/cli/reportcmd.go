@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/report"
+)
+
+// SeriesPoint is one point of a lineage's series, as the coordinator
+// appends it to isched:<cluster>:job:{<lineage>}:series (a Redis list of
+// JSON objects). Points without iter_ms are memory samples only.
+type SeriesPoint struct {
+	TMS    int64   `json:"t_ms"`
+	Step   int64   `json:"step"`
+	IterMS float64 `json:"iter_ms,omitempty"`
+	RSS    int64   `json:"rss"`
+	GPU    int64   `json:"gpu,omitempty"`
+}
+
+func (a *App) report(ctx context.Context, args []string) error {
+	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg]")
+	out := fs.String("plot", "", "write iteration time and memory over the run to this PNG or SVG file")
+	width := fs.Float64("width", 24, "plot width, cm")
+	height := fs.Float64("height", 16, "plot height, cm")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("want one job id or lineage")
+	}
+	if *out != "" {
+		if ext := strings.ToLower(filepath.Ext(*out)); ext != ".png" && ext != ".svg" {
+			return usageErr("--plot %q: want a .png or .svg file", *out)
+		}
+	}
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	jobs, _ := a.jobTable(ctx)
+	t, err := a.resolve(ctx, pos[0], jobs)
+	if err != nil {
+		return err
+	}
+	key := st.Keys().Job(t.lineage, "series")
+	vals, err := st.List(ctx, key)
+	if err != nil {
+		return err
+	}
+	pts, bad := decodeSeries(vals)
+	if len(pts) == 0 {
+		return fmt.Errorf("no samples stored for lineage %s (key %s is empty or missing; %s): the coordinator records them while the job runs",
+			t.lineage, key, t.how)
+	}
+	status, _ := readStatus(ctx, st, t.lineage)
+	sum := summarize(pts)
+	fmt.Fprintf(a.stdout, "lineage %s: %d points over %s", t.lineage, len(pts), plan.FormatDuration(sum.span))
+	if bad > 0 {
+		fmt.Fprintf(a.stdout, " (%d unreadable skipped)", bad)
+	}
+	fmt.Fprintln(a.stdout)
+	if sum.iters > 0 {
+		fmt.Fprintf(a.stdout, "iteration time: median %s, p90 %s over %d iterations (steps %d-%d)\n",
+			ms(sum.medianIter), ms(sum.p90Iter), sum.iters, sum.firstStep, sum.lastStep)
+	} else {
+		fmt.Fprintln(a.stdout, "iteration time: no iterations recorded")
+	}
+	fmt.Fprintf(a.stdout, "memory: peak RSS %s", plan.FormatBytes(sum.peakRSS))
+	if sum.peakGPU > 0 {
+		fmt.Fprintf(a.stdout, ", peak GPU %s", plan.FormatBytes(sum.peakGPU))
+	}
+	fmt.Fprintln(a.stdout)
+	if *out == "" {
+		return nil
+	}
+	if err := writePlot(*out, t.lineage, pts, status, vg.Length(*width)*vg.Centimeter, vg.Length(*height)*vg.Centimeter); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wrote %s\n", *out)
+	return nil
+}
+
+func decodeSeries(vals [][]byte) ([]SeriesPoint, int) {
+	var out []SeriesPoint
+	bad := 0
+	for _, v := range vals {
+		var p SeriesPoint
+		if err := json.Unmarshal(v, &p); err != nil || p.TMS <= 0 {
+			bad++
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortStableFunc(out, func(a, b SeriesPoint) int {
+		switch {
+		case a.TMS < b.TMS:
+			return -1
+		case a.TMS > b.TMS:
+			return 1
+		}
+		return 0
+	})
+	return out, bad
+}
+
+type seriesSummary struct {
+	span                time.Duration
+	iters               int
+	medianIter, p90Iter float64
+	firstStep, lastStep int64
+	peakRSS, peakGPU    int64
+}
+
+func summarize(pts []SeriesPoint) seriesSummary {
+	var s seriesSummary
+	s.span = time.Duration(pts[len(pts)-1].TMS-pts[0].TMS) * time.Millisecond
+	var iters []float64
+	s.firstStep = -1
+	for _, p := range pts {
+		if p.IterMS > 0 {
+			iters = append(iters, p.IterMS)
+			if s.firstStep < 0 {
+				s.firstStep = p.Step
+			}
+			s.lastStep = p.Step
+		}
+		s.peakRSS = max(s.peakRSS, p.RSS)
+		s.peakGPU = max(s.peakGPU, p.GPU)
+	}
+	s.iters = len(iters)
+	if len(iters) > 0 {
+		slices.Sort(iters)
+		s.medianIter = iters[len(iters)/2]
+		s.p90Iter = iters[min(len(iters)-1, len(iters)*9/10)]
+	}
+	return s
+}
+
+// writePlot draws two stacked panels over minutes since the first point:
+// iteration time, and RSS and GPU memory. Partition changes from the
+// status history are marked on both.
+func writePlot(path, lineage string, pts []SeriesPoint, st *report.JobStatus, w, h vg.Length) error {
+	t0 := pts[0].TMS
+	minutes := func(ms int64) float64 { return float64(ms-t0) / 60000 }
+	var iterXY, rssXY, gpuXY plotter.XYs
+	for _, p := range pts {
+		x := minutes(p.TMS)
+		if p.IterMS > 0 {
+			iterXY = append(iterXY, plotter.XY{X: x, Y: p.IterMS})
+		}
+		if p.RSS > 0 {
+			rssXY = append(rssXY, plotter.XY{X: x, Y: float64(p.RSS) / (1 << 30)})
+		}
+		if p.GPU > 0 {
+			gpuXY = append(gpuXY, plotter.XY{X: x, Y: float64(p.GPU) / (1 << 30)})
+		}
+	}
+	top := plot.New()
+	top.Title.Text = "isched " + lineage + ": iteration time"
+	top.Y.Label.Text = "ms per iteration"
+	top.X.Label.Text = "minutes since the first sample"
+	top.Add(plotter.NewGrid())
+	if len(iterXY) > 0 {
+		s, err := plotter.NewScatter(iterXY)
+		if err != nil {
+			return err
+		}
+		s.GlyphStyle.Radius = vg.Points(1.5)
+		s.GlyphStyle.Color = color.RGBA{R: 31, G: 119, B: 180, A: 255}
+		top.Add(s)
+		top.Legend.Add("iteration", s)
+	} else {
+		top.Title.Text += " (no iterations recorded)"
+	}
+	bottom := plot.New()
+	bottom.Title.Text = "memory"
+	bottom.Y.Label.Text = "GiB"
+	bottom.X.Label.Text = "minutes since the first sample"
+	bottom.Add(plotter.NewGrid())
+	for _, s := range []struct {
+		name string
+		xy   plotter.XYs
+		c    color.RGBA
+	}{{"RSS (host)", rssXY, color.RGBA{R: 214, G: 39, B: 40, A: 255}}, {"GPU", gpuXY, color.RGBA{R: 44, G: 160, B: 44, A: 255}}} {
+		if len(s.xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(s.xy)
+		if err != nil {
+			return err
+		}
+		l.LineStyle.Color = s.c
+		l.LineStyle.Width = vg.Points(1.5)
+		bottom.Add(l)
+		bottom.Legend.Add(s.name, l)
+	}
+	span := minutes(pts[len(pts)-1].TMS)
+	for _, p := range []*plot.Plot{top, bottom} {
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Y.Min = 0                             // times and memory read best from zero
+		p.X.Min, p.X.Max = 0, max(span, 1.0/60) // one time axis for both panels
+	}
+	if st != nil {
+		for i, sp := range st.History {
+			if i == 0 || sp.StartMS <= t0 {
+				continue
+			}
+			x := minutes(sp.StartMS)
+			for _, p := range []*plot.Plot{top, bottom} {
+				mark(p, x, sp.Partition)
+			}
+		}
+	}
+
+	var c interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg":
+		c = vgsvg.New(w, h)
+	default:
+		c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
+	}
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2,
+		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
+	plots := [][]*plot.Plot{{top}, {bottom}}
+	canvases := plot.Align(plots, tiles, dc)
+	top.Draw(canvases[0][0])
+	bottom.Draw(canvases[1][0])
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// mark draws a dashed vertical line at x labelled with the partition the
+// job moved to.
+func mark(p *plot.Plot, x float64, label string) {
+	ymin, ymax := p.Y.Min, p.Y.Max
+	if math.IsInf(ymin, 0) || math.IsInf(ymax, 0) || ymax <= ymin {
+		ymin, ymax = 0, 1
+	}
+	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: ymin}, {X: x, Y: ymax}})
+	if err != nil {
+		return
+	}
+	l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	l.LineStyle.Color = color.Gray{Y: 90}
+	p.Add(l)
+	if lb, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: x, Y: ymax}}, Labels: []string{"→ " + clean(label)}}); err == nil {
+		p.Add(lb)
+	}
+}

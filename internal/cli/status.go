@@ -1,0 +1,459 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
+)
+
+func (a *App) status(ctx context.Context, args []string) error {
+	fs := a.newFlags("status", "[JOB|LINEAGE] [--json] [--watch]")
+	asJSON := fs.Bool("json", false, "print the coordinator's status record as JSON")
+	watch := fs.Bool("watch", false, "refresh until the job ends (Ctrl-C to stop)")
+	every := fs.Duration("interval", 5*time.Second, "refresh interval of --watch")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usageErr("one job id or lineage at a time, got %q", pos)
+	}
+	if *every < 500*time.Millisecond {
+		return usageErr("--interval must be at least 500ms")
+	}
+	if len(pos) == 0 {
+		return a.listJobs(ctx, *asJSON)
+	}
+	for first := true; ; first = false {
+		st, err := a.showOne(ctx, pos[0], *asJSON, *watch, first)
+		if err != nil || !*watch || (st != nil && st.State == "ENDED") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
+}
+
+// target is what a JOB|LINEAGE argument resolved to.
+type target struct {
+	lineage string
+	job     *report.Job // from the job table, when listed there
+	how     string      // how the lineage was found
+}
+
+func isJobID(s string) bool { return slurm.ValidJobID(s) }
+
+// resolve finds the lineage of a job id: the plan in the job's comment, from
+// the agent's job table, else from Slurm (scontrol show job), else the
+// wrapper's default <cluster>-<job id>.
+func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (target, error) {
+	if !isJobID(arg) {
+		if !stream.ValidName(arg) {
+			return target{}, usageErr("%q is neither a job id nor a lineage id", arg)
+		}
+		t := target{lineage: arg, how: "given"}
+		if jobs != nil {
+			for i := range jobs.Jobs {
+				if p, ok, _ := report.ParsePlanComment(jobs.Jobs[i].Comment); ok && p.Lineage == arg {
+					t.job = &jobs.Jobs[i]
+				}
+			}
+		}
+		return t, nil
+	}
+	if jobs != nil {
+		for i := range jobs.Jobs {
+			j := &jobs.Jobs[i]
+			if strconv.FormatUint(j.JobID, 10) != arg && jobKey(j) != arg {
+				continue
+			}
+			if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil && p.Lineage != "" {
+				return target{lineage: p.Lineage, job: j, how: "plan in the job's comment"}, nil
+			}
+			return target{lineage: a.cluster() + "-" + strconv.FormatUint(j.JobID, 10), job: j, how: "no isched plan in the comment: the wrapper's default"}, nil
+		}
+	}
+	if info, err := a.Slurm.ShowJob(ctx, arg); err == nil {
+		if p, ok, err := report.ParsePlanComment(info.Comment); ok && err == nil && p.Lineage != "" {
+			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)"}, nil
+		}
+	}
+	if l := a.recall(arg); l != "" {
+		return target{lineage: l, how: "from your submission history " + a.historyPath()}, nil
+	}
+	id, _, _ := strings.Cut(arg, "_")
+	return target{lineage: a.cluster() + "-" + id, how: "the wrapper's default (job not in the job table)"}, nil
+}
+
+func jobKey(j *report.Job) string {
+	if j.ArrayTaskID != nil {
+		return strconv.FormatUint(j.ArrayJobID, 10) + "_" + strconv.Itoa(*j.ArrayTaskID)
+	}
+	return strconv.FormatUint(j.JobID, 10)
+}
+
+// jobTable reads the agent's job table from Redis; nil when unavailable.
+func (a *App) jobTable(ctx context.Context) (*report.JobTable, error) {
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := st.Get(ctx, st.Keys().Jobs())
+	if err != nil {
+		return nil, err
+	}
+	env, err := decodeEnvelope(b, report.KindJobs)
+	if err != nil {
+		return nil, fmt.Errorf("job table: %w", err)
+	}
+	return env.Jobs, nil
+}
+
+func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool) (*report.JobStatus, error) {
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	jobs, jerr := a.jobTable(ctx)
+	t, err := a.resolve(ctx, arg, jobs)
+	if err != nil {
+		return nil, err
+	}
+	s, err := readStatus(ctx, st, t.lineage)
+	if err != nil && !errors.Is(err, stream.ErrNotFound) {
+		return nil, err
+	}
+	if asJSON {
+		if s == nil {
+			return nil, fmt.Errorf("no status for lineage %s (key %s): the coordinator has not seen the job yet", t.lineage, st.Keys().Job(t.lineage, "status"))
+		}
+		return s, writeJSON(a.stdout, s)
+	}
+	if watch && !first {
+		if a.Terminal(a.stdout) {
+			fmt.Fprint(a.stdout, "\x1b[H\x1b[2J")
+		} else {
+			fmt.Fprintln(a.stdout, "---")
+		}
+	}
+	now := a.Now()
+	if s == nil {
+		fmt.Fprintf(a.stdout, "lineage %s (%s)\n", t.lineage, t.how)
+		if t.job != nil {
+			writeSlurmJob(a.stdout, t.job, now)
+		} else if jerr != nil {
+			fmt.Fprintf(a.stdout, "job table: unavailable (%s)\n", shortErr(jerr))
+		}
+		fmt.Fprintf(a.stdout, "no isched status yet (key %s): the coordinator has not seen the job start (is isched-coordinator running?)\n",
+			st.Keys().Job(t.lineage, "status"))
+		return nil, nil
+	}
+	writeStatus(a.stdout, s, t.job, now)
+	return s, nil
+}
+
+func writeSlurmJob(w io.Writer, j *report.Job, now time.Time) {
+	fmt.Fprintf(w, "slurm: job %s %s on %s", jobKey(j), j.State, clean(j.Partition))
+	if j.Nodes != "" {
+		fmt.Fprintf(w, " (%s)", clean(j.Nodes))
+	}
+	if j.Reason != "" && j.Reason != "None" {
+		fmt.Fprintf(w, ", reason %s", clean(j.Reason))
+	}
+	if j.ExpectedStartMS > 0 {
+		fmt.Fprintf(w, ", Slurm expects it to start %s", when(time.UnixMilli(j.ExpectedStartMS), now))
+	}
+	fmt.Fprintln(w)
+}
+
+// when prints a time relative to now: "14:32:10 (in 12 min)".
+func when(t, now time.Time) string {
+	t = t.In(now.Location())
+	layout := "15:04:05"
+	if t.Format("2006-01-02") != now.Format("2006-01-02") {
+		layout = "2006-01-02 15:04"
+	}
+	d := t.Sub(now)
+	switch {
+	case d > time.Second:
+		return fmt.Sprintf("%s (in %s)", t.Format(layout), ago(d))
+	case d < -time.Second:
+		return fmt.Sprintf("%s (%s ago)", t.Format(layout), ago(-d))
+	}
+	return t.Format(layout) + " (now)"
+}
+
+func clock(ms int64, now time.Time) string {
+	if ms <= 0 {
+		return ""
+	}
+	t := time.UnixMilli(ms).In(now.Location())
+	if t.Format("2006-01-02") != now.Format("2006-01-02") {
+		return t.Format("01-02 15:04")
+	}
+	return t.Format("15:04:05")
+}
+
+// ProgressBar draws done/total in width cells.
+func ProgressBar(done, total int64, width int) string {
+	if total <= 0 || width <= 0 {
+		return ""
+	}
+	f := float64(max(done, 0)) / float64(total)
+	f = min(f, 1)
+	n := int(f*float64(width) + 0.5)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Time) {
+	fmt.Fprintf(w, "job %d · lineage %s · user %s · %s", s.JobID, s.Lineage, clean(s.User), clean(s.State))
+	if s.Partition != "" {
+		fmt.Fprintf(w, " on %s", clean(s.Partition))
+		if s.Node != "" {
+			fmt.Fprintf(w, " (%s)", clean(s.Node))
+		}
+	}
+	fmt.Fprintf(w, ", attempt %d\n", s.Attempt)
+	if job != nil && job.JobID != s.JobID {
+		fmt.Fprintf(w, "note: the job table lists this lineage as job %d\n", job.JobID)
+	}
+	if job != nil && job.State == "PENDING" {
+		writeSlurmJob(w, job, now)
+	}
+	if p := s.Plan; p != nil {
+		fmt.Fprintf(w, "plan:       ideal %s", clean(p.Ideal))
+		if p.IdealGres != "" {
+			fmt.Fprintf(w, " (%s)", clean(p.IdealGres))
+		}
+		if len(p.Fallbacks) > 0 {
+			fmt.Fprintf(w, ", fallbacks %s", clean(strings.Join(p.Fallbacks, ",")))
+		}
+		if p.Migrate {
+			fmt.Fprint(w, ", may move")
+		}
+		if p.Batch > 0 {
+			fmt.Fprintf(w, ", batch %d", p.Batch)
+		}
+		fmt.Fprintln(w)
+	}
+	step := max(s.Step, 0)
+	switch {
+	case s.TotalIters > 0:
+		fmt.Fprintf(w, "progress:   %s %d/%d iterations (%.1f%%)\n", ProgressBar(step, s.TotalIters, 30), step, s.TotalIters,
+			100*float64(step)/float64(s.TotalIters))
+	case s.Step >= 0:
+		fmt.Fprintf(w, "progress:   %d iterations (total unknown)\n", step)
+	default:
+		fmt.Fprintln(w, "progress:   no iteration seen yet")
+	}
+	if s.IterMS > 0 {
+		fmt.Fprintf(w, "speed:      %s/iteration (%s to %s)\n", ms(s.IterMS), ms(s.IterLowMS), ms(s.IterHighMS))
+	}
+	fmt.Fprintf(w, "ETA:        %s\n", eta(s, now))
+	if s.LimitMS > 0 && s.State != "ENDED" {
+		fmt.Fprintf(w, "time limit: %s\n", when(time.UnixMilli(s.LimitMS), now))
+	}
+	if s.State == "ENDED" && s.PeakRSSBytes > 0 {
+		fmt.Fprintf(w, "memory:     peak RSS %s", plan.FormatBytes(s.PeakRSSBytes))
+		if s.MemLimitBytes > 0 {
+			fmt.Fprintf(w, " (limit %s)", plan.FormatBytes(s.MemLimitBytes))
+		}
+		fmt.Fprintln(w)
+	} else if s.RSSBytes > 0 || s.PeakRSSBytes > 0 {
+		fmt.Fprintf(w, "memory:     RSS %s (peak %s", plan.FormatBytes(s.RSSBytes), plan.FormatBytes(s.PeakRSSBytes))
+		if s.MemLimitBytes > 0 {
+			fmt.Fprintf(w, ", limit %s", plan.FormatBytes(s.MemLimitBytes))
+		}
+		fmt.Fprint(w, ")")
+		if s.RSSSlope > 0 {
+			fmt.Fprintf(w, ", growing %s/iteration", plan.FormatBytes(int64(s.RSSSlope)))
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintln(w, "memory:     no sample yet")
+	}
+	ids := make([]string, 0, len(s.GPUBytes))
+	for id := range s.GPUBytes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(w, "  GPU %s: %s (peak %s)\n", clean(id), plan.FormatBytes(s.GPUBytes[id]), plan.FormatBytes(s.PeakGPUBytes[id]))
+	}
+	if c := s.LastCheckpoint; c != nil {
+		fmt.Fprintf(w, "checkpoint: %s", clean(c.Path))
+		if c.Step != nil {
+			fmt.Fprintf(w, " at step %d", *c.Step)
+		}
+		if c.Size > 0 {
+			fmt.Fprintf(w, ", %s", plan.FormatBytes(c.Size))
+		}
+		if c.MTimeMS > 0 {
+			fmt.Fprintf(w, ", %s", when(time.UnixMilli(c.MTimeMS), now))
+		}
+		if s.CkptMS > 0 {
+			fmt.Fprintf(w, " (checkpoints take ~%s)", ms(s.CkptMS))
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintln(w, "checkpoint: none yet")
+	}
+	if len(s.History) > 0 {
+		fmt.Fprintln(w, "partitions:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, sp := range s.History {
+			end, steps := "", fmt.Sprintf("steps %d-", sp.StartStep)
+			if sp.EndMS > 0 {
+				end = clock(sp.EndMS, now)
+				steps += strconv.FormatInt(sp.EndStep, 10)
+			}
+			line := fmt.Sprintf("  %s\t%s\tjob %d attempt %d\t%s-%s\t%s", clean(sp.Partition), clean(sp.Node), sp.JobID, sp.Attempt,
+				clock(sp.StartMS, now), end, steps)
+			if sp.Reason != "" {
+				line += "\t" + clean(sp.Reason)
+			}
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+	}
+	if len(s.Decisions) > 0 {
+		fmt.Fprintln(w, "decisions:")
+		for _, d := range s.Decisions {
+			fmt.Fprintf(w, "  %s %s: %s", clock(d.AtMS, now), clean(d.Kind), clean(d.Reason))
+			if d.Result != "" {
+				fmt.Fprintf(w, " [%s]", clean(d.Result))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(s.Events) > 0 {
+		fmt.Fprintln(w, "events:")
+		for _, e := range s.Events {
+			fmt.Fprintf(w, "  %s %s: %s\n", clock(e.AtMS, now), clean(e.Kind), clean(e.Message))
+		}
+	}
+	if s.UpdatedMS > 0 {
+		fmt.Fprintf(w, "updated %s ago\n", ago(now.Sub(time.UnixMilli(s.UpdatedMS))))
+	}
+}
+
+// ago prints a short age: "3 s", "12 min", "2.5 h".
+func ago(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d s", int(max(d, 0).Seconds()))
+	}
+	return plan.FormatDuration(d)
+}
+
+func ms(v float64) string {
+	d := time.Duration(v * float64(time.Millisecond))
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", v)
+	case d < time.Minute:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+// eta prints the predicted end with its band, or why it is unknown.
+func eta(s *report.JobStatus, now time.Time) string {
+	switch {
+	case s.State == "ENDED":
+		if s.EndedMS > 0 {
+			code := ""
+			if s.ExitStatus != nil {
+				code = fmt.Sprintf(", exit status %d", *s.ExitStatus)
+			}
+			return "ended " + when(time.UnixMilli(s.EndedMS), now) + code
+		}
+		return "ended"
+	case s.ETAMS > 0:
+		out := when(time.UnixMilli(s.ETAMS), now)
+		if s.ETALowMS > 0 && s.ETAHighMS > 0 {
+			out += fmt.Sprintf("; band %s to %s", clock(s.ETALowMS, now), clock(s.ETAHighMS, now))
+		}
+		return out
+	case s.TotalIters <= 0:
+		return "unknown: total iterations unknown (pass --total-iters to the wrapper, or total= from the training loop)"
+	case s.IterMS <= 0:
+		return "unknown: no iteration times yet"
+	}
+	return "unknown: the coordinator has not predicted it yet"
+}
+
+// listJobs shows the caller's isched jobs from the job table.
+func (a *App) listJobs(ctx context.Context, asJSON bool) error {
+	jobs, err := a.jobTable(ctx)
+	if err != nil {
+		return fmt.Errorf("no job table (%v): pass a job id or lineage", err)
+	}
+	me := a.Username()
+	st, _ := a.openStore(ctx)
+	type row struct {
+		job    *report.Job
+		plan   report.Plan
+		status *report.JobStatus
+	}
+	var rows []row
+	for i := range jobs.Jobs {
+		j := &jobs.Jobs[i]
+		if me != "" && j.User != me {
+			continue
+		}
+		p, ok, err := report.ParsePlanComment(j.Comment)
+		if !ok || err != nil {
+			continue
+		}
+		r := row{job: j, plan: p}
+		if st != nil {
+			r.status, _ = readStatus(ctx, st, p.Lineage)
+		}
+		rows = append(rows, r)
+	}
+	if asJSON {
+		out := []*report.JobStatus{}
+		for _, r := range rows {
+			if r.status != nil {
+				out = append(out, r.status)
+			}
+		}
+		return writeJSON(a.stdout, out)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(a.stdout, "no isched jobs of %s in the job table\n", me)
+		return nil
+	}
+	now := a.Now()
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tLINEAGE\tSTATE\tPARTITION\tPROGRESS\tETA")
+	for _, r := range rows {
+		prog, e := "-", "-"
+		if s := r.status; s != nil {
+			if s.TotalIters > 0 {
+				prog = fmt.Sprintf("%d/%d", max(s.Step, 0), s.TotalIters)
+			} else if s.Step >= 0 {
+				prog = strconv.FormatInt(s.Step, 10)
+			}
+			if s.ETAMS > 0 {
+				e = when(time.UnixMilli(s.ETAMS), now)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", jobKey(r.job), r.plan.Lineage, clean(r.job.State), clean(r.job.Partition), prog, e)
+	}
+	return tw.Flush()
+}

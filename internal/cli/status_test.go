@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+)
+
+func at(d time.Duration) int64 { return now.Add(d).UnixMilli() }
+
+// movedStatus is a job that started on cpu, was moved to gpu and runs there.
+func movedStatus() report.JobStatus {
+	step := int64(4000)
+	return report.JobStatus{
+		V: 1, Cluster: "lab", Lineage: "lab-train-abababab", JobID: 42, User: "alice", UID: 1001, State: "RUNNING",
+		Partition: "gpu", Node: "gpu1", Attempt: 1, StartedMS: at(-50 * time.Minute),
+		Plan: &report.Plan{Lineage: "lab-train-abababab", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu", "dev"}, Total: 15630, Batch: 32, Migrate: true},
+		History: []report.Span{
+			{JobID: 42, Attempt: 0, Partition: "cpu", Node: "cpu1", StartMS: at(-50 * time.Minute), EndMS: at(-20 * time.Minute), StartStep: 0, EndStep: 4000,
+				Reason: "moved to gpu (it freed)"},
+			{JobID: 42, Attempt: 1, Partition: "gpu", Node: "gpu1", StartMS: at(-18 * time.Minute), StartStep: 4000},
+		},
+		Step: 7810, TotalIters: 15630, IterMS: 212, IterLowMS: 198, IterHighMS: 231,
+		ETAMS: at(28 * time.Minute), ETALowMS: at(26 * time.Minute), ETAHighMS: at(31 * time.Minute), LimitMS: at(88 * time.Minute),
+		RSSBytes: 1200 << 20, PeakRSSBytes: 1400 << 20, MemLimitBytes: 2 << 30,
+		GPUBytes: map[string]int64{"GPU-1b2c": 3 << 30}, PeakGPUBytes: map[string]int64{"GPU-1b2c": 3300 << 20},
+		LastCheckpoint: &report.Checkpoint{Path: "/home/alice/proj/checkpoints/lab-train-abababab/last.pt", Size: 90 << 20, Step: &step,
+			MTimeMS: at(-21 * time.Minute), Complete: true},
+		CkptMS: 2300,
+		Decisions: []report.Decision{
+			{AtMS: at(-22 * time.Minute), Kind: "checkpoint", Reason: "gpu frees: checkpoint before the move", ActionID: "a1", Result: "ok"},
+			{AtMS: at(-20 * time.Minute), Kind: "migrate", Reason: "gpu is idle: 3.8x faster than cpu,\x1b[2J saves 1.2 h", ActionID: "a2", Result: "ok"},
+		},
+		Events:    []report.StatusEvent{{AtMS: at(-40 * time.Minute), Kind: "memory-growth", Message: "RSS grew 80 MiB over 1000 iterations"}},
+		UpdatedMS: at(-3 * time.Second),
+	}
+}
+
+func (h *harness) statusState() {
+	h.setJSON("isched:lab:job:{lab-train-abababab}:status", movedStatus())
+	plan := report.Plan{Lineage: "lab-train-abababab", Ideal: "gpu", IdealGres: "gpu:1", Migrate: true}
+	env := report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+		{JobID: 42, Name: "train", User: "alice", UID: 1001, Partition: "gpu", State: "RUNNING", Nodes: "gpu1", NodeCount: 1, CPUs: 2,
+			Comment: plan.FormatComment(), SubmitMS: at(-time.Hour), StartMS: at(-18 * time.Minute)},
+		{JobID: 43, Name: "other", User: "bob", UID: 1002, Partition: "cpu", State: "PENDING", Reason: "Resources", NodeCount: 1, CPUs: 4,
+			Comment: report.Plan{Lineage: "lab-other-1", Ideal: "cpu"}.FormatComment(), SubmitMS: at(-time.Hour)},
+		{JobID: 44, Name: "mine-pending", User: "alice", UID: 1001, Partition: "gpu", State: "PENDING", Reason: "Priority", NodeCount: 1, CPUs: 2,
+			Comment: report.Plan{Lineage: "lab-pending-2", Ideal: "gpu"}.FormatComment(), SubmitMS: at(-time.Minute),
+			ExpectedStartMS: at(30 * time.Minute)},
+	}}
+	h.setEnvelope("isched:lab:jobs", env)
+}
+
+func TestStatus(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	// by job id (lineage from the plan in the comment) and by lineage
+	for _, arg := range []string{"42", "lab-train-abababab"} {
+		code, out, errOut := h.run("status", arg)
+		if code != 0 {
+			t.Fatalf("status %s: exit %d: %s", arg, code, errOut)
+		}
+		golden(t, "status_moved.txt", out)
+		if strings.Contains(out, "\x1b") {
+			t.Errorf("a control character from a decision reached the terminal")
+		}
+	}
+	code, out, errOut := h.run("status", "42", "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errOut)
+	}
+	var got report.JobStatus
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := movedStatus(); got.Step != want.Step || got.ETAMS != want.ETAMS || len(got.History) != 2 {
+		t.Errorf("--json: %+v", got)
+	}
+}
+
+func TestStatusNotYetKnown(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	// pending, the coordinator has not seen it
+	code, out, _ := h.run("status", "44")
+	if code != 0 || !strings.Contains(out, "lineage lab-pending-2 (plan in the job's comment)") ||
+		!strings.Contains(out, "slurm: job 44 PENDING on gpu, reason Priority, Slurm expects it to start 12:30:00 (in 30 min)") ||
+		!strings.Contains(out, "no isched status yet (key isched:lab:job:{lab-pending-2}:status)") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	// not in the job table: scontrol's comment, else the wrapper's default lineage
+	h.slurm.jobs = map[string]*slurm.JobInfo{"77": {JobID: "77", Comment: report.Plan{Lineage: "lab-old-7", Ideal: "cpu"}.FormatComment()}}
+	if _, out, _ := h.run("status", "77"); !strings.Contains(out, "lineage lab-old-7 (plan in the job's comment (scontrol))") {
+		t.Errorf("scontrol fallback:\n%s", out)
+	}
+	if _, out, _ := h.run("status", "999"); !strings.Contains(out, "lineage lab-999 (the wrapper's default") {
+		t.Errorf("default lineage:\n%s", out)
+	}
+	if code, _, errOut := h.run("status", "999", "--json"); code != ExitError || !strings.Contains(errOut, "no status for lineage lab-999") {
+		t.Errorf("--json without status: exit %d %q", code, errOut)
+	}
+}
+
+func TestStatusList(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	code, out, errOut := h.run("status")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "status_list.txt", out)
+	if strings.Contains(out, "lab-other-1") {
+		t.Error("another user's job is listed")
+	}
+}
+
+func TestStatusWatchStopsWhenEnded(t *testing.T) {
+	h := newHarness(t)
+	st := movedStatus()
+	st.State, st.EndedMS, st.ETAMS = "ENDED", at(-time.Minute), 0
+	zero := 0
+	st.ExitStatus = &zero
+	h.setJSON("isched:lab:job:{lab-train-abababab}:status", st)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := h.app().Run(ctx, []string{"status", "--watch", "--interval", "1s", "lab-train-abababab"}, &out, &errb)
+	if code != 0 || ctx.Err() != nil || !strings.Contains(out.String(), "ETA:        ended 11:59:00 (1 min ago), exit status 0") {
+		t.Fatalf("exit %d, ctx %v:\n%s%s", code, ctx.Err(), out.String(), errb.String())
+	}
+}
+
+func TestStatusRedisDown(t *testing.T) {
+	h := newHarness(t)
+	h.mr.Close()
+	code, _, errOut := h.run("status", "42")
+	if code != ExitError || !strings.Contains(errOut, "redis:") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+func TestReportPlot(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	key := "isched:lab:job:{lab-train-abababab}:series"
+	for i := 0; i < 120; i++ {
+		p := SeriesPoint{TMS: at(time.Duration(i-120) * 20 * time.Second), Step: int64(i * 60), IterMS: 200 + float64(i%7), RSS: int64(900+i) << 20}
+		if i >= 60 {
+			p.GPU = 3 << 30
+			p.IterMS = 60 + float64(i%5)
+		}
+		b, _ := json.Marshal(p)
+		if _, err := h.mr.RPush(key, string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mr.RPush(key, "not json")
+	for _, name := range []string{"run.png", "run.svg"} {
+		path := filepath.Join(h.dir, name)
+		code, out, errOut := h.run("report", "42", "--plot", path)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, errOut)
+		}
+		if !strings.Contains(out, "lineage lab-train-abababab: 120 points over 40 min (1 unreadable skipped)") ||
+			!strings.Contains(out, "peak RSS 1019.0 MiB, peak GPU 3.00 GiB") || !strings.Contains(out, "wrote "+path) {
+			t.Errorf("%s: output\n%s", name, out)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case name == "run.png" && !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+			t.Errorf("%s is not a PNG", name)
+		case name == "run.svg" && (!bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("iteration time"))):
+			t.Errorf("%s is not the SVG plot", name)
+		}
+		if len(b) < 5000 {
+			t.Errorf("%s: only %d bytes", name, len(b))
+		}
+	}
+	code, _, errOut := h.run("report", "lab-nothing-1", "--plot", filepath.Join(h.dir, "x.png"))
+	if code != ExitError || !strings.Contains(errOut, "no samples stored for lineage lab-nothing-1 (key isched:lab:job:{lab-nothing-1}:series") {
+		t.Errorf("missing series: exit %d %q", code, errOut)
+	}
+}

@@ -1,0 +1,140 @@
+//go:build integration
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/testutil"
+)
+
+func repoRoot() string {
+	_, f, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(f), "..", ".."))
+}
+
+// TestSubmitOnCluster submits the example PyTorch script through `isched
+// submit` on the real local cluster and checks what Slurm made of the
+// directives, then that the job ran under the wrapper to the end.
+func TestSubmitOnCluster(t *testing.T) {
+	testutil.NeedSlurm(t)
+	r := testutil.NeedRedis(t)
+	root := repoRoot()
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o755)
+	wrapper := filepath.Join(dir, "isched-wrapper")
+	testutil.Run(t, 3*time.Minute, "go", "build", "-o", wrapper, filepath.Join(root, "wrapper"))
+
+	cluster := fmt.Sprintf("cli%d", time.Now().UnixNano()%1e9)
+	env := map[string]string{
+		"ISCHED_CLUSTER":             cluster,
+		"ISCHED_REDIS_ADDR":          r.Addr,
+		"ISCHED_REDIS_USER":          "coordinator", // until the viewer user is loaded everywhere
+		"ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"),
+		"HOME":                       dir,
+		"PATH":                       os.Getenv("PATH"),
+	}
+	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		code := app.Run(ctx, args, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	// no agent publishes for this cluster name: the state comes from Slurm
+	code, out, errOut := run("plan", "--model", filepath.Join(root, "internal/cli/testdata/mnist_cnn.json"), "--samples", "40", "--epochs", "1",
+		"--batch", "8", "--optimizer", "momentum", "--site", filepath.Join(root, "examples/site-lab.json"), "--receipts", "none")
+	if code != 0 || !strings.Contains(out, "cluster:  polled from Slurm now") || !strings.Contains(out, "recommendation:") {
+		t.Fatalf("plan: exit %d\n%s%s", code, out, errOut)
+	}
+
+	ck := filepath.Join(dir, "ckpt")
+	pwned := filepath.Join(dir, "PWNED")
+	// a result path with a space and a command substitution: the script
+	// must write exactly this file, and nothing may run
+	result := filepath.Join(dir, "res $(touch PWNED) `touch PWNED` 'q'.json")
+	code, out, errOut = run("submit", "--model", filepath.Join(root, "internal/cli/testdata/mnist_cnn.json"), "--samples", "40", "--epochs", "1",
+		"--batch", "8", "--optimizer", "momentum", "--site", filepath.Join(root, "examples/site-lab.json"), "--receipts", "none",
+		"--partition-ideal", "cpu", "--fallback", "dev", "--time", "5", "--mem", "1500M", "--checkpoint-dir", ck, "--wrapper", wrapper,
+		"--job-name", "isched-cli-it", "--",
+		"/usr/bin/python3", filepath.Join(root, "examples/train_mnistlike.py"), "--epochs", "1", "--steps-per-epoch", "5", "--batch", "8",
+		"--threads", "1", "--result", result)
+	if code != 0 {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	id, ok := strings.CutPrefix(strings.TrimSpace(out), "Submitted batch job ")
+	if !ok {
+		t.Fatalf("submit printed %q", out)
+	}
+	t.Cleanup(func() { _ = testutil.Run(t, 10*time.Second, "scancel", id) })
+	t.Logf("job %s (cluster key %s)", id, cluster)
+
+	infos, err := slurm.ParseShowJob([]byte(testutil.Run(t, 10*time.Second, "scontrol", "show", "job", "-o", id)))
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("scontrol show job: %v (%d records)", err, len(infos))
+	}
+	info := infos[0]
+	p, isPlan, err := report.ParsePlanComment(info.Comment)
+	if !isPlan || err != nil {
+		t.Fatalf("comment %q: plan %v, %v", info.Comment, isPlan, err)
+	}
+	if p.Ideal != "cpu" || len(p.Fallbacks) != 1 || p.Fallbacks[0] != "dev" || p.Total != 5 || p.Batch != 8 || !p.Migrate ||
+		!strings.HasPrefix(p.Lineage, cluster+"-isched-cli-it-") || !strings.HasSuffix(p.Model, ":momentum:fp32") {
+		t.Errorf("plan %+v", p)
+	}
+	for key, want := range map[string]string{
+		"Partition": "cpu", "TimeLimit": "00:05:00", "Requeue": "1", "MinMemoryNode": "1500M", "JobName": "isched-cli-it",
+		"NumCPUs": "4", "WorkDir": dir, "StdOut": filepath.Join(dir, "isched-"+p.Lineage+".out"),
+	} {
+		if got := info.Fields[key]; got != want {
+			t.Errorf("scontrol: %s=%q, want %q", key, got, want)
+		}
+	}
+
+	// no coordinator runs for this cluster name: status says so and shows Slurm's view
+	code, out, errOut = run("status", id)
+	if code != 0 || !strings.Contains(out, "lineage "+p.Lineage+" (") || !strings.Contains(out, "no isched status yet") {
+		t.Errorf("status: exit %d\n%s%s", code, out, errOut)
+	}
+
+	waitGone(t, id, 3*time.Minute)
+	output, err := os.ReadFile(filepath.Join(dir, "isched-"+p.Lineage+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"isched: lineage " + p.Lineage + " job " + id + " attempt 0 on cpu/", "training cnn on cpu",
+		`"step": 5, "total": 5`, "isched-wrapper: summary: exit=0", "checkpoints=1"} {
+		if !bytes.Contains(output, []byte(want)) {
+			t.Errorf("job output lacks %q:\n%s", want, output)
+		}
+	}
+	if _, err := os.Stat(result); err != nil {
+		t.Errorf("the result file with the literal name was not written: %v", err)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("an argument was executed by a shell")
+	}
+	if _, err := os.Stat(filepath.Join(ck, "last.pt")); err != nil {
+		t.Errorf("no checkpoint in the checkpoint directory: %v", err)
+	}
+}
+
+// waitGone polls squeue until the job leaves the queue.
+func waitGone(t *testing.T, id string, limit time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, limit, time.Second, "job "+id+" ended", func() bool {
+		return strings.TrimSpace(testutil.Run(t, 10*time.Second, "squeue", "-h", "-j", id, "-o", "%i")) == ""
+	})
+}

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
+)
+
+// nasty are training arguments a shell would expand if they were not
+// quoted right.
+var nasty = []string{
+	"--name", "$(touch PWNED)", "`touch PWNED`", "a b", "it's", `"double"`, "semi;colon && echo x", "new\nline",
+	"$HOME", `back\slash`, "*", "~", "--", "", "!bang", "tab\there", "naïve ✓", "--flag=va'l",
+}
+
+func TestSubmitDryRunGolden(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	h.shownAddr = "redis.lab.example:6390"
+	h.env["ISCHED_COORDINATOR_UID"] = "999"
+	tests := []struct {
+		golden string
+		args   []string
+	}{
+		// from the estimate: gpu frees in an hour, so start on dev and move
+		{"submit_estimate.sh", []string{"submit", "--dry-run", "--model", "testdata/resnet18_128.json", "--samples", "50000", "--epochs", "10",
+			"--batch", "32", "--optimizer", "momentum", "--site", "../../examples/site-lab.json", "--receipts", "none",
+			"--wrapper", "/opt/isched/bin/isched-wrapper", "--",
+			"/usr/bin/python3", "examples/train_mnistlike.py", "--model", "resnet18", "--image-size", "128", "--batch", "32", "--epochs", "10"}},
+		// no estimate: the user's partition, time and memory
+		{"submit_plain.sh", []string{"submit", "--dry-run", "--partition-ideal", "cpu", "--time", "30", "--mem", "2G", "--cpus", "2",
+			"--checkpoint-dir", "ckpt", "--wrapper", "/opt/isched/bin/isched-wrapper", "--wrapper-arg=--iter-pattern=tqdm", "--",
+			"python3", "train.py", "--lr", "0.1", "$(rm -rf ~)", "it's"}},
+	}
+	for _, tt := range tests {
+		code, out, errOut := h.run(tt.args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", tt.golden, code, errOut)
+		}
+		golden(t, tt.golden, out)
+		if !strings.Contains(errOut, "dry run, not submitted") {
+			t.Errorf("%s: stderr %q", tt.golden, errOut)
+		}
+		if len(h.slurm.submitted) != 0 {
+			t.Fatalf("dry run submitted")
+		}
+	}
+}
+
+// TestScriptQuoting runs the generated script with a fake srun and checks
+// that the training command arrives byte for byte, with nothing expanded.
+func TestScriptQuoting(t *testing.T) {
+	dir := t.TempDir()
+	pwned := filepath.Join(dir, "PWNED")
+	args := append([]string{"/usr/bin/python3", "train.py"}, nasty...)
+	args = append(args, "$(touch "+pwned+")", "`touch "+pwned+"`")
+	s := Script{JobName: "t", Partitions: []string{"cpu"}, Output: filepath.Join(dir, "out"), Chdir: dir, Comment: "isched:v1 lineage=x ideal=cpu",
+		Env: [][2]string{{"ISCHED_LINEAGE", "x"}, {"ISCHED_REDIS_ADDR", "host:1 $(touch " + pwned + ")"}}, Unset: []string{"ISCHED_REDIS_USER"},
+		Wrapper: "/opt/isched wrapper/isched-wrapper", WrapperArgs: []string{"--checkpoint-dir", dir + "/ck pt"}, Argv: args}
+	b, err := s.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := filepath.Join(dir, "argv")
+	fake := filepath.Join(dir, "srun")
+	if err := os.WriteFile(fake, []byte("#!/bin/bash\nprintf '%s\\0' \"$ISCHED_REDIS_ADDR\" \"$@\" > "+ShellQuote(record)+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Replace(string(b), "exec srun ", "exec "+ShellQuote(fake)+" ", 1)
+	path := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Run(t, 20*time.Second, "/bin/bash", path)
+	got, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSuffix(string(got), "\x00"), "\x00")
+	want := append([]string{s.Env[1][1], s.Wrapper}, s.WrapperArgs...)
+	want = append(want, "--")
+	want = append(want, args...)
+	if len(fields) != len(want) {
+		t.Fatalf("srun got %d arguments, want %d:\n%q\n%q", len(fields), len(want), fields, want)
+	}
+	for i := range want {
+		if fields[i] != want[i] {
+			t.Errorf("argument %d: got %q, want %q", i, fields[i], want[i])
+		}
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("an argument was executed by the shell")
+	}
+}
+
+func TestScriptRefusesDirectiveInjection(t *testing.T) {
+	t.Parallel()
+	for _, s := range []Script{
+		{JobName: "x\nrm -rf ~", Wrapper: "/w", Argv: []string{"a"}},
+		{Output: "/tmp/a\"b", Wrapper: "/w", Argv: []string{"a"}},
+		{Chdir: "/tmp/a\\", Wrapper: "/w", Argv: []string{"a"}},
+		{Wrapper: "/w", Argv: []string{"a\x00b"}},
+		{Env: [][2]string{{"BAD NAME", "v"}}, Wrapper: "/w", Argv: []string{"a"}},
+	} {
+		if b, err := s.Render(); err == nil {
+			t.Errorf("rendered %+v:\n%s", s, b)
+		}
+	}
+	s := Script{Chdir: "/home/a b/p", Wrapper: "/w", Argv: []string{"a"}}
+	b, err := s.Render()
+	if err != nil || !bytes.Contains(b, []byte(`#SBATCH --chdir="/home/a b/p"`)) {
+		t.Errorf("a path with a space: %v\n%s", err, b)
+	}
+}
+
+func TestSubmitSubmits(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	ck := filepath.Join(h.dir, "ck")
+	code, out, errOut := h.run("submit", "--model", "testdata/resnet18_128.json", "--samples", "50000", "--epochs", "10", "--batch", "32",
+		"--optimizer", "momentum", "--site", "../../examples/site-lab.json", "--receipts", "none", "--policy", "ideal",
+		"--checkpoint-dir", ck, "--wrapper", "/opt/isched/bin/isched-wrapper", "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if out != "Submitted batch job 101\n" || !strings.Contains(errOut, "isched status 101") {
+		t.Fatalf("stdout %q stderr %q", out, errOut)
+	}
+	if len(h.slurm.submitted) != 1 {
+		t.Fatalf("%d submissions", len(h.slurm.submitted))
+	}
+	spec := h.slurm.specs[0]
+	p, ok, err := report.ParsePlanComment(spec.Comment)
+	if !ok || err != nil {
+		t.Fatalf("comment %q: %v", spec.Comment, err)
+	}
+	// policy ideal: wait for gpu, no migration
+	if p.Ideal != "gpu" || p.IdealGres != "gpu:1" || p.Migrate || p.Batch != 32 || p.Total != 15630 || !strings.HasSuffix(p.Model, ":momentum:fp32") {
+		t.Errorf("plan %+v", p)
+	}
+	script := string(h.slurm.submitted[0])
+	for _, want := range []string{"#SBATCH --partition=gpu\n", "#SBATCH --gres=gpu:1\n", "#SBATCH --requeue\n", "#SBATCH --signal=USR1@120\n",
+		"#SBATCH --open-mode=append\n", "--checkpoint-signal file", "--total-iters 15630", "export ISCHED_LINEAGE=" + p.Lineage + "\n"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("script lacks %q:\n%s", want, script)
+		}
+	}
+	if fi, err := os.Stat(ck); err != nil || !fi.IsDir() {
+		t.Errorf("checkpoint directory not created: %v", err)
+	}
+	// the job left Slurm and the job table: the history still knows it
+	if _, out, _ := h.run("status", "101"); !strings.Contains(out, "lineage "+p.Lineage+" (from your submission history") {
+		t.Errorf("status of a forgotten job:\n%s", out)
+	}
+}

@@ -1,0 +1,558 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// Source says where a row's numbers come from.
+type Source string
+
+// Sources, best first.
+const (
+	// Measured: receipts of this model, training set-up, batch and node type.
+	Measured Source = "measured"
+	// Scaled: receipts of another batch size (a fit of memory and iteration
+	// time against the batch) or of another node type (scaled by relative
+	// throughput).
+	Scaled Source = "scaled"
+	// Static: the model summary and the site catalogue only.
+	Static Source = "static"
+)
+
+// Request is what to estimate.
+type Request struct {
+	Model    *Model
+	Training Training
+	Samples  int64 // samples per epoch
+	Epochs   int
+	Batches  []int
+	// Receipts of finished runs; only those of ConfigKey(Model, Training)
+	// are used.
+	Receipts []report.Receipt
+}
+
+// ConfigKey names a model trained one way, for receipts (report.Plan.Model):
+// memory and speed depend on the optimizer and the precision as much as on
+// the network.
+func ConfigKey(m *Model, t Training) string {
+	return m.Fingerprint() + ":" + t.Optimizer + ":" + t.Precision
+}
+
+// Validate checks a request.
+func (r Request) Validate() error {
+	switch {
+	case r.Model == nil:
+		return fmt.Errorf("no model summary")
+	case r.Samples <= 0:
+		return fmt.Errorf("samples must be positive")
+	case r.Epochs <= 0:
+		return fmt.Errorf("epochs must be positive")
+	case len(r.Batches) == 0:
+		return fmt.Errorf("no batch size")
+	}
+	for _, b := range r.Batches {
+		if b <= 0 || b > 1<<20 {
+			return fmt.Errorf("batch size %d: must be between 1 and %d", b, 1<<20)
+		}
+	}
+	return r.Training.Validate()
+}
+
+// Row is one batch size on one node type.
+type Row struct {
+	Batch    int
+	NodeType *NodeType
+	// Mem is the estimated peak of the memory that must fit: device memory
+	// of a GPU, or host RSS (CPU nodes, emulated GPUs). MemCap is what one
+	// job may use.
+	Mem, MemCap int64
+	Fits        bool
+	// HostMem is the host RSS to ask Slurm for (--mem) before a margin.
+	HostMem     int64
+	IterSeconds float64
+	Iters       int64 // iterations of the whole run
+	Hours       float64
+	CostPerHour float64
+	Cost        float64
+	Source      Source
+	Basis       string // how a measured or scaled row was derived
+	Static      Memory // the static breakdown, always computed
+	Partitions  []PartitionFit
+}
+
+// Run is the estimated run time.
+func (r *Row) Run() time.Duration { return hoursDur(r.Hours) }
+
+// Feasible returns the partitions the row can run on.
+func (r *Row) Feasible() []PartitionFit {
+	var out []PartitionFit
+	for _, p := range r.Partitions {
+		if p.OK {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PartitionFit says whether a row can run on a partition.
+type PartitionFit struct {
+	Partition *PartitionSpec
+	OK        bool
+	// Chunks > 1: the run is longer than the partition's time limit and
+	// continues across that many attempts from checkpoints.
+	Chunks int
+	Why    string // why not, when !OK
+}
+
+func hoursDur(h float64) time.Duration {
+	if math.IsInf(h, 0) || math.IsNaN(h) || h > 1e6 {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(h * float64(time.Hour))
+}
+
+// Estimate computes one row per batch size and node type, in the order of
+// req.Batches and of the catalogue's node types.
+func (s *Site) Estimate(req Request) ([]Row, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	cal := s.calibrate(ConfigKey(req.Model, req.Training), req.Receipts)
+	var rows []Row
+	for _, b := range req.Batches {
+		for i := range s.NodeTypes {
+			rows = append(rows, s.row(req, &s.NodeTypes[i], b, cal))
+		}
+	}
+	return rows, nil
+}
+
+func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibration) Row {
+	dev := nt.DeviceMemory()
+	st := StaticMemory(req.Model, req.Training, batch, dev)
+	r := Row{Batch: batch, NodeType: nt, Static: st, MemCap: nt.MemCapacity(), Source: Static}
+	r.Mem = st.Total()
+	r.IterSeconds = s.StaticIterSeconds(req.Model, nt, req.Training, batch)
+	if c := cal[nt.Name]; c != nil {
+		s.fromOwn(&r, req, c)
+	} else if c := s.donor(nt, cal); c != nil {
+		s.fromOther(&r, req, c)
+	}
+	if nt.Kind == KindGPU && !nt.Emulated {
+		r.HostMem = StaticHostMemory(req.Model)
+	} else {
+		r.HostMem = r.Mem
+	}
+	r.Fits = r.Mem <= r.MemCap
+	perEpoch := (req.Samples + int64(batch) - 1) / int64(batch)
+	r.Iters = perEpoch * int64(req.Epochs)
+	r.Hours = float64(r.Iters) * r.IterSeconds / 3600
+	r.CostPerHour = nt.CostPerHour()
+	r.Cost = r.Hours * r.CostPerHour
+	for i := range s.Partitions {
+		ps := &s.Partitions[i]
+		if slices.Contains(ps.NodeTypes, nt.Name) {
+			r.Partitions = append(r.Partitions, s.fit(&r, ps))
+		}
+	}
+	return r
+}
+
+// fit decides whether row r can run on partition ps.
+func (s *Site) fit(r *Row, ps *PartitionSpec) PartitionFit {
+	f := PartitionFit{Partition: ps, OK: true, Chunks: 1}
+	nt := r.NodeType
+	no := func(format string, a ...any) PartitionFit {
+		f.OK, f.Why = false, fmt.Sprintf(format, a...)
+		return f
+	}
+	if !r.Fits {
+		return no("memory: needs %s, has %s", FormatBytes(r.Mem), FormatBytes(r.MemCap))
+	}
+	if u := ps.PerUser; u != nil {
+		// One job of one device on one node: only a CPU cap can be too
+		// small (MaxJobs is checked against the queue by the wait estimate).
+		if u.MaxCPUs > 0 && u.MaxCPUs < nt.JobCPUs() {
+			return no("per-user CPU limit %d < %d", u.MaxCPUs, nt.JobCPUs())
+		}
+	}
+	limit := ps.MaxTimeLimit()
+	if ps.PerUser != nil {
+		if ul, _ := ParseSlurmTime(ps.PerUser.MaxTime); ul > 0 && (limit == 0 || ul < limit) {
+			limit = ul
+		}
+	}
+	if run := r.Run(); limit > 0 && run > limit {
+		// Usable only by continuing from checkpoints; each attempt loses the
+		// warning window before its limit.
+		usable := limit - 5*time.Minute
+		if usable <= 0 {
+			return no("time limit %s too short to continue from checkpoints", limit)
+		}
+		f.Chunks = int((run + usable - 1) / usable)
+	}
+	return f
+}
+
+// calibration is what the receipts of one node type say.
+type calibration struct {
+	nt      *NodeType
+	mem     []xy // batch, peak memory of the binding kind (device or host)
+	iter    []xy // batch, iteration ms
+	batches []int
+	n       int
+}
+
+type xy struct{ x, y float64 }
+
+// receiptNodeType maps a receipt to a node type: its NodeType when the
+// catalogue knows it, else its partition's only node type, or the
+// partition's GPU/CPU node type as the receipt used GPUs or not.
+func (s *Site) receiptNodeType(r *report.Receipt) *NodeType {
+	if nt := s.NodeType(r.NodeType); nt != nil {
+		return nt
+	}
+	ps := s.Partition(r.Partition)
+	if ps == nil {
+		return nil
+	}
+	if len(ps.NodeTypes) == 1 {
+		return s.NodeType(ps.NodeTypes[0])
+	}
+	var match *NodeType
+	for _, n := range ps.NodeTypes {
+		nt := s.NodeType(n)
+		if (nt.Kind == KindGPU) == (r.GPUs > 0) {
+			if match != nil {
+				return nil // ambiguous
+			}
+			match = nt
+		}
+	}
+	return match
+}
+
+func (s *Site) calibrate(key string, receipts []report.Receipt) map[string]*calibration {
+	out := map[string]*calibration{}
+	for i := range receipts {
+		r := &receipts[i]
+		if r.Model != key || r.Batch <= 0 {
+			continue
+		}
+		nt := s.receiptNodeType(r)
+		if nt == nil {
+			continue
+		}
+		c := out[nt.Name]
+		if c == nil {
+			c = &calibration{nt: nt}
+			out[nt.Name] = c
+		}
+		mem := r.PeakRSS
+		if nt.DeviceMemory() {
+			mem = r.PeakGPU
+		}
+		used := false
+		if mem > 0 {
+			c.mem = append(c.mem, xy{float64(r.Batch), float64(mem)})
+			used = true
+		}
+		if r.IterMS > 0 && !math.IsInf(r.IterMS, 0) {
+			c.iter = append(c.iter, xy{float64(r.Batch), r.IterMS})
+			used = true
+		}
+		if used {
+			c.n++
+			if !slices.Contains(c.batches, r.Batch) {
+				c.batches = append(c.batches, r.Batch)
+			}
+		}
+	}
+	for k, c := range out {
+		if c.n == 0 {
+			delete(out, k)
+		}
+		slices.Sort(c.batches)
+	}
+	return out
+}
+
+// at returns the mean of the points at batch b.
+func at(pts []xy, b int) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, p := range pts {
+		if int(p.x) == b {
+			sum += p.y
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / float64(n), true
+}
+
+// peakAt returns the largest value at batch b (memory: the worst run).
+func peakAt(pts []xy, b int) (float64, bool) {
+	var m float64
+	ok := false
+	for _, p := range pts {
+		if int(p.x) == b && (!ok || p.y > m) {
+			m, ok = p.y, true
+		}
+	}
+	return m, ok
+}
+
+// FitLine fits y = a + b*x by least squares. ok is false with fewer than two
+// distinct x. A negative slope (noise: memory and iteration time do not
+// shrink with the batch) is clamped to 0.
+func FitLine(xs, ys []float64) (a, b float64, ok bool) {
+	n := float64(len(xs))
+	if len(xs) != len(ys) || len(xs) < 2 {
+		return 0, 0, false
+	}
+	var mx, my float64
+	for i := range xs {
+		mx += xs[i]
+		my += ys[i]
+	}
+	mx /= n
+	my /= n
+	var sxx, sxy float64
+	for i := range xs {
+		sxx += (xs[i] - mx) * (xs[i] - mx)
+		sxy += (xs[i] - mx) * (ys[i] - my)
+	}
+	if sxx == 0 {
+		return 0, 0, false
+	}
+	b = max(sxy/sxx, 0)
+	return my - b*mx, b, true
+}
+
+func fitPts(pts []xy) (a, b float64, ok bool) {
+	xs, ys := make([]float64, len(pts)), make([]float64, len(pts))
+	for i, p := range pts {
+		xs[i], ys[i] = p.x, p.y
+	}
+	return FitLine(xs, ys)
+}
+
+func batchList(bs []int) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = strconv.Itoa(b)
+	}
+	return strings.Join(s, ",")
+}
+
+// fromOwn fills r from receipts on its own node type: measured at this
+// batch, else a fit over two or more batches, else one batch plus the
+// static per-sample slope.
+func (s *Site) fromOwn(r *Row, req Request, c *calibration) {
+	b := r.Batch
+	memAt, haveMem := peakAt(c.mem, b)
+	iterAt, haveIter := at(c.iter, b)
+	if haveMem && haveIter {
+		r.Mem, r.IterSeconds = int64(memAt), iterAt/1000
+		r.Source, r.Basis = Measured, fmt.Sprintf("%d receipt(s) at batch %d on %s", countAt(c, b), b, c.nt.Name)
+		return
+	}
+	var how []string
+	if haveMem {
+		r.Mem = int64(memAt)
+	} else if mem, basis, ok := scaleMem(c.mem, b, r.Static, r.Batch); ok {
+		r.Mem = mem
+		how = append(how, "memory "+basis)
+	}
+	if haveIter {
+		r.IterSeconds = iterAt / 1000
+	} else if a, sl, ok := fitPts(c.iter); ok {
+		r.IterSeconds = (a + sl*float64(b)) / 1000
+		how = append(how, fmt.Sprintf("time fit over batch %s", batchList(distinctX(c.iter))))
+	} else if len(c.iter) > 0 {
+		// one batch size: scale by the static model's batch dependence
+		b0 := int(c.iter[0].x)
+		t0, _ := at(c.iter, b0)
+		st0 := s.StaticIterSeconds(req.Model, r.NodeType, req.Training, b0)
+		r.IterSeconds = t0 / 1000 * r.IterSeconds / st0
+		how = append(how, fmt.Sprintf("time from batch %d x static ratio", b0))
+	}
+	if len(how) == 0 {
+		return
+	}
+	r.Source = Scaled
+	r.Basis = strings.Join(how, "; ") + " on " + c.nt.Name
+}
+
+func countAt(c *calibration, b int) int {
+	n := 0
+	for _, p := range c.iter {
+		if int(p.x) == b {
+			n++
+		}
+	}
+	return max(n, 1)
+}
+
+func distinctX(pts []xy) []int {
+	var bs []int
+	for _, p := range pts {
+		if !slices.Contains(bs, int(p.x)) {
+			bs = append(bs, int(p.x))
+		}
+	}
+	slices.Sort(bs)
+	return bs
+}
+
+// scaleMem predicts memory at batch b from measured points: a fit over two
+// or more batch sizes, or one batch size plus the static per-sample slope.
+//
+// The fitted slope is capped at the static one. The static slope counts
+// every tensor the forward pass creates, twice, so memory that grows
+// faster than that is the allocator's steps, not the model: measured on the
+// local cluster, ResNet-18's peak RSS moved by up to 20 MiB between runs
+// and in steps between batch sizes, which over two receipts can make a
+// slope 25% too steep, and extrapolating to twice the largest batch
+// doubles that error. The capped line still passes through the centroid
+// of the measurements.
+func scaleMem(pts []xy, b int, static Memory, batch int) (int64, string, bool) {
+	slope := static.perSample(batch)
+	if a, sl, ok := fitPts(pts); ok {
+		basis := fmt.Sprintf("fit over batch %s", batchList(distinctX(pts)))
+		if sl > slope {
+			a, sl = capSlope(pts, slope)
+			basis += fmt.Sprintf(" (slope capped at the static %s/sample)", FormatBytes(int64(slope)))
+		}
+		return int64(a + sl*float64(b)), basis, true
+	}
+	if len(pts) == 0 {
+		return 0, "", false
+	}
+	b0 := int(pts[0].x)
+	m0, _ := peakAt(pts, b0)
+	return int64(m0 + slope*float64(b-b0)), fmt.Sprintf("from batch %d + static slope", b0), true
+}
+
+// capSlope returns the line with the given slope through the centroid of pts.
+func capSlope(pts []xy, slope float64) (a, b float64) {
+	var mx, my float64
+	for _, p := range pts {
+		mx += p.x
+		my += p.y
+	}
+	n := float64(len(pts))
+	return my/n - slope*mx/n, slope
+}
+
+// donor picks the node type whose receipts best stand in for nt's: one of
+// the same memory kind (device or host) first, then the most batch sizes,
+// then the most receipts, then catalogue order.
+func (s *Site) donor(nt *NodeType, cal map[string]*calibration) *calibration {
+	var best *calibration
+	score := func(c *calibration) [3]int {
+		same := 0
+		if c.nt.DeviceMemory() == nt.DeviceMemory() {
+			same = 1
+		}
+		return [3]int{same, len(c.batches), c.n}
+	}
+	for i := range s.NodeTypes {
+		c := cal[s.NodeTypes[i].Name]
+		if c == nil {
+			continue
+		}
+		if best == nil {
+			best = c
+			continue
+		}
+		a, b := score(c), score(best)
+		if slices.Compare(a[:], b[:]) > 0 {
+			best = c
+		}
+	}
+	return best
+}
+
+// fromOther fills r from another node type's receipts: iteration time
+// scaled by relative throughput; memory measured there when both keep their
+// tensors in the same kind of memory, else the measured per-sample slope on
+// top of this node type's static fixed part.
+func (s *Site) fromOther(r *Row, req Request, c *calibration) {
+	nt := r.NodeType
+	b := r.Batch
+	var how []string
+	if len(c.mem) > 0 {
+		if c.nt.DeviceMemory() == nt.DeviceMemory() {
+			if m, ok := peakAt(c.mem, b); ok {
+				r.Mem = int64(m) - c.overhead() + overheadOf(nt)
+				how = append(how, fmt.Sprintf("memory measured at batch %d", b))
+			} else if m, basis, ok := scaleMem(c.mem, b, r.Static, b); ok {
+				r.Mem = m - c.overhead() + overheadOf(nt)
+				how = append(how, "memory "+basis)
+			}
+		} else if _, sl, ok := fitPts(c.mem); ok && sl > 0 {
+			fixed := r.Static.Total() - r.Static.Activations
+			r.Mem = fixed + int64(min(sl, r.Static.perSample(b))*float64(b))
+			how = append(how, fmt.Sprintf("memory: static fixed part + per-sample slope fitted over batch %s", batchList(distinctX(c.mem))))
+		}
+	}
+	if len(c.iter) > 0 {
+		ratio := s.speedRatio(c.nt, nt, req.Training.Precision)
+		var t float64
+		if v, ok := at(c.iter, b); ok {
+			t = v / 1000
+		} else if a, sl, ok := fitPts(c.iter); ok {
+			t = (a + sl*float64(b)) / 1000
+		} else {
+			b0 := int(c.iter[0].x)
+			t0, _ := at(c.iter, b0)
+			t = t0 / 1000 * s.StaticIterSeconds(req.Model, c.nt, req.Training, b) / s.StaticIterSeconds(req.Model, c.nt, req.Training, b0)
+		}
+		r.IterSeconds = t / ratio
+		how = append(how, fmt.Sprintf("time / %.3g (relative throughput)", ratio))
+	}
+	if len(how) == 0 {
+		return
+	}
+	r.Source = Scaled
+	r.Basis = "from " + c.nt.Name + " receipts: " + strings.Join(how, "; ")
+}
+
+func (c *calibration) overhead() int64 { return overheadOf(c.nt) }
+
+func overheadOf(nt *NodeType) int64 {
+	if nt.DeviceMemory() {
+		return GPUContextBytes
+	}
+	return CPUFrameworkBytes
+}
+
+// FormatBytes prints a byte count with a binary unit ("31.5 GiB").
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		v /= unit
+		if v < unit || u == "TiB" {
+			if v < 10 {
+				return fmt.Sprintf("%.2f %s", v, u)
+			}
+			return fmt.Sprintf("%.1f %s", v, u)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,192 @@
+package plan
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ModelVersion is the model summary format version this package reads.
+const ModelVersion = 1
+
+// Model is a model summary (model.json), written by scripts/model_summary.py
+// for any torch nn.Module and described in docs/model-summary.md:
+//
+//	{
+//	  "v": 1,
+//	  "name": "resnet50",
+//	  "framework": "pytorch 1.13.0",
+//	  "parameters": 25557032,
+//	  "trainable_parameters": 25557032,
+//	  "param_bytes": 4,
+//	  "activation_bytes_per_sample": 91438752,
+//	  "flops_per_sample": 8178368512,
+//	  "input_shape": [3, 224, 224],
+//	  "activations_counted": "aten-outputs",
+//	  "layers": [{"name": "conv1", "type": "Conv2d", "output_shape": [2, 64, 112, 112], "params": 9408, "output_bytes": 3211264}]
+//	}
+//
+// Every field but activations_counted and layers is required. Figures are
+// per sample and measured at the dtype of the parameters (param_bytes).
+type Model struct {
+	V         int    `json:"v"`         // format version, ModelVersion
+	Name      string `json:"name"`      // model name, printable
+	Framework string `json:"framework"` // e.g. "pytorch 1.13.0"
+	// Parameters counts every parameter; TrainableParameters those with
+	// requires_grad (they get gradients and optimizer state).
+	Parameters          int64 `json:"parameters"`
+	TrainableParameters int64 `json:"trainable_parameters"`
+	// ParamBytes is bytes per parameter as stored (4: float32, 2: half).
+	ParamBytes int `json:"param_bytes"`
+	// ActivationBytesPerSample is the bytes of the tensors one sample's
+	// forward pass creates, each storage counted once (views, in-place
+	// results and parameters add nothing): what autograd may keep for the
+	// backward pass (see ActivationsCounted).
+	ActivationBytesPerSample int64 `json:"activation_bytes_per_sample"`
+	// FLOPsPerSample is forward FLOPs for one sample, a multiply-add
+	// counting as 2 (convolutions and matrix products).
+	// Element-wise work is not counted; 0 for a model of embeddings only.
+	FLOPsPerSample int64 `json:"flops_per_sample"`
+	InputShape     []int `json:"input_shape"` // one sample, e.g. [3, 224, 224]
+	// ActivationsCounted says how ActivationBytesPerSample was measured:
+	// "aten-outputs" (every tensor the forward pass created, at the
+	// dispatcher, so functional calls count) or "leaf-outputs" (outputs of
+	// leaf modules only); optional.
+	ActivationsCounted string  `json:"activations_counted,omitempty"`
+	Layers             []Layer `json:"layers,omitempty"`
+}
+
+// Layer is one leaf module of the summary. OutputShape is the first output
+// tensor's shape as run (batch dimension first); OutputBytes is per sample.
+type Layer struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	OutputShape []int  `json:"output_shape"`
+	Params      int64  `json:"params"`
+	OutputBytes int64  `json:"output_bytes"`
+}
+
+// DecodeModel reads a model summary strictly: an unknown, misspelt,
+// duplicate or mistyped field, or a missing or impossible value, is a
+// *FieldError naming the field.
+func DecodeModel(b []byte) (*Model, error) {
+	var m Model
+	if err := decodeStrict(b, &m, "v", "name", "framework", "parameters", "trainable_parameters", "param_bytes",
+		"activation_bytes_per_sample", "flops_per_sample", "input_shape"); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks a summary's values.
+func (m *Model) Validate() error {
+	switch {
+	case m.V != ModelVersion:
+		return fieldErr("v", "want %d (this build reads model summary version %d), got %d", ModelVersion, ModelVersion, m.V)
+	case strings.TrimSpace(m.Name) == "":
+		return fieldErr("name", "required")
+	case !printable(m.Name, 128):
+		return fieldErr("name", "want up to 128 printable characters")
+	case !printable(m.Framework, 128):
+		return fieldErr("framework", "want up to 128 printable characters")
+	case m.Parameters <= 0:
+		return fieldErr("parameters", "required, must be positive")
+	case m.TrainableParameters < 0 || m.TrainableParameters > m.Parameters:
+		return fieldErr("trainable_parameters", "must be between 0 and parameters (%d), got %d", m.Parameters, m.TrainableParameters)
+	case m.ParamBytes != 1 && m.ParamBytes != 2 && m.ParamBytes != 4 && m.ParamBytes != 8:
+		return fieldErr("param_bytes", "want 1, 2, 4 or 8 (bytes per parameter), got %d", m.ParamBytes)
+	case m.ActivationBytesPerSample <= 0:
+		return fieldErr("activation_bytes_per_sample", "required, must be positive")
+	case m.FLOPsPerSample < 0:
+		// 0 is possible (a model of embeddings only): its static time is 0
+		return fieldErr("flops_per_sample", "must not be negative")
+	case m.ActivationsCounted != "" && m.ActivationsCounted != "aten-outputs" && m.ActivationsCounted != "leaf-outputs":
+		return fieldErr("activations_counted", "want \"aten-outputs\" or \"leaf-outputs\", got %q", m.ActivationsCounted)
+	case len(m.InputShape) == 0 || len(m.InputShape) > 8:
+		return fieldErr("input_shape", "want 1 to 8 dimensions")
+	}
+	for i, d := range m.InputShape {
+		if d <= 0 {
+			return fieldErr(fmt.Sprintf("input_shape[%d]", i), "must be positive, got %d", d)
+		}
+	}
+	for i, l := range m.Layers {
+		p := fmt.Sprintf("layers[%d]", i)
+		switch {
+		case !printable(l.Name, 1024):
+			return fieldErr(p+".name", "want up to 1024 printable characters")
+		case l.Type == "" || !printable(l.Type, 128):
+			return fieldErr(p+".type", "required, up to 128 printable characters")
+		case l.Params < 0:
+			return fieldErr(p+".params", "must not be negative")
+		case l.OutputBytes < 0:
+			return fieldErr(p+".output_bytes", "must not be negative")
+		}
+		for j, d := range l.OutputShape {
+			if d < 0 {
+				return fieldErr(fmt.Sprintf("%s.output_shape[%d]", p, j), "must not be negative")
+			}
+		}
+	}
+	return nil
+}
+
+// InputBytesPerSample is the size of one input sample at the parameters'
+// dtype (the first layer keeps its input for the backward pass).
+func (m *Model) InputBytesPerSample() int64 {
+	n := int64(1)
+	for _, d := range m.InputShape {
+		n *= int64(d)
+	}
+	return n * int64(m.ParamBytes)
+}
+
+// Fingerprint names the model for receipts: its name and a hash of the
+// figures that decide memory and speed, so two summaries of the same
+// network and input agree and a changed input shape does not.
+func (m *Model) Fingerprint() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "v1|%d|%d|%d|%d|%d", m.Parameters, m.TrainableParameters, m.ParamBytes, m.ActivationBytesPerSample, m.FLOPsPerSample)
+	for _, d := range m.InputShape {
+		h.Write([]byte("|" + strconv.Itoa(d)))
+	}
+	name := sanitize(m.Name, 40)
+	if name == "" {
+		name = "model"
+	}
+	return name + "-" + hex.EncodeToString(h.Sum(nil))[:8]
+}
+
+// sanitize keeps [A-Za-z0-9._-] (others become '-') and cuts to max bytes.
+func sanitize(s string, max int) string {
+	var b strings.Builder
+	for _, c := range s {
+		if b.Len() >= max {
+			break
+		}
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return strings.Trim(b.String(), "-.")
+}
+
+func printable(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == 0xfffd {
+			return false
+		}
+	}
+	return true
+}

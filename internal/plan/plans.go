@@ -1,0 +1,250 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// DefaultMigrationOverhead is what one move costs in wall time: the
+// checkpoint on request, Slurm's requeue delay (the credential lifetime,
+// about two minutes on 22.05), and start-up and checkpoint loading on the
+// new node. The coordinator measures checkpoint times per job; this is the
+// planning figure before any was measured.
+const DefaultMigrationOverhead = 3 * time.Minute
+
+// Option is running the whole job on one partition.
+type Option struct {
+	Row       *Row
+	Partition *PartitionSpec
+	Fit       PartitionFit
+	Wait      Wait
+	// Run includes the restarts of a run longer than the time limit.
+	Run   time.Duration
+	Total time.Duration // Wait + Run; meaningful when Wait.Known
+	Cost  float64
+	// Rate is the cost per hour of the job on this partition.
+	Rate float64
+}
+
+// Name is the partition name, qualified by the node type when the
+// partition has several.
+func (o *Option) Name() string {
+	if len(o.Partition.NodeTypes) > 1 {
+		return o.Partition.Name + "/" + o.Row.NodeType.Name
+	}
+	return o.Partition.Name
+}
+
+// Migration is starting on one partition and moving to a faster one when
+// it is predicted to free.
+type Migration struct {
+	From, To *Option
+	OnFrom   time.Duration // wall time on From before the move
+	Done     float64       // fraction of the work done on From
+	Overhead time.Duration
+	Total    time.Duration
+	Cost     float64
+}
+
+// Plans are the options of one batch size.
+type Plans struct {
+	Batch   int
+	Options []*Option // feasible; known waits first, by total time
+	// Ideal is the fastest run among the partitions that are not
+	// preemptible (the partition the job should end up on).
+	Ideal *Option
+	// Without is the best single partition: the shortest wait + run.
+	Without *Option
+	// With is the best plan that starts now and moves to a faster
+	// partition when it frees; nil when none applies (the fastest is idle,
+	// or nothing is idle).
+	With     *Migration
+	Cheapest *Option
+	// Recommend is "with" (migration) or "without"; Reason says why.
+	Recommend string
+	Reason    string
+}
+
+// Options builds the feasible options of rows (one batch size) with their
+// waits; wait may be nil (waits unknown).
+func Options(rows []Row, wait func(*PartitionSpec, *NodeType) Wait, overhead time.Duration) []*Option {
+	var out []*Option
+	for i := range rows {
+		r := &rows[i]
+		for _, f := range r.Partitions {
+			if !f.OK {
+				continue
+			}
+			o := &Option{Row: r, Partition: f.Partition, Fit: f}
+			if wait != nil {
+				o.Wait = wait(f.Partition, r.NodeType)
+			}
+			if o.Wait.Partition == "" {
+				o.Wait = Wait{Partition: f.Partition.Name, Reason: "unknown: no cluster state"}
+			}
+			o.Run = r.Run() + time.Duration(f.Chunks-1)*overhead
+			o.Rate = r.CostPerHour * f.Partition.costFactor()
+			o.Cost = o.Rate * o.Run.Hours()
+			o.Total = o.Wait.Wait + o.Run
+			out = append(out, o)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Option) int {
+		if a.Wait.Known != b.Wait.Known {
+			if a.Wait.Known {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(a.Total, b.Total); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Cost, b.Cost)
+	})
+	return out
+}
+
+// MakePlans compares the options of one batch size and recommends one.
+func MakePlans(batch int, opts []*Option, overhead time.Duration) Plans {
+	p := Plans{Batch: batch, Options: opts}
+	if len(opts) == 0 {
+		p.Reason = "no partition can run this batch size"
+		return p
+	}
+	for _, o := range opts {
+		if !o.Partition.Preemptible && (p.Ideal == nil || o.Run < p.Ideal.Run || (o.Run == p.Ideal.Run && o.Cost < p.Ideal.Cost)) {
+			p.Ideal = o
+		}
+		// A preemptible partition can requeue the job at any time, so its
+		// figures are not a plan to rely on; it remains a place to start
+		// (migration) and a cheapest choice.
+		if o.Wait.Known && !o.Partition.Preemptible && (p.Without == nil || o.Total < p.Without.Total) {
+			p.Without = o
+		}
+		if p.Cheapest == nil || o.Cost < p.Cheapest.Cost || (o.Cost == p.Cheapest.Cost && o.Run < p.Cheapest.Run) {
+			p.Cheapest = o
+		}
+	}
+	if p.Ideal == nil {
+		p.Ideal = opts[0]
+	}
+	if p.Without == nil {
+		for _, o := range opts {
+			if o.Wait.Known && (p.Without == nil || o.Total < p.Without.Total) {
+				p.Without = o
+			}
+		}
+	}
+	p.With = bestMigration(opts, overhead)
+	p.recommend(overhead)
+	return p
+}
+
+// bestMigration tries every start-now option against every faster,
+// non-preemptible option that is busy, and keeps the earliest finish.
+func bestMigration(opts []*Option, overhead time.Duration) *Migration {
+	var best *Migration
+	for _, from := range opts {
+		if !from.Wait.Known || !from.Wait.IdleNow {
+			continue
+		}
+		for _, to := range opts {
+			if to == from || !to.Wait.Known || to.Wait.IdleNow || to.Partition.Preemptible || to.Run >= from.Run {
+				continue
+			}
+			if from.Run <= to.Wait.Wait+overhead {
+				continue // it would finish where it started before the move pays
+			}
+			m := migrate(from, to, overhead)
+			if best == nil || m.Total < best.Total || (m.Total == best.Total && m.Cost < best.Cost) ||
+				(m.Total == best.Total && m.Cost == best.Cost && best.From.Partition.Preemptible && !from.Partition.Preemptible) {
+				best = m
+			}
+		}
+	}
+	return best
+}
+
+// migrate computes one migration plan. The job computes on from until to
+// frees (minus the restarts from's time limit forces meanwhile), moves
+// with one overhead, and does the rest at to's speed.
+func migrate(from, to *Option, overhead time.Duration) *Migration {
+	m := &Migration{From: from, To: to, Overhead: overhead, OnFrom: to.Wait.Wait}
+	compute := m.OnFrom
+	if limit := from.Partition.MaxTimeLimit(); limit > 5*time.Minute && m.OnFrom > limit {
+		restarts := int(m.OnFrom / (limit - 5*time.Minute))
+		compute -= time.Duration(restarts) * overhead
+	}
+	pureFrom := from.Row.Run()
+	m.Done = math.Min(1, max(compute, 0).Hours()/pureFrom.Hours())
+	rest := time.Duration((1 - m.Done) * float64(to.Run))
+	m.Total = m.OnFrom + overhead + rest
+	m.Cost = from.Rate*m.OnFrom.Hours() + to.Rate*(overhead+rest).Hours()
+	return m
+}
+
+func (p *Plans) recommend(overhead time.Duration) {
+	w := p.Without
+	switch {
+	case w == nil:
+		p.Recommend = "without"
+		p.Without = p.Ideal
+		p.Reason = fmt.Sprintf("no wait is known (no cluster state): %s is the fastest partition", p.Ideal.Name())
+		return
+	case p.With != nil && p.With.Total < w.Total && w.Total-p.With.Total > max(overhead, w.Total/20):
+		p.Recommend = "with"
+		m := p.With
+		how := "waiting for " + w.Name()
+		if w.Wait.IdleNow {
+			how = "all on " + w.Name()
+		}
+		p.Reason = fmt.Sprintf("start now on %s, move to %s when it frees (in ~%s, %.0f%% done): done in %s instead of %s %s",
+			m.From.Name(), m.To.Name(), FormatDuration(m.OnFrom), 100*m.Done, FormatDuration(m.Total), FormatDuration(w.Total), how)
+		p.Reason += costDelta(m.Cost, w.Cost)
+		return
+	}
+	p.Recommend = "without"
+	switch {
+	case w.Wait.IdleNow && w == p.Ideal:
+		p.Reason = fmt.Sprintf("%s is idle now and the fastest: done in %s", w.Name(), FormatDuration(w.Total))
+	case w.Wait.IdleNow:
+		p.Reason = fmt.Sprintf("%s is idle now and finishes first (%s)", w.Name(), FormatDuration(w.Total))
+		if p.Ideal.Wait.Known && p.Ideal != w {
+			p.Reason += fmt.Sprintf("; waiting for %s would take %s", p.Ideal.Name(), FormatDuration(p.Ideal.Total))
+		}
+	case p.With != nil:
+		p.Reason = fmt.Sprintf("waiting %s for %s finishes in %s; starting on %s and moving would take %s",
+			FormatDuration(w.Wait.Wait), w.Name(), FormatDuration(w.Total), p.With.From.Name(), FormatDuration(p.With.Total))
+	default:
+		p.Reason = fmt.Sprintf("nothing suitable is idle: %s has the shortest wait + run (%s)", w.Name(), FormatDuration(w.Total))
+	}
+}
+
+func costDelta(a, b float64) string {
+	switch d := a - b; {
+	case d > 0.005:
+		return fmt.Sprintf(", for %.2f more", d)
+	case d < -0.005:
+		return fmt.Sprintf(", and %.2f cheaper", -d)
+	}
+	return ", at the same cost"
+}
+
+// FormatDuration prints a planning duration: "0", "25 min", "3.4 h",
+// "2.1 d".
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0"
+	case d == time.Duration(math.MaxInt64):
+		return "∞"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(math.Ceil(d.Minutes())))
+	case d < 72*time.Hour:
+		return fmt.Sprintf("%.1f h", d.Hours())
+	}
+	return fmt.Sprintf("%.1f d", d.Hours()/24)
+}

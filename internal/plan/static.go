@@ -1,0 +1,204 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Precisions.
+const (
+	PrecFP32 = "fp32"
+	PrecBF16 = "bf16"
+	PrecFP16 = "fp16"
+)
+
+// Training is how the model is trained.
+type Training struct {
+	Optimizer string // see OptimizerStates
+	Precision string // PrecFP32, PrecBF16 or PrecFP16 (torch.autocast)
+}
+
+// OptimizerStates is the fp32 state each optimizer keeps per trainable
+// parameter, in parameter-sized tensors: plain SGD none, SGD with momentum
+// its momentum buffer, Adam and AdamW the first and second moments.
+var OptimizerStates = map[string]int{
+	"sgd":      0,
+	"momentum": 1, // SGD with momentum
+	"nesterov": 1,
+	"rmsprop":  1,
+	"adagrad":  1,
+	"adam":     2,
+	"adamw":    2,
+	"lamb":     2,
+}
+
+// Validate checks the optimizer and precision names.
+func (t Training) Validate() error {
+	if _, ok := OptimizerStates[t.Optimizer]; !ok {
+		names := make([]string, 0, len(OptimizerStates))
+		for n := range OptimizerStates {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return fmt.Errorf("optimizer %q: want one of %s", t.Optimizer, strings.Join(names, ", "))
+	}
+	switch t.Precision {
+	case PrecFP32, PrecBF16, PrecFP16:
+		return nil
+	}
+	return fmt.Errorf("precision %q: want fp32, bf16 or fp16", t.Precision)
+}
+
+// Assumptions of the static memory model. They are deliberately on the
+// high side: a static estimate that is too low gets a job killed, one that
+// is too high costs a little queue time, and receipts correct it.
+const (
+	// BackwardFactor multiplies the forward activations: autograd keeps the
+	// forward outputs for the backward pass, and the backward pass holds
+	// gradients of activations while it runs (torchsummary's "forward/
+	// backward pass size" is the same 2x). Measured on this machine,
+	// ResNet-50's RSS grew by 0.78x of the static per-sample figure
+	// (docs/model-summary.md), so 2 is an upper bound.
+	BackwardFactor = 2.0
+	// HalfActivationFactor scales activations under fp16/bf16 autocast:
+	// convolution and matmul outputs are half size; batch norm and softmax
+	// outputs stay fp32, which the in-place ReLU after batch norm shares.
+	HalfActivationFactor = 0.5
+	// GPUContextBytes is the CUDA context, cuDNN and cuBLAS handles and
+	// workspace on the device, before any tensor.
+	GPUContextBytes = 500 << 20
+	// CPUFrameworkBytes is the RSS of Python with torch imported (343 MiB
+	// measured here with torchvision, docs/model-summary.md).
+	CPUFrameworkBytes = 300 << 20
+	// GPUHostBytes is the host RSS of a GPU job: Python, torch and the CUDA
+	// runtime's host side; the weights are also loaded through the host.
+	GPUHostBytes = 2 << 30
+)
+
+// Memory is a static memory estimate, bytes.
+type Memory struct {
+	Weights     int64 `json:"weights_bytes"`     // parameters, plus their half-precision copies under autocast
+	Gradients   int64 `json:"gradients_bytes"`   // one fp32 gradient per trainable parameter
+	Optimizer   int64 `json:"optimizer_bytes"`   // optimizer state
+	Activations int64 `json:"activations_bytes"` // forward outputs and input x batch x BackwardFactor
+	Overhead    int64 `json:"overhead_bytes"`    // CUDA context on a GPU, Python+torch RSS on a CPU
+}
+
+// Total is the estimated peak.
+func (m Memory) Total() int64 {
+	return m.Weights + m.Gradients + m.Optimizer + m.Activations + m.Overhead
+}
+
+// PerSample is the part that grows with the batch, per sample.
+func (m Memory) perSample(batch int) float64 {
+	return float64(m.Activations) / float64(batch)
+}
+
+// StaticMemory estimates the peak memory of training m with the given batch
+// on a device (device true: GPU memory) or on the host (CPU RSS).
+//
+// Mixed precision (fp16/bf16) means torch.autocast with fp32 parameters: the
+// fp32 weights stay (they are the master copy), autocast caches a half copy
+// of each weight per forward, gradients and optimizer state are fp32, and
+// activations shrink by HalfActivationFactor.
+func StaticMemory(m *Model, t Training, batch int, device bool) Memory {
+	const fp32 = 4
+	pb := int64(m.ParamBytes)
+	var mem Memory
+	mem.Weights = m.Parameters * pb
+	actFactor := BackwardFactor
+	if t.Precision != PrecFP32 {
+		mem.Weights += m.Parameters * 2
+		actFactor *= HalfActivationFactor
+	}
+	gradBytes := max(pb, fp32)
+	mem.Gradients = m.TrainableParameters * gradBytes
+	mem.Optimizer = m.TrainableParameters * fp32 * int64(OptimizerStates[t.Optimizer])
+	perSample := float64(m.ActivationBytesPerSample+m.InputBytesPerSample()) * actFactor
+	mem.Activations = int64(math.Ceil(perSample * float64(batch)))
+	if device {
+		mem.Overhead = GPUContextBytes
+	} else {
+		mem.Overhead = CPUFrameworkBytes
+	}
+	return mem
+}
+
+// StaticHostMemory is the host RSS of a job whose tensors live on a GPU:
+// the framework, the CUDA runtime and a host copy of the weights.
+func StaticHostMemory(m *Model) int64 {
+	return CPUFrameworkBytes + GPUHostBytes + m.Parameters*int64(m.ParamBytes)
+}
+
+// Throughput is the training FLOPS a one-device job reaches on nt at a large
+// batch: PeakFLOPS x Efficiency, or RelativeThroughput times the FLOPS per
+// unit of relative throughput of the catalogue's node types that give both.
+func (s *Site) Throughput(nt *NodeType, precision string) float64 {
+	if peak := nt.PeakFLOPS.Get(precision); peak > 0 {
+		return peak * s.efficiency(nt, precision)
+	}
+	// relative throughput only: borrow the unit from anchored node types
+	var sum float64
+	var n int
+	for i := range s.NodeTypes {
+		a := &s.NodeTypes[i]
+		if a.PeakFLOPS.FP32 > 0 && a.RelativeThroughput > 0 {
+			sum += a.PeakFLOPS.Get(precision) * s.efficiency(a, precision) / a.RelativeThroughput
+			n++
+		}
+	}
+	if n == 0 {
+		// no node type gives both: treat relative throughput as the ratio to
+		// the first anchored node type
+		for i := range s.NodeTypes {
+			a := &s.NodeTypes[i]
+			if a.PeakFLOPS.FP32 > 0 {
+				return nt.RelativeThroughput * a.PeakFLOPS.Get(precision) * s.efficiency(a, precision)
+			}
+		}
+		return 0
+	}
+	return nt.RelativeThroughput * sum / float64(n)
+}
+
+func (s *Site) efficiency(nt *NodeType, precision string) float64 {
+	if e := nt.Efficiency.Get(precision); e > 0 {
+		return e
+	}
+	return DefaultEfficiency[nt.Kind].Get(precision)
+}
+
+// speedRatio is how much faster node type to trains than from: their
+// RelativeThroughput when both give one, else their Throughput.
+func (s *Site) speedRatio(from, to *NodeType, precision string) float64 {
+	if from.RelativeThroughput > 0 && to.RelativeThroughput > 0 {
+		return to.RelativeThroughput / from.RelativeThroughput
+	}
+	a, b := s.Throughput(from, precision), s.Throughput(to, precision)
+	if a <= 0 || b <= 0 {
+		return 1
+	}
+	return b / a
+}
+
+// batchEfficiency is the fraction of large-batch throughput reached at
+// batch b: b / (b + HalfBatch).
+func batchEfficiency(nt *NodeType, batch int) float64 {
+	if nt.HalfBatch <= 0 {
+		return 1
+	}
+	return float64(batch) / (float64(batch) + nt.HalfBatch)
+}
+
+// StaticIterSeconds is the static time of one training iteration:
+// forward FLOPs x 3 (forward and a backward twice as expensive) x batch,
+// over the node type's throughput at that batch.
+func (s *Site) StaticIterSeconds(m *Model, nt *NodeType, t Training, batch int) float64 {
+	tp := s.Throughput(nt, t.Precision) * batchEfficiency(nt, batch)
+	if tp <= 0 {
+		return math.Inf(1)
+	}
+	return 3 * float64(m.FLOPsPerSample) * float64(batch) / tp
+}

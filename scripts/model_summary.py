@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""Write an isched model summary (model.json) for a PyTorch nn.Module.
+
+    model_summary.py --model torchvision:resnet50 --input 3,224,224 -o resnet50.json
+    model_summary.py --model mypkg.nets:Net --kwargs '{"width": 64}' --input 1,28,28
+    model_summary.py --model ./nets.py:Net --input 1,28,28 --name mnist-net
+
+The model is built with random weights (torchvision models get weights=None,
+so nothing is downloaded) and run forward once, on the CPU, on a batch of
+random inputs (--batch, default 2; every figure is divided by it). It needs
+only torch (Debian's python3-torch works; torchvision only for
+"torchvision:" models).
+
+What is measured (docs/model-summary.md describes every field):
+
+- parameters, trainable_parameters and param_bytes (bytes per parameter as
+  stored, from the parameters' dtype);
+- activation_bytes_per_sample: the bytes of every tensor the forward pass
+  creates, seen at the dispatcher (so functional calls such as F.relu or
+  attention scores count), each storage once: views, in-place results
+  (ReLU(inplace=True)), parameters and the input add nothing. This is what
+  autograd may keep for the backward pass; isched's static memory model
+  multiplies it by the batch and a backward factor (internal/plan).
+  activations_counted says "aten-outputs". Without the dispatcher hook it is
+  the sum of the outputs of leaf modules (modules without children),
+  "leaf-outputs", which misses functional calls.
+- flops_per_sample: forward FLOPs, counting a multiply-add as 2 FLOPs, of
+  convolutions and matrix products (aten convolution, mm, addmm, bmm,
+  baddbmm), seen at the dispatcher so functional calls inside forward()
+  (attention scores, F.linear) are counted too. Element-wise work
+  (normalisation, activations, pooling) is ignored: it is memory-bound and a
+  few percent of the FLOPs of a CNN or a transformer. If the dispatcher hook
+  is unavailable, Conv and Linear modules are counted from forward hooks.
+- layers: every leaf module in forward order with its type, the shape of
+  its first output (batch dimension first, as run), its own parameter count
+  and the bytes it added per sample (--no-layers leaves them out).
+
+The output is deterministic for a given model, input and torch version.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+
+FORMAT_VERSION = 1
+
+
+def _fail(msg):
+    sys.stderr.write("model_summary: %s\n" % msg)
+    sys.exit(2)
+
+
+def _parse_shape(s):
+    try:
+        shape = [int(x) for x in s.replace("x", ",").split(",") if x.strip()]
+    except ValueError:
+        _fail("--input %r: want comma-separated positive integers, e.g. 3,224,224" % s)
+    if not shape or any(d <= 0 for d in shape):
+        _fail("--input %r: want comma-separated positive integers, e.g. 3,224,224" % s)
+    return shape
+
+
+def build_model(spec, kwargs):
+    """Build the module named by spec: torchvision:NAME, module.path:Class,
+    or path/to/file.py:Class (a factory function works too)."""
+    if ":" not in spec:
+        _fail("--model %r: want torchvision:NAME, module.path:ClassName or file.py:ClassName" % spec)
+    where, name = spec.rsplit(":", 1)
+    if where == "torchvision":
+        try:
+            import torchvision.models as tvm  # noqa: PLC0415
+        except ImportError as e:
+            _fail("torchvision is not installed (%s); apt install python3-torchvision" % e)
+        ctor = getattr(tvm, name, None)
+        if ctor is None or not callable(ctor):
+            _fail("torchvision.models has no model %r" % name)
+        kwargs = dict(kwargs)
+        kwargs.setdefault("weights", None)  # random weights: nothing is downloaded
+        try:
+            return ctor(**kwargs)
+        except TypeError:
+            # torchvision < 0.13 spells it pretrained=False
+            kwargs.pop("weights")
+            kwargs.setdefault("pretrained", False)
+            return ctor(**kwargs)
+    if where.endswith(".py"):
+        path = os.path.abspath(where)
+        modname = "_isched_model_" + os.path.splitext(os.path.basename(path))[0]
+        spec_ = importlib.util.spec_from_file_location(modname, path)
+        if spec_ is None or spec_.loader is None:
+            _fail("cannot load %s" % path)
+        mod = importlib.util.module_from_spec(spec_)
+        sys.path.insert(0, os.path.dirname(path))
+        spec_.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(where)
+    ctor = getattr(mod, name, None)
+    if ctor is None:
+        _fail("%s has no attribute %r" % (where, name))
+    return ctor(**kwargs)
+
+
+def _tensors(x):
+    import torch  # noqa: PLC0415
+
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tensors(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tensors(v)
+    elif hasattr(x, "__dict__") and not callable(x):
+        # dataclass-like outputs (e.g. HuggingFace ModelOutput)
+        for v in vars(x).values():
+            yield from _tensors(v)
+
+
+def _storage_key(t):
+    try:
+        return (t.untyped_storage().data_ptr(), t.device.type)
+    except AttributeError:  # torch < 2.0
+        return (t.storage().data_ptr(), t.device.type)
+
+
+class _FlopCounter:
+    """Counts FLOPs of matrix products and convolutions at the dispatcher."""
+
+    def __init__(self):
+        self.flops = 0
+        self.ok = False
+        self._mode = None
+        try:
+            import torch  # noqa: PLC0415
+            from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+        except Exception:  # noqa: BLE001
+            return
+        counter = self
+        aten = torch.ops.aten
+
+        def numel(shape):
+            return math.prod(int(d) for d in shape)
+
+        def conv(args, out):
+            x, w = args[0], args[1]
+            transposed = bool(args[6]) if len(args) > 6 else False
+            k = numel(w.shape[2:])
+            if transposed:
+                # every input element is spread over Cout/groups x kernel outputs
+                return 2 * numel(x.shape) * (w.shape[1]) * k
+            return 2 * numel(out.shape) * w.shape[1] * k
+
+        def mm(args, out):
+            a, b = args[0], args[1]
+            return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+        def addmm(args, out):
+            a, b = args[1], args[2]
+            return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+        def bmm(args, out):
+            a, b = args[0], args[1]
+            return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+
+        def baddbmm(args, out):
+            a, b = args[1], args[2]
+            return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+
+        rules = {}
+        for name, fn in (("convolution", conv), ("mm", mm), ("addmm", addmm), ("bmm", bmm), ("baddbmm", baddbmm)):
+            op = getattr(aten, name, None)
+            if op is not None:
+                rules[op] = fn
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                rule = rules.get(func.overloadpacket)
+                if rule is not None:
+                    counter.flops += int(rule(args, out))
+                counter._count(out)
+                return out
+
+        self._mode = Mode
+        self.ok = True
+
+    def mode(self, exclude):
+        """A dispatch mode counting FLOPs and the bytes of new storages;
+        tensors in exclude (parameters, the input) are not activations."""
+        self.act_bytes = 0
+        self._seen = {_storage_key(t) for t in exclude}
+        self._keep = []
+        return self._mode()
+
+    def _count(self, out):
+        for t in _tensors(out):
+            try:
+                key = _storage_key(t)
+            except Exception:  # noqa: BLE001 - tensors without storage
+                continue
+            if key in self._seen:
+                continue  # a view, an in-place result, or a parameter
+            self._seen.add(key)
+            self._keep.append(t)  # alive until the end: a freed storage's address is reused
+            self.act_bytes += t.numel() * t.element_size()
+
+    def release(self):
+        self._keep = []
+        self._seen = set()
+
+
+def summarize(model, input_shape, batch, input_dtype, vocab, name, layers=True):
+    import torch  # noqa: PLC0415
+
+    torch.manual_seed(0)
+    model = model.cpu()
+    model.train()  # training-mode shapes (dropout, batch norm) are what training allocates
+    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    sizes = sorted({p.element_size() for p in model.parameters()}) or [4]
+    param_bytes = sizes[-1]
+    if input_dtype == "float32":
+        x = torch.randn([batch] + input_shape)
+    else:
+        x = torch.randint(0, vocab, [batch] + input_shape, dtype=getattr(torch, input_dtype))
+
+    leaves = [(n, m) for n, m in model.named_modules() if len(list(m.children())) == 0]
+    records = []
+    seen = set()
+    keep = []
+    hook_flops = [0]
+
+    def hook_for(lname, module):
+        def hook(mod, inputs, output):
+            out_bytes = 0
+            shapes = []
+            for t in _tensors(output):
+                shapes.append(list(t.shape))
+                key = _storage_key(t)
+                if key in seen:
+                    continue  # in-place or a view of a tensor already counted
+                seen.add(key)
+                keep.append(t)  # alive until the end: a freed storage's address is reused
+                out_bytes += t.numel() * t.element_size()
+            own = sum(p.numel() for p in mod.parameters(recurse=False))
+            records.append({"name": lname, "type": type(mod).__name__,
+                            "output_shape": shapes[0] if shapes else [],
+                            "params": own, "output_bytes": out_bytes})
+            if isinstance(mod, torch.nn.modules.conv._ConvNd):
+                o = next(_tensors(output))
+                k = math.prod(mod.kernel_size)
+                hook_flops[0] += 2 * o.numel() * (mod.in_channels // mod.groups) * k
+            elif isinstance(mod, torch.nn.Linear):
+                o = next(_tensors(output))
+                hook_flops[0] += 2 * o.numel() * mod.in_features
+        return hook
+
+    handles = [m.register_forward_hook(hook_for(n or type(m).__name__, m)) for n, m in leaves]
+    counter = _FlopCounter()
+    try:
+        with torch.no_grad():
+            if counter.ok:
+                with counter.mode(list(model.parameters()) + list(model.buffers()) + [x]):
+                    model(x)
+            else:
+                model(x)
+    except Exception as e:  # noqa: BLE001 - the user's model: say what failed
+        _fail("forward pass of %s on an input of shape %s failed: %s: %s" % (name, list(x.shape), type(e).__name__, e))
+    finally:
+        for h in handles:
+            h.remove()
+
+    del keep
+    flops = counter.flops if counter.ok else hook_flops[0]
+    if counter.ok:
+        act, counted = counter.act_bytes, "aten-outputs"
+        counter.release()
+    else:
+        act, counted = sum(r["output_bytes"] for r in records), "leaf-outputs"
+    for r in records:
+        r["output_bytes"] = int(round(r["output_bytes"] / batch))
+    out = {
+        "v": FORMAT_VERSION,
+        "name": name,
+        "framework": "pytorch " + torch.__version__,
+        "parameters": int(params),
+        "trainable_parameters": int(trainable),
+        "param_bytes": int(param_bytes),
+        "activation_bytes_per_sample": int(round(act / batch)),
+        "flops_per_sample": int(round(flops / batch)),
+        "input_shape": list(input_shape),
+        "activations_counted": counted,
+    }
+    if layers:
+        out["layers"] = records
+    return out
+
+
+def dumps(summary):
+    """JSON with one top-level field and one layer per line (diffable)."""
+    items = list(summary.items())
+    lines = ["{"]
+    for i, (k, v) in enumerate(items):
+        if k == "layers":
+            body = ",\n".join("  " + json.dumps(layer) for layer in v)
+            line = ' "layers": [\n' + body + "\n ]"
+        else:
+            line = " %s: %s" % (json.dumps(k), json.dumps(v))
+        lines.append(line + ("," if i < len(items) - 1 else ""))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="torchvision:NAME, module.path:ClassName or file.py:ClassName")
+    ap.add_argument("--input", required=True, help="input shape of one sample, e.g. 3,224,224")
+    ap.add_argument("--kwargs", default="{}", help="JSON object of constructor arguments, e.g. '{\"num_classes\": 10}'")
+    ap.add_argument("--name", help="model name in the summary (default: the class or torchvision name)")
+    ap.add_argument("--batch", type=int, default=2, help="batch size of the measuring pass (figures are per sample)")
+    ap.add_argument("--input-dtype", default="float32", choices=["float32", "int64", "int32"],
+                    help="input dtype; integer inputs (token ids) are drawn from [0, --vocab)")
+    ap.add_argument("--vocab", type=int, default=1000, help="upper bound of integer inputs")
+    ap.add_argument("--no-layers", action="store_true", help="leave out the per-layer list")
+    ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    args = ap.parse_args(argv)
+
+    try:
+        kwargs = json.loads(args.kwargs)
+    except ValueError as e:
+        _fail("--kwargs: not JSON: %s" % e)
+    if not isinstance(kwargs, dict):
+        _fail("--kwargs: want a JSON object")
+    if args.batch < 1:
+        _fail("--batch must be at least 1")
+    shape = _parse_shape(args.input)
+    try:
+        import torch  # noqa: F401, PLC0415
+    except ImportError as e:
+        _fail("torch is not installed (%s); apt install python3-torch" % e)
+    model = build_model(args.model, kwargs)
+    name = args.name or args.model.rsplit(":", 1)[1]
+    summary = summarize(model, shape, args.batch, args.input_dtype, args.vocab, name, layers=not args.no_layers)
+    text = dumps(summary)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
