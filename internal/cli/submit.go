@@ -347,7 +347,7 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	p := report.Plan{Lineage: o.lineage, Ideal: o.ideal, IdealGres: o.idealGres, IdealTime: int64(o.idealTime / time.Minute),
+	p := report.Plan{Lineage: o.lineage, Cluster: a.cluster(), Ideal: o.ideal, IdealGres: o.idealGres, IdealTime: int64(o.idealTime / time.Minute),
 		Total: o.totalIters, Model: o.modelKey, Batch: o.batch, Migrate: o.migrate}
 	for _, f := range o.fallbackList {
 		if f != o.ideal {

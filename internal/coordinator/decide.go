@@ -129,8 +129,8 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 	}
 	for _, j := range c.jobs {
 		p, ok, err := report.ParsePlanComment(j.Comment)
-		if !ok || err != nil || p.Lineage == "" {
-			continue
+		if !ok || err != nil || p.Lineage == "" || (p.Cluster != "" && p.Cluster != c.keys.Cluster) {
+			continue // not ours: another isched deployment's job on the same Slurm
 		}
 		if _, tracked := byJob[j.JobID]; tracked || slurmEnded(j.State) {
 			continue

@@ -15,6 +15,7 @@ const PlanPrefix = "isched:v1"
 // Plan says where a job would ideally run and what it may run on meanwhile.
 type Plan struct {
 	Lineage   string   // lineage id chosen by `isched submit`
+	Cluster   string   // isched cluster key the job reports to; empty: any
 	Ideal     string   // ideal partition
 	IdealGres string   // GRES on the ideal partition, e.g. "gpu:1"; empty: none
 	IdealTime int64    // time limit on the ideal partition, minutes (0: partition default)
@@ -35,6 +36,7 @@ func (p Plan) FormatComment() string {
 		}
 	}
 	add("lineage", p.Lineage)
+	add("cluster", p.Cluster)
 	add("ideal", p.Ideal)
 	add("gres", p.IdealGres)
 	if p.IdealTime > 0 {
@@ -80,6 +82,11 @@ func ParsePlanComment(comment string) (p Plan, ok bool, err error) {
 				return bad(k, "want 1-64 of [A-Za-z0-9._-]")
 			}
 			p.Lineage = v
+		case "cluster":
+			if token(k, v, maxName, true, setToken) != nil {
+				return bad(k, "not a cluster name")
+			}
+			p.Cluster = v
 		case "ideal":
 			if token(k, v, maxName, true, "._-") != nil {
 				return bad(k, "not a partition name")

@@ -9,7 +9,7 @@ import (
 
 func TestPlanComment(t *testing.T) {
 	t.Parallel()
-	p := Plan{Lineage: "L-1", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, Fallbacks: []string{"cpu", "dev"}, Total: 5000, Model: "resnet18-ab12", Batch: 32, Migrate: true}
+	p := Plan{Lineage: "L-1", Cluster: "lab", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, Fallbacks: []string{"cpu", "dev"}, Total: 5000, Model: "resnet18-ab12", Batch: 32, Migrate: true}
 	got, ok, err := ParsePlanComment(p.FormatComment())
 	if err != nil || !ok || !reflect.DeepEqual(got, p) {
 		t.Fatalf("round trip: %+v %v %v", got, ok, err)

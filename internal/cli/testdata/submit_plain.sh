@@ -14,7 +14,7 @@
 #SBATCH --open-mode=append
 #SBATCH --output=/home/alice/proj/isched-lab-train-abababab.out
 #SBATCH --chdir=/home/alice/proj
-#SBATCH --comment="isched:v1 lineage=lab-train-abababab ideal=cpu time=30"
+#SBATCH --comment="isched:v1 lineage=lab-train-abababab cluster=lab ideal=cpu time=30"
 
 set -eu
 # sbatch ran with --export=NONE (your login environment): let srun pass this script's on.
