@@ -176,8 +176,8 @@ func (a *App) decide(ctx context.Context, o *submitOpts) error {
 			return usageErr("--partition-ideal %q: not a partition name", o.fIdeal)
 		}
 		o.ideal = o.fIdeal
-		if o.in.model == "" || !slices.Contains(o.partitions, o.fIdeal) {
-			o.partitions = []string{o.fIdeal}
+		if o.in.model == "" {
+			o.partitions = []string{o.fIdeal} // with an estimate, decideFromEstimate chose the start
 		}
 	}
 	if o.fFallback != "" {
@@ -263,6 +263,19 @@ func (a *App) decideFromEstimate(ctx context.Context, o *submitOpts, pol plan.Po
 		for _, opt := range ps.Options {
 			if opt.Partition != ch.Ideal.Partition && !containsOpt(ch.Fallbacks, opt) {
 				ch.Fallbacks = append(ch.Fallbacks, opt)
+			}
+		}
+		// --policy immediate with a busy ideal partition: start on an idle
+		// partition the user allowed (--fallback), move to the ideal later
+		if pol.Kind == plan.PolicyImmediate && !ch.Ideal.Wait.IdleNow {
+			allowed := strings.Split(o.fFallback, ",")
+			for _, opt := range ps.Options {
+				if opt.Wait.IdleNow && opt.Partition != ch.Ideal.Partition && (o.fFallback == "" || slices.Contains(allowed, opt.Partition.Name)) {
+					ch.Start = []*plan.Option{opt}
+					ch.Migrate = true
+					ch.Reason = fmt.Sprintf("--partition-ideal %s is busy; %s is idle now (policy immediate): start there, move to %s when it frees", o.fIdeal, opt.Partition.Name, o.fIdeal)
+					break
+				}
 			}
 		}
 	} else if ch, err = ps.Choose(pol, now); err != nil {
