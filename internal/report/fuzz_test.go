@@ -171,7 +171,7 @@ func roundTrip(t *testing.T, e *Envelope) {
 func FuzzEncodeSample(f *testing.F) {
 	f.Add(int64(1<<30), 12.5, 0.25, false, int64(10), 50.0, "file", int64(1_700_000_000_000))
 	f.Add(int64(-1), math.NaN(), math.Inf(-1), true, int64(-1), 101.0, "stdout", int64(0))
-	f.Add(int64(0), math.SmallestNonzeroFloat64, -0.0, false, int64(math.MaxInt64), math.MaxFloat64, "helper", int64(maxTimeMS+1))
+	f.Add(int64(0), math.SmallestNonzeroFloat64, math.Copysign(0, -1), false, int64(math.MaxInt64), math.MaxFloat64, "helper", int64(maxTimeMS+1))
 	f.Fuzz(func(t *testing.T, rss int64, cpu, loss float64, nonFinite bool, step int64, util float64, source string, at int64) {
 		e := fixture(KindSample)
 		s := e.Sample

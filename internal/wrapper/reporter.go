@@ -78,13 +78,6 @@ func (r *reporter) wake() {
 	}
 }
 
-// setPartition updates the identity carried by later reports.
-func (r *reporter) setJob(f func(*report.JobRef)) {
-	r.mu.Lock()
-	f(&r.job)
-	r.mu.Unlock()
-}
-
 // run sends queued reports every interval and on kicks until ctx ends.
 func (r *reporter) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
