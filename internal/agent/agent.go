@@ -224,7 +224,7 @@ func (a *Agent) PublishOnce(ctx context.Context) error {
 		return fmt.Errorf("encode job table: %w", err)
 	}
 	if kept < len(table.Jobs) {
-		a.log.Warn("job table trimmed to fit one envelope", "jobs", len(table.Jobs), "kept", kept, "max_bytes", report.MaxPayload)
+		a.log.Warn("job table trimmed to fit one envelope", "jobs", len(table.Jobs), "kept", kept, "max_bytes", report.MaxTablePayload)
 	}
 	if err := a.store.Set(ctx, a.keys.Snapshot(), sb, a.cfg.SnapshotTTL); err != nil {
 		return err
@@ -233,7 +233,7 @@ func (a *Agent) PublishOnce(ctx context.Context) error {
 }
 
 // encodeJobTable encodes the table, dropping rows when it does not fit
-// report.MaxPayload (64 KiB, a few hundred jobs): opted-in jobs are kept
+// report.MaxTablePayload (32 MiB, some 100,000 jobs): opted-in jobs are kept
 // first, then pending, then running, and ended jobs go first. It returns how
 // many rows were kept.
 func encodeJobTable(t report.JobTable, now time.Time) ([]byte, int, error) {

@@ -257,7 +257,7 @@ func TestIntegrationAgentMoveOnceRefuseEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := report.Decode(b)
+	env, err := report.DecodeTable(b)
 	if err != nil || env.Snapshot.Cluster != c.name || time.Since(env.Time()) > 10*time.Second {
 		t.Errorf("snapshot: %v %+v", err, env)
 	}

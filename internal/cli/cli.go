@@ -282,7 +282,7 @@ func clean(s string) string {
 
 // decodeEnvelope reads an agent-published key (snapshot, jobs).
 func decodeEnvelope(b []byte, kind report.Kind) (*report.Envelope, error) {
-	env, err := report.Decode(b)
+	env, err := report.DecodeTable(b)
 	if err != nil {
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func (c *Coordinator) readInputs(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		env, err := report.Decode(b)
+		env, err := report.DecodeTable(b)
 		if err != nil || env.Kind != in.kind {
 			c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
 			c.log.Warn("agent data unreadable; ignored", "input", in.name, "err", err)

@@ -28,10 +28,37 @@ func Encode(e *Envelope) ([]byte, error) {
 		return nil, fmt.Errorf("report: encode %s: %w", e.Kind, err)
 	}
 	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	if len(b) > MaxPayload {
-		return nil, fmt.Errorf("%w: %s envelope is %d bytes (max %d)", ErrTooLarge, e.Kind, len(b), MaxPayload)
+	if max := maxFor(e.Kind); len(b) > max {
+		return nil, fmt.Errorf("%w: %s envelope is %d bytes (max %d)", ErrTooLarge, e.Kind, len(b), max)
 	}
 	return b, nil
+}
+
+// maxFor is the size limit of a kind: the agent's cluster tables (written
+// to keys only the agent may write, read with DecodeTable) may be large; a
+// cluster of 10,000 jobs needs about 3 MiB. Everything else, and everything
+// on a stream, stays within MaxPayload.
+func maxFor(k Kind) int {
+	if k == KindSnapshot || k == KindJobs {
+		return MaxTablePayload
+	}
+	return MaxPayload
+}
+
+// DecodeTable decodes the agent's snapshot or job table, which may exceed
+// MaxPayload (up to MaxTablePayload). Any other kind is refused.
+func DecodeTable(b []byte) (*Envelope, error) {
+	if len(b) > MaxTablePayload {
+		return nil, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(b), MaxTablePayload)
+	}
+	e, err := decode(b)
+	if err != nil {
+		return nil, err
+	}
+	if e.Kind != KindSnapshot && e.Kind != KindJobs {
+		return nil, fmt.Errorf("%w: kind %q is not a cluster table", ErrInvalid, e.Kind)
+	}
+	return e, nil
 }
 
 // Decode parses and validates one envelope. It never panics and never
@@ -42,6 +69,10 @@ func Decode(b []byte) (*Envelope, error) {
 	if len(b) > MaxPayload {
 		return nil, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, len(b), MaxPayload)
 	}
+	return decode(b)
+}
+
+func decode(b []byte) (*Envelope, error) {
 	// encoding/json would quietly turn invalid UTF-8 into U+FFFD, so two
 	// different inputs would decode alike.
 	if !utf8.Valid(b) {

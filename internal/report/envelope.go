@@ -12,6 +12,9 @@ const Version = 1
 // larger input before parsing it; Encode refuses to produce it.
 const MaxPayload = 64 << 10
 
+// MaxTablePayload bounds the agent's snapshot and job table (see DecodeTable).
+const MaxTablePayload = 32 << 20
+
 // Kind says which body an envelope carries. Its value is also the JSON name
 // of that body.
 type Kind string
