@@ -1,0 +1,483 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Appender is the reporter user's one permission (XADD to the ingest stream).
+type Appender interface {
+	Append(ctx context.Context, stream string, payload []byte, mac string, maxLen int64) (string, error)
+}
+
+// Setter is what the agent user does here: write the snapshot and the job table.
+type Setter interface {
+	Set(ctx context.Context, key string, val []byte, ttl time.Duration) error
+}
+
+// Admin reads status keys, measures and deletes the benchmark's keys.
+type Admin interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	Del(ctx context.Context, keys ...string) error
+	MemoryUsage(ctx context.Context, key string) (int64, error)
+	Len(ctx context.Context, stream string) (int64, error)
+	List(ctx context.Context, key string) ([][]byte, error)
+}
+
+// Observer reads the coordinator under test: its Prometheus metrics and its
+// process figures.
+type Observer interface {
+	Metrics(ctx context.Context) (Metrics, error)
+	Proc() (Proc, error)
+}
+
+// Config is one benchmark run.
+type Config struct {
+	Cluster string // a name of the benchmark's own: every key carries it
+	Jobs    int
+	// Duration is the measured window; Settle runs before it, after the last
+	// batch of jobs started.
+	Duration, Settle time.Duration
+	Every            time.Duration // one sample per wrapper this often (the wrapper's --report-interval)
+	Iters            int           // iterations per sample (Every / iteration time)
+	Probes           int           // jobs whose decision latency is measured
+	// Aged jobs report AgedIters iterations per sample, so that within the
+	// run their state reaches the coordinator's caps (estimator window,
+	// series length): their Redis footprint is a job's after hours of
+	// training. They are left out of the per-job figures.
+	Aged, AgedIters int
+	GPUs            int // GPU devices in each sample (0: a CPU job)
+	UID             int // uid the credentials are made by (this process's) and the job table lists
+	User            string
+	CoordinatorUID  int // the credential is restricted to it
+	IssueWorkers    int // concurrent munge commands
+	// CoordTick is the coordinator's decision interval: it reads the job
+	// table once per tick, so starts are sent a tick after a table.
+	CoordTick time.Duration
+	// AgentPoll: the job table and snapshot are rewritten this often (the agent's poll interval).
+	AgentPoll time.Duration
+	// AcceptTimeout bounds the wait for one batch of starts to be accepted.
+	AcceptTimeout time.Duration
+	// LatencyDeadline: a probe sample not applied this long after its XADD counts as missed.
+	LatencyDeadline time.Duration
+	BaseJobID       uint64
+	StreamMaxLen    int64 // XADD MAXLEN ~, as the wrapper (100000)
+	Seed            uint64
+	// RedisPID, when set, adds redis-server's CPU and RSS over the window.
+	RedisPID int
+
+	Munger   auth.Munger
+	Reporter Appender
+	Agent    Setter
+	Admin    Admin
+	Observer Observer
+	Log      *slog.Logger
+}
+
+func (c *Config) defaults() error {
+	if c.Jobs <= 0 {
+		return errors.New("bench: Jobs must be positive")
+	}
+	if !stream.ValidName(c.Cluster) {
+		return fmt.Errorf("bench: cluster name %q", c.Cluster)
+	}
+	if c.Munger == nil || c.Reporter == nil || c.Agent == nil || c.Admin == nil || c.Observer == nil {
+		return errors.New("bench: Munger, Reporter, Agent, Admin and Observer are required")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Duration, time.Minute)
+	def(&c.Settle, 10*time.Second)
+	def(&c.Every, 5*time.Second)
+	def(&c.CoordTick, 2*time.Second)
+	def(&c.AgentPoll, 5*time.Second)
+	def(&c.AcceptTimeout, 90*time.Second)
+	def(&c.LatencyDeadline, 60*time.Second)
+	if c.Iters <= 0 {
+		c.Iters = 5
+	}
+	if c.AgedIters <= 0 {
+		c.AgedIters = 400
+	}
+	if c.IssueWorkers <= 0 {
+		c.IssueWorkers = 4
+	}
+	if c.BaseJobID == 0 {
+		c.BaseJobID = 10_000_000
+	}
+	if c.StreamMaxLen <= 0 {
+		c.StreamMaxLen = 100_000
+	}
+	if c.User == "" {
+		c.User = "bench"
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	c.Probes = min(c.Probes, c.Jobs)
+	return nil
+}
+
+// sim is one simulated wrapper.
+type sim struct {
+	job     report.JobRef
+	sess    auth.Session
+	cred    string
+	seq     uint64
+	step    int64
+	iters   int
+	aged    bool
+	probe   chan probeSample // nil unless a probe
+	startAt time.Time
+}
+
+type probeSample struct {
+	step int64
+	sent time.Time
+}
+
+// Bench is one prepared run. Create it with New, then Run, then Cleanup.
+type Bench struct {
+	cfg  Config
+	keys stream.Keys
+	sims []*sim
+	rng  *rand.Rand
+
+	mu     sync.Mutex
+	window []report.Job // the job table being published
+
+	sent      atomic.Int64 // reports appended (all kinds)
+	sendErrs  atomic.Int64
+	measuring atomic.Bool
+	winSent   atomic.Int64 // appended during the window
+
+	lat  *latencies
+	goAt time.Time // when sampling began (written before the go signal closes)
+}
+
+// New prepares the sessions of a run (keys and ids; no credential yet).
+func New(cfg Config) (*Bench, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	b := &Bench{cfg: cfg, keys: stream.Keys{Cluster: cfg.Cluster}, rng: rand.New(rand.NewPCG(cfg.Seed, 0x15c4ed)), lat: &latencies{}}
+	total := cfg.Jobs + cfg.Aged
+	for i := range total {
+		id := cfg.BaseJobID + uint64(i)
+		sess, err := auth.NewSession()
+		if err != nil {
+			return nil, err
+		}
+		s := &sim{sess: sess, iters: cfg.Iters, job: report.JobRef{Cluster: cfg.Cluster, JobID: id,
+			Lineage: cfg.Cluster + "-" + strconv.FormatUint(id, 10), User: cfg.User, UID: cfg.UID,
+			Partition: "gpu", Node: "gpu" + strconv.Itoa(1+i%2), NRanks: 1}}
+		if cfg.GPUs == 0 {
+			s.job.Partition, s.job.Node = "cpu", "cpu"+strconv.Itoa(1+i%2)
+		}
+		if i < cfg.Aged { // in the first batch: the longest time to age
+			s.aged, s.iters = true, cfg.AgedIters
+		}
+		b.sims = append(b.sims, s)
+	}
+	// probes: spread over the plain jobs
+	plain := b.sims[cfg.Aged:]
+	for _, k := range b.rng.Perm(len(plain))[:cfg.Probes] {
+		plain[k].probe = make(chan probeSample, 64)
+	}
+	return b, nil
+}
+
+// Run starts the simulated wrappers batch by batch, lets them settle,
+// measures for Duration and returns the figures. The simulated wrappers stop
+// when Run returns; the coordinator is left running (stop it, then Cleanup).
+func (b *Bench) Run(ctx context.Context) (*Result, error) {
+	cfg := b.cfg
+	log := cfg.Log
+	res := &Result{Jobs: cfg.Jobs, Aged: cfg.Aged, Every: cfg.Every, Iters: cfg.Iters, Window: cfg.Duration}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup // the publisher and the simulated wrappers
+	var probes sync.WaitGroup
+	var once sync.Once
+	// closeProbes ends the probe watchers once nothing can send to them
+	// any more; each finishes the samples it still waits for first.
+	closeProbes := func() {
+		once.Do(func() {
+			stop()
+			wg.Wait()
+			for _, s := range b.sims {
+				if s.probe != nil {
+					close(s.probe)
+				}
+			}
+		})
+	}
+	defer probes.Wait()
+	defer closeProbes()
+
+	// the agent's part: snapshot and job table, rewritten every AgentPoll
+	if err := b.publish(ctx); err != nil {
+		return nil, fmt.Errorf("publish job table: %w", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(cfg.AgentPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				if err := b.publish(runCtx); err != nil && runCtx.Err() == nil {
+					log.Warn("job table not published", "err", err)
+				}
+			}
+		}
+	}()
+	for _, s := range b.sims {
+		if s.probe != nil {
+			probes.Add(1)
+			go func() { defer probes.Done(); b.watchProbe(ctx, s) }()
+		}
+	}
+
+	capacity, need, err := tableCapacity(cfg.Cluster, b.rows(b.sims), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	res.TableCapacity, res.TableBytesNeeded = capacity, need
+	log.Info("job table", "sessions", len(b.sims), "fit_in_one_envelope", capacity, "bytes_for_all", need, "max_bytes", report.MaxPayload)
+
+	// ramp: starts only, one job-table-sized batch at a time (a burst of
+	// starts is not the steady state being measured); samples begin together
+	// once every session is accepted
+	goSignal := make(chan struct{})
+	rampStart := time.Now()
+	var issueTime time.Duration
+	for next := 0; next < len(b.sims); {
+		n, _, err := tableCapacity(cfg.Cluster, b.rows(b.sims[next:]), time.Now())
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, errors.New("bench: not even one job fits a job table")
+		}
+		batch := b.sims[next:min(next+n, len(b.sims))]
+		b.setWindow(batch)
+		published := time.Now()
+		if err := b.publish(ctx); err != nil {
+			return nil, fmt.Errorf("publish job table: %w", err)
+		}
+		t0 := time.Now()
+		if err := b.issue(ctx, batch); err != nil {
+			return nil, err
+		}
+		issueTime += time.Since(t0)
+		// the coordinator reads the table at its next tick
+		if err := sleep(ctx, time.Until(published.Add(cfg.CoordTick+300*time.Millisecond))); err != nil {
+			return nil, err
+		}
+		for _, s := range batch {
+			wg.Add(1)
+			go func() { defer wg.Done(); b.simulate(runCtx, s, goSignal) }()
+		}
+		if err := b.awaitStarts(ctx, batch); err != nil {
+			return nil, err
+		}
+		next += len(batch)
+		log.Info("batch accepted", "started", next, "of", len(b.sims), "elapsed", time.Since(rampStart).Round(time.Millisecond))
+	}
+	res.Ramp = time.Since(rampStart)
+	res.CredIssue = issueTime
+	b.goAt = time.Now()
+	close(goSignal)
+	log.Info("sampling", "sessions", len(b.sims), "every", cfg.Every, "settle", cfg.Settle)
+	if err := sleep(ctx, cfg.Settle); err != nil {
+		return nil, err
+	}
+
+	// the measured window
+	m0, err := cfg.Observer.Metrics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	p0, err := cfg.Observer.Proc()
+	if err != nil {
+		return nil, err
+	}
+	g0 := selfCPU()
+	r0, _ := b.redisProc()
+	w0 := time.Now()
+	b.measuring.Store(true)
+	log.Info("measuring", "for", cfg.Duration)
+	if err := sleep(ctx, cfg.Duration); err != nil {
+		return nil, err
+	}
+	b.measuring.Store(false)
+	m1, err := cfg.Observer.Metrics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	p1, err := cfg.Observer.Proc()
+	if err != nil {
+		return nil, err
+	}
+	g1 := selfCPU()
+	r1, _ := b.redisProc()
+	win := time.Since(w0)
+	sentAtEnd := b.sent.Load()
+	closeProbes() // the wrappers stop; the coordinator works off what is queued
+	res.Window = win
+	res.Offered = float64(b.winSent.Load()) / win.Seconds()
+	res.Accepted = (m1.Reports["accepted"] - m0.Reports["accepted"]) / win.Seconds()
+	res.RejectedInWindow = m1.Reports["rejected"] - m0.Reports["rejected"]
+	res.Rejected = m1.Rejected
+	res.Decisions = m1.Decisions
+	if dc := m1.IngestCount - m0.IngestCount; dc > 0 {
+		res.IngestMeanMS = 1000 * (m1.IngestSum - m0.IngestSum) / dc
+	}
+	res.Backlog = float64(sentAtEnd) - (m1.Reports["accepted"] + m1.Reports["rejected"])
+	res.CoordRSS, res.CoordHWM = p1.RSS, p1.HWM
+	res.CoordCPU = (p1.CPU - p0.CPU).Seconds() / win.Seconds()
+	res.GenCPU = (g1 - g0).Seconds() / win.Seconds()
+	res.RedisCPU = (r1.CPU - r0.CPU).Seconds() / win.Seconds()
+	res.RedisRSS = r1.RSS
+	res.SendErrors = b.sendErrs.Load()
+
+	// let the probes finish, and the coordinator catch up
+	log.Info("window over; waiting for outstanding probe samples and the backlog")
+	drainStart := time.Now()
+	for {
+		m, err := cfg.Observer.Metrics(ctx)
+		if err == nil && m.Reports["accepted"]+m.Reports["rejected"] >= float64(b.sent.Load()) {
+			res.Drain = time.Since(drainStart)
+			break
+		}
+		if time.Since(drainStart) > cfg.LatencyDeadline+30*time.Second {
+			res.Drain = -1
+			break
+		}
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	probes.Wait()
+	res.Latency = b.lat.summary()
+	if p, err := cfg.Observer.Proc(); err == nil {
+		res.CoordHWM = p.HWM
+	}
+	mem, err := b.memory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Memory = mem
+	return res, nil
+}
+
+// setWindow makes batch the job table the agent publishes.
+func (b *Bench) setWindow(batch []*sim) {
+	rows := b.rows(batch)
+	b.mu.Lock()
+	b.window = rows
+	b.mu.Unlock()
+}
+
+// issue makes the batch's MUNGE credentials, IssueWorkers at a time.
+func (b *Bench) issue(ctx context.Context, batch []*sim) error {
+	work := make(chan *sim)
+	errs := make(chan error, b.cfg.IssueWorkers)
+	var wg sync.WaitGroup
+	for range b.cfg.IssueWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				cred, err := auth.Issue(ctx, b.cfg.Munger, s.sess, s.job.Cluster, s.job.JobID, s.job.Lineage,
+					b.cfg.CoordinatorUID, 10*time.Minute, time.Now())
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				s.cred = cred
+			}
+		}()
+	}
+	for _, s := range batch {
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("bench: munge credential: %w", err)
+	default:
+		return nil
+	}
+}
+
+// awaitStarts waits until the coordinator has a status for every job of the
+// batch: their start reports were accepted (credential opened, owner confirmed).
+func (b *Bench) awaitStarts(ctx context.Context, batch []*sim) error {
+	deadline := time.Now().Add(b.cfg.AcceptTimeout)
+	left := batch
+	for {
+		var still []*sim
+		for _, s := range left {
+			if _, err := b.cfg.Admin.Get(ctx, b.keys.Job(s.job.Lineage, "status")); err != nil {
+				if !errors.Is(err, stream.ErrNotFound) {
+					return err
+				}
+				still = append(still, s)
+			}
+		}
+		if len(still) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: the coordinator accepted %d of %d start reports of a batch within %s (rejections: see its metrics and log)",
+				len(batch)-len(still), len(batch), b.cfg.AcceptTimeout)
+		}
+		left = still
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *Bench) redisProc() (Proc, error) {
+	if b.cfg.RedisPID <= 0 {
+		return Proc{}, errors.New("no redis pid")
+	}
+	return ReadProc(b.cfg.RedisPID)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

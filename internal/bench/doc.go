@@ -1,0 +1,37 @@
+// Package bench is the load generator behind scripts/bench/ingest: it plays
+// N isched-wrappers against the real Redis and a real isched-coordinator and
+// measures what the coordinator sustains.
+//
+// Each simulated wrapper is a real session as internal/wrapper makes it: a
+// random session key sealed in a MUNGE credential (the munge command,
+// restricted to the coordinator's uid) sent in a start report, then a
+// sample every Every, HMAC-signed, with a strictly increasing sequence
+// number, appended to the ingest stream as the `reporter` ACL user. The
+// agent's part is played too: the job table listing the simulated jobs with
+// their uid (kind jobs) and a fresh snapshot are written as the `agent` user,
+// because the coordinator confirms each session against the job table.
+//
+// One deviation from a real agent, forced by the wire schema: an envelope is
+// at most report.MaxPayload (64 KiB), so a job table holds only a few
+// hundred jobs, and internal/agent trims the rest. The coordinator confirms a
+// session once, so the generator sends its start reports in batches that fit
+// one table and moves the table on to the next batch once the coordinator
+// has accepted the previous one; samples begin (each wrapper at a random
+// phase) once every session is accepted, so the measured window is the steady
+// state, not a burst of starts. Result.TableCapacity reports the limit; with
+// the agent as built, sessions of jobs beyond it are never confirmed.
+//
+// Two more differences from real wrappers: all sessions share one
+// connection pool (a wrapper keeps a connection of its own), and all jobs
+// belong to the user running the benchmark.
+//
+// Decision latency is measured on probe jobs: after each probe sample the
+// generator reads the lineage's status key (admin user) until its step
+// reaches the sample's last step, and takes the status's updated_ms (the
+// coordinator's clock when it saved the state that includes the sample)
+// minus the generator's clock just before XADD. Same machine, same clock. A
+// status already past the sample makes that figure an upper bound.
+//
+// This package never starts processes: the caller runs the coordinator and
+// hands in how to observe it (Observer).
+package bench
