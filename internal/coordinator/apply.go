@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -70,11 +71,21 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				if it.LossNonFinite {
 					l.NonFinite = true
 				}
-				b, _ := json.Marshal(SeriesPoint{TMS: it.AtMS, Step: it.Step, IterMS: it.DurMS, RSS: st.RSSBytes, GPU: gpuUsed})
-				pts = append(pts, b)
 			}
-			if len(smp.Iters) == 0 && smp.CPU != nil {
-				b, _ := json.Marshal(SeriesPoint{TMS: env.TimeMS, Step: st.Step, RSS: st.RSSBytes, GPU: gpuUsed})
+			// one point per sample report (the median iteration of its
+			// batch), not per iteration: Redis memory per job stays bounded
+			// by SeriesLen points whatever the iteration rate
+			if len(smp.Iters) > 0 || smp.CPU != nil {
+				p := SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
+				if n := len(smp.Iters); n > 0 {
+					d := make([]float64, n)
+					for i, it := range smp.Iters {
+						d[i] = it.DurMS
+					}
+					slices.Sort(d)
+					p.IterMS, p.TMS = d[n/2], smp.Iters[n-1].AtMS
+				}
+				b, _ := json.Marshal(p)
 				pts = append(pts, b)
 			}
 			if smp.CPU != nil {

@@ -65,7 +65,7 @@ func (c *Config) defaults() {
 		c.RequeueWait = 30 * time.Minute
 	}
 	if c.SeriesLen <= 0 {
-		c.SeriesLen = 5000
+		c.SeriesLen = 1000 // ~90 KiB per job: 1,000 points of one sample report each
 	}
 	if c.EndedTTL <= 0 {
 		c.EndedTTL = 7 * 24 * time.Hour
