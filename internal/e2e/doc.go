@@ -4,4 +4,21 @@
 // trainer or a real PyTorch script as the training job. Each test asserts
 // outcomes (job ids, nodes, restart counts, step counts, Redis records), not
 // log lines, and prints its runtime.
+//
+// Each test runs its own agent and coordinator under a cluster name of its
+// own, and its jobs' plans carry that name, so tests (and other people's
+// isched deployments on the same Slurm) never act on each other's jobs. The
+// cluster is shared: tests wait for the nodes they need, name their jobs
+// isched-e2e-*, and cancel only their own.
+//
+// The flows: migration cpu → gpu (TestMigrateCPUToGPU), time-limit
+// continuation (TestTimeLimitContinuation), preemption from scavenger
+// (TestPreemptionFromScavenger), an early OOM (TestEarlyOOM), a two-rank
+// gang migrating as one (TestGangMigration), a dev chunk
+// (TestDevChunk); and issue 8's CI subset: the coordinator SIGKILLed during
+// a migration (TestChaosCoordinatorKilledDuringMigration) and damaged
+// checkpoints (TestCheckpointDamageNeverResumed).
+//
+// ISCHED_E2E_KEEP=1 keeps each test's directory (job outputs, trainer facts
+// per attempt, agent and coordinator logs) for a post-mortem.
 package e2e

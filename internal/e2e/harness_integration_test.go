@@ -76,11 +76,18 @@ func newWorld(t *testing.T, policyJSON string) *world {
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
 	bins(t)
-	w := &world{t: t, redis: r, dir: t.TempDir(), started: time.Now(),
+	dir := t.TempDir()
+	if os.Getenv("ISCHED_E2E_KEEP") != "" {
+		// keep job outputs, trainer facts and daemon logs for a post-mortem
+		dir, _ = os.MkdirTemp("", "isched-e2e-"+t.Name()+"-")
+		t.Logf("ISCHED_E2E_KEEP: files kept in %s", dir)
+	}
+	w := &world{t: t, redis: r, dir: dir, started: time.Now(),
 		cluster: fmt.Sprintf("e2e%d", time.Now().UnixNano()%1e9)}
 	_ = os.Chmod(w.dir, 0o755)
 	w.config = filepath.Join(w.dir, "coordinator.json")
-	cfg := fmt.Sprintf(`{"cluster": %q, "tick": "1s", "stale_after": "15s", "policy": %s}`, w.cluster, policyJSON)
+	// leader_ttl 2s: a SIGKILLed coordinator's successor leads 2 s later
+	cfg := fmt.Sprintf(`{"cluster": %q, "tick": "1s", "stale_after": "15s", "leader_ttl": "2s", "policy": %s}`, w.cluster, policyJSON)
 	if err := os.WriteFile(w.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -96,11 +103,7 @@ func newWorld(t *testing.T, policyJSON string) *world {
 				_, _ = c.Process.Wait()
 			}
 		}
-		if c, err := w.client("coordinator"); err == nil {
-			k := c.Keys()
-			_ = c.Del(context.Background(), k.Ingest(), k.Actions(), k.Results(), k.Coordinator("sessions"), k.Coordinator("lineages"))
-			_ = c.Close()
-		}
+		w.dropRedisKeys()
 		t.Logf("%s took %s", t.Name(), time.Since(w.started).Round(time.Second))
 	})
 	return w
@@ -181,6 +184,10 @@ func (w *world) status(lineage string) (report.JobStatus, bool) {
 func (w *world) sbatch(args ...string) string {
 	w.t.Helper()
 	var out, errb bytes.Buffer
+	if !hasOutputFlag(args) {
+		// without -o Slurm writes slurm-<id>.out into the package directory
+		args = append([]string{"-o", filepath.Join(w.dir, "slurm-%j.out")}, args...)
+	}
 	cmd := exec.Command("sbatch", append([]string{"--parsable"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -198,10 +205,30 @@ type trainJob struct {
 // submitTrainer submits the fake trainer under the wrapper with a plan.
 func (w *world) submitTrainer(plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
 	w.t.Helper()
+	return w.submitTrainerWith(trainOpts{}, plan, sbatchArgs, trainerArgs...)
+}
+
+// trainOpts vary how the job script launches the wrapper.
+type trainOpts struct {
+	// Rank0Delay holds rank 0 back before it starts its wrapper, so the
+	// other ranks' reports reach the coordinator first (srun starts ranks
+	// in no particular order; this makes the unlucky order certain).
+	Rank0Delay time.Duration
+}
+
+func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
+	w.t.Helper()
+	if plan.Cluster == "" {
+		plan.Cluster = w.cluster // only this test's coordinator may act on the job
+	}
 	dir, _ := os.MkdirTemp(w.dir, "job")
 	_ = os.Chmod(dir, 0o755)
 	j := trainJob{lineage: plan.Lineage, dir: dir, facts: filepath.Join(dir, "facts.json"), ckdir: filepath.Join(dir, "ckpt")}
 	_ = os.MkdirAll(j.ckdir, 0o755)
+	// the wrapper's per-task directory (progress file, control file, spool)
+	// goes under TMPDIR and is never removed: keep it inside the test's dir
+	tmp := filepath.Join(dir, "tmp")
+	_ = os.MkdirAll(tmp, 0o755)
 	args := []string{filepath.Join(binDir, "isched-wrapper"), "--report-interval", "1s", "--checkpoint-dir", j.ckdir,
 		"--checkpoint-debounce", "300ms", "--checkpoint-signal", "file", "--grace", "10s", "--",
 		"/usr/bin/python3", filepath.Join(repoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts}
@@ -211,12 +238,17 @@ func (w *world) submitTrainer(plan report.Plan, sbatchArgs []string, trainerArgs
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	script := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/bash\nexec srun "+strings.Join(q, " ")+"\n"), 0o755); err != nil {
+	launch := "exec srun " + strings.Join(q, " ")
+	if o.Rank0Delay > 0 {
+		launch = fmt.Sprintf("exec srun /bin/bash -c '[ \"$SLURM_PROCID\" = 0 ] && sleep %.1f; exec \"$@\"' rank0-delay %s",
+			o.Rank0Delay.Seconds(), strings.Join(q, " "))
+	}
+	if err := os.WriteFile(script, []byte("#!/bin/bash\n"+launch+"\n"), 0o755); err != nil {
 		w.t.Fatal(err)
 	}
 	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
 		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
-		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(repoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
+		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(repoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
 			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")},
 		sbatchArgs...)
 	j.id = w.sbatch(append(sb, script)...)

@@ -240,9 +240,12 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 			log.Info("signal forwarded", "received", recv.String(), "delivered", del.String())
 			if rep != nil {
 				e := report.NewEnvelope(report.KindSignal, time.Now())
-				e.Signal = &report.SignalEvent{Signal: sigName(recv), Forwarded: del.String()}
-				if del.File == "" && del.Signal == 0 {
-					e.Signal.Forwarded = sigName(recv)
+				e.Signal = &report.SignalEvent{Signal: sigName(recv), Forwarded: sigName(recv)}
+				switch {
+				case del.File != "":
+					e.Signal.Forwarded = "file:" + del.File
+				case del.Signal != 0:
+					e.Signal.Forwarded = sigName(del.Signal) // "SIGTERM", as the schema wants
 				}
 				rep.emit(e)
 			}

@@ -1,0 +1,361 @@
+//go:build integration
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
+)
+
+// Helpers shared by the end-to-end tests beyond the basic harness: waiting
+// for a shared cluster, reading Slurm's record of a job (scontrol, the
+// jobcomp log) and the coordinator's private state in Redis.
+
+func hasOutputFlag(args []string) bool {
+	for _, a := range args {
+		if a == "-o" || a == "--output" || strings.HasPrefix(a, "--output=") {
+			return true
+		}
+	}
+	return false
+}
+
+// dropRedisKeys deletes every key of this test's cluster name that the
+// harness knows of (the cluster name is unique per test; the coordinator
+// user may touch every isched:* key).
+func (w *world) dropRedisKeys() {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	ctx := context.Background()
+	k := c.Keys()
+	keys := []string{k.Ingest(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(),
+		k.Agent("cursor"), k.Agent("done"), k.Agent("inflight"),
+		k.Coordinator("sessions"), k.Coordinator("lineages"), k.Coordinator("leader"), k.Coordinator("receipts")}
+	if names, err := c.HGetAll(ctx, k.Coordinator("lineages")); err == nil {
+		for name := range names {
+			keys = append(keys, k.Job(name, "state"), k.Job(name, "status"), k.Job(name, "series"))
+		}
+	}
+	_ = c.Del(ctx, keys...)
+}
+
+// lineageState is the coordinator's private record of a lineage (the
+// fields the tests look at; see internal/coordinator/state.go).
+type lineageState struct {
+	Phase   string `json:"phase"`
+	Pending *struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+	} `json:"pending"`
+	Actions int              `json:"actions"`
+	Moves   int              `json:"moves"`
+	Conts   int              `json:"continuations"`
+	Ckpts   int64            `json:"ckpts"`
+	RankRSS map[string]int64 `json:"rank_rss"`
+	Ended   bool             `json:"ended"`
+}
+
+func (w *world) lineageState(lineage string) (lineageState, bool) {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return lineageState{}, false
+	}
+	defer c.Close()
+	b, err := c.Get(context.Background(), c.Keys().Job(lineage, "state"))
+	if err != nil {
+		return lineageState{}, false
+	}
+	var s lineageState
+	if json.Unmarshal(b, &s) != nil {
+		return lineageState{}, false
+	}
+	return s, true
+}
+
+// sessionRec is one wrapper session the coordinator accepted.
+type sessionRec struct {
+	SID       string `json:"sid"`
+	JobID     uint64 `json:"job_id"`
+	Lineage   string `json:"lineage"`
+	Rank      int    `json:"rank"`
+	Confirmed bool   `json:"confirmed"`
+}
+
+func (w *world) sessions(lineage string) []sessionRec {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	m, err := c.HGetAll(context.Background(), c.Keys().Coordinator("sessions"))
+	if err != nil {
+		return nil
+	}
+	var out []sessionRec
+	for _, v := range m {
+		var s sessionRec
+		if json.Unmarshal([]byte(v), &s) == nil && s.Lineage == lineage {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// actionsFor lists the actions the coordinator sent for a lineage, in order.
+func (w *world) actionsFor(lineage string) []report.Action {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	ents, err := c.Range(context.Background(), c.Keys().Actions(), "-", "+", 10000)
+	if err != nil {
+		return nil
+	}
+	var out []report.Action
+	for _, e := range ents {
+		env, err := report.Decode(e.Payload)
+		if err == nil && env.Action != nil && env.Action.Lineage == lineage {
+			out = append(out, *env.Action)
+		}
+	}
+	return out
+}
+
+func decisionKinds(st report.JobStatus) []string {
+	var out []string
+	for _, d := range st.Decisions {
+		out = append(out, d.Kind+"("+d.Result+")")
+	}
+	return out
+}
+
+func eventKinds(st report.JobStatus) []string {
+	var out []string
+	for _, e := range st.Events {
+		out = append(out, e.Kind)
+	}
+	return out
+}
+
+// nodeState is sinfo's state of one node ("idle", "mixed", "allocated", ...).
+func nodeState(node string) string {
+	out, err := exec.Command("sinfo", "-h", "-N", "-n", node, "-o", "%T").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.Split(string(out), "\n")[0])
+}
+
+// waitNodesIdle waits until every node is idle: other people's jobs share
+// the cluster, and a test that needs a whole node must not start before.
+func waitNodesIdle(t *testing.T, w *world, timeout time.Duration, nodes ...string) {
+	t.Helper()
+	waitFor(t, w, timeout, "nodes "+strings.Join(nodes, ",")+" idle", func() bool {
+		for _, n := range nodes {
+			if s := nodeState(n); s != "idle" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// idleNodes waits until n of the candidate nodes are idle and returns them.
+func idleNodes(t *testing.T, w *world, timeout time.Duration, n int, candidates ...string) []string {
+	t.Helper()
+	var got []string
+	waitFor(t, w, timeout, fmt.Sprintf("%d of %s idle", n, strings.Join(candidates, ",")), func() bool {
+		got = got[:0]
+		for _, c := range candidates {
+			if nodeState(c) == "idle" {
+				got = append(got, c)
+			}
+		}
+		return len(got) >= n
+	})
+	return got[:n]
+}
+
+// firstIdle waits for one of the nodes to be idle and returns it.
+func firstIdle(t *testing.T, w *world, timeout time.Duration, nodes ...string) string {
+	t.Helper()
+	var got string
+	waitFor(t, w, timeout, "one of "+strings.Join(nodes, ",")+" idle", func() bool {
+		for _, n := range nodes {
+			if nodeState(n) == "idle" {
+				got = n
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func slurmEnded(state string) bool {
+	switch state {
+	case "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED":
+		return true
+	}
+	return false
+}
+
+// waitJobEnd waits for a job's final state and returns scontrol's record.
+func waitJobEnd(t *testing.T, w *world, id string, timeout time.Duration) map[string]string {
+	t.Helper()
+	var s map[string]string
+	waitFor(t, w, timeout, "job "+id+" to end", func() bool {
+		s = slurmJob(id)
+		return slurmEnded(s["JobState"])
+	})
+	return s
+}
+
+// jobcompRuns returns the jobcomp log's lines for a job id: one per run
+// that ended, requeued runs included (the lab has no slurmdbd, so no sacct).
+func jobcompRuns(id string) []map[string]string {
+	f, err := os.Open(filepath.Join(testutil.DevDir(), "log", "jobcomp.txt"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "JobId="+id+" ") {
+			continue
+		}
+		m := map[string]string{}
+		for _, fld := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(fld, "="); ok {
+				m[k] = v
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func jobcompStates(runs []map[string]string) []string {
+	var out []string
+	for _, r := range runs {
+		out = append(out, r["JobState"]+"@"+r["Partition"])
+	}
+	return out
+}
+
+// jobsOfLineage lists the job ids squeue shows (all states it still keeps)
+// whose comment carries the lineage's plan.
+func jobsOfLineage(lineage string) []string {
+	out, err := exec.Command("squeue", "--all", "-h", "-t", "all", "-o", "%i|%k").Output()
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, line := range strings.Split(string(out), "\n") {
+		id, comment, ok := strings.Cut(line, "|")
+		if !ok {
+			continue
+		}
+		if p, ok, err := report.ParsePlanComment(comment); ok && err == nil && p.Lineage == lineage {
+			ids = append(ids, strings.TrimSpace(id))
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// factsOf reads one facts file of the fake trainer; ok is false while it
+// does not exist.
+func factsOf(path string) (map[string]any, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// attemptFacts is what attempt n of rank r did (see fake_trainer.py).
+func (j trainJob) attemptFacts(t *testing.T, rank, attempt int) map[string]any {
+	t.Helper()
+	p := j.facts
+	if rank > 0 {
+		p += ".rank" + strconv.Itoa(rank)
+	}
+	p += ".attempt" + strconv.Itoa(attempt)
+	m, ok := factsOf(p)
+	if !ok {
+		out, _ := os.ReadFile(filepath.Join(j.dir, "out.txt"))
+		t.Fatalf("no facts of rank %d attempt %d (%s)\njob output:\n%s", rank, attempt, p, out)
+	}
+	return m
+}
+
+func num(m map[string]any, k string) int64 {
+	if f, ok := m[k].(float64); ok {
+		return int64(f)
+	}
+	return -1
+}
+
+// output is the job's output file (every attempt: --open-mode=append).
+func (j trainJob) output() string {
+	b, _ := os.ReadFile(filepath.Join(j.dir, "out.txt"))
+	return string(b)
+}
+
+// lostIterations checks every pair of consecutive spans of a lineage: the
+// next attempt must resume where the previous one stopped.
+func lostIterations(t *testing.T, st report.JobStatus) {
+	t.Helper()
+	for i := 1; i < len(st.History); i++ {
+		prev, cur := st.History[i-1], st.History[i]
+		if lost := prev.EndStep - cur.StartStep; lost != 0 {
+			t.Errorf("attempt %d (%s) resumed at step %d, attempt %d stopped at %d: %d iterations lost",
+				cur.Attempt, cur.Partition, cur.StartStep, prev.Attempt, prev.EndStep, lost)
+		}
+	}
+}
+
+func spansText(st report.JobStatus) string {
+	var b strings.Builder
+	for i, s := range st.History {
+		if i > 0 {
+			b.WriteString(" → ")
+		}
+		fmt.Fprintf(&b, "[job %d attempt %d %s/%s steps %d..%d %s]", s.JobID, s.Attempt, s.Partition, s.Node, s.StartStep, s.EndStep, s.Reason)
+	}
+	return b.String()
+}
+
+// TestMain removes the binaries built for the package (43 MB a run).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
