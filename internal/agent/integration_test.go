@@ -123,19 +123,6 @@ func action(cl string, typ report.ActionType, id string, job string, user string
 	return a
 }
 
-func workDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "isched-slurm-test-agent-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func submit(t *testing.T, sc *slurm.Client, script, user string) string {
 	t.Helper()
 	id, err := sc.Submit(context.Background(), []byte(script), user)
@@ -189,7 +176,7 @@ func TestIntegrationAgentMoveOnceRefuseEnded(t *testing.T) {
 	a.Start(context.Background())
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
 
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-agent-")
 	out := filepath.Join(dir, "runs")
 	job := submit(t, sc, fmt.Sprintf(moveScript, out), "alice")
 	testutil.Eventually(t, 60*time.Second, 100*time.Millisecond, "first run", func() bool { return len(fileLines(out)) == 1 })
@@ -277,7 +264,7 @@ while true; do sleep 0.2; done
 func TestIntegrationAgentKilledMidStream(t *testing.T) {
 	c := newCluster(t)
 	sc := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-agent-")
 	const jobs = 6
 	ids := make([]string, jobs)
 	files := make([]string, jobs)

@@ -10,9 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,37 +20,14 @@ import (
 	"github.com/isched/isched/internal/testutil"
 )
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
+// binDir holds the binaries under test (testutil.Binary builds them once).
+var binDir string
 
-func repoRoot() string {
-	_, f, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(f), "..", ".."))
-}
-
-// bins builds the binaries once for the package.
+// bins builds isched-wrapper, isched-agent and isched-coordinator.
 func bins(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "isched-e2e-bin")
-		if buildErr != nil {
-			return
-		}
-		_ = os.Chmod(binDir, 0o755)
-		for name, pkg := range map[string]string{"isched-wrapper": "./wrapper", "isched-agent": "./agent", "isched-coordinator": "./coordinator"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
-			cmd.Dir = repoRoot()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("build %s: %v: %s", name, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	for name, pkg := range map[string]string{"isched-wrapper": "./wrapper", "isched-agent": "./agent", "isched-coordinator": "./coordinator"} {
+		binDir = filepath.Dir(testutil.Binary(t, name, pkg))
 	}
 	return binDir
 }
@@ -231,7 +206,7 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	_ = os.MkdirAll(tmp, 0o755)
 	args := []string{filepath.Join(binDir, "isched-wrapper"), "--report-interval", "1s", "--checkpoint-dir", j.ckdir,
 		"--checkpoint-debounce", "300ms", "--checkpoint-signal", "file", "--grace", "10s", "--",
-		"/usr/bin/python3", filepath.Join(repoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts}
+		"/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts}
 	args = append(args, trainerArgs...)
 	q := make([]string, len(args))
 	for i, a := range args {
@@ -248,7 +223,7 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	}
 	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
 		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
-		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(repoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
+		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
 			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")},
 		sbatchArgs...)
 	j.id = w.sbatch(append(sb, script)...)

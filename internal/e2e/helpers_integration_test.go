@@ -354,8 +354,6 @@ func spansText(st report.JobStatus) string {
 // TestMain removes the binaries built for the package (43 MB a run).
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testutil.RemoveBinaries()
 	os.Exit(code)
 }

@@ -21,20 +21,6 @@ import (
 // These tests run against the dev cluster (scripts/dev-cluster up). Every
 // job they submit is named isched-slurm-test-* and cancelled at the end.
 
-func workDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "isched-slurm-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Jobs may run as alice: the directory must be hers to write too.
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // submit submits script (with #SBATCH lines) through the client and
 // cancels the job when the test ends.
 func submit(t *testing.T, c *slurm.Client, script, asUser string) string {
@@ -90,7 +76,7 @@ exec sleep 600
 func TestIntegrationSnapshotMatchesSinfoSqueue(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	ids := map[string]string{}
 	for _, p := range []struct{ part, extra string }{
 		{"dev", "#SBATCH -p dev -t 10"},
@@ -238,7 +224,7 @@ func compare(t *testing.T, snap report.Snapshot, table report.JobTable) string {
 func TestIntegrationMoveRunningCPUToGPU(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	id := submit(t, c, fmt.Sprintf(recordScript, "move-gpu", "#SBATCH -p cpu -t 30", dir), "alice")
 	out := filepath.Join(dir, "out."+id)
 	first := lines(t, out, 1, 60*time.Second)
@@ -272,7 +258,7 @@ func TestIntegrationMoveRunningCPUToGPU(t *testing.T) {
 func TestIntegrationMoveToDevWithShorterLimit(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	// 3 h is over dev's MaxTime (2 h): the move must shorten it.
 	id := submit(t, c, fmt.Sprintf(recordScript, "move-dev", "#SBATCH -p cpu -t 3:00:00", dir), "")
 	out := filepath.Join(dir, "out."+id)
@@ -292,7 +278,7 @@ func TestIntegrationMoveToDevWithShorterLimit(t *testing.T) {
 func TestIntegrationMoveFailureReleases(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	id := submit(t, c, fmt.Sprintf(recordScript, "move-bad", "#SBATCH -p cpu -t 30", dir), "")
 	lines(t, filepath.Join(dir, "out."+id), 1, 60*time.Second)
 	res, err := c.Move(context.Background(), id, slurm.MoveSpec{Partition: "no-such-partition"})
@@ -309,7 +295,7 @@ func TestIntegrationMoveFailureReleases(t *testing.T) {
 func TestIntegrationUpdateTimeLimit(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	id := submit(t, c, fmt.Sprintf(recordScript, "timelimit", "#SBATCH -p cpu -t 30", dir), "alice")
 	waitState(t, c, id, "RUNNING", 60*time.Second)
 	for _, d := range []time.Duration{45 * time.Minute, 20 * time.Minute} { // raise (operator right), then lower
@@ -333,7 +319,7 @@ func TestIntegrationUpdateTimeLimit(t *testing.T) {
 func TestIntegrationShellMetacharactersInert(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	marker := filepath.Join(dir, "pwned")
 	// #SBATCH lines split on spaces and parse quotes, so the payloads use
 	// ${IFS} and no quotes.
@@ -378,7 +364,7 @@ func TestIntegrationShellMetacharactersInert(t *testing.T) {
 func TestIntegrationSignalBatch(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	out := filepath.Join(dir, "sig")
 	id := submit(t, c, fmt.Sprintf("#!/bin/bash\n#SBATCH -J isched-slurm-test-signal -p dev -t 5 -o /dev/null --chdir=/tmp\ntrap 'echo USR1 >> %s' USR1\necho ready >> %s\nwhile true; do sleep 0.2; done\n", out, out), "")
 	lines(t, out, 1, 60*time.Second)
@@ -416,7 +402,7 @@ func TestIntegrationEndedAndUnknownJobs(t *testing.T) {
 func TestIntegrationSubmitAsUser(t *testing.T) {
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
-	dir := workDir(t)
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
 	out := filepath.Join(dir, "id")
 	id := submit(t, c, fmt.Sprintf("#!/bin/sh\n#SBATCH -J isched-slurm-test-asuser -p dev -t 1 -o /dev/null --chdir=/tmp\necho \"$(id -un) $(id -gn) $(id -Gn) $HOME\" > %s\n", out), "alice")
 	got := lines(t, out, 1, 60*time.Second)

@@ -12,12 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,39 +25,10 @@ import (
 	"github.com/isched/isched/internal/testutil"
 )
 
-var (
-	buildOnce  sync.Once
-	wrapperBin string
-	buildErr   error
-)
-
-func repoRoot() string {
-	_, f, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(f), "..", ".."))
-}
-
 // buildWrapper builds isched-wrapper once for the package's tests.
 func buildWrapper(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "isched-wrapper-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		_ = os.Chmod(dir, 0o755)
-		wrapperBin = filepath.Join(dir, "isched-wrapper")
-		cmd := exec.Command("go", "build", "-o", wrapperBin, "./wrapper")
-		cmd.Dir = repoRoot()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return wrapperBin
+	return testutil.Binary(t, "isched-wrapper", "./wrapper")
 }
 
 type jobRun struct {
@@ -90,7 +59,7 @@ func submit(t *testing.T, wrapperArgs, trainerArgs []string, wait bool) *jobRun 
 		t.Fatal(err)
 	}
 	args := append([]string{bin, "--report-interval", "1s", "--checkpoint-dir", j.ckdir, "--checkpoint-debounce", "300ms"}, wrapperArgs...)
-	args = append(args, "--", "/usr/bin/python3", filepath.Join(repoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts)
+	args = append(args, "--", "/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts)
 	args = append(args, trainerArgs...)
 	quoted := make([]string, len(args))
 	for i, a := range args {
@@ -102,7 +71,7 @@ func submit(t *testing.T, wrapperArgs, trainerArgs []string, wait bool) *jobRun 
 		t.Fatal(err)
 	}
 	sb := []string{"--parsable", "-J", "isched-wrapper-test", "-p", "cpu", "--mem=1G", "-t", "5", "-o", filepath.Join(dir, "out.txt"),
-		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(repoRoot(), "scripts") + ",ISCHED_REDIS_ADDR=" + r.Addr +
+		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_REDIS_ADDR=" + r.Addr +
 			",ISCHED_REDIS_PASSWORD_FILE=" + r.PasswordFile("reporter") + ",ISCHED_CLUSTER=" + j.cluster}
 	if wait {
 		sb = append(sb, "--wait")
@@ -387,7 +356,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 	t.Log("redis stopped")
 	time.Sleep(3 * time.Second)
-	out, err := exec.Command(filepath.Join(repoRoot(), "scripts/dev-cluster"), "up").CombinedOutput()
+	out, err := exec.Command(filepath.Join(testutil.RepoRoot(), "scripts/dev-cluster"), "up").CombinedOutput()
 	if err != nil {
 		t.Fatalf("dev-cluster up: %v\n%s", err, out)
 	}
@@ -404,4 +373,10 @@ func TestRedisOutage(t *testing.T) {
 	if !strings.Contains(j.output(), "fake trainer done at step 80") {
 		t.Errorf("trainer output: %s", j.output())
 	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemoveBinaries()
+	os.Exit(code)
 }
