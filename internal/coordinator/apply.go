@@ -234,8 +234,7 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 			}
 		}
 	}
-	rss, gpu := l.Mem.Peak()
-	_ = gpu
+	rss, _ := l.Mem.Peak()
 	slope, _ := l.Mem.Slope()
 	st.RSSSlope = slope
 	predRSS, _ := l.Mem.PredictPeak(st.TotalIters)

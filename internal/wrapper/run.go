@@ -117,7 +117,6 @@ type state struct {
 	gaps        int
 	lastCPU     *report.CPUStat
 	lastGPU     *report.GPUStat
-	pids        []int32
 	loopClocked bool
 }
 
@@ -525,16 +524,12 @@ func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *
 		if stat.Procs > 0 || stat.PeakRSSBytes > 0 {
 			cpu := &report.CPUStat{RSSBytes: stat.RSSBytes, PeakRSSBytes: stat.PeakRSSBytes, PSSBytes: stat.PSSBytes,
 				CPUPercent: finite(stat.CPUPercent), Procs: stat.Procs}
-			if stat.CgroupPeakBytes > cpu.PeakRSSBytes {
-				// the kernel saw a higher peak between samples (page cache included)
-				st.cgPeak = max(st.cgPeak, stat.CgroupPeakBytes)
-			}
 			st.lastCPU = cpu
 		}
 		st.peakRSS = max(st.peakRSS, stat.PeakRSSBytes)
 		st.cgLimit = stat.CgroupLimitBytes
+		// the kernel's peak of the cgroup, also between samples (page cache included)
 		st.cgPeak = max(st.cgPeak, stat.CgroupPeakBytes)
-		st.pids = stat.PIDs
 		if gs != nil {
 			st.lastGPU = gs
 			st.gpuNoData = gs.NoData
