@@ -114,6 +114,7 @@ type state struct {
 	gpuNoData   string
 	ckpts       []string
 	ckptSeen    map[string]bool
+	resumeMu    sync.Mutex // the lineage resume file: read, record, write
 	gaps        int
 	lastCPU     *report.CPUStat
 	lastGPU     *report.GPUStat
@@ -170,10 +171,18 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	}
 	var resume string
 	if inSlurm && opts.CheckpointDir != "" {
-		if r, ok := loadResume(opts.CheckpointDir, job.Lineage); ok {
+		r, damaged, ok := loadResume(opts.CheckpointDir, job.Lineage)
+		for _, p := range damaged {
+			log.Warn("confirmed checkpoint changed or gone since; not resuming from it", "path", p.Path, "size", p.Size)
+		}
+		if ok {
 			resume = r.Path
 			setenv("ISCHED_RESUME_FROM", resume)
-			log.Info("resuming from the lineage's last complete checkpoint", "path", resume, "step", r.Step)
+			attrs := []any{"path", resume}
+			if r.Step != nil {
+				attrs = append(attrs, "step", *r.Step)
+			}
+			log.Info("resuming from the lineage's newest intact checkpoint", attrs...)
 		}
 	}
 	// cuda only when NVML sees a device: Slurm sets CUDA_VISIBLE_DEVICES for
