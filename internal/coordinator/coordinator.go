@@ -282,7 +282,7 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 		case rejected:
 			c.metrics.rejected.WithLabelValues(reason).Inc()
 			c.metrics.reports.WithLabelValues("rejected").Inc()
-			c.logRejected(e, reason)
+			c.logRejected(e, env, reason)
 			ack = append(ack, e.ID)
 		case deferred:
 			c.metrics.reports.WithLabelValues("deferred").Inc()
@@ -295,12 +295,17 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 	return c.store.Ack(ctx, c.keys.Ingest(), group, ack...)
 }
 
-func (c *Coordinator) logRejected(e stream.Entry, reason string) {
+func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason string) {
 	if t, ok := c.rejectLogAt[reason]; ok && time.Since(t) < 10*time.Second {
 		return // rate limit: a flood of forgeries must not flood the log
 	}
 	c.rejectLogAt[reason] = time.Now()
-	c.log.Warn("report rejected", "reason", reason, "entry", e.ID)
+	attrs := []any{"reason", reason, "entry", e.ID}
+	if env != nil && env.Job != nil {
+		// what the report claimed (not vouched for: that is why it is refused)
+		attrs = append(attrs, "claimed_job", env.Job.JobID, "claimed_lineage", env.Job.Lineage, "claimed_uid", env.Job.UID, "kind", env.Kind)
+	}
+	c.log.Warn("report rejected", attrs...)
 }
 
 // flush persists every lineage changed since the last flush, and receipts.

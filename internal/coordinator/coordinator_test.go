@@ -241,9 +241,16 @@ func TestAcceptsOwnersReportsAndRejectsForgeries(t *testing.T) {
 	nocred := e.wrapper(11, 1002, "bob", "lab-11", "cpu")
 	nocred.cred = ""
 	e.start(nocred)
+	// bob's own job, its wrapper claiming alice's lineage (lineage ids are
+	// public: squeue shows the plan comment): MUNGE and the job table agree
+	// it is bob's, but the lineage is alice's
+	hijack := e.wrapper(11, 1002, "bob", "lab-10", "cpu")
+	e.start(hijack)
+	e.sample(hijack, 1, 500, 1)
 	e.rounds(2)
 
-	for reason, want := range map[string]float64{RejectForeignJob: 1, RejectForged: 1, RejectBadMAC: 1, RejectReplay: 1, RejectMalformed: 1, RejectUnauth: 1} {
+	for reason, want := range map[string]float64{RejectForeignJob: 1, RejectForged: 1, RejectBadMAC: 1, RejectReplay: 1, RejectMalformed: 1,
+		RejectUnauth: 1, RejectForeignLineage: 2} {
 		if got := e.counter(reason); got != want {
 			t.Errorf("rejected %s: %v, want %v", reason, got, want)
 		}
@@ -413,5 +420,56 @@ func (e *env) result(id string, status report.ResultStatus) {
 	}
 	if _, err := e.store.Append(context.Background(), "isched:lab:results", b, "", 0); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// TestAnotherUsersJobCannotTakeOverALineage: bob queues a job whose plan
+// comment names alice's lineage (lineage ids are public: squeue shows
+// comments). The lineage stays alice's: her job is the one tracked, and
+// nothing the coordinator does touches bob's job on her lineage's behalf.
+func TestAnotherUsersJobCannotTakeOverALineage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	plan := report.Plan{Lineage: "L1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
+	alice := job(40, 1001, "alice", "PENDING", "cpu", plan.FormatComment())
+	bob := job(41, 1002, "bob", "PENDING", "cpu", plan.FormatComment())
+	busy := []report.Partition{{Name: "gpu", State: "UP", NodesAlloc: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Alloc: 4, Total: 4}}},
+		{Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+	e.publish([]report.Job{bob, alice}, busy)
+	e.rounds(2)
+	if st := e.status("L1"); st.JobID != 40 || st.User != "alice" {
+		t.Fatalf("lineage L1 tracks job %d of %q, want alice's 40", st.JobID, st.User)
+	}
+	// both run; gpu frees: the checkpoint request goes to alice's job only
+	alice.State, bob.State = "RUNNING", "RUNNING"
+	alice.StartMS, bob.StartMS = e.now.Add(-time.Minute).UnixMilli(), e.now.Add(-time.Minute).UnixMilli()
+	e.publish([]report.Job{bob, alice}, busy)
+	w := e.wrapper(40, 1001, "alice", "L1", "cpu")
+	e.start(w)
+	for i := int64(0); i < 5; i++ {
+		e.sample(w, 1+i*20, 20, 500)
+	}
+	evil := e.wrapper(41, 1002, "bob", "L1", "cpu")
+	e.start(evil)
+	e.sample(evil, 1, 50, 1)
+	e.rounds(2)
+	idle := []report.Partition{{Name: "gpu", State: "UP", NodesIdle: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}}, busy[1]}
+	e.now = e.now.Add(3 * time.Second)
+	e.publish([]report.Job{bob, alice}, idle)
+	e.rounds(2)
+	acts := e.actions()
+	if len(acts) == 0 {
+		t.Fatal("no checkpoint request for alice's job once gpu freed")
+	}
+	for _, a := range acts {
+		if a.JobID != 40 || a.User != "alice" {
+			t.Errorf("action on job %d of %q for alice's lineage: %+v", a.JobID, a.User, a)
+		}
+	}
+	if st := e.status("L1"); st.JobID != 40 || st.User != "alice" || st.Step != 100 {
+		t.Errorf("alice's status: job %d user %q step %d, want 40 alice 100", st.JobID, st.User, st.Step)
+	}
+	if got := e.counter(RejectForeignLineage); got != 2 {
+		t.Errorf("rejected foreign-lineage reports: %v, want 2 (bob's start and sample)", got)
 	}
 }

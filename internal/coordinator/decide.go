@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,6 +117,18 @@ func (c *Coordinator) loadTracked(ctx context.Context) error {
 	return nil
 }
 
+// logForeignLineage says (rate-limited) that a job names a lineage another
+// user owns; it is not tracked.
+func (c *Coordinator) logForeignLineage(j report.Job, lineage string, owner int) {
+	const key = "job:" + RejectForeignLineage
+	if t, ok := c.rejectLogAt[key]; ok && time.Since(t) < 10*time.Second {
+		return
+	}
+	c.rejectLogAt[key] = time.Now()
+	c.log.Warn("job ignored: its plan names a lineage another user owns", "job", j.JobID, "user", j.User, "uid", j.UID,
+		"lineage", lineage, "owner_uid", owner)
+}
+
 // syncWithJobTable starts tracking planned jobs (pending ones have sent no
 // report yet) and follows Slurm's state of tracked ones.
 func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
@@ -127,7 +141,11 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 			byJob[l.Status.JobID] = l
 		}
 	}
-	for _, j := range c.jobs {
+	// oldest job first: a lineage id is public once its job is queued, so
+	// a later job of another user's naming it must not take it over
+	ids := slices.Sorted(maps.Keys(c.jobs))
+	for _, id := range ids {
+		j := c.jobs[id]
 		p, ok, err := report.ParsePlanComment(j.Comment)
 		if !ok || err != nil || p.Lineage == "" || (p.Cluster != "" && p.Cluster != c.keys.Cluster) {
 			continue // not ours: another isched deployment's job on the same Slurm
@@ -140,6 +158,13 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 			continue
 		}
 		if l.Ended && l.Status.JobID == j.JobID {
+			continue
+		}
+		if uid, known := l.owner(); !known {
+			owner := j.UID
+			l.OwnerUID = &owner
+		} else if uid != j.UID {
+			c.logForeignLineage(j, p.Lineage, uid)
 			continue
 		}
 		st := &l.Status

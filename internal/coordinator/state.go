@@ -52,7 +52,23 @@ type lineage struct {
 	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
 	Ended        bool                   `json:"ended"`
 	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
-	dirty        bool
+	// OwnerUID is the uid of the first session accepted into the lineage:
+	// a lineage id is public (squeue shows plan comments), so another
+	// user's job claiming it must not write into its status.
+	OwnerUID *int `json:"owner_uid,omitempty"`
+	dirty    bool
+}
+
+// owner returns the lineage's owner: the recorded one, else (state saved
+// before owners were recorded) the uid of its last start.
+func (l *lineage) owner() (int, bool) {
+	switch {
+	case l.OwnerUID != nil:
+		return *l.OwnerUID, true
+	case l.Status.JobID != 0:
+		return l.Status.UID, true
+	}
+	return 0, false
 }
 
 func stateKey(k stream.Keys, l string) string  { return k.Job(l, "state") }

@@ -24,6 +24,7 @@ const (
 	RejectForged         = "forged"
 	RejectBadMAC         = "bad-mac"
 	RejectForeignJob     = "foreign-job"
+	RejectForeignLineage = "foreign-lineage"
 	RejectReplay         = "replay"
 	RejectUnknownSession = "unknown-session"
 	RejectUnknownJob     = "unknown-job"
@@ -31,7 +32,7 @@ const (
 
 // RejectReasons lists every reason, for metrics.
 var RejectReasons = []string{RejectMalformed, RejectNotReport, RejectForeignCluster, RejectUnauth, RejectBadCred,
-	RejectForged, RejectBadMAC, RejectForeignJob, RejectReplay, RejectUnknownSession, RejectUnknownJob}
+	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob}
 
 // session is a wrapper run whose key the coordinator holds.
 type session struct {
@@ -96,7 +97,8 @@ func entryAge(id string, now time.Time) time.Duration {
 }
 
 // verify judges one entry. On acceptance it returns the envelope and the
-// session it belongs to.
+// session it belongs to; a rejected entry that decoded comes back with its
+// envelope too, for the log.
 func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex, now time.Time) (*report.Envelope, *session, verdict, string, error) {
 	env, err := report.Decode(e.Payload)
 	if err != nil {
@@ -105,10 +107,10 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	switch env.Kind {
 	case report.KindStart, report.KindSample, report.KindCheckpoint, report.KindSignal, report.KindEnd:
 	default:
-		return nil, nil, rejected, RejectNotReport, nil
+		return env, nil, rejected, RejectNotReport, nil
 	}
 	if env.Job.Cluster != c.keys.Cluster {
-		return nil, nil, rejected, RejectForeignCluster, nil
+		return env, nil, rejected, RejectForeignCluster, nil
 	}
 	tooOld := entryAge(e.ID, now) > c.cfg.DeferLimit
 	s, err := c.loadSession(ctx, env.SID)
@@ -118,17 +120,17 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	if env.Kind == report.KindStart && (s == nil || s.LastSeq == 0) {
 		if s == nil {
 			if env.Start.Cred == "" {
-				return nil, nil, rejected, RejectUnauth, nil
+				return env, nil, rejected, RejectUnauth, nil
 			}
 			v, err := auth.Open(ctx, c.munger, env.Start.Cred)
 			if err != nil {
-				return nil, nil, rejected, RejectBadCred, nil
+				return env, nil, rejected, RejectBadCred, nil
 			}
 			if v.SID != env.SID || v.JobID != env.Job.JobID || v.Lineage != env.Job.Lineage || v.Cluster != env.Job.Cluster || v.UID != env.Job.UID {
-				return nil, nil, rejected, RejectForged, nil
+				return env, nil, rejected, RejectForged, nil
 			}
 			if auth.Verify(v.Key, e.Payload, e.MAC) != nil {
-				return nil, nil, rejected, RejectBadMAC, nil
+				return env, nil, rejected, RejectBadMAC, nil
 			}
 			// MUNGE opens a credential once: keep the opened session even
 			// while its ownership cannot be confirmed yet
@@ -141,32 +143,42 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	}
 	if s == nil {
 		if tooOld {
-			return nil, nil, rejected, RejectUnknownSession, nil
+			return env, nil, rejected, RejectUnknownSession, nil
 		}
 		return nil, nil, deferred, "", nil
 	}
 	key, _ := hex.DecodeString(s.Key)
 	if auth.Verify(key, e.Payload, e.MAC) != nil {
-		return nil, nil, rejected, RejectBadMAC, nil
+		return env, nil, rejected, RejectBadMAC, nil
 	}
 	if env.Job.JobID != s.JobID || env.Job.Lineage != s.Lineage || env.Job.UID != s.UID {
-		return nil, nil, rejected, RejectForged, nil
+		return env, nil, rejected, RejectForged, nil
 	}
 	if !s.Confirmed {
 		j, ok := jobs[s.JobID]
 		if !ok {
 			if tooOld {
-				return nil, nil, rejected, RejectUnknownJob, nil
+				return env, nil, rejected, RejectUnknownJob, nil
 			}
 			return nil, nil, deferred, "", nil
 		}
 		if j.UID != s.UID {
-			return nil, nil, rejected, RejectForeignJob, nil
+			return env, nil, rejected, RejectForeignJob, nil
 		}
 		s.Confirmed = true
 	}
+	l, err := c.getLineage(ctx, s.Lineage)
+	if err != nil {
+		return nil, nil, rejected, "", err
+	}
+	if uid, known := l.owner(); !known {
+		uid := s.UID
+		l.OwnerUID, l.dirty = &uid, true
+	} else if uid != s.UID {
+		return env, nil, rejected, RejectForeignLineage, nil
+	}
 	if env.Seq <= s.LastSeq {
-		return nil, nil, rejected, RejectReplay, nil
+		return env, nil, rejected, RejectReplay, nil
 	}
 	s.LastSeq = env.Seq
 	if err := c.saveSession(ctx, s); err != nil {
