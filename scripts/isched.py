@@ -118,7 +118,16 @@ def _open():
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
     # The wrapper refuses to follow a symlink; refuse to write through one.
     flags |= getattr(os, "O_NOFOLLOW", 0)
-    _fd = os.open(path, flags, 0o600)
+    # Non-blocking open: a FIFO with no reader must not hang training (it
+    # fails with ENXIO instead); anything but a regular file is refused.
+    fd = os.open(path, flags | os.O_NONBLOCK, 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        _disabled = True
+        _warn("unsafe", "progress file %s is not a regular file; progress not reported" % path)
+        return None
+    os.set_blocking(fd, True)
+    _fd = fd
     return _fd
 
 

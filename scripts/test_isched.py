@@ -203,6 +203,35 @@ class Progress(Base):
             m.step(1)
         self.assertFalse(os.path.exists(target))
 
+    def test_fifo_never_blocks_training(self):
+        # a FIFO nobody reads (or one the wrapper refused to read): the open
+        # must fail at once, not hang the training loop
+        fifo = os.path.join(self.dir, "fifo")
+        os.mkfifo(fifo)
+        m = self.fresh(ISCHED_PROGRESS_FILE=fifo)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            for i in range(3):
+                m.step(i)
+        self.assertEqual(err.getvalue().count("progress reporting disabled"), 1)
+
+    def test_fifo_with_a_reader_refused(self):
+        fifo = os.path.join(self.dir, "fifo")
+        os.mkfifo(fifo)
+        rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, rfd)
+        m = self.fresh(ISCHED_PROGRESS_FILE=fifo)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            m.step(1)
+            m.step(2)
+        self.assertIn("not a regular file", err.getvalue())
+        try:
+            data = os.read(rfd, 100)
+        except BlockingIOError:
+            data = b""
+        self.assertEqual(data, b"")  # nothing was written
+
     def test_only_rank_zero_reports(self):
         m = self.fresh(RANK="1")
         m.step(1)

@@ -101,3 +101,22 @@ func TestPythonHelperLines(t *testing.T) {
 		t.Errorf("stdout events = %+v, want step 105", evs)
 	}
 }
+
+// TestPythonHelperUnitTests runs scripts/test_isched.py (the helper's own
+// unittest suite: no-ops without the wrapper, FIFOs and symlinks refused,
+// saves atomic, control file and signals) as part of the Go tests.
+func TestPythonHelperUnitTests(t *testing.T) {
+	t.Parallel()
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Fatalf("%s is needed to test scripts/isched.py: %v", python, err)
+	}
+	cmd := exec.Command(python, "-m", "unittest", "-v", "test_isched")
+	cmd.Dir = filepath.Join("..", "..", "scripts")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("\nOK")) {
+		t.Fatalf("python3 -m unittest test_isched: %v\n%s", err, out)
+	}
+	t.Logf("%s", bytes.TrimSpace(out[bytes.LastIndex(out, []byte("Ran ")):]))
+}
