@@ -32,6 +32,7 @@ type Options struct {
 	CoordinatorUID     int
 	TotalIters         int64
 	SpoolDir           string
+	QueueMax           int
 	LogLevel           string
 	Argv               []string
 }
@@ -72,6 +73,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.IntVar(&o.CoordinatorUID, "coordinator-uid", uid, "uid of the coordinator (only it can open the report credential)")
 	fs.Int64Var(&o.TotalIters, "total-iters", 0, "total iterations of the run, when the loop does not say")
 	fs.StringVar(&o.SpoolDir, "spool-dir", "", "where undelivered reports are spooled (default: the job's tmp dir)")
+	fs.IntVar(&o.QueueMax, "queue-max", 20000, "reports held while Redis is unreachable; past it the oldest samples are dropped (events never are)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -86,6 +88,9 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	}
 	if o.ReportInterval < o.Interval {
 		return o, fmt.Errorf("%w: --report-interval %s: must be at least --interval", ErrUsage, o.ReportInterval)
+	}
+	if o.QueueMax < 1 {
+		return o, fmt.Errorf("%w: --queue-max %d: must be at least 1", ErrUsage, o.QueueMax)
 	}
 	if o.Lineage != "" && !validLineage(o.Lineage) {
 		return o, fmt.Errorf("%w: --lineage %q: want 1-64 of [A-Za-z0-9._-]", ErrUsage, o.Lineage)

@@ -17,6 +17,9 @@ type record struct {
 	Kind    report.Kind `json:"kind"`
 	Payload []byte      `json:"m"`
 	MAC     string      `json:"mac"`
+	// Carried is the drop count this sample reports (its Dropped field):
+	// should the sample be dropped in turn, the count passes to the next.
+	Carried int `json:"carried,omitempty"`
 }
 
 // droppable: samples may be dropped under pressure; start, checkpoint,
@@ -37,6 +40,7 @@ type outbox struct {
 	maxBytes   int
 	dropped    int // samples dropped since the last report of it
 	dropTotal  int
+	inflight   int // records at the front handed to the sender: never dropped
 
 	spoolPath string
 	spool     *os.File
@@ -65,10 +69,12 @@ func (o *outbox) push(r record) {
 
 func (o *outbox) dropOldestSample() bool {
 	for i, r := range o.q {
-		if r.droppable() {
+		// one being sent may already be in Redis: dropping it would count
+		// as lost a report that was delivered
+		if i >= o.inflight && r.droppable() {
 			o.bytes -= len(r.Payload) + len(r.MAC)
 			o.q = append(o.q[:i], o.q[i+1:]...)
-			o.dropped++
+			o.dropped += 1 + r.Carried
 			o.dropTotal++
 			if o.dropTotal == 1 || o.dropTotal%1000 == 0 {
 				o.log.Warn("report queue full: dropping oldest samples (events are kept)", "dropped_total", o.dropTotal)
@@ -94,22 +100,25 @@ func (o *outbox) len() int {
 	return len(o.q)
 }
 
-// head returns up to n records from the front without removing them.
+// head returns up to n records from the front without removing them; they
+// are in flight (not dropped) until the next pop.
 func (o *outbox) head(n int) []record {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if n > len(o.q) {
 		n = len(o.q)
 	}
+	o.inflight = n
 	return append([]record(nil), o.q[:n]...)
 }
 
-// pop removes the first n records (after they were delivered). Records pushed
-// meanwhile stay; dropped samples at the front cannot be among the n since
-// only samples are dropped and delivery order is preserved by seq.
+// pop removes the delivered records (the front of the last head) and ends
+// their flight. Records pushed meanwhile stay; none of the batch was dropped
+// meanwhile, since records in flight never are.
 func (o *outbox) pop(delivered []record) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.inflight = 0
 	for _, d := range delivered {
 		for i, r := range o.q {
 			if r.Seq == d.Seq {

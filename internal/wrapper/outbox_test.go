@@ -21,6 +21,61 @@ func rec(seq uint64, kind report.Kind) record {
 	return record{Seq: seq, Kind: kind, Payload: []byte(`{"x":1}`), MAC: "m"}
 }
 
+// A dropped sample that itself reported earlier drops passes its count on:
+// the count reaches the coordinator with whichever sample is delivered.
+func TestOutboxDropCountSurvivesDroppedCarrier(t *testing.T) {
+	t.Parallel()
+	o := newOutbox(2, 1<<20, "", quiet)
+	o.push(rec(1, report.KindSample))
+	o.push(rec(2, report.KindSample))
+	o.push(rec(3, report.KindSample)) // drops 1
+	carrier := rec(4, report.KindSample)
+	carrier.Carried = o.takeDropped() // sample 4 reports 1 drop...
+	if carrier.Carried != 1 {
+		t.Fatalf("carried %d, want 1", carrier.Carried)
+	}
+	o.push(carrier)                   // ...and drops 2
+	o.push(rec(5, report.KindSample)) // drops 3
+	o.push(rec(6, report.KindSample)) // drops 4, the carrier
+	// 1, 2, 3 and 4 are gone: 4 carried the count of 1, so 4 in all
+	if d := o.takeDropped(); d != 4 {
+		t.Errorf("next sample reports %d drops, want 4 (samples 1-4)", d)
+	}
+}
+
+// Samples being sent are never dropped: they may already be in Redis, and
+// counting them as dropped would report a loss that did not happen.
+func TestOutboxNeverDropsInFlight(t *testing.T) {
+	t.Parallel()
+	o := newOutbox(2, 1<<20, "", quiet)
+	o.push(rec(1, report.KindSample))
+	o.push(rec(2, report.KindSample))
+	batch := o.head(64)
+	o.push(rec(3, report.KindSample)) // full: 1 and 2 are in flight, 3 goes
+	o.push(rec(4, report.KindSample)) // and 4
+	if q := seqsOf(o.head(64)); len(q) != 2 || q[0] != 1 || q[1] != 2 {
+		t.Errorf("queue %v while 1 and 2 were being sent, want [1 2]", q)
+	}
+	if d := o.takeDropped(); d != 2 {
+		t.Errorf("dropped %d, want 2 (3 and 4)", d)
+	}
+	o.pop(batch) // delivered
+	o.push(rec(5, report.KindSample))
+	o.push(rec(6, report.KindSample))
+	o.push(rec(7, report.KindSample)) // nothing in flight: the oldest, 5, goes
+	if q := seqsOf(o.head(64)); len(q) != 2 || q[0] != 6 || q[1] != 7 {
+		t.Errorf("queue %v, want [6 7]", q)
+	}
+}
+
+func seqsOf(rs []record) []uint64 {
+	var out []uint64
+	for _, r := range rs {
+		out = append(out, r.Seq)
+	}
+	return out
+}
+
 func TestOutboxDropsOldestSamplesKeepsEvents(t *testing.T) {
 	t.Parallel()
 	o := newOutbox(4, 1<<20, "", quiet)
@@ -31,6 +86,7 @@ func TestOutboxDropsOldestSamplesKeepsEvents(t *testing.T) {
 	o.push(rec(7, report.KindCheckpoint))
 	o.push(rec(8, report.KindEnd))
 	got := o.head(100)
+	o.pop(nil) // as after a failed send: nothing delivered, nothing in flight
 	var seqs []uint64
 	for _, r := range got {
 		seqs = append(seqs, r.Seq)

@@ -64,7 +64,11 @@ func (r *reporter) emit(e *report.Envelope) {
 		r.log.Error("report not encodable; dropped", "kind", e.Kind, "err", err)
 		return
 	}
-	r.out.push(record{Seq: e.Seq, Kind: e.Kind, Payload: b, MAC: r.sess.Sign(b)})
+	rec := record{Seq: e.Seq, Kind: e.Kind, Payload: b, MAC: r.sess.Sign(b)}
+	if e.Kind == report.KindSample && e.Sample != nil {
+		rec.Carried = e.Sample.Dropped
+	}
+	r.out.push(rec)
 	r.mu.Unlock()
 	if e.Kind != report.KindSample {
 		r.wake()
@@ -113,14 +117,17 @@ func (r *reporter) run(ctx context.Context, interval time.Duration) {
 // flush sends everything queued, in order, stopping at the first failure.
 func (r *reporter) flush(ctx context.Context) error {
 	for {
-		batch := r.out.head(64)
-		if len(batch) == 0 {
+		if r.out.len() == 0 {
 			return nil
 		}
 		sink, err := r.sinkOrConnect(ctx)
 		if err != nil {
 			r.out.startSpool()
 			return err
+		}
+		batch := r.out.head(64) // in flight until pop: not dropped meanwhile
+		if len(batch) == 0 {
+			return nil
 		}
 		var done []record
 		for _, rec := range batch {

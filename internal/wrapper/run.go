@@ -220,7 +220,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 			if dir != "" {
 				spool = filepath.Join(dir, "reports.spool")
 			}
-			out := newOutbox(20000, 32<<20, spool, log)
+			out := newOutbox(opts.QueueMax, 32<<20, spool, log)
 			connect := func(ctx context.Context) (appender, error) { return d.Connect(ctx, job.Cluster) }
 			keys := stream.Keys{Cluster: job.Cluster}
 			rep = newReporter(job, sess, out, connect, keys.Ingest(), log)

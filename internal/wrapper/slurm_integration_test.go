@@ -45,6 +45,13 @@ type jobRun struct {
 // submit starts a batch job whose step is `srun isched-wrapper ... -- fake trainer`.
 func submit(t *testing.T, wrapperArgs, trainerArgs []string, wait bool) *jobRun {
 	t.Helper()
+	return submitVia(t, "", wrapperArgs, trainerArgs, wait)
+}
+
+// submitVia is submit with the wrappers told to reach Redis at addr (a
+// proxy the test controls) instead of the real address.
+func submitVia(t *testing.T, addr string, wrapperArgs, trainerArgs []string, wait bool) *jobRun {
+	t.Helper()
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
 	bin := buildWrapper(t)
@@ -70,8 +77,11 @@ func submit(t *testing.T, wrapperArgs, trainerArgs []string, wait bool) *jobRun 
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if addr == "" {
+		addr = r.Addr
+	}
 	sb := []string{"--parsable", "-J", "isched-wrapper-test", "-p", "cpu", "--mem=1G", "-t", "5", "-o", filepath.Join(dir, "out.txt"),
-		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_REDIS_ADDR=" + r.Addr +
+		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_REDIS_ADDR=" + addr +
 			",ISCHED_REDIS_PASSWORD_FILE=" + r.PasswordFile("reporter") + ",ISCHED_CLUSTER=" + j.cluster}
 	if wait {
 		sb = append(sb, "--wait")
