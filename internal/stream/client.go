@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,11 +32,23 @@ type Client struct {
 	op   time.Duration
 }
 
+// slogPrintf routes go-redis's own messages (pool dial failures) through
+// log/slog at debug level: callers already log the errors they get, with
+// context, and the wrapper's stderr must not fill with unstructured lines.
+type slogPrintf struct{}
+
+func (slogPrintf) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+var setLogger sync.Once
+
 // Open connects and checks the server answers (PING).
 func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	setLogger.Do(func() { redis.SetLogger(slogPrintf{}) })
 	pw, err := readPassword(cfg.PasswordFile, cfg.Private)
 	if err != nil {
 		return nil, err
