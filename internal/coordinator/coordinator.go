@@ -35,9 +35,13 @@ type Config struct {
 	RequeueWait time.Duration
 	SeriesLen   int64
 	EndedTTL    time.Duration
-	Policy      policy.Config
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// SessionRetention: a session opened longer ago than this (and idle
+	// for an hour) is forgotten; it must exceed the wrappers' MUNGE
+	// credential TTL (24 h). Default 25 h.
+	SessionRetention time.Duration
+	Policy           policy.Config
+	Logger           *slog.Logger
+	Now              func() time.Time
 	// ID names this coordinator (consumer name, lock owner); default host-pid-random.
 	ID string
 }
@@ -66,6 +70,9 @@ func (c *Config) defaults() {
 	}
 	if c.SeriesLen <= 0 {
 		c.SeriesLen = 1000 // ~90 KiB per job: 1,000 points of one sample report each
+	}
+	if c.SessionRetention <= 0 {
+		c.SessionRetention = 25 * time.Hour
 	}
 	if c.EndedTTL <= 0 {
 		c.EndedTTL = 7 * 24 * time.Hour
@@ -108,6 +115,8 @@ type Coordinator struct {
 	leader      bool
 	kick        bool // a decision is due before the next tick
 	rejectLogAt map[string]time.Time
+	// sessionsSweptAt: the last pruneSessions sweep
+	sessionsSweptAt time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}

@@ -473,3 +473,53 @@ func TestAnotherUsersJobCannotTakeOverALineage(t *testing.T) {
 		t.Errorf("rejected foreign-lineage reports: %v, want 2 (bob's start and sample)", got)
 	}
 }
+
+// TestSessionsForgottenAfterRetention: a wrapper session is kept while its
+// credential could still be replayed and the wrapper may still speak, then
+// forgotten, so the session hash does not grow by one entry per run forever.
+func TestSessionsForgottenAfterRetention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish([]report.Job{job(50, 1001, "alice", "RUNNING", "cpu", ""), job(51, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	old := e.wrapper(50, 1001, "alice", "lab-50", "cpu")
+	e.start(old)
+	e.sample(old, 1, 5, 100)
+	e.rounds(1)
+	sessions := func() map[string]string {
+		m, err := e.store.HGetAll(context.Background(), "isched:lab:coord:sessions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if _, ok := sessions()[old.sess.SID]; !ok {
+		t.Fatal("the session was never stored")
+	}
+	// 24 h on: the credential's life is not over, the session stays
+	e.now = e.now.Add(24 * time.Hour)
+	e.publish([]report.Job{job(51, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	fresh := e.wrapper(51, 1001, "alice", "lab-51", "cpu")
+	e.start(fresh)
+	e.rounds(1)
+	if _, ok := sessions()[old.sess.SID]; !ok {
+		t.Fatal("forgotten after 24 h, while its credential could still be replayed")
+	}
+	// past the retention (25 h) and idle: forgotten; the recent one stays
+	e.now = e.now.Add(90 * time.Minute)
+	e.publish([]report.Job{job(51, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	e.rounds(1)
+	m := sessions()
+	if _, ok := m[old.sess.SID]; ok {
+		t.Error("the session of a run over for 25 h is still kept")
+	}
+	if _, ok := m[fresh.sess.SID]; !ok {
+		t.Error("the recent session was forgotten")
+	}
+	// a report of the forgotten session is no longer accepted
+	e.sample(old, 6, 1, 100)
+	e.now = e.now.Add(10 * time.Minute)
+	e.rounds(1)
+	if got := e.counter(RejectUnknownSession); got != 1 {
+		t.Errorf("rejected unknown-session %v, want 1", got)
+	}
+}

@@ -33,6 +33,9 @@ func (c *Coordinator) tick(ctx context.Context) error {
 		return err
 	}
 	c.syncWithJobTable(ctx, now)
+	if err := c.pruneSessions(ctx, now); err != nil {
+		return err
+	}
 	if err := c.readResults(ctx, now); err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ type session struct {
 	LastSeq   uint64 `json:"last_seq"`
 	Confirmed bool   `json:"confirmed"` // the uid owns the job in the agent's job table
 	OpenedMS  int64  `json:"opened_ms"`
+	LastMS    int64  `json:"last_ms,omitempty"` // last accepted report
 }
 
 type verdict int
@@ -180,7 +181,7 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	if env.Seq <= s.LastSeq {
 		return env, nil, rejected, RejectReplay, nil
 	}
-	s.LastSeq = env.Seq
+	s.LastSeq, s.LastMS = env.Seq, now.UnixMilli()
 	if err := c.saveSession(ctx, s); err != nil {
 		return nil, nil, rejected, "", err
 	}
