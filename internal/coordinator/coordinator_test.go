@@ -523,3 +523,59 @@ func TestSessionsForgottenAfterRetention(t *testing.T) {
 		t.Errorf("rejected unknown-session %v, want 1", got)
 	}
 }
+
+// TestEndedLineagesLeaveMemory: an ended lineage lingers in memory for a
+// while, then only Redis holds it (its status stays readable); a new
+// leader does not revive lineages whose state expired.
+func TestEndedLineagesLeaveMemory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	plan := report.Plan{Lineage: "L60", Ideal: "cpu", Total: 10}
+	j := job(60, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	e.publish([]report.Job{j}, nil)
+	w := e.wrapper(60, 1001, "alice", "L60", "cpu")
+	e.start(w)
+	e.sample(w, 1, 10, 100)
+	end := report.NewEnvelope(report.KindEnd, e.now)
+	end.End = &report.End{ExitCode: 0, Iters: 10, Reason: report.EndExited}
+	e.send(w, end)
+	j.State = "COMPLETED"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(2)
+	if st := e.status("L60"); st.State != "ENDED" {
+		t.Fatalf("lineage state %q, want ENDED", st.State)
+	}
+	tracked := func() bool {
+		m, err := e.store.HGetAll(context.Background(), "isched:lab:coord:lineages")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := m["L60"]
+		return ok
+	}
+	if _, ok := e.c.lineages["L60"]; !ok || !tracked() {
+		t.Fatal("ended lineage dropped at once: late reports would find nothing")
+	}
+	e.now = e.now.Add(11 * time.Minute)
+	e.publish(nil, nil)
+	e.rounds(1)
+	if _, ok := e.c.lineages["L60"]; ok {
+		t.Error("ended lineage still in memory after 11 min")
+	}
+	if tracked() {
+		t.Error("ended lineage still in the tracked set")
+	}
+	if st := e.status("L60"); st.State != "ENDED" || st.Step != 10 {
+		t.Errorf("status after eviction: %q step %d, want ENDED at 10 (for isched status)", st.State, st.Step)
+	}
+	// a tracked name whose state expired is dropped, not revived empty
+	if err := e.store.HSet(context.Background(), "isched:lab:coord:lineages", "gone", "1"); err != nil {
+		t.Fatal(err)
+	}
+	e.mr.FastForward(10 * time.Second)
+	e.c = New(Config{ID: "c2", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }}, e.store, e.m, nil)
+	e.rounds(2)
+	if _, ok := e.c.lineages["gone"]; ok {
+		t.Error("a new leader revived a lineage whose state had expired")
+	}
+}

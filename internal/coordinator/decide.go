@@ -48,8 +48,14 @@ func (c *Coordinator) tick(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.flush(ctx); err != nil {
+		return err
+	}
+	if err := c.evictEnded(ctx, now); err != nil {
+		return err
+	}
 	c.metrics.tracked.Set(float64(len(c.lineages)))
-	return c.flush(ctx)
+	return nil
 }
 
 // readInputs reads the agent's snapshot and job table.
@@ -111,8 +117,19 @@ func (c *Coordinator) loadTracked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var expired []string
 	for name := range names {
+		// a tracked name whose state expired (EndedTTL) is not revived
+		if _, err := c.store.Get(ctx, stateKey(c.keys, name)); errors.Is(err, stream.ErrNotFound) {
+			expired = append(expired, name)
+			continue
+		}
 		if _, err := c.getLineage(ctx, name); err != nil {
+			return err
+		}
+	}
+	if len(expired) > 0 {
+		if err := c.store.HDel(ctx, lineagesKey(c.keys), expired...); err != nil {
 			return err
 		}
 	}

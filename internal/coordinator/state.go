@@ -148,3 +148,30 @@ func (l *lineage) decision(d report.Decision) {
 	}
 	l.dirty = true
 }
+
+// endedLinger is how long an ended lineage stays in memory (late reports,
+// the job table still listing its job) before only Redis holds it.
+const endedLinger = 10 * time.Minute
+
+// evictEnded drops ended lineages from memory and from the tracked set once
+// they have lingered: their state and status stay in Redis for EndedTTL
+// (for `isched status` and a late report, which reloads them), but the
+// coordinator no longer carries every lineage it ever saw.
+func (c *Coordinator) evictEnded(ctx context.Context, now time.Time) error {
+	var gone []string
+	for name, l := range c.lineages {
+		if l.Ended && !l.dirty && l.Status.EndedMS > 0 && now.UnixMilli()-l.Status.EndedMS > endedLinger.Milliseconds() {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	if err := c.store.HDel(ctx, lineagesKey(c.keys), gone...); err != nil {
+		return err
+	}
+	for _, name := range gone {
+		delete(c.lineages, name)
+	}
+	return nil
+}
