@@ -24,6 +24,26 @@ func TestFileConfig(t *testing.T) {
 	if cfg.Tick != 2*time.Second || cfg.Policy.MinGain != 1.5 || cfg.Policy.Speed["gpu"] != 8 {
 		t.Errorf("config %+v", cfg)
 	}
+	// min_interval "0s" turns hysteresis off (negative in policy.Config);
+	// absent, the policy's default stays
+	for body, want := range map[string]time.Duration{
+		`{"policy": {"min_interval": "0s"}}`: -1, `{"policy": {"min_interval": "5m"}}`: 5 * time.Minute,
+		`{"policy": {}}`: policy.DefaultConfig().MinInterval,
+	} {
+		p := filepath.Join(t.TempDir(), "c.json")
+		_ = os.WriteFile(p, []byte(body), 0o600)
+		fc, err := LoadFileConfig(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := Config{Policy: policy.DefaultConfig()}
+		if err := fc.apply(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Policy.MinInterval; got != want {
+			t.Errorf("%s: min interval %s, want %s", body, got, want)
+		}
+	}
 	for name, body := range map[string]string{
 		"unknown field":  `{"tick": "1s", "tik": "2s"}`,
 		"bad duration":   `{"tick": "soon"}`,

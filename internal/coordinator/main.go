@@ -93,6 +93,9 @@ func (fc FileConfig) apply(cfg *Config) error {
 				return err
 			}
 		}
+		if p.MinInterval != "" && cfg.Policy.MinInterval == 0 {
+			cfg.Policy.MinInterval = -1 // "0s" written out: no hysteresis (0 in policy.Config means the default)
+		}
 		if p.MinGain < 0 || p.MaxMoves < 0 {
 			return errors.New("config fields \"policy.min_gain\" and \"policy.max_moves\" must not be negative")
 		}
