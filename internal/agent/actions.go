@@ -84,8 +84,7 @@ type marker struct {
 }
 
 func (a *Agent) actionLoop(ctx context.Context) error {
-	lim := a.newLimiter("actions")
-	var backoff time.Duration
+	b := a.backoff("actions")
 	cursor, ready := "", false
 	for ctx.Err() == nil {
 		if !ready {
@@ -94,8 +93,7 @@ func (a *Agent) actionLoop(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				backoff = lim.failed(err, backoff)
-				sleep(ctx, backoff)
+				sleep(ctx, b.Failed(err))
 				continue
 			}
 			cursor, ready = c, true
@@ -105,20 +103,17 @@ func (a *Agent) actionLoop(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			backoff = lim.failed(err, backoff)
-			sleep(ctx, backoff)
+			sleep(ctx, b.Failed(err))
 			continue
 		}
 		for _, e := range entries {
 			if err := a.handle(ctx, e); err != nil {
 				// Retry this entry; resume first (an inflight marker may exist).
-				backoff = lim.failed(err, backoff)
 				ready = false
-				sleep(ctx, backoff)
+				sleep(ctx, b.Failed(err))
 				break
 			}
-			lim.ok()
-			backoff = 0
+			b.OK()
 			cursor = e.ID
 			if ctx.Err() != nil {
 				return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
 )
@@ -181,8 +182,8 @@ func (a *Agent) Close(ctx context.Context) error {
 // pollLoop publishes a snapshot every PollInterval, backing off while
 // Slurm or Redis fail.
 func (a *Agent) pollLoop(ctx context.Context) {
-	lim := a.newLimiter("poll")
-	var delay, backoff time.Duration
+	b := a.backoff("poll")
+	var delay time.Duration
 	for {
 		if !sleep(ctx, delay) {
 			return
@@ -193,12 +194,10 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			backoff = lim.failed(err, backoff)
-			delay = backoff
+			delay = b.Failed(err)
 			continue
 		}
-		lim.ok()
-		backoff = 0
+		b.OK()
 		delay = max(a.cfg.PollInterval-time.Since(start), 0)
 	}
 }
@@ -305,41 +304,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// limiter rate-limits the error log of a retrying loop: the first failure
-// is logged, then at most one line per interval with the count, then the
-// recovery. It also computes the backoff.
-type limiter struct {
-	log        *slog.Logger
-	what       string
-	every      time.Duration
-	minB, maxB time.Duration
-	failures   int
-	lastLog    time.Time
-	since      time.Time
-}
-
-func (a *Agent) newLimiter(what string) *limiter {
-	return &limiter{log: a.log, what: what, every: time.Minute, minB: a.cfg.MinBackoff, maxB: a.cfg.MaxBackoff}
-}
-
-// failed records a failure and returns the next backoff: MinBackoff, then
-// doubled each time, capped at MaxBackoff.
-func (l *limiter) failed(err error, backoff time.Duration) time.Duration {
-	now := time.Now()
-	l.failures++
-	if l.failures == 1 {
-		l.since = now
-	}
-	if l.failures == 1 || now.Sub(l.lastLog) >= l.every {
-		l.log.Error(l.what+" failing", "err", err, "failures", l.failures, "since", l.since.Format(time.RFC3339))
-		l.lastLog = now
-	}
-	return min(max(2*backoff, l.minB), l.maxB)
-}
-
-func (l *limiter) ok() {
-	if l.failures > 0 {
-		l.log.Info(l.what+" recovered", "failures", l.failures, "down_for", time.Since(l.since).Round(time.Millisecond).String())
-	}
-	l.failures = 0
+// backoff is a retrying loop's backoff and rate-limited error log: the
+// first failure, then one line a minute with the count, then the recovery.
+func (a *Agent) backoff(what string) *retry.Backoff {
+	return &retry.Backoff{Min: a.cfg.MinBackoff, Max: a.cfg.MaxBackoff, Log: a.log, What: what, Level: slog.LevelError}
 }

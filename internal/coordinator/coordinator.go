@@ -14,6 +14,7 @@ import (
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -168,8 +169,7 @@ func (c *Coordinator) Close(ctx context.Context) error {
 // Run leads or stands by until ctx ends. Errors from Redis are retried with
 // capped backoff; only ctx ends it.
 func (c *Coordinator) Run(ctx context.Context) error {
-	backoff := time.Duration(0)
-	failures := 0
+	b := retry.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second, Log: c.log, What: "coordinator round"}
 	lastTick := time.Time{}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -178,26 +178,19 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}
 		err := c.round(ctx, &lastTick)
 		if err == nil {
-			if failures > 0 {
-				c.log.Info("redis reachable again", "after_failures", failures)
-			}
-			failures, backoff = 0, 0
+			b.OK()
 			continue
 		}
 		if ctx.Err() != nil {
 			c.stepDown()
 			return ctx.Err()
 		}
-		failures++
-		backoff = min(max(2*backoff, 200*time.Millisecond), 10*time.Second)
-		if failures == 1 || failures%30 == 0 {
-			c.log.Warn("coordinator round failed; retrying", "err", err, "retry_in", backoff, "failures", failures)
-		}
+		wait := b.Failed(err)
 		// what we hold in memory may be older than Redis now: reload
 		c.forget()
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/retry"
 )
 
 // appender is the part of the Redis client the wrapper uses.
@@ -36,8 +37,7 @@ type reporter struct {
 	sink appender
 	kick chan struct{}
 
-	sent     int
-	failures int
+	sent int
 }
 
 func newReporter(job report.JobRef, sess auth.Session, out *outbox, connect connectFunc, stream string, log *slog.Logger) *reporter {
@@ -86,7 +86,7 @@ func (r *reporter) wake() {
 func (r *reporter) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	backoff := time.Duration(0)
+	b := retry.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second, Log: r.log, What: "report delivery", Now: r.now}
 	var retryAt time.Time
 	for {
 		select {
@@ -99,18 +99,10 @@ func (r *reporter) run(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		if err := r.flush(ctx); err != nil {
-			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-			retryAt = r.now().Add(backoff)
-			r.failures++
-			if r.failures == 1 || r.failures%20 == 0 {
-				r.log.Warn("reports not delivered; queued and retried", "queued", r.out.len(), "retry_in", backoff, "err", err)
-			}
+			retryAt = r.now().Add(b.Failed(err))
 			continue
 		}
-		if r.failures > 0 {
-			r.log.Info("reports delivered again", "after_failures", r.failures)
-		}
-		backoff, r.failures = 0, 0
+		b.OK()
 	}
 }
 
