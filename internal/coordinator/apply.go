@@ -216,6 +216,15 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 	if job.JobID != st.JobID || job.Attempt != st.Attempt {
 		return // a late end of an attempt the lineage has left behind
 	}
+	if l.Ended {
+		// Slurm's final state came first (the report was delayed): it
+		// still tells how the run exited
+		if st.ExitStatus == nil {
+			code := end.ExitCode
+			st.ExitStatus = &code
+		}
+		return
+	}
 	// A requeue or a move ends an attempt with a signal; the lineage goes on.
 	if l.Phase == PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != PhaseNone {
 		return

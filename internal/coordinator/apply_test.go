@@ -186,6 +186,37 @@ func TestSlurmEndAfterAnUnfinishedAttemptKeepsItsExit(t *testing.T) {
 	}
 }
 
+// Slurm's final state can reach the coordinator before a delayed end
+// report: the lineage ends with Slurm's state, and the report, when it
+// comes, fills in the exit status without ending the lineage twice.
+func TestLateEndReportFillsTheExitStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	plan := report.Plan{Lineage: "P4", Ideal: "cpu", Total: 1000, Model: "m4"}
+	j := job(74, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	e.publish([]report.Job{j}, nil)
+	w := e.wrapper(74, 1001, "alice", "P4", "cpu")
+	e.start(w)
+	e.sample(w, 1, 10, 100)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	j.State = "FAILED"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	if st := e.status("P4"); st.State != "FAILED" || st.ExitStatus != nil {
+		t.Fatalf("state %s exit %v, want FAILED with no exit status yet", st.State, st.ExitStatus)
+	}
+	e.end(w, 2)
+	e.rounds(1)
+	st := e.status("P4")
+	if st.State != "FAILED" || st.ExitStatus == nil || *st.ExitStatus != 2 {
+		t.Errorf("after the late end report: state %s exit %v, want FAILED exit 2", st.State, st.ExitStatus)
+	}
+	if r := e.receipts(); len(r) != 0 {
+		t.Errorf("receipts %v for a failed run", r)
+	}
+}
+
 // A two-rank job whose rank 1 speaks first: one span per attempt, closed by
 // rank 0 only, at rank 0's last step; the status's peak RSS is at least the
 // job's RSS (both ranks summed).
