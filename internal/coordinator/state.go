@@ -31,32 +31,28 @@ type pending struct {
 
 // lineage is everything the coordinator keeps about one lineage.
 type lineage struct {
-	Status      report.JobStatus       `json:"status"`
-	Iter        estimate.IterEstimator `json:"iter"`
-	Mem         estimate.MemTracker    `json:"mem"`
-	Ckpt        estimate.CkptTimer     `json:"ckpt"`
-	Phase       string                 `json:"phase"`
-	PhaseMS     int64                  `json:"phase_ms"`
-	Pending     *pending               `json:"pending,omitempty"`
-	Actions     int                    `json:"actions"` // issued so far: part of deterministic ids
-	LastMoveMS  int64                  `json:"last_move_ms"`
-	Moves       int                    `json:"moves"`
-	Conts       int                    `json:"continuations"`
-	RequeueRule string                 `json:"requeue_rule,omitempty"` // rule of the requeue in flight
-	NoExtend    bool                   `json:"no_extend,omitempty"`
-	LastIterMS  int64                  `json:"last_iter_ms"`
-	NonFinite   bool                   `json:"nonfinite"`
-	CkptAtReq   int64                  `json:"ckpt_at_req"` // checkpoints seen when the request went out
-	Ckpts       int64                  `json:"ckpts"`
-	PeakETA     int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
-	RankRSS     map[string]int64       `json:"rank_rss,omitempty"`
-	Ended       bool                   `json:"ended"`
-	// End is rank 0's end report of the current attempt while the job
-	// table has not yet said whether Slurm requeues the job (a preempted
-	// job's trainer exits 0 after its SIGTERM checkpoint): settled by
-	// syncWithJobTable, dropped when a new attempt starts.
-	End          *attemptEnd      `json:"end,omitempty"`
-	CkptDecision *policy.Decision `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
+	Status       report.JobStatus       `json:"status"`
+	Iter         estimate.IterEstimator `json:"iter"`
+	Mem          estimate.MemTracker    `json:"mem"`
+	Ckpt         estimate.CkptTimer     `json:"ckpt"`
+	Phase        string                 `json:"phase"`
+	PhaseMS      int64                  `json:"phase_ms"`
+	Pending      *pending               `json:"pending,omitempty"`
+	Actions      int                    `json:"actions"` // issued so far: part of deterministic ids
+	LastMoveMS   int64                  `json:"last_move_ms"`
+	Moves        int                    `json:"moves"`
+	Conts        int                    `json:"continuations"`
+	RequeueRule  string                 `json:"requeue_rule,omitempty"` // rule of the requeue in flight
+	NoExtend     bool                   `json:"no_extend,omitempty"`
+	LastIterMS   int64                  `json:"last_iter_ms"`
+	NonFinite    bool                   `json:"nonfinite"`
+	CkptAtReq    int64                  `json:"ckpt_at_req"` // checkpoints seen when the request went out
+	Ckpts        int64                  `json:"ckpts"`
+	PeakETA      int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
+	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
+	Ended        bool                   `json:"ended"`
+	End          *attemptEnd            `json:"end,omitempty"`           // the current attempt's end, until settled
+	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
 	// OwnerUID is the uid of the first session accepted into the lineage:
 	// a lineage id is public (squeue shows plan comments), so another
 	// user's job claiming it must not write into its status.
@@ -64,7 +60,10 @@ type lineage struct {
 	dirty    bool
 }
 
-// attemptEnd is what an attempt's end report said.
+// attemptEnd is rank 0's end report of the current attempt while the job
+// table has not yet said whether Slurm requeues the job (a preempted job's
+// trainer exits 0 after its SIGTERM checkpoint): settled by
+// syncWithJobTable, dropped when a new attempt starts.
 type attemptEnd struct {
 	JobID    uint64 `json:"job_id"`
 	Attempt  int    `json:"attempt"`
