@@ -229,7 +229,13 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 	if l.Phase == PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != PhaseNone {
 		return
 	}
-	done := end.ExitCode == 0 && (st.TotalIters == 0 || st.Step >= st.TotalIters)
+	if end.ExitCode == 0 && st.TotalIters > 0 && st.Step >= st.TotalIters {
+		// the run reached its total: over, whatever Slurm does next
+		code := end.ExitCode
+		c.finish(l, "ENDED", env.TimeMS, &code)
+		return
+	}
+	done := end.ExitCode == 0 && st.TotalIters == 0
 	if !done && end.ExitCode != 0 && end.Signal == "" {
 		done = true // the job failed on its own: nothing to continue
 	}

@@ -291,3 +291,34 @@ func TestCkptDurUnsetUntilMeasured(t *testing.T) {
 		t.Errorf("after a 4 s checkpoint: CkptDur %s CkptMS %v", d, l.Status.CkptMS)
 	}
 }
+
+// A run that reached its known total is over at its end report: no wait
+// for the job table.
+func TestRunAtItsTotalEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	plan := report.Plan{Lineage: "P5", Ideal: "cpu", Total: 10, Model: "m5"}
+	j := job(75, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	e.publish([]report.Job{j}, nil)
+	w := e.wrapper(75, 1001, "alice", "P5", "cpu")
+	e.start(w)
+	e.sample(w, 1, 10, 100)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	e.end(w, 0)
+	e.rounds(1)
+	st := e.status("P5")
+	if st.State != "ENDED" || st.ExitStatus == nil || *st.ExitStatus != 0 || len(st.History) != 1 || st.History[0].EndMS == 0 {
+		t.Fatalf("state %s exit %v history %s, want ENDED exit 0 with its span closed", st.State, st.ExitStatus, spans(st))
+	}
+	e.now = e.now.Add(time.Second)
+	j.State = "COMPLETED"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	if st := e.status("P5"); st.State != "ENDED" || st.EndedMS != e.now.Add(-time.Second).UnixMilli() {
+		t.Errorf("after Slurm's COMPLETED: state %s ended %d", st.State, st.EndedMS)
+	}
+	if r := e.receipts(); len(r) != 1 {
+		t.Errorf("receipts %v, want one", r)
+	}
+}

@@ -69,8 +69,8 @@ type attemptEnd struct {
 	Attempt  int    `json:"attempt"`
 	AtMS     int64  `json:"at_ms"`
 	ExitCode int    `json:"exit_code"`
-	// Done: the run looks finished (exit 0 at its total, or no total
-	// known, or a failure of its own), unless Slurm starts it again.
+	// Done: the run looks finished (exit 0 with no total known, or a
+	// failure of its own), unless Slurm starts it again.
 	Done bool `json:"done"`
 }
 
