@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/isched/isched/internal/estimate"
@@ -47,7 +48,9 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				sum += v
 			}
 			st.RSSBytes = sum
-			st.PeakRSSBytes = max(st.PeakRSSBytes, smp.CPU.PeakRSSBytes)
+			// the job's peak: at least its largest summed RSS, and at
+			// least any rank's own peak (the kernel's, between samples)
+			st.PeakRSSBytes = max(st.PeakRSSBytes, sum, smp.CPU.PeakRSSBytes)
 		}
 		var gpuUsed int64
 		if smp.GPU != nil && len(smp.GPU.Devices) > 0 {
@@ -105,8 +108,9 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 			l.Ckpts++
 			if l.Phase == PhaseAwaitCkpt {
 				c.kick = true // decide now: the move waits for this
-				l.Ckpt.Completed(at)
-				st.CkptMS = float64(l.Ckpt.Estimate()) / float64(time.Millisecond)
+				if _, measured := l.Ckpt.Completed(at); measured {
+					st.CkptMS = float64(l.Ckpt.Estimate()) / float64(time.Millisecond)
+				}
 			}
 		}
 	case report.KindSignal:
@@ -120,9 +124,14 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex, now time.Time) {
 	st := &l.Status
 	job := env.Job
-	if job.Rank != 0 && st.JobID == job.JobID && st.Attempt == job.Attempt {
-		return // other ranks of the same attempt: nothing new about the job
+	if job.JobID == st.JobID && job.Attempt < st.Attempt {
+		return // a late start of an attempt the lineage has left behind
 	}
+	span := l.span(job.JobID, job.Attempt)
+	if span != nil && job.Rank != 0 {
+		return // another rank of a known attempt: nothing new about the job
+	}
+	l.End = nil // a new attempt: whatever the last one's end said, the run goes on
 	st.JobID, st.User, st.UID, st.Attempt = job.JobID, job.User, job.UID, job.Attempt
 	st.Node = job.Node
 	prevPartition := st.Partition
@@ -146,19 +155,30 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 			st.LimitMS = env.TimeMS + *j.TimeLimitMin*60_000
 		}
 	}
-	// close the previous span, open this one
-	if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
-		st.History[n-1].EndMS = env.TimeMS
-		if st.History[n-1].Reason == "" {
-			st.History[n-1].Reason = "requeued"
-		}
-	}
 	startStep := int64(0)
 	if st.LastCheckpoint != nil && st.LastCheckpoint.Step != nil && env.Start.ResumeFrom == st.LastCheckpoint.Path {
 		startStep = *st.LastCheckpoint.Step
 	}
-	st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
-		StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+	switch {
+	case span != nil && span.EndMS != 0:
+		// another run of the wrapper in the same attempt (a second job
+		// step): the attempt goes on
+		span.EndMS, span.Reason = 0, ""
+	case span != nil:
+		// rank 0 of an attempt another rank opened: rank 0 speaks for
+		// where the job resumed
+		span.StartStep, span.EndStep, span.Node = startStep, max(span.EndStep, startStep), job.Node
+	default:
+		// one span per attempt: close the previous one, open this one
+		if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
+			st.History[n-1].EndMS = env.TimeMS
+			if st.History[n-1].Reason == "" {
+				st.History[n-1].Reason = "requeued"
+			}
+		}
+		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
+			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+	}
 	if prevPartition != "" && prevPartition != job.Partition {
 		// another node type: iteration times from the old one do not apply
 		l.Iter.Reset()
@@ -181,39 +201,86 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) {
 	st := &l.Status
 	end := env.End
-	if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
-		st.History[n-1].EndMS = env.TimeMS
-		st.History[n-1].EndStep = max(st.Step, 0)
-		st.History[n-1].Reason = end.Reason
-	}
+	job := env.Job
 	if end.Reason == report.EndOOM {
 		l.event(now, "oom", fmt.Sprintf("killed at its memory limit; measured peak %d MiB", end.PeakRSSBytes>>20))
 	}
-	if env.Job.Rank != 0 {
+	if job.Rank != 0 {
+		return // rank 0 speaks for the job: its last iterations may still be on their way
+	}
+	if sp := l.span(job.JobID, job.Attempt); sp != nil && sp.EndMS == 0 {
+		sp.EndMS = env.TimeMS
+		sp.EndStep = max(st.Step, sp.StartStep)
+		sp.Reason = end.Reason
+	}
+	if job.JobID != st.JobID || job.Attempt != st.Attempt {
+		return // a late end of an attempt the lineage has left behind
+	}
+	if l.Ended {
+		// Slurm's final state came first (the report was delayed): it
+		// still tells how the run exited
+		if st.ExitStatus == nil {
+			code := end.ExitCode
+			st.ExitStatus = &code
+		}
 		return
 	}
-	code := end.ExitCode
 	// A requeue or a move ends an attempt with a signal; the lineage goes on.
 	if l.Phase == PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != PhaseNone {
 		return
 	}
-	done := end.ExitCode == 0 && (st.TotalIters == 0 || st.Step >= st.TotalIters)
+	if end.ExitCode == 0 && st.TotalIters > 0 && st.Step >= st.TotalIters {
+		// the run reached its total: over, whatever Slurm does next
+		code := end.ExitCode
+		c.finish(l, "ENDED", env.TimeMS, &code)
+		return
+	}
+	done := end.ExitCode == 0 && st.TotalIters == 0
 	if !done && end.ExitCode != 0 && end.Signal == "" {
 		done = true // the job failed on its own: nothing to continue
 	}
-	if !done {
-		return
+	// Not the end yet: Slurm may requeue the job (a preempted trainer
+	// exits 0 after its SIGTERM checkpoint). syncWithJobTable settles it.
+	l.End = &attemptEnd{JobID: job.JobID, Attempt: job.Attempt, AtMS: env.TimeMS, ExitCode: end.ExitCode, Done: done}
+}
+
+// span returns the history span of one attempt of a job, if any.
+func (l *lineage) span(jobID uint64, attempt int) *report.Span {
+	h := l.Status.History
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].JobID == jobID && h[i].Attempt == attempt {
+			return &h[i]
+		}
 	}
-	st.State, st.EndedMS, st.ExitStatus = "ENDED", env.TimeMS, &code
-	l.Ended = true
+	return nil
+}
+
+// finish ends a lineage, once: the only place that does. state is "ENDED"
+// after the run's own end, else Slurm's final state of a job that ended
+// without a run's end (killed, timed out, node failure). exit is nil when
+// no end report said it.
+func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
+	st := &l.Status
+	if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
+		st.History[n-1].EndMS = atMS
+		st.History[n-1].EndStep = max(st.Step, st.History[n-1].StartStep)
+		if st.History[n-1].Reason == "" {
+			st.History[n-1].Reason = strings.ToLower(state)
+		}
+	}
+	st.State, st.EndedMS, st.ExitStatus = state, atMS, exit
+	l.Ended, l.End, l.dirty = true, nil, true
+	if state != "ENDED" {
+		return // no run's end: nothing for the estimate metric or the planner
+	}
 	if l.PeakETA > 0 {
-		c.metrics.estimateError.Observe(float64(env.TimeMS-l.PeakETA) / 1000)
+		c.metrics.estimateError.Observe(float64(atMS-l.PeakETA) / 1000)
 	}
 	if est, ok := l.Iter.Estimate(); ok && st.Plan != nil {
 		rss, gpu := l.Mem.Peak()
 		r := report.Receipt{Model: st.Plan.Model, Batch: st.Plan.Batch, Partition: st.Partition, IterMS: est.MS,
 			PeakRSS: max(rss, st.PeakRSSBytes), PeakGPU: gpu, Iters: st.Step, User: st.User,
-			WallS: float64(env.TimeMS-st.StartedMS) / 1000, EndedMS: env.TimeMS}
+			WallS: float64(atMS-st.StartedMS) / 1000, EndedMS: atMS}
 		if b, err := json.Marshal(r); err == nil {
 			c.receipts = append(c.receipts, b)
 		}

@@ -36,6 +36,11 @@ type Config struct {
 	RequeueWait time.Duration
 	SeriesLen   int64
 	EndedTTL    time.Duration
+	// EndGrace: after an attempt's end report, how long the job may be
+	// missing from the job table (or preempted) before the lineage is
+	// taken as ended; a requeue within it continues the lineage. A final
+	// Slurm state (COMPLETED, FAILED, ...) ends it at once. Default 1 min.
+	EndGrace time.Duration
 	// SessionRetention: a session opened longer ago than this (and idle
 	// for an hour) is forgotten; it must exceed the wrappers' MUNGE
 	// credential TTL (24 h). Default 25 h.
@@ -74,6 +79,9 @@ func (c *Config) defaults() {
 	}
 	if c.SessionRetention <= 0 {
 		c.SessionRetention = 25 * time.Hour
+	}
+	if c.EndGrace <= 0 {
+		c.EndGrace = time.Minute
 	}
 	if c.EndedTTL <= 0 {
 		c.EndedTTL = 7 * 24 * time.Hour

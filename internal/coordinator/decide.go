@@ -41,8 +41,8 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	}
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
-		if l.Ended {
-			continue
+		if l.Ended || l.End != nil {
+			continue // ended, or its attempt did and Slurm has the next word
 		}
 		if err := c.decide(ctx, name, l, fresh, now); err != nil {
 			return err
@@ -203,6 +203,9 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 		}
 		st := &l.Status
 		j, ok := c.jobs[st.JobID]
+		if l.End != nil && c.settleEnd(l, j, ok, now) {
+			continue
+		}
 		if !ok {
 			continue // MinJobAge passed or not yet listed: the end report tells
 		}
@@ -216,12 +219,58 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 			}
 		}
 		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" {
-			// ended without the wrapper saying so (killed, node failure, timeout)
-			st.EndedMS = now.UnixMilli()
-			l.Ended, l.dirty = true, true
+			// ended without the wrapper saying so (killed, node failure,
+			// timeout), or after an attempt's end that did not finish the run
+			var exit *int
+			if e := l.End; e != nil && e.JobID == st.JobID && e.Attempt == st.Attempt {
+				code := e.ExitCode
+				exit = &code
+			}
+			c.finish(l, j.State, now.UnixMilli(), exit)
 			l.event(now, "ended", "Slurm reports the job "+j.State)
 		}
 	}
+}
+
+// settleEnd decides what an attempt's end report meant, from the job
+// table (j, listed): the run's end once Slurm is done with the job, or
+// nothing when Slurm started the job again (a preemption requeues it: the
+// trainer saved on SIGTERM and exited 0, yet the run goes on). It reports
+// whether the lineage ended.
+func (c *Coordinator) settleEnd(l *lineage, j report.Job, listed bool, now time.Time) bool {
+	e := l.End
+	// a table taken before the end report says nothing about it
+	after := c.jobsAt.UnixMilli() >= e.AtMS
+	if listed && j.JobID == e.JobID && requeuedSince(j, e, after) {
+		l.End, l.dirty = nil, true
+		l.event(now, "requeued", fmt.Sprintf("Slurm requeued the job after attempt %d ended (exit %d): the run goes on", e.Attempt, e.ExitCode))
+		return false
+	}
+	if !e.Done {
+		return false // not the run's end: Slurm's final state tells (below)
+	}
+	final := listed && after && slurmEnded(j.State)
+	graceOver := now.UnixMilli()-e.AtMS >= c.cfg.EndGrace.Milliseconds()
+	if !final && !(graceOver && after && (!listed || j.State == "PREEMPTED")) {
+		return false
+	}
+	code := e.ExitCode
+	c.finish(l, "ENDED", e.AtMS, &code)
+	return true
+}
+
+// requeuedSince: the job table shows the job started again (or queued
+// again) after the attempt that ended; after: the table is younger than
+// the end report.
+func requeuedSince(j report.Job, e *attemptEnd, after bool) bool {
+	if j.RestartCount > e.Attempt {
+		return true
+	}
+	switch j.State {
+	case "PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED":
+		return after // an older table may show the job before it first started
+	}
+	return false
 }
 
 func slurmEnded(state string) bool {
@@ -303,7 +352,7 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 	st := &l.Status
 	j := policy.Job{JobID: st.JobID, User: st.User, Lineage: st.Lineage, State: st.State, Partition: st.Partition, Plan: st.Plan,
-		Step: max(st.Step, 0), Total: st.TotalIters, CkptDur: l.Ckpt.Estimate(), Moves: l.Moves, Continuations: l.Conts,
+		Step: max(st.Step, 0), Total: st.TotalIters, Moves: l.Moves, Continuations: l.Conts,
 		NoExtend: l.NoExtend, Phase: l.Phase}
 	if job, ok := c.jobs[st.JobID]; ok {
 		j.Gres, j.PendingReason = job.Gres, job.Reason
@@ -316,6 +365,9 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 		if job.State == "PENDING" && job.SubmitMS > 0 {
 			j.PendingSince = time.UnixMilli(job.SubmitMS)
 		}
+	}
+	if l.Ckpt.N > 0 {
+		j.CkptDur = l.Ckpt.Estimate() // else 0: the policy's configured default
 	}
 	j.Iter, j.HaveIter = l.Iter.Estimate()
 	if cp := st.LastCheckpoint; cp != nil {

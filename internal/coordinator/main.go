@@ -27,6 +27,7 @@ type FileConfig struct {
 	Tick          string        `json:"tick"`
 	StaleAfter    string        `json:"stale_after"`
 	LeaderTTL     string        `json:"leader_ttl"`
+	EndGrace      string        `json:"end_grace"`
 	Policy        *PolicyConfig `json:"policy"`
 }
 
@@ -77,7 +78,8 @@ func (fc FileConfig) apply(cfg *Config) error {
 	for _, d := range []struct {
 		f, v string
 		p    *time.Duration
-	}{{"tick", fc.Tick, &cfg.Tick}, {"stale_after", fc.StaleAfter, &cfg.StaleAfter}, {"leader_ttl", fc.LeaderTTL, &cfg.LeaderTTL}} {
+	}{{"tick", fc.Tick, &cfg.Tick}, {"stale_after", fc.StaleAfter, &cfg.StaleAfter}, {"leader_ttl", fc.LeaderTTL, &cfg.LeaderTTL},
+		{"end_grace", fc.EndGrace, &cfg.EndGrace}} {
 		if err := dur(d.f, d.v, d.p); err != nil {
 			return err
 		}

@@ -51,12 +51,27 @@ type lineage struct {
 	PeakETA      int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
 	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
 	Ended        bool                   `json:"ended"`
+	End          *attemptEnd            `json:"end,omitempty"`           // the current attempt's end, until settled
 	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
 	// OwnerUID is the uid of the first session accepted into the lineage:
 	// a lineage id is public (squeue shows plan comments), so another
 	// user's job claiming it must not write into its status.
 	OwnerUID *int `json:"owner_uid,omitempty"`
 	dirty    bool
+}
+
+// attemptEnd is rank 0's end report of the current attempt while the job
+// table has not yet said whether Slurm requeues the job (a preempted job's
+// trainer exits 0 after its SIGTERM checkpoint): settled by
+// syncWithJobTable, dropped when a new attempt starts.
+type attemptEnd struct {
+	JobID    uint64 `json:"job_id"`
+	Attempt  int    `json:"attempt"`
+	AtMS     int64  `json:"at_ms"`
+	ExitCode int    `json:"exit_code"`
+	// Done: the run looks finished (exit 0 with no total known, or a
+	// failure of its own), unless Slurm starts it again.
+	Done bool `json:"done"`
 }
 
 // owner returns the lineage's owner: the recorded one, else (state saved
