@@ -48,9 +48,9 @@ func TestMemCgroupOutlivesProcess(t *testing.T) {
 		procCg:    "4:memory:/slurm_cpu1/uid_0/job_367/step_0/task_0\n0::/\n",
 		mountinfo: v1Mounts,
 		before: map[string]string{
-			v1Task + "/memory.max_usage_in_bytes": "2000\n",
-			v1Task + "/memory.limit_in_bytes":     "9223372036854771712\n",
-			v1Task + "/memory.oom_control":        "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+			v1Task + "/memory.max_usage_in_bytes":                                         "2000\n",
+			v1Task + "/memory.limit_in_bytes":                                             "9223372036854771712\n",
+			v1Task + "/memory.oom_control":                                                "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
 			"/sys/fs/cgroup/memory/slurm_cpu1/uid_0/job_367/step_0/memory.limit_in_bytes": "314572800\n",
 		},
 		after: map[string]string{
