@@ -186,9 +186,7 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 		st.History[n-1].EndStep = max(st.Step, 0)
 		st.History[n-1].Reason = end.Reason
 	}
-	if end.Reason == report.EndOOM {
-		l.event(now, "oom", fmt.Sprintf("killed at its memory limit; measured peak %d MiB", end.PeakRSSBytes>>20))
-	}
+	c.applyEndMemory(l, end, now)
 	if env.Job.Rank != 0 {
 		return
 	}
