@@ -133,9 +133,13 @@ func TestRunReportsOOMKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sampler reads the real cgroup of the test (a peak of gigabytes
+	// under -race): the fake's values are above anything it can see, so the
+	// end report must carry exactly them.
+	const limit = 64 << 40
 	cg := &fakeCgroup{reads: []procstat.CgroupMemory{
-		{Path: "/task_0", OOMKills: 0, OOMKillsKnown: true, PeakBytes: 2 * mib, LimitBytes: 300 * mib},
-		{Path: "/task_0", OOMKills: 1, OOMKillsKnown: true, PeakBytes: 300 * mib, LimitBytes: 300 * mib},
+		{Path: "/task_0", OOMKills: 0, OOMKillsKnown: true, PeakBytes: 2 * mib, LimitBytes: limit},
+		{Path: "/task_0", OOMKills: 1, OOMKillsKnown: true, PeakBytes: limit, LimitBytes: limit},
 	}}
 	var opened []int32
 	sink := &endSink{}
@@ -151,7 +155,7 @@ func TestRunReportsOOMKill(t *testing.T) {
 	if len(opened) != 1 || opened[0] <= 0 {
 		t.Errorf("cgroup opened for %v, want once for the child's pid", opened)
 	}
-	if !strings.Contains(stderr.String(), "cgroup_peak=300.0 MiB") || !strings.Contains(stderr.String(), "reason=oom") {
+	if !strings.Contains(stderr.String(), "cgroup_peak=67108864.0 MiB") || !strings.Contains(stderr.String(), "reason=oom") {
 		t.Errorf("summary line: %s", stderr.String())
 	}
 	var sum Summary
@@ -159,7 +163,7 @@ func TestRunReportsOOMKill(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(b, &sum)
 	}
-	if err != nil || sum.Reason != report.EndOOM || sum.CgroupPeak != 300*mib || sum.CgroupLimit != 300*mib {
+	if err != nil || sum.Reason != report.EndOOM || sum.CgroupPeak != limit || sum.CgroupLimit != limit {
 		t.Errorf("summary json %+v (%v)", sum, err)
 	}
 	var end *report.End
@@ -173,7 +177,7 @@ func TestRunReportsOOMKill(t *testing.T) {
 	if end == nil {
 		t.Fatal("no end report delivered")
 	}
-	if end.Reason != report.EndOOM || end.Signal != "SIGKILL" || end.ExitCode != 137 || end.CgroupPeakBytes != 300*mib || end.MemLimitBytes != 300*mib {
+	if end.Reason != report.EndOOM || end.Signal != "SIGKILL" || end.ExitCode != 137 || end.CgroupPeakBytes != limit || end.MemLimitBytes != limit {
 		t.Errorf("end report %+v", *end)
 	}
 	left, _ := os.ReadDir(tmp)
