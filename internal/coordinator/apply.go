@@ -202,9 +202,7 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 	st := &l.Status
 	end := env.End
 	job := env.Job
-	if end.Reason == report.EndOOM {
-		l.event(now, "oom", fmt.Sprintf("killed at its memory limit; measured peak %d MiB", end.PeakRSSBytes>>20))
-	}
+	c.applyEndMemory(l, end, now)
 	if job.Rank != 0 {
 		return // rank 0 speaks for the job: its last iterations may still be on their way
 	}

@@ -1,4 +1,4 @@
-//go:build integration && knownbugs
+//go:build integration
 
 package e2e
 

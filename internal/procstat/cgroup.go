@@ -40,6 +40,12 @@ func (c *cgroupResolver) stat(r *reader, pid int32) (cgroupStat, error) {
 	if err != nil || cg == nil {
 		return cgroupStat{}, err
 	}
+	return readMemCgroup(r, cg)
+}
+
+// readMemCgroup reads the peak and the effective limit of a resolved memory
+// cgroup.
+func readMemCgroup(r *reader, cg *memCgroup) (cgroupStat, error) {
 	st := cgroupStat{path: cg.path}
 	peakFile, limitFile := "memory.max_usage_in_bytes", "memory.limit_in_bytes"
 	if cg.v2 {

@@ -73,6 +73,7 @@ func fixture(kind Kind) *Envelope {
 			ExitCode: 143, Signal: "SIGTERM", WallMS: 3_600_000, PeakRSSBytes: 4 << 30,
 			PeakGPUBytes: map[string]int64{"GPU-8a1b2c3d-0000-1111-2222-333344445555": 31 << 30},
 			Iters:        5002, MedianIterMS: 410.5, P90IterMS: 455, Checkpoints: 5, Reason: EndSignaled,
+			CgroupPeakBytes: 5 << 30, MemLimitBytes: 8 << 30,
 		}
 	case KindSnapshot:
 		e.Snapshot = &Snapshot{

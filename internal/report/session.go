@@ -327,6 +327,16 @@ type End struct {
 	P90IterMS    float64          `json:"p90_iter_ms"`
 	Checkpoints  int              `json:"checkpoints"`
 	Reason       string           `json:"reason,omitempty"` // EndExited, EndSignaled, EndOOM, EndStartFailed
+	// CgroupPeakBytes is the kernel's peak memory use of the command's
+	// memory cgroup, read after it ended (cgroup v2 memory.peak, v1
+	// memory.max_usage_in_bytes): unlike PeakRSSBytes, which comes from
+	// periodic samples, it includes an allocation made between two samples.
+	// 0 when unknown (no memory cgroup, or a kernel without the file).
+	CgroupPeakBytes int64 `json:"cgroup_peak_bytes,omitempty"`
+	// MemLimitBytes is the tightest memory limit on that cgroup or its
+	// ancestors (Slurm's --mem, enforced by task/cgroup). 0 when unlimited
+	// or unknown.
+	MemLimitBytes int64 `json:"mem_limit_bytes,omitempty"`
 }
 
 // Validate checks the end body.
@@ -356,6 +366,8 @@ func (e *End) Validate() error {
 		finiteNonNeg("median_iter_ms", e.MedianIterMS),
 		finiteNonNeg("p90_iter_ms", e.P90IterMS),
 		nonNeg("checkpoints", e.Checkpoints),
+		nonNeg("cgroup_peak_bytes", e.CgroupPeakBytes),
+		nonNeg("mem_limit_bytes", e.MemLimitBytes),
 	); err != nil {
 		return err
 	}

@@ -59,7 +59,10 @@ type Deps struct {
 	GPU     GPUSampler
 	// NewCheckpointWatcher builds the watcher of dir (nil: no watching).
 	NewCheckpointWatcher func(dir, glob string, debounce time.Duration, log *slog.Logger) (CheckpointWatcher, error)
-	Logger               *slog.Logger
+	// MemCgroup resolves the child's memory cgroup (nil: none is read, and
+	// an OOM kill is told only from the sampled peak).
+	MemCgroup OpenMemCgroup
+	Logger    *slog.Logger
 }
 
 // StreamConnect is the production Connect: the reporter ACL user from the
@@ -140,7 +143,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		log = log.With("job", job.JobID, "rank", job.Rank)
 	}
 
-	tmp := jobTmpDir(getenv, job, inSlurm)
+	tmp, tmpCreated := jobTmpDir(getenv, job, inSlurm)
 	env := os.Environ()
 	setenv := func(k, v string) {
 		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
@@ -161,6 +164,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	sigmap, err := buildSignalMap(opts, control)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "isched-wrapper: %v\n", err)
+		removeTmp(tmp, tmpCreated, []string{opts.ProgressFile, control}, log)
 		return 2
 	}
 	if inSlurm {
@@ -237,6 +241,9 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	if opts.IterPattern != "" {
 		if outMatcher, err = progress.NewMatcher(opts.IterPattern); err != nil {
 			fmt.Fprintf(d.Stderr, "isched-wrapper: --iter-pattern: %v\n", err)
+			stopAll()
+			wg.Wait()
+			removeTmp(tmp, tmpCreated, []string{opts.ProgressFile, control}, log)
 			return 2
 		}
 		errMatcher, _ = progress.NewMatcher(opts.IterPattern)
@@ -272,8 +279,10 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		}
 	}
 
+	var mem endMemory
 	started := func(p *child.Process) {
 		pid := int32(p.PID())
+		mem.open(d.MemCgroup, pid, log)
 		if rep != nil {
 			e := report.NewEnvelope(report.KindStart, time.Now())
 			e.Start = &report.Start{Argv: truncArgv(opts.Argv), Cwd: cwd, Host: host, PID: int(pid), WrapperVersion: Version,
@@ -353,8 +362,14 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	time.Sleep(min(300*time.Millisecond, opts.Interval))
 	stopAll()
 	wg.Wait()
-	if reason == report.EndSignaled && exit.Signal == 9 && st.cgLimit > 0 && st.cgPeak >= st.cgLimit*95/100 {
-		reason = report.EndOOM
+	before, after, haveCg := mem.final(log)
+	st.mu.Lock()
+	verdict := judgeEnd(reason, exit, before, after, haveCg, st.cgPeak, st.cgLimit)
+	st.cgPeak, st.cgLimit = verdict.peak, verdict.limit
+	st.mu.Unlock()
+	reason = verdict.reason
+	if reason == report.EndOOM {
+		log.Warn("the child was killed at its memory limit", "peak_bytes", verdict.peak, "limit_bytes", verdict.limit)
 	}
 
 	sum := st.summary(opts, exit, status, reason, resume)
@@ -367,7 +382,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		e := report.NewEnvelope(report.KindEnd, time.Now())
 		e.End = &report.End{ExitCode: status, WallMS: exit.Wall.Milliseconds(), PeakRSSBytes: sum.PeakRSSBytes,
 			Iters: sum.Iterations, MedianIterMS: sum.MedianIterMS, P90IterMS: sum.P90IterMS,
-			Checkpoints: len(sum.Checkpoints), Reason: reason}
+			Checkpoints: len(sum.Checkpoints), Reason: reason, CgroupPeakBytes: sum.CgroupPeak, MemLimitBytes: sum.CgroupLimit}
 		if len(sum.PeakGPUBytes) > 0 {
 			e.End.PeakGPUBytes = sum.PeakGPUBytes
 		}
@@ -380,6 +395,11 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		}
 		sum.Reports, sum.ReportsQueued = rep.delivered(), rep.out.len()
 	}
+	ours := []string{opts.ProgressFile, control}
+	if rep != nil && rep.out.len() > 0 && filepath.Dir(rep.out.spoolPath) == tmp {
+		tmpCreated = false // the spool of undelivered reports stays, for a post-mortem
+	}
+	removeTmp(tmp, tmpCreated, ours, log)
 	writeSummary(d.Stderr, sum)
 	if opts.SummaryJSON != "" {
 		if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
@@ -416,7 +436,9 @@ func joinSpec(a, b string) string {
 
 // jobTmpDir is a private directory for this task's progress file, control
 // file and spool: under TMPDIR (Slurm sets a per-job one on many sites).
-func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) string {
+// created is false when it existed already (a previous attempt's, kept for
+// its undelivered reports).
+func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) (dir string, created bool) {
 	base := getenv("TMPDIR")
 	if base == "" {
 		base = os.TempDir()
@@ -425,11 +447,36 @@ func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) stri
 	if inSlurm {
 		name = fmt.Sprintf("isched-%d-%s-r%d", job.JobID, strings.ReplaceAll(job.StepID, "/", "_"), job.Rank)
 	}
-	dir := filepath.Join(base, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return ""
+	dir = filepath.Join(base, name)
+	if err := os.Mkdir(dir, 0o700); err == nil {
+		return dir, true
 	}
-	return dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false
+	}
+	return dir, false
+}
+
+// removeTmp removes the wrapper's temporary directory at exit: all of it
+// when the wrapper created it, else only the files in it that are the
+// wrapper's (ours: the progress and control files, when under dir).
+func removeTmp(dir string, created bool, ours []string, log *slog.Logger) {
+	if dir == "" {
+		return
+	}
+	if created {
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("temporary directory not removed", "dir", dir, "err", err)
+		}
+		return
+	}
+	for _, p := range ours {
+		if p != "" && filepath.Dir(p) == dir {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				log.Warn("temporary file not removed", "path", p, "err", err)
+			}
+		}
+	}
 }
 
 // observe records iteration events from one source.
@@ -536,7 +583,9 @@ func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *
 			st.lastCPU = cpu
 		}
 		st.peakRSS = max(st.peakRSS, stat.PeakRSSBytes)
-		st.cgLimit = stat.CgroupLimitBytes
+		if stat.Procs > 0 { // a sample of a child already gone has no cgroup: keep the last limit seen
+			st.cgLimit = stat.CgroupLimitBytes
+		}
 		// the kernel's peak of the cgroup, also between samples (page cache included)
 		st.cgPeak = max(st.cgPeak, stat.CgroupPeakBytes)
 		if gs != nil {

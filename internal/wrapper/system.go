@@ -11,7 +11,8 @@ import (
 )
 
 // AddSystemDeps fills in the parts that talk to the machine: NVML (absent
-// here: "no GPU data", never an exit) and the checkpoint directory watcher.
+// here: "no GPU data", never an exit), the checkpoint directory watcher and
+// the child's memory cgroup.
 func AddSystemDeps(d *Deps) {
 	log := d.Logger
 	if log == nil {
@@ -19,6 +20,9 @@ func AddSystemDeps(d *Deps) {
 	}
 	if d.GPU == nil {
 		d.GPU = NVMLSampler{C: gpu.NewSystem(log)}
+	}
+	if d.MemCgroup == nil {
+		d.MemCgroup = SystemMemCgroup
 	}
 	if d.NewCheckpointWatcher == nil {
 		d.NewCheckpointWatcher = func(dir, glob string, debounce time.Duration, log *slog.Logger) (CheckpointWatcher, error) {
