@@ -98,13 +98,20 @@ func TestEarlyOOM(t *testing.T) {
 			"the peak comes from 1 s samples of the process tree, and the allocation happened between two samples",
 			peakMiB, st.PeakRSSBytes>>20, limit>>20)
 	}
-	if st.MemLimitBytes == 0 {
-		t.Logf("gap: the status has no memory limit (mem_limit_bytes is never set: no report carries the cgroup limit)")
+	if st.MemLimitBytes != limit {
+		t.Errorf("status memory limit %d MiB, want the job's %d MiB (the end report carries the cgroup's limit)", st.MemLimitBytes>>20, limit>>20)
 	}
 	// The lineage must not look alive: Slurm does not requeue an OOM.
 	waitFor(t, w, 20*time.Second, "the lineage to show the job's end", func() bool {
 		st, _ = w.status(lineage)
 		return st.State != "RUNNING" && st.State != "PENDING"
 	})
-	t.Logf("lineage at the end: state %s, exit status %v, ended at %d", st.State, st.ExitStatus, st.EndedMS)
+	exit := "none"
+	if st.ExitStatus != nil {
+		exit = strconv.Itoa(*st.ExitStatus)
+	}
+	t.Logf("lineage at the end: state %s, exit status %s, ended at %d", st.State, exit, st.EndedMS)
+	if st.State != s["JobState"] || st.EndedMS == 0 || st.ExitStatus == nil || *st.ExitStatus != 137 {
+		t.Errorf("lineage end: state %s, ended at %d, exit status %v; want Slurm's %s with the wrapper's exit 137", st.State, st.EndedMS, exit, s["JobState"])
+	}
 }
