@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,5 +112,118 @@ func TestChaosSlurmctldRestart(t *testing.T) {
 	}
 	if !strings.Contains(job.output(), fmt.Sprintf("done at step %d", total)) {
 		t.Errorf("trainer output: %s", job.output())
+	}
+}
+
+// killJobProcesses SIGKILLs every process of a Slurm job on this machine:
+// its slurmstepds ("slurmstepd: [<id>.<step>]") and the processes whose
+// environment carries SLURM_JOB_ID=<id>. With the node's slurmd killed
+// first, this is the node losing power as far as the job is concerned.
+func killJobProcesses(t *testing.T, jobID string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		mine := strings.HasPrefix(string(cmd), "slurmstepd: ["+jobID+".")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == "SLURM_JOB_ID="+jobID {
+				mine = true
+			}
+		}
+		if mine && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestChaosSlurmdKilled (issue 8, requirement 3): the slurmd of the node a
+// planned job runs on is SIGKILLed, with the job's processes (the node is
+// gone). Slurm must notice (the node not responding, the run ending
+// NODE_FAIL in the jobcomp log), requeue the job, and once the node is back
+// the job resumes from its last checkpoint and completes; the coordinator
+// follows the lineage through it (one lineage, two attempts, ended once).
+func TestChaosSlurmdKilled(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	restoreClusterOnCleanup(t)
+	node := firstIdle(t, w, 3*time.Minute, "cpu1", "cpu2")
+	lineage := fmt.Sprintf("node%d", time.Now().UnixNano()%1e6)
+	const total = 600
+	plan := report.Plan{Lineage: lineage, Ideal: "cpu", Total: total, Migrate: true}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-w", node, "-t", "10"},
+		"--steps", fmt.Sprint(total), "--period", "0.1", "--ckpt-every", "20")
+	waitFor(t, w, 90*time.Second, "training with checkpoints", func() bool {
+		st, ok := w.status(lineage)
+		return ok && st.Step >= 50 && lastCheckpointStep(job.ckdir) >= 40
+	})
+	seen, _ := w.status(lineage)
+	stopDaemon(t, slurmdPidFile(node), "slurmd", syscall.SIGKILL)
+	killed := killJobProcesses(t, job.id)
+	killedAt := time.Now()
+	ck := lastCheckpointStep(job.ckdir)
+	t.Logf("slurmd of %s and %d processes of job %s killed; last checkpoint: step %d", node, killed, job.id, ck)
+	if killed == 0 {
+		t.Fatalf("no process of job %s found to kill", job.id)
+	}
+
+	// Slurm notices: the node stops responding, the run ends NODE_FAIL, the job is requeued
+	waitFor(t, w, 3*time.Minute, "Slurm to requeue the job after the node failure", func() bool {
+		return slurmJob(job.id)["Restarts"] == "1"
+	})
+	t.Logf("requeued %s after the kill; node %s: %s", time.Since(killedAt).Round(time.Second), node, nodeStateLong(node))
+	if runs := jobcompRuns(job.id); len(runs) != 1 || runs[0]["JobState"] != "NODE_FAIL" {
+		t.Errorf("jobcomp runs %v: want the first run ended NODE_FAIL", jobcompStates(runs))
+	}
+	if s := slurmJob(job.id); s["JobState"] != "PENDING" {
+		t.Errorf("job %s while its node is down: want PENDING (requeued, pinned to %s)", s["JobState"], node)
+	}
+	time.Sleep(3 * time.Second) // the coordinator sees the pending job
+	if st, ok := w.status(lineage); !ok || st.State == "ENDED" {
+		t.Errorf("coordinator's status while the job waits for its node: %+v (the lineage must not end on a requeued job)", st.State)
+	}
+
+	clusterUp(t) // slurmd back; the node returns to service
+	s := waitJobEnd(t, w, job.id, 4*time.Minute)
+	if s["JobState"] != "COMPLETED" || s["Restarts"] != "1" {
+		t.Fatalf("job ended %s after %s restarts, want COMPLETED after 1\n%s\n%s", s["JobState"], s["Restarts"], job.output(), w.logs())
+	}
+	runs := jobcompRuns(job.id)
+	t.Logf("jobcomp runs: %v", jobcompStates(runs))
+	if len(runs) != 2 || runs[1]["JobState"] != "COMPLETED" {
+		t.Errorf("jobcomp runs %v: want NODE_FAIL then one COMPLETED", jobcompStates(runs))
+	}
+	a1 := job.attemptFacts(t, 0, 1)
+	t.Logf("attempt 1: resumed from %v at step %d, end %d", a1["resumed_from"], num(a1, "start"), num(a1, "end"))
+	if num(a1, "start") != ck || num(a1, "end") != total {
+		t.Errorf("attempt 1 ran %d..%d: want %d (the last checkpoint before the node died)..%d", num(a1, "start"), num(a1, "end"), ck, total)
+	}
+	if ids := jobsOfLineage(lineage); len(ids) != 1 || ids[0] != job.id {
+		t.Errorf("jobs carrying the lineage: %v, want only %s", ids, job.id)
+	}
+	var st report.JobStatus
+	waitFor(t, w, 30*time.Second, "the lineage to end", func() bool {
+		st, _ = w.status(lineage)
+		return st.State == "ENDED"
+	})
+	t.Logf("spans %s; events %v; decisions %v", spansText(st), eventKinds(st), decisionKinds(st))
+	// recognised: the first attempt's span ends at the last step it
+	// reported (at least the one seen before the kill: the reports of its
+	// last second died with the node), marked as Slurm's requeue; the
+	// second resumes from the checkpoint
+	if len(st.History) != 2 || st.History[1].StartStep != ck || st.History[0].EndStep < seen.Step ||
+		!strings.HasPrefix(st.History[0].Reason, "requeued by Slurm") {
+		t.Errorf("history %s: want attempt 0 ended at or past step %d, requeued by Slurm, then attempt 1 from step %d", spansText(st), seen.Step, ck)
+	}
+	if st.ExitStatus == nil || *st.ExitStatus != 0 || st.Step != total {
+		t.Errorf("lineage end: exit %v step %d", st.ExitStatus, st.Step)
 	}
 }
