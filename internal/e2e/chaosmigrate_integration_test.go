@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,12 +142,24 @@ func TestChaosKillsDuringMigrations(t *testing.T) {
 	var runs []*run
 	base := time.Now().UnixNano() % 1e6
 	ended := func(r *run) bool { return slurmEnded(slurmJob(r.job.id)["JobState"]) }
-	deadline := time.Now().Add(time.Duration(n)*time.Minute + 5*time.Minute)
+	deadline := time.Now().Add(time.Duration(n)*30*time.Second + 5*time.Minute)
+	heldSince := map[string]time.Time{}
 	for {
 		live := 0
 		for _, r := range runs {
-			if !ended(r) {
-				live++
+			if ended(r) {
+				continue
+			}
+			live++
+			// a move left half-done keeps the job held: fail now, not at the deadline
+			if s := slurmJob(r.job.id); s["JobState"] == "PENDING" && strings.Contains(s["Reason"], "held") {
+				if _, ok := heldSince[r.job.id]; !ok {
+					heldSince[r.job.id] = time.Now()
+				} else if time.Since(heldSince[r.job.id]) > time.Minute {
+					t.Fatalf("%s: job %s held for over a minute (%s): a move left half-done\n%s", r.lineage, r.job.id, s["Reason"], w.logs())
+				}
+			} else {
+				delete(heldSince, r.job.id)
 			}
 		}
 		if len(runs) == n && live == 0 {
