@@ -570,6 +570,24 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 		}
 		return retry()
 	case report.ActionRequeue:
+		// Died right after requeuehold: the old attempt is still ending and
+		// the job shows COMPLETING (restart count already moved) for up to
+		// KillWait. Wait until it settles (held PENDING, or ended), or the
+		// move is left half-done with the job held for ever.
+		for start := time.Now(); j.State == "COMPLETING"; {
+			if time.Since(start) > a.cfg.ActionTimeout {
+				return nil, transient(fmt.Errorf("requeue job %s: still COMPLETING %s after an agent restart", id, time.Since(start).Round(time.Second)))
+			}
+			if !sleep(ctx, 500*time.Millisecond) {
+				return nil, ctx.Err()
+			}
+			if j, err = a.slurm.ShowJob(ctx, id); err != nil {
+				if errors.Is(err, slurm.ErrNotFound) {
+					return failed("the agent stopped during this requeue and job " + id + " is gone: not retried")
+				}
+				return nil, transient(err)
+			}
+		}
 		switch {
 		case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
 			return retry() // the requeue never reached Slurm

@@ -477,6 +477,49 @@ func TestMoveRecoveryFinishesHeldJob(t *testing.T) {
 	}
 }
 
+// TestMoveRecoveryWaitsForCompletingJob: the agent died right after
+// requeuehold, while the old attempt still ends (COMPLETING, restart count
+// moved); the restarted agent waits for the held job and finishes the move
+// instead of giving up and leaving it held for ever.
+func TestMoveRecoveryWaitsForCompletingJob(t *testing.T) {
+	e := newEnv(t)
+	e.slurm.addJob("12")
+	act := e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Partition = "gpu"; a.Gres = "gpu:1" })
+	e.send(act)
+	e.slurm.after = func(call string) {
+		if strings.HasPrefix(call, "move") {
+			e.slurm.mu.Lock()
+			j := e.slurm.jobs["12"]
+			j.State, j.Reason, j.Partition = "COMPLETING", "None", "cpu"
+			e.slurm.mu.Unlock()
+			panic(crash{at: call})
+		}
+	}
+	if at, _ := drain(context.Background(), e.agent(nil)); at == "" {
+		t.Fatal("did not crash")
+	}
+	e.slurm.after = nil
+	go func() {
+		time.Sleep(1200 * time.Millisecond) // the old attempt's processes end
+		e.slurm.mu.Lock()
+		j := e.slurm.jobs["12"]
+		j.State, j.Reason, j.Fields["Priority"] = "PENDING", "job_requeued_in_held_state", "0"
+		e.slurm.mu.Unlock()
+	}()
+	if _, err := drain(context.Background(), e.agent(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if calls := e.slurm.Calls(); !slices.Equal(calls, []string{"move 12", "update 12", "release 12"}) {
+		t.Errorf("calls %q, want move, then update and release to finish it", calls)
+	}
+	if j := e.slurm.job("12"); j.Partition != "gpu" || j.State != "RUNNING" || j.Restarts != 1 {
+		t.Errorf("job %+v", j)
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusOK || !strings.Contains(r.Message, "released") {
+		t.Errorf("%+v", r)
+	}
+}
+
 // TestTransientSlurmFailureRetries: a check that cannot reach slurmctld is
 // retried, never answered with a result.
 func TestTransientSlurmFailureRetries(t *testing.T) {

@@ -172,6 +172,9 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		// one span per attempt: close the previous one, open this one
 		if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
 			st.History[n-1].EndMS = env.TimeMS
+			// no end report came (the attempt was killed): it got as far
+			// as the last step it reported
+			st.History[n-1].EndStep = max(st.Step, st.History[n-1].StartStep)
 			if st.History[n-1].Reason == "" {
 				st.History[n-1].Reason = "requeued"
 			}

@@ -218,6 +218,20 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 				st.LimitMS, l.dirty = lim, true
 			}
 		}
+		if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 && j.RestartCount > st.Attempt && j.State != "RUNNING" {
+			// Slurm requeued the attempt without its wrapper saying goodbye
+			// (node failure, the wrapper killed): close its span here, at the
+			// last step the coordinator saw
+			sp := &st.History[n-1]
+			sp.EndMS, sp.EndStep = now.UnixMilli(), max(st.Step, sp.StartStep)
+			sp.Reason = "requeued by Slurm"
+			if j.Reason != "" && j.Reason != "None" {
+				sp.Reason += " (" + j.Reason + ")"
+			}
+			l.dirty = true
+			l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) without an end report from attempt %d: %s",
+				j.JobID, j.RestartCount, st.Attempt, sp.Reason))
+		}
 		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" {
 			// ended without the wrapper saying so (killed, node failure,
 			// timeout), or after an attempt's end that did not finish the run

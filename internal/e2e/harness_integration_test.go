@@ -91,7 +91,8 @@ func (w *world) env(user string) []string {
 
 func (w *world) startAgent() {
 	w.t.Helper()
-	log, _ := os.Create(filepath.Join(w.dir, "agent.log"))
+	// append: a test that restarts the agent keeps every run's log
+	log, _ := os.OpenFile(filepath.Join(w.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	w.agent = exec.Command(filepath.Join(binDir, "isched-agent"), "-cluster", w.cluster, "-poll", "1s", "-log-format", "text")
 	w.agent.Env, w.agent.Stdout, w.agent.Stderr = w.env("agent"), log, log
 	if err := w.agent.Start(); err != nil {

@@ -1,0 +1,229 @@
+//go:build integration
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// TestChaosSlurmctldRestart (issue 8, requirement 4): slurmctld stops for
+// longer than the coordinator's stale_after while a planned job trains on
+// cpu, waiting for the gpu partition a blocker holds. The agent must back
+// off (a handful of failed polls over the outage, not one a second), keep
+// running and publish again once slurmctld is back; the job trains on
+// untouched; while no fresh snapshot exists the coordinator decides
+// nothing, and the move it makes after the blocker goes (cancelled once
+// slurmctld is back) is decided on a snapshot taken after the restart. The
+// job then moves to gpu and ends exactly once from its checkpoint.
+func TestChaosSlurmctldRestart(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	restoreClusterOnCleanup(t)
+	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
+	waitFor(t, w, 3*time.Minute, "blocker running on gpu", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+
+	lineage := fmt.Sprintf("ctld%d", time.Now().UnixNano()%1e6)
+	const total = 500
+	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: total, Migrate: true}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "10"},
+		"--steps", fmt.Sprint(total), "--period", "0.2", "--ckpt-every", "0", "--gpu-speedup", "8")
+	waitFor(t, w, 90*time.Second, "training on cpu with an iteration estimate", func() bool {
+		st, ok := w.status(lineage)
+		return ok && st.Partition == "cpu" && st.Step >= 15 && st.IterMS > 0
+	})
+	mon := w.monitorSnapshots()
+	time.Sleep(2 * time.Second)
+
+	stopAt := time.Now()
+	stopDaemon(t, slurmctldPidFile(), "slurmctld", syscall.SIGTERM)
+	before, _ := w.status(lineage)
+	const outage = 25 * time.Second // > stale_after (15 s) and the snapshot TTL (15 s)
+	time.Sleep(outage)
+	during, _ := w.status(lineage)
+	if !procAlive(w.agent.Process.Pid) {
+		t.Fatalf("the agent exited while slurmctld was down\n%s", w.logs())
+	}
+	// training goes on: reports reach the coordinator through Redis only
+	if during.Step < before.Step+int64(outage/(2*200*time.Millisecond)) {
+		t.Errorf("the job advanced %d → %d steps during a %s slurmctld outage (0.2 s a step)", before.Step, during.Step, outage)
+	}
+	// the agent published nothing built without slurmctld
+	if taken, ok := mon.firstTakenAfter(stopAt.UnixMilli() + 3000); ok {
+		t.Errorf("a snapshot taken at %s, while slurmctld was down", time.UnixMilli(taken).Format(time.TimeOnly))
+	}
+	clusterUp(t)
+	upAt := time.Now()
+	t.Logf("slurmctld down %s", upAt.Sub(stopAt).Round(time.Millisecond))
+
+	var fresh int64
+	waitFor(t, w, 60*time.Second, "a snapshot taken after slurmctld came back", func() bool {
+		var ok bool
+		fresh, ok = mon.firstTakenAfter(upAt.UnixMilli())
+		return ok
+	})
+	t.Logf("first snapshot after the restart taken %s after slurmctld was back", time.UnixMilli(fresh).Sub(upAt).Round(time.Millisecond))
+	waitFor(t, w, 30*time.Second, "the agent's poll recovery in its log", func() bool { _, _, ok := w.agentRecovered("poll"); return ok })
+	failures, line, _ := w.agentRecovered("poll")
+	t.Logf("agent: %s", line)
+	// 1 s poll, backoff 1 s doubling: about log2(outage)+2 tries, not one a second
+	if failures < 1 || failures > 8 {
+		t.Errorf("the agent failed %d polls during a %s outage: want 1..8 (capped exponential backoff)", failures, upAt.Sub(stopAt).Round(time.Second))
+	}
+	// now the gpu frees up: the move must be decided on a post-restart picture
+	if err := runCmd("scancel", blocker); err != nil {
+		t.Fatal(err)
+	}
+	s := waitJobEnd(t, w, job.id, 4*time.Minute)
+	mon.Stop()
+	if s["JobState"] != "COMPLETED" || s["Partition"] != "gpu" || s["Restarts"] != "1" {
+		t.Errorf("job ended %s on %s after %s restarts, want COMPLETED on gpu after 1\n%s", s["JobState"], s["Partition"], s["Restarts"], w.logs())
+	}
+	runs := jobcompRuns(job.id)
+	if len(runs) != 2 || runs[1]["JobState"] != "COMPLETED" {
+		t.Errorf("jobcomp runs %v: want one requeued run, then one COMPLETED", jobcompStates(runs))
+	}
+	if ids := jobsOfLineage(lineage); len(ids) != 1 || ids[0] != job.id {
+		t.Errorf("jobs carrying the lineage: %v, want only %s", ids, job.id)
+	}
+	var st report.JobStatus
+	waitFor(t, w, 20*time.Second, "the lineage to end", func() bool {
+		st, _ = w.status(lineage)
+		return st.State == "ENDED"
+	})
+	t.Logf("spans %s; decisions %v", spansText(st), decisionKinds(st))
+	if n := checkNoStaleDecisions(t, w, mon, stopAt.UnixMilli(), upAt.UnixMilli(), lineage); n == 0 {
+		t.Errorf("no decision after the restart: the job was never moved (decisions %v)", decisionKinds(st))
+	}
+	for _, d := range st.Decisions {
+		if d.AtMS >= stopAt.UnixMilli() && d.AtMS < fresh {
+			t.Errorf("decision %s at %s, before the first post-restart snapshot", d.Kind, time.UnixMilli(d.AtMS).Format(time.TimeOnly))
+		}
+	}
+	lostIterations(t, st)
+	if st.ExitStatus == nil || *st.ExitStatus != 0 || st.Step != total {
+		t.Errorf("lineage end: exit %v step %d", st.ExitStatus, st.Step)
+	}
+	if !strings.Contains(job.output(), fmt.Sprintf("done at step %d", total)) {
+		t.Errorf("trainer output: %s", job.output())
+	}
+}
+
+// killJobProcesses SIGKILLs every process of a Slurm job on this machine:
+// its slurmstepds ("slurmstepd: [<id>.<step>]") and the processes whose
+// environment carries SLURM_JOB_ID=<id>. With the node's slurmd killed
+// first, this is the node losing power as far as the job is concerned.
+func killJobProcesses(t *testing.T, jobID string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		mine := strings.HasPrefix(string(cmd), "slurmstepd: ["+jobID+".")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == "SLURM_JOB_ID="+jobID {
+				mine = true
+			}
+		}
+		if mine && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestChaosSlurmdKilled (issue 8, requirement 3): the slurmd of the node a
+// planned job runs on is SIGKILLed, with the job's processes (the node is
+// gone). Slurm must notice (the node not responding, the run ending
+// NODE_FAIL in the jobcomp log), requeue the job, and once the node is back
+// the job resumes from its last checkpoint and completes; the coordinator
+// follows the lineage through it (one lineage, two attempts, ended once).
+func TestChaosSlurmdKilled(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	restoreClusterOnCleanup(t)
+	node := firstIdle(t, w, 3*time.Minute, "cpu1", "cpu2")
+	lineage := fmt.Sprintf("node%d", time.Now().UnixNano()%1e6)
+	const total = 600
+	plan := report.Plan{Lineage: lineage, Ideal: "cpu", Total: total, Migrate: true}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-w", node, "-t", "10"},
+		"--steps", fmt.Sprint(total), "--period", "0.1", "--ckpt-every", "20")
+	waitFor(t, w, 90*time.Second, "training with checkpoints", func() bool {
+		st, ok := w.status(lineage)
+		return ok && st.Step >= 50 && lastCheckpointStep(job.ckdir) >= 40
+	})
+	seen, _ := w.status(lineage)
+	stopDaemon(t, slurmdPidFile(node), "slurmd", syscall.SIGKILL)
+	killed := killJobProcesses(t, job.id)
+	killedAt := time.Now()
+	ck := lastCheckpointStep(job.ckdir)
+	t.Logf("slurmd of %s and %d processes of job %s killed; last checkpoint: step %d", node, killed, job.id, ck)
+	if killed == 0 {
+		t.Fatalf("no process of job %s found to kill", job.id)
+	}
+
+	// Slurm notices: the node stops responding, the run ends NODE_FAIL, the job is requeued
+	waitFor(t, w, 3*time.Minute, "Slurm to requeue the job after the node failure", func() bool {
+		return slurmJob(job.id)["Restarts"] == "1"
+	})
+	t.Logf("requeued %s after the kill; node %s: %s", time.Since(killedAt).Round(time.Second), node, nodeStateLong(node))
+	if runs := jobcompRuns(job.id); len(runs) != 1 || runs[0]["JobState"] != "NODE_FAIL" {
+		t.Errorf("jobcomp runs %v: want the first run ended NODE_FAIL", jobcompStates(runs))
+	}
+	if s := slurmJob(job.id); s["JobState"] != "PENDING" {
+		t.Errorf("job %s while its node is down: want PENDING (requeued, pinned to %s)", s["JobState"], node)
+	}
+	time.Sleep(3 * time.Second) // the coordinator sees the pending job
+	if st, ok := w.status(lineage); !ok || st.State == "ENDED" {
+		t.Errorf("coordinator's status while the job waits for its node: %+v (the lineage must not end on a requeued job)", st.State)
+	}
+
+	clusterUp(t) // slurmd back; the node returns to service
+	s := waitJobEnd(t, w, job.id, 4*time.Minute)
+	if s["JobState"] != "COMPLETED" || s["Restarts"] != "1" {
+		t.Fatalf("job ended %s after %s restarts, want COMPLETED after 1\n%s\n%s", s["JobState"], s["Restarts"], job.output(), w.logs())
+	}
+	runs := jobcompRuns(job.id)
+	t.Logf("jobcomp runs: %v", jobcompStates(runs))
+	if len(runs) != 2 || runs[1]["JobState"] != "COMPLETED" {
+		t.Errorf("jobcomp runs %v: want NODE_FAIL then one COMPLETED", jobcompStates(runs))
+	}
+	a1 := job.attemptFacts(t, 0, 1)
+	t.Logf("attempt 1: resumed from %v at step %d, end %d", a1["resumed_from"], num(a1, "start"), num(a1, "end"))
+	if num(a1, "start") != ck || num(a1, "end") != total {
+		t.Errorf("attempt 1 ran %d..%d: want %d (the last checkpoint before the node died)..%d", num(a1, "start"), num(a1, "end"), ck, total)
+	}
+	if ids := jobsOfLineage(lineage); len(ids) != 1 || ids[0] != job.id {
+		t.Errorf("jobs carrying the lineage: %v, want only %s", ids, job.id)
+	}
+	var st report.JobStatus
+	waitFor(t, w, 30*time.Second, "the lineage to end", func() bool {
+		st, _ = w.status(lineage)
+		return st.State == "ENDED"
+	})
+	t.Logf("spans %s; events %v; decisions %v", spansText(st), eventKinds(st), decisionKinds(st))
+	// recognised: the first attempt's span ends at the last step it
+	// reported (at least the one seen before the kill: the reports of its
+	// last second died with the node), marked as Slurm's requeue; the
+	// second resumes from the checkpoint
+	if len(st.History) != 2 || st.History[1].StartStep != ck || st.History[0].EndStep < seen.Step ||
+		!strings.HasPrefix(st.History[0].Reason, "requeued by Slurm") {
+		t.Errorf("history %s: want attempt 0 ended at or past step %d, requeued by Slurm, then attempt 1 from step %d", spansText(st), seen.Step, ck)
+	}
+	if st.ExitStatus == nil || *st.ExitStatus != 0 || st.Step != total {
+		t.Errorf("lineage end: exit %v step %d", st.ExitStatus, st.Step)
+	}
+}
