@@ -322,3 +322,49 @@ func TestRunAtItsTotalEndsAtOnce(t *testing.T) {
 		t.Errorf("receipts %v, want one", r)
 	}
 }
+
+// A job Slurm reports COMPLETED with no end report from its wrapper (the
+// wrapper was killed, or was not the batch script's last step): the
+// lineage ends COMPLETED after EndGrace, not at once (the report may be
+// late) and not never. With an attempt's end short of the total, its exit
+// status is kept.
+func TestCompletedWithoutEndReportEndsAfterGrace(t *testing.T) {
+	t.Parallel()
+	for _, withEnd := range []bool{false, true} {
+		e := newEnv(t)
+		e.c.cfg.EndGrace = 30 * time.Second
+		plan := report.Plan{Lineage: "P9", Ideal: "cpu", Total: 1000}
+		j := job(79, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+		e.publish([]report.Job{j}, nil)
+		w := e.wrapper(79, 1001, "alice", "P9", "cpu")
+		e.start(w)
+		e.sample(w, 1, 10, 100)
+		if withEnd {
+			e.end(w, 0) // exit 0 short of the total: not the run's end by itself
+		}
+		e.rounds(1)
+		e.now = e.now.Add(time.Second)
+		j.State = "COMPLETED"
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		e.now = e.now.Add(20 * time.Second)
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		if st := e.status("P9"); st.EndedMS != 0 {
+			t.Fatalf("end report %v: ended (%s) 20 s after Slurm's COMPLETED, within the 30 s grace", withEnd, st.State)
+		}
+		e.now = e.now.Add(15 * time.Second)
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		st := e.status("P9")
+		if st.State != "COMPLETED" || st.EndedMS == 0 {
+			t.Fatalf("end report %v: state %s ended %d after the grace, want COMPLETED", withEnd, st.State, st.EndedMS)
+		}
+		if withEnd != (st.ExitStatus != nil) || withEnd && *st.ExitStatus != 0 {
+			t.Errorf("end report %v: exit status %v", withEnd, st.ExitStatus)
+		}
+		if l := e.lineage("P9"); !l.Ended {
+			t.Errorf("end report %v: lineage not ended", withEnd)
+		}
+	}
+}

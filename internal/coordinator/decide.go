@@ -242,8 +242,39 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 			}
 			c.finish(l, j.State, now.UnixMilli(), exit)
 			l.event(now, "ended", "Slurm reports the job "+j.State)
+			continue
 		}
+		c.settleCompleted(l, j, now)
 	}
+}
+
+// settleCompleted ends a lineage whose job Slurm reports COMPLETED while
+// no end report settled it: a report is usually just late (the job table
+// can be younger than the last reports), so only after EndGrace. Without
+// it, a run whose wrapper never said goodbye (killed, or not the last step
+// of the batch script) would show RUNNING for ever.
+func (c *Coordinator) settleCompleted(l *lineage, j report.Job, now time.Time) {
+	if j.State != "COMPLETED" || l.Phase != PhaseNone {
+		if l.CompletedMS != 0 {
+			l.CompletedMS, l.dirty = 0, true
+		}
+		return
+	}
+	if l.CompletedMS == 0 {
+		l.CompletedMS, l.dirty = now.UnixMilli(), true
+		return
+	}
+	if now.UnixMilli()-l.CompletedMS < c.cfg.EndGrace.Milliseconds() {
+		return
+	}
+	st := &l.Status
+	var exit *int
+	if e := l.End; e != nil && e.JobID == st.JobID && e.Attempt == st.Attempt {
+		code := e.ExitCode
+		exit = &code
+	}
+	c.finish(l, "COMPLETED", now.UnixMilli(), exit)
+	l.event(now, "ended", fmt.Sprintf("Slurm reports the job COMPLETED and no end report settled the run within %s", c.cfg.EndGrace))
 }
 
 // settleEnd decides what an attempt's end report meant, from the job

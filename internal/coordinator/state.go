@@ -52,6 +52,11 @@ type lineage struct {
 	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
 	Ended        bool                   `json:"ended"`
 	End          *attemptEnd            `json:"end,omitempty"`           // the current attempt's end, until settled
+	// CompletedMS: when the job table first showed the current job
+	// COMPLETED while no end report had settled the lineage (its wrapper
+	// never sent one, or the report is late). After EndGrace the lineage
+	// ends on Slurm's word.
+	CompletedMS int64 `json:"completed_ms,omitempty"`
 	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
 	// OwnerUID is the uid of the first session accepted into the lineage:
 	// a lineage id is public (squeue shows plan comments), so another
