@@ -118,6 +118,9 @@ type Coordinator struct {
 	rejectLogAt map[string]time.Time
 	// sessionsSweptAt: the last pruneSessions sweep
 	sessionsSweptAt time.Time
+	// trimmedCounted: reports already counted as trimmed unread (the
+	// group's cumulative figure, see stream.GroupLag.TrimmedUnread)
+	trimmedCounted int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -252,6 +255,7 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 		if err := c.tick(ctx); err != nil {
 			return err
 		}
+		c.checkLag(ctx)
 	}
 	block := min(c.cfg.Tick, c.cfg.LeaderTTL/3)
 	ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, 512, block)
