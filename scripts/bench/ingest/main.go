@@ -38,6 +38,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/bench"
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -519,8 +520,8 @@ func printResult(w io.Writer, r *bench.Result) {
 		r.Jobs, r.Aged, r.Every, r.Iters, r.Window.Round(time.Second))
 	fmt.Fprintf(w, "ramp: %s to start every job in job-table-sized batches of <= %d (MUNGE credentials: %s of it)\n",
 		r.Ramp.Round(time.Second), r.TableCapacity, r.CredIssue.Round(time.Millisecond))
-	fmt.Fprintf(w, "job table: one envelope holds %d of these jobs; all %d would take %s (max %s): the agent as built would list only %d\n",
-		r.TableCapacity, r.Jobs+r.Aged, kib(float64(r.TableBytesNeeded)), kib(64<<10), min(r.TableCapacity, r.Jobs+r.Aged))
+	fmt.Fprintf(w, "job table: one envelope holds %d of these jobs; all %d take %s (max %s)\n",
+		r.TableCapacity, r.Jobs+r.Aged, kib(float64(r.TableBytesNeeded)), mib(float64(report.MaxTablePayload)))
 	fmt.Fprintf(w, "reports/s: offered %.0f, accepted %.0f (rejected in window: %.0f); backlog at the end of the window: %.0f reports; drained in %s\n",
 		r.Offered, r.Accepted, r.RejectedInWindow, r.Backlog, drain(r.Drain))
 	l := r.Latency
