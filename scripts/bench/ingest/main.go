@@ -531,7 +531,7 @@ func printResult(w io.Writer, r *bench.Result) {
 	fmt.Fprintf(w, "coordinator: RSS %s (peak %s), CPU %.2f cores; its judge+apply time per report %.3f ms\n",
 		mib(float64(r.CoordRSS)), mib(float64(r.CoordHWM)), r.CoordCPU, r.IngestMeanMS)
 	if r.AgentReal {
-		fmt.Fprintf(w, "agent (real isched-agent, fake Slurm): RSS %s (peak %s), CPU %.2f cores; Slurm commands %.1f/min %v\n",
+		fmt.Fprintf(w, "agent (real isched-agent, fake Slurm): RSS %s (peak %s), CPU %.3f cores; Slurm commands %.1f/min %v\n",
 			mib(float64(r.AgentRSS)), mib(float64(r.AgentHWM)), r.AgentCPU, r.SlurmPerMin, r.SlurmCalls)
 	} else {
 		fmt.Fprintf(w, "agent: simulated (the generator writes the job table and snapshot)\n")
@@ -545,10 +545,10 @@ func printResult(w io.Writer, r *bench.Result) {
 		"all keys / jobs: %s, with the ingest stream %s [%d entries, MAXLEN ~100000] and the agent's keys %s\n",
 		kib(m.Own), kib(m.State), kib(m.Status), kib(m.Series), kib(m.PerJob), mib(float64(m.Stream)), m.StreamLen, kib(float64(m.Agent)))
 	if r.Aged > 0 {
-		fmt.Fprintf(w, "an aged job (%d series points of 5000, estimator window %d of 512): %s (state %s, series %s)\n",
-			m.AgedSeriesLen, m.AgedWindowLen, kib(m.AgedJob), kib(m.AgedState), kib(m.AgedSeries))
-		fmt.Fprintf(w, "at the caps (series scaled to 5000 points): %s per job -> %d such jobs: %s of keys (plus the ingest stream)\n",
-			kib(capped(m)), r.Jobs, mib(capped(m)*float64(r.Jobs)))
+		fmt.Fprintf(w, "an aged job (%d series points of %d, estimator window %d of 512): %s (state %s, series %s)\n",
+			m.AgedSeriesLen, seriesCap, m.AgedWindowLen, kib(m.AgedJob), kib(m.AgedState), kib(m.AgedSeries))
+		fmt.Fprintf(w, "at the caps (series scaled to %d points): %s per job -> %d such jobs: %s of keys (plus the ingest stream)\n",
+			seriesCap, kib(capped(m)), r.Jobs, mib(capped(m)*float64(r.Jobs)))
 	}
 	if len(r.Rejected) > 0 {
 		fmt.Fprintf(w, "rejected by reason: %v\n", r.Rejected)
@@ -565,13 +565,16 @@ func printResult(w io.Writer, r *bench.Result) {
 }
 
 // capped is an aged job's keys with its series scaled to the coordinator's
-// default 5000 points (MEMORY USAGE of a list grows about linearly).
+// default seriesCap points (MEMORY USAGE of a list grows about linearly).
 func capped(m bench.Memory) float64 {
 	if m.AgedSeriesLen <= 0 {
 		return m.AgedJob
 	}
-	return m.AgedJob - m.AgedSeries + m.AgedSeries*5000/float64(m.AgedSeriesLen)
+	return m.AgedJob - m.AgedSeries + m.AgedSeries*seriesCap/float64(m.AgedSeriesLen)
 }
+
+// seriesCap is the coordinator's default series length (Config.SeriesLen).
+const seriesCap = 1000
 
 func drain(d time.Duration) string {
 	if d < 0 {
@@ -586,7 +589,7 @@ func printSummary(w io.Writer, rs []*bench.Result) {
 	for _, r := range rs {
 		agentPeak, agentCPU, slurm := "sim", "sim", "sim"
 		if r.AgentReal {
-			agentPeak, agentCPU, slurm = mib(float64(r.AgentHWM)), fmt.Sprintf("%.2f", r.AgentCPU), fmt.Sprintf("%.1f", r.SlurmPerMin)
+			agentPeak, agentCPU, slurm = mib(float64(r.AgentHWM)), fmt.Sprintf("%.3f", r.AgentCPU), fmt.Sprintf("%.1f", r.SlurmPerMin)
 		}
 		fmt.Fprintf(w, "%-7d %10.0f %10.0f %8s %8s %8s %8.0f %8.0f %11s %10.2f %11s %10s %10s %10.2f %10s %10s %12s\n", r.Jobs, r.Offered, r.Accepted,
 			ms(r.Latency.P50), ms(r.Latency.P90), ms(r.Latency.P99), r.Backlog, r.Unjudged, mib(float64(r.CoordHWM)), r.CoordCPU,
