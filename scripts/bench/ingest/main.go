@@ -1,13 +1,17 @@
 // Command ingest benchmarks the coordinator's ingest path: N simulated
 // isched-wrappers (real MUNGE credentials, HMAC-signed samples every 5 s,
-// appended as the `reporter` user) against the real Redis and a real
-// isched-coordinator process, for N = 1k, 5k, 10k by default. See
-// internal/bench for what is simulated and how latency is measured.
+// appended as the `reporter` user) against the real Redis, a real
+// isched-coordinator process and (-agent real, the default) a real
+// isched-agent whose Slurm commands are scripts/bench/fakeslurm, for
+// N = 1k, 5k, 10k by default. -soak judges memory growth over a long run
+// (make soak, make soak-ci). See internal/bench for what is simulated and
+// how latency is measured.
 //
 //	go run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
 //
-// It prints figures (reports/s, decision latency p50/p99, coordinator RSS and
-// CPU, Redis memory per job) and says plainly when a target is missed
+// It prints figures (reports/s, decision latency p50/p99, coordinator and
+// agent RSS and CPU, Slurm commands per minute, lost reports, Redis memory
+// per job) and says plainly when a target is missed
 // (10k jobs: p99 < 1 s, coordinator RSS < 1 GB). Every run uses a cluster
 // name of its own and deletes its keys at the end.
 //
