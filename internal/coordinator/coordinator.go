@@ -252,10 +252,10 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 	if now.Sub(*lastTick) >= c.cfg.Tick || c.kick {
 		c.kick = false
 		*lastTick = now
+		c.checkLag(ctx)
 		if err := c.tick(ctx); err != nil {
 			return err
 		}
-		c.checkLag(ctx)
 	}
 	block := min(c.cfg.Tick, c.cfg.LeaderTTL/3)
 	ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, 512, block)
