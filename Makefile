@@ -68,8 +68,8 @@ bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent
 soak: cluster-up ## manual: 2 h at 1,000 jobs, fails if memory grows > 5% after the warm-up
 	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2h
 
-soak-ci: cluster-up ## the soak for CI: 2 min at 1,000 jobs (30 s warm-up, a sample every 5 s)
-	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2m -settle 20s
+soak-ci: cluster-up ## the soak for CI: 2 min at 1,000 jobs (30 s warm-up, a sample every 5 s; 200 iterations per sample fill the estimator window before it)
+	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2m -settle 20s -iters 200
 
 lint: ## go vet, staticcheck, gofmt check, shellcheck
 	$(GO) vet ./...
