@@ -9,7 +9,7 @@ APT_PACKAGES := munge slurmctld slurmd slurm-client redis-server python3 python3
 BINARIES := isched-wrapper isched-agent isched-coordinator isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps build test test-unit test-integration test-chaos bench lint fuzz demo install cluster-up cluster-down clean
+.PHONY: help deps build test test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz demo install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -69,6 +69,15 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
 
 bench: ## Go benchmarks (figures printed; targets in the issue notes)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent (fake Slurm), 60 s each (~8 min)
+	$(GO) run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
+
+soak: cluster-up ## manual: 2 h at 1,000 jobs, fails if memory grows > 5% after the warm-up
+	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2h
+
+soak-ci: cluster-up ## the soak for CI: 2 min at 1,000 jobs (30 s warm-up, a sample every 5 s; 200 iterations per sample fill the estimator window before it)
+	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2m -settle 20s -iters 200
 
 lint: ## go vet, staticcheck, gofmt check, shellcheck
 	$(GO) vet ./...

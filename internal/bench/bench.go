@@ -77,12 +77,28 @@ type Config struct {
 	// RedisPID, when set, adds redis-server's CPU and RSS over the window.
 	RedisPID int
 
+	// Soak, when SoakEvery > 0: during the window, sample the processes'
+	// and the run's Redis memory every SoakEvery, and judge growth after
+	// WarmUp (see JudgeSoak).
+	SoakEvery, WarmUp time.Duration
+
 	Munger   auth.Munger
 	Reporter Appender
-	Agent    Setter
-	Admin    Admin
-	Observer Observer
-	Log      *slog.Logger
+	// Agent plays the agent's part (job table and snapshot) when Slurm is
+	// nil; with Slurm, a real isched-agent publishes them from the fake
+	// Slurm's output and AgentProc observes it.
+	Agent     Setter
+	Slurm     Queue
+	AgentProc func() (Proc, error)
+	Admin     Admin
+	Observer  Observer
+	Log       *slog.Logger
+}
+
+// Queue is the fake Slurm's job list, and what it counted (FakeSlurm).
+type Queue interface {
+	SetJobs(rows []report.Job) error
+	Calls() (map[string]int64, error)
 }
 
 func (c *Config) defaults() error {
@@ -92,8 +108,11 @@ func (c *Config) defaults() error {
 	if !stream.ValidName(c.Cluster) {
 		return fmt.Errorf("bench: cluster name %q", c.Cluster)
 	}
-	if c.Munger == nil || c.Reporter == nil || c.Agent == nil || c.Admin == nil || c.Observer == nil {
-		return errors.New("bench: Munger, Reporter, Agent, Admin and Observer are required")
+	if c.Munger == nil || c.Reporter == nil || c.Admin == nil || c.Observer == nil {
+		return errors.New("bench: Munger, Reporter, Admin and Observer are required")
+	}
+	if (c.Agent == nil) == (c.Slurm == nil) || (c.Slurm != nil && c.AgentProc == nil) {
+		return errors.New("bench: either Agent (simulated agent) or Slurm and AgentProc (a real agent)")
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
@@ -229,25 +248,28 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	defer closeProbes()
 
 	// the agent's part: snapshot and job table, rewritten every AgentPoll
+	// (a real agent: from the fake Slurm's queue, empty so far)
 	if err := b.publish(ctx); err != nil {
 		return nil, fmt.Errorf("publish job table: %w", err)
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(cfg.AgentPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				if err := b.publish(runCtx); err != nil && runCtx.Err() == nil {
-					log.Warn("job table not published", "err", err)
+	if cfg.Slurm == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.AgentPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-t.C:
+					if err := b.publish(runCtx); err != nil && runCtx.Err() == nil {
+						log.Warn("job table not published", "err", err)
+					}
 				}
 			}
-		}
-	}()
+		}()
+	}
 	for _, s := range b.sims {
 		if s.probe != nil {
 			probes.Add(1)
@@ -278,9 +300,17 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 		}
 		batch := b.sims[next:min(next+n, len(b.sims))]
 		b.setWindow(batch)
+		if cfg.Slurm != nil { // a real agent lists every job started so far
+			b.setWindow(b.sims[:next+len(batch)])
+		}
 		published := time.Now()
 		if err := b.publish(ctx); err != nil {
 			return nil, fmt.Errorf("publish job table: %w", err)
+		}
+		if cfg.Slurm != nil {
+			if published, err = b.awaitAgentTable(ctx, published); err != nil {
+				return nil, err
+			}
 		}
 		t0 := time.Now()
 		if err := b.issue(ctx, batch); err != nil {
@@ -321,10 +351,18 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	}
 	g0 := selfCPU()
 	r0, _ := b.redisProc()
+	a0, s0, err := b.agentFigures()
+	if err != nil {
+		return nil, err
+	}
 	w0 := time.Now()
 	b.measuring.Store(true)
 	log.Info("measuring", "for", cfg.Duration)
-	if err := sleep(ctx, cfg.Duration); err != nil {
+	if cfg.SoakEvery > 0 {
+		if res.Soak, err = b.soak(ctx, w0); err != nil {
+			return nil, err
+		}
+	} else if err := sleep(ctx, cfg.Duration); err != nil {
 		return nil, err
 	}
 	b.measuring.Store(false)
@@ -338,7 +376,25 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	}
 	g1 := selfCPU()
 	r1, _ := b.redisProc()
+	a1, s1, err := b.agentFigures()
+	if err != nil {
+		return nil, err
+	}
 	win := time.Since(w0)
+	if cfg.Slurm != nil {
+		res.AgentReal = true
+		res.AgentRSS, res.AgentHWM = a1.RSS, a1.HWM
+		res.AgentCPU = (a1.CPU - a0.CPU).Seconds() / win.Seconds()
+		res.SlurmCalls = map[string]int64{}
+		var total int64
+		for k, v := range s1 {
+			if d := v - s0[k]; d > 0 {
+				res.SlurmCalls[k] = d
+				total += d
+			}
+		}
+		res.SlurmPerMin = float64(total) / win.Minutes()
+	}
 	sentAtEnd := b.sent.Load()
 	closeProbes() // the wrappers stop; the coordinator works off what is queued
 	res.Window = win
@@ -361,12 +417,27 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	// let the probes finish, and the coordinator catch up
 	log.Info("window over; waiting for outstanding probe samples and the backlog")
 	drainStart := time.Now()
+	var lastJudged float64
+	still := 0 // metrics reads in a row with nothing new judged and no lag
 	for {
 		m, err := cfg.Observer.Metrics(ctx)
-		if err == nil && m.Reports["accepted"]+m.Reports["rejected"] >= float64(b.sent.Load()) {
+		judged := m.Reports["accepted"] + m.Reports["rejected"]
+		if err == nil && judged >= float64(b.sent.Load()) {
 			res.Drain = time.Since(drainStart)
 			break
 		}
+		// reports trimmed unread never arrive: stop once the coordinator
+		// has read everything there is (its lag, read each tick, holds
+		// only the lost reports)
+		if err == nil && judged == lastJudged && m.Lag <= m.Trimmed && time.Since(drainStart) > 2*cfg.CoordTick {
+			if still++; still >= 2*int(cfg.CoordTick/(500*time.Millisecond)) {
+				res.Drain = -1
+				break
+			}
+		} else {
+			still = 0
+		}
+		lastJudged = judged
 		if time.Since(drainStart) > cfg.LatencyDeadline+30*time.Second {
 			res.Drain = -1
 			break
@@ -374,6 +445,13 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return nil, err
 		}
+	}
+	if m, err := cfg.Observer.Metrics(ctx); err == nil {
+		res.Trimmed = m.Trimmed
+		res.Unjudged = max(float64(b.sent.Load())-(m.Reports["accepted"]+m.Reports["rejected"]), 0)
+	}
+	if len(res.Soak) > 0 {
+		res.SoakVerdicts = JudgeSoak(res.Soak, cfg.WarmUp)
 	}
 	probes.Wait()
 	res.Latency = b.lat.summary()
@@ -386,6 +464,50 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	}
 	res.Memory = mem
 	return res, nil
+}
+
+// awaitAgentTable waits for the real agent to publish a job table taken
+// after the queue changed at since, and returns when it did.
+func (b *Bench) awaitAgentTable(ctx context.Context, since time.Time) (time.Time, error) {
+	deadline := time.Now().Add(3*b.cfg.AgentPoll + 30*time.Second)
+	for {
+		raw, err := b.cfg.Admin.Get(ctx, b.keys.Jobs())
+		if err != nil && !errors.Is(err, stream.ErrNotFound) {
+			return time.Time{}, err
+		}
+		if err == nil {
+			e, err := report.DecodeTable(raw)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("bench: the agent's job table: %w", err)
+			}
+			if e.Jobs != nil && e.Jobs.TakenMS >= since.UnixMilli() {
+				return time.Now(), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, errors.New("bench: the agent did not publish a job table from the new queue in time (see its log)")
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+// agentFigures reads the real agent's process and the Slurm commands run
+// so far (zero values with a simulated agent).
+func (b *Bench) agentFigures() (Proc, map[string]int64, error) {
+	if b.cfg.Slurm == nil {
+		return Proc{}, nil, nil
+	}
+	p, err := b.cfg.AgentProc()
+	if err != nil {
+		return Proc{}, nil, fmt.Errorf("bench: agent process: %w", err)
+	}
+	calls, err := b.cfg.Slurm.Calls()
+	if err != nil {
+		return Proc{}, nil, fmt.Errorf("bench: slurm calls: %w", err)
+	}
+	return p, calls, nil
 }
 
 // setWindow makes batch the job table the agent publishes.

@@ -7,9 +7,15 @@
 // restricted to the coordinator's uid) sent in a start report, then a
 // sample every Every, HMAC-signed, with a strictly increasing sequence
 // number, appended to the ingest stream as the `reporter` ACL user. The
-// agent's part is played too: the job table listing the simulated jobs with
-// their uid (kind jobs) and a fresh snapshot are written as the `agent` user,
-// because the coordinator confirms each session against the job table.
+// coordinator confirms each session against the agent's job table: either a
+// real isched-agent publishes it from a fake Slurm (Config.Slurm: FakeSlurm
+// serves squeue --json with one captured 22.05 record per simulated job and
+// counts every Slurm command), or the agent's part is played here
+// (Config.Agent: the job table and a snapshot written as the `agent` user).
+//
+// A soak (Config.SoakEvery) samples the coordinator's and the agent's RSS
+// and the run's Redis memory through the window; JudgeSoak says whether it
+// stayed flat after the warm-up.
 //
 // The generator sends its start reports in batches that fit one job table
 // (report.MaxTablePayload, 32 MiB: all of 10,000 jobs since the agent's

@@ -46,6 +46,22 @@ type Result struct {
 	RedisCPU           float64 // cores, whole redis-server (shared with anything else using it)
 	RedisRSS           int64
 	Memory             Memory
+	// A real agent (Result.AgentReal): its RSS and peak at the end of the
+	// window, its CPU over the window, and the Slurm commands it ran in the
+	// window by kind and per minute.
+	AgentReal          bool
+	AgentRSS, AgentHWM int64
+	AgentCPU           float64
+	SlurmCalls         map[string]int64 `json:",omitempty"`
+	SlurmPerMin        float64
+	// Trimmed is the coordinator's count of reports the ingest stream's
+	// MAXLEN removed before it read them (isched_coordinator_ingest_trimmed_unread_total);
+	// Unjudged the reports appended but never judged when the run ended
+	// (the drain gave up): lost reports, as the generator counts them.
+	Trimmed, Unjudged float64
+	// Soak: the samples of a soak run and their verdicts.
+	Soak         []SoakSample  `json:",omitempty"`
+	SoakVerdicts []SoakVerdict `json:",omitempty"`
 	// CoordLogWarnings counts the coordinator's WARN/ERROR log lines by
 	// message (filled in by the caller, who owns the log).
 	CoordLogWarnings map[string]int `json:",omitempty"`
@@ -108,6 +124,8 @@ type Metrics struct {
 	Lineages  float64
 	// isched_coordinator_ingest_duration_seconds
 	IngestSum, IngestCount float64
+	// isched_coordinator_ingest_trimmed_unread_total, _ingest_lag
+	Trimmed, Lag float64
 }
 
 // ParseMetrics reads the Prometheus text format.
@@ -155,6 +173,10 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 			m.IngestSum = v
 		case "isched_coordinator_ingest_duration_seconds_count":
 			m.IngestCount = v
+		case "isched_coordinator_ingest_trimmed_unread_total":
+			m.Trimmed = v
+		case "isched_coordinator_ingest_lag":
+			m.Lag = v
 		}
 	}
 	return m, sc.Err()

@@ -143,7 +143,8 @@ func (b *Bench) memory(ctx context.Context) (Memory, error) {
 func (b *Bench) Keys() []string {
 	k := b.keys
 	out := []string{k.Ingest(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(),
-		k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"), k.Coordinator("receipts")}
+		k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"), k.Coordinator("receipts"),
+		k.Agent("cursor"), k.Agent("done"), k.Agent("inflight")}
 	for _, s := range b.sims {
 		for _, name := range []string{"state", "status", "series"} {
 			out = append(out, k.Job(s.job.Lineage, name))

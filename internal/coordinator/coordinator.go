@@ -126,6 +126,9 @@ type Coordinator struct {
 	rejectLogAt map[string]time.Time
 	// sessionsSweptAt: the last pruneSessions sweep
 	sessionsSweptAt time.Time
+	// trimmedCounted: reports already counted as trimmed unread (the
+	// group's cumulative figure, see stream.GroupLag.TrimmedUnread)
+	trimmedCounted int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -257,6 +260,7 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 	if now.Sub(*lastTick) >= c.cfg.Tick || c.kick {
 		c.kick = false
 		*lastTick = now
+		c.checkLag(ctx)
 		if err := c.tick(ctx); err != nil {
 			return err
 		}

@@ -23,6 +23,8 @@ type Metrics struct {
 	pollSuccess   *prometheus.GaugeVec
 	leader        prometheus.Gauge
 	tracked       prometheus.Gauge
+	ingestLag     prometheus.Gauge
+	trimmed       prometheus.Counter
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -49,9 +51,13 @@ func NewMetrics() *Metrics {
 			Help: "1 when the last read of the input was fresh and valid."}, []string{"input"}),
 		leader:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_coordinator_leader", Help: "1 while this coordinator leads."}),
 		tracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_coordinator_lineages", Help: "Lineages held in memory."}),
+		ingestLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_coordinator_ingest_lag",
+			Help: "Entries added to the ingest stream and not yet read by the coordinators' group (Redis's lag, read each tick)."}),
+		trimmed: prometheus.NewCounter(prometheus.CounterOpts{Name: "isched_coordinator_ingest_trimmed_unread_total",
+			Help: "Reports the ingest stream's MAXLEN removed before the coordinator read them (lost), seen at ticks."}),
 	}
 	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.pollAge, m.pollSuccess,
-		m.leader, m.tracked, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.leader, m.tracked, m.ingestLag, m.trimmed, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}

@@ -1,13 +1,17 @@
 // Command ingest benchmarks the coordinator's ingest path: N simulated
 // isched-wrappers (real MUNGE credentials, HMAC-signed samples every 5 s,
-// appended as the `reporter` user) against the real Redis and a real
-// isched-coordinator process, for N = 1k, 5k, 10k by default. See
-// internal/bench for what is simulated and how latency is measured.
+// appended as the `reporter` user) against the real Redis, a real
+// isched-coordinator process and (-agent real, the default) a real
+// isched-agent whose Slurm commands are scripts/bench/fakeslurm, for
+// N = 1k, 5k, 10k by default. -soak judges memory growth over a long run
+// (make soak, make soak-ci). See internal/bench for what is simulated and
+// how latency is measured.
 //
 //	go run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
 //
-// It prints figures (reports/s, decision latency p50/p99, coordinator RSS and
-// CPU, Redis memory per job) and says plainly when a target is missed
+// It prints figures (reports/s, decision latency p50/p99, coordinator and
+// agent RSS and CPU, Slurm commands per minute, lost reports, Redis memory
+// per job) and says plainly when a target is missed
 // (10k jobs: p99 < 1 s, coordinator RSS < 1 GB). Every run uses a cluster
 // name of its own and deletes its keys at the end.
 //
@@ -38,6 +42,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/bench"
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -56,6 +61,9 @@ type options struct {
 	coordinator, jsonOut       string
 	keep                       bool
 	logLevel                   string
+	agent, agentBin, testdata  string
+	soak                       bool
+	soakEvery, warmUp          time.Duration
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -76,11 +84,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's Redis keys (default: delete them)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "progress log level (stderr)")
+	fs.StringVar(&o.agent, "agent", "real", "real: a real isched-agent against fake Slurm commands serving the simulated jobs; sim: the generator writes the agent's keys")
+	fs.StringVar(&o.agentBin, "agent-bin", "", "isched-agent binary with -agent real (default: go build ./agent)")
+	fs.StringVar(&o.testdata, "slurm-testdata", "internal/slurm/testdata/22.05", "captured Slurm output the fake Slurm serves")
+	fs.BoolVar(&o.soak, "soak", false, "soak: sample memory through the window and fail if it grows by more than 5% after the warm-up (defaults: -jobs 1000 -duration 2h -aged 0)")
+	fs.DurationVar(&o.soakEvery, "soak-every", 0, "soak sample interval (default: duration/40, at least 5s)")
+	fs.DurationVar(&o.warmUp, "warm-up", 0, "soak warm-up left out of the verdict (default: a quarter of the duration)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.agent != "real" && o.agent != "sim" {
+		fmt.Fprintf(stderr, "ingest: -agent %q: want real or sim\n", o.agent)
+		return 2
+	}
+	if o.soak {
+		if !set["jobs"] {
+			*jobs = "1000"
+		}
+		if !set["duration"] {
+			o.duration = 2 * time.Hour
+		}
+		if !set["aged"] {
+			o.aged = 0
+		}
+		if o.soakEvery <= 0 {
+			o.soakEvery = max(o.duration/40, 5*time.Second)
+		}
+		if o.warmUp <= 0 {
+			o.warmUp = o.duration / 4
+		}
 	}
 	for _, f := range strings.Split(*jobs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -119,21 +156,39 @@ func bench1(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) 
 			return fmt.Errorf("go build ./coordinator (run from the repository root): %w", err)
 		}
 	}
+	agentBin := o.agentBin
+	fake := ""
+	if o.agent == "real" {
+		if agentBin == "" {
+			agentBin = filepath.Join(tmp, "isched-agent")
+			if err := goBuild(ctx, agentBin, "./agent", log); err != nil {
+				return err
+			}
+		}
+		fake = filepath.Join(tmp, "fakeslurm")
+		if err := goBuild(ctx, fake, "./scripts/bench/fakeslurm", log); err != nil {
+			return err
+		}
+	}
 	me, err := user.Current()
 	if err != nil {
 		return err
 	}
+	failed := false
 	var results []*bench.Result
 	var names []string
 	for _, n := range o.jobs {
 		cluster := fmt.Sprintf("bench%d-%d", os.Getpid(), n)
-		res, err := runOne(ctx, o, n, cluster, bin, tmp, me, log)
+		res, err := runOne(ctx, o, n, cluster, bin, agentBin, fake, tmp, me, log)
 		if err != nil {
 			return fmt.Errorf("%d jobs: %w", n, err)
 		}
 		results = append(results, res)
 		names = append(names, cluster)
 		printResult(stdout, res)
+		if !printSoak(stdout, res, o.warmUp) {
+			failed = true
+		}
 	}
 	printSummary(stdout, results)
 	if o.jsonOut != "" {
@@ -146,6 +201,19 @@ func bench1(ctx context.Context, o options, log *slog.Logger, stdout io.Writer) 
 		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
+	}
+	if failed {
+		return errors.New("soak: memory grew by more than 5% after the warm-up")
+	}
+	return nil
+}
+
+func goBuild(ctx context.Context, out, pkg string, log *slog.Logger) error {
+	log.Info("building", "pkg", pkg, "out", out)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s (run from the repository root): %w", pkg, err)
 	}
 	return nil
 }
@@ -170,7 +238,7 @@ func open(ctx context.Context, user, cluster string) (*stream.Client, error) {
 	return stream.Open(ctx, cfg)
 }
 
-func runOne(ctx context.Context, o options, n int, cluster, bin, tmp string, me *user.User, log *slog.Logger) (*bench.Result, error) {
+func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake, tmp string, me *user.User, log *slog.Logger) (*bench.Result, error) {
 	log = log.With("jobs", n, "cluster", cluster)
 	clients := map[string]*stream.Client{}
 	for _, u := range []string{"reporter", "agent", "admin"} {
@@ -194,12 +262,31 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, tmp string, me 
 		}
 	}
 	defer stopCoord()
-	b, err := bench.New(bench.Config{Cluster: cluster, Jobs: n, Duration: o.duration, Settle: o.settle, Every: o.every,
+	var agent *proc
+	var fs *bench.FakeSlurm
+	if o.agent == "real" {
+		dir := filepath.Join(tmp, cluster+"-slurm")
+		if fs, err = newFakeSlurm(dir, fake, o.testdata); err != nil {
+			return nil, err
+		}
+		agent, err = startProc(ctx, agentBin, []string{"-cluster", cluster, "-slurm-bin-dir", dir, "-poll", "5s", "-log-level", "info"},
+			map[string]string{"ISCHED_CLUSTER": cluster, "ISCHED_REDIS_USER": "agent"}, filepath.Join(tmp, cluster+"-agent.log"), "started", log)
+		if err != nil {
+			return nil, err
+		}
+		defer agent.stop(log)
+	}
+	cfg := bench.Config{Cluster: cluster, Jobs: n, Duration: o.duration, Settle: o.settle, Every: o.every,
 		Iters: o.iters, Probes: o.probes, Aged: o.aged, AgedIters: o.agedI, GPUs: o.gpus, UID: uid, User: me.Username,
 		CoordinatorUID: os.Getuid(), IssueWorkers: o.workers, Seed: uint64(n),
 		Munger: auth.ExecMunger{}, Reporter: clients["reporter"], Agent: clients["agent"], Admin: clients["admin"],
 		Observer: bench.HTTPObserver{URL: "http://" + coord.metrics + "/metrics", PID: coord.cmd.Process.Pid},
-		RedisPID: redisPID(), Log: log})
+		RedisPID: redisPID(), Log: log, SoakEvery: o.soakEvery, WarmUp: o.warmUp}
+	if agent != nil {
+		cfg.Agent, cfg.Slurm = nil, fs
+		cfg.AgentProc = func() (bench.Proc, error) { return bench.ReadProc(agent.cmd.Process.Pid) }
+	}
+	b, err := bench.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +294,14 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, tmp string, me 
 	stopCoord()
 	if res != nil {
 		res.CoordLogWarnings = coord.warnings()
+	}
+	if agent != nil {
+		agent.stop(log)
+		if res != nil {
+			for k, v := range agent.warnings() {
+				res.CoordLogWarnings["agent "+k] = v
+			}
+		}
 	}
 	if !o.keep {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -217,6 +312,9 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, tmp string, me 
 	}
 	if runErr != nil {
 		coord.tail(log)
+		if agent != nil {
+			agent.tail(log)
+		}
 		return nil, runErr
 	}
 	return res, nil
@@ -234,6 +332,10 @@ func redisPID() int {
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
 }
+
+// proc is a process under test (the coordinator, the agent): our child,
+// logging JSON to a file.
+type proc = coordProc
 
 type coordProc struct {
 	cmd     *exec.Cmd
@@ -287,6 +389,69 @@ func startCoordinator(ctx context.Context, bin, cluster, logPath string, log *sl
 		}
 	}
 	log.Info("coordinator started", "pid", cmd.Process.Pid, "metrics", p.metrics, "log", logPath)
+	return p, nil
+}
+
+// newFakeSlurm makes dir the fake Slurm's: the fakeslurm binary (hard
+// linked: it finds its data beside its own path) under each command's name,
+// and the captured output it serves.
+func newFakeSlurm(dir, fake, testdata string) (*bench.FakeSlurm, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Link(fake, filepath.Join(dir, "fakeslurm")); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"squeue", "sinfo", "scontrol", "scancel", "sbatch"} {
+		if err := os.Symlink("fakeslurm", filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+	}
+	return bench.NewFakeSlurm(dir, testdata)
+}
+
+// startProc runs bin with the Redis user variables of env replacing ours,
+// and waits for the log record readyMsg.
+func startProc(ctx context.Context, bin string, args []string, env map[string]string, logPath, readyMsg string, log *slog.Logger) (*proc, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "ISCHED_REDIS_USER" && k != "ISCHED_REDIS_PASSWORD_FILE" && k != "ISCHED_CLUSTER" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for ready := false; !ready; {
+		select {
+		case <-p.done:
+			p.tail(log)
+			return nil, fmt.Errorf("%s exited at start (%s)", filepath.Base(bin), cmd.ProcessState)
+		case <-ctx.Done():
+			p.stop(log)
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		p.scan(func(rec map[string]any) { ready = ready || rec["msg"] == readyMsg })
+		if !ready && time.Now().After(deadline) {
+			p.stop(log)
+			return nil, fmt.Errorf("%s did not log %q within 15s", filepath.Base(bin), readyMsg)
+		}
+	}
+	log.Info("started", "bin", filepath.Base(bin), "pid", cmd.Process.Pid, "log", logPath)
 	return p, nil
 }
 
@@ -359,8 +524,8 @@ func printResult(w io.Writer, r *bench.Result) {
 		r.Jobs, r.Aged, r.Every, r.Iters, r.Window.Round(time.Second))
 	fmt.Fprintf(w, "ramp: %s to start every job in job-table-sized batches of <= %d (MUNGE credentials: %s of it)\n",
 		r.Ramp.Round(time.Second), r.TableCapacity, r.CredIssue.Round(time.Millisecond))
-	fmt.Fprintf(w, "job table: one envelope holds %d of these jobs; all %d would take %s (max %s): the agent as built would list only %d\n",
-		r.TableCapacity, r.Jobs+r.Aged, kib(float64(r.TableBytesNeeded)), kib(64<<10), min(r.TableCapacity, r.Jobs+r.Aged))
+	fmt.Fprintf(w, "job table: one envelope holds %d of these jobs; all %d take %s (max %s)\n",
+		r.TableCapacity, r.Jobs+r.Aged, kib(float64(r.TableBytesNeeded)), mib(float64(report.MaxTablePayload)))
 	fmt.Fprintf(w, "reports/s: offered %.0f, accepted %.0f (rejected in window: %.0f); backlog at the end of the window: %.0f reports; drained in %s\n",
 		r.Offered, r.Accepted, r.RejectedInWindow, r.Backlog, drain(r.Drain))
 	l := r.Latency
@@ -369,6 +534,14 @@ func printResult(w io.Writer, r *bench.Result) {
 	fmt.Fprintf(w, " (missed >60s: %d, upper bounds: %d, not watched: %d)\n", l.Missed, l.Bounded, l.Skipped)
 	fmt.Fprintf(w, "coordinator: RSS %s (peak %s), CPU %.2f cores; its judge+apply time per report %.3f ms\n",
 		mib(float64(r.CoordRSS)), mib(float64(r.CoordHWM)), r.CoordCPU, r.IngestMeanMS)
+	if r.AgentReal {
+		fmt.Fprintf(w, "agent (real isched-agent, fake Slurm): RSS %s (peak %s), CPU %.3f cores; Slurm commands %.1f/min %v\n",
+			mib(float64(r.AgentRSS)), mib(float64(r.AgentHWM)), r.AgentCPU, r.SlurmPerMin, r.SlurmCalls)
+	} else {
+		fmt.Fprintf(w, "agent: simulated (the generator writes the job table and snapshot)\n")
+	}
+	fmt.Fprintf(w, "lost: %.0f reports never judged (trimmed from the ingest stream unread, as the generator counts); the coordinator counted %.0f trimmed unread\n",
+		r.Unjudged, r.Trimmed)
 	fmt.Fprintf(w, "load generator CPU %.2f cores; redis-server CPU %.2f cores (whole server, shared), RSS %s\n",
 		r.GenCPU, r.RedisCPU, mib(float64(r.RedisRSS)))
 	m := r.Memory
@@ -376,10 +549,10 @@ func printResult(w io.Writer, r *bench.Result) {
 		"all keys / jobs: %s, with the ingest stream %s [%d entries, MAXLEN ~100000] and the agent's keys %s\n",
 		kib(m.Own), kib(m.State), kib(m.Status), kib(m.Series), kib(m.PerJob), mib(float64(m.Stream)), m.StreamLen, kib(float64(m.Agent)))
 	if r.Aged > 0 {
-		fmt.Fprintf(w, "an aged job (%d series points of 5000, estimator window %d of 512): %s (state %s, series %s)\n",
-			m.AgedSeriesLen, m.AgedWindowLen, kib(m.AgedJob), kib(m.AgedState), kib(m.AgedSeries))
-		fmt.Fprintf(w, "at the caps (series scaled to 5000 points): %s per job -> %d such jobs: %s of keys (plus the ingest stream)\n",
-			kib(capped(m)), r.Jobs, mib(capped(m)*float64(r.Jobs)))
+		fmt.Fprintf(w, "an aged job (%d series points of %d, estimator window %d of 512): %s (state %s, series %s)\n",
+			m.AgedSeriesLen, seriesCap, m.AgedWindowLen, kib(m.AgedJob), kib(m.AgedState), kib(m.AgedSeries))
+		fmt.Fprintf(w, "at the caps (series scaled to %d points): %s per job -> %d such jobs: %s of keys (plus the ingest stream)\n",
+			seriesCap, kib(capped(m)), r.Jobs, mib(capped(m)*float64(r.Jobs)))
 	}
 	if len(r.Rejected) > 0 {
 		fmt.Fprintf(w, "rejected by reason: %v\n", r.Rejected)
@@ -396,13 +569,16 @@ func printResult(w io.Writer, r *bench.Result) {
 }
 
 // capped is an aged job's keys with its series scaled to the coordinator's
-// default 5000 points (MEMORY USAGE of a list grows about linearly).
+// default seriesCap points (MEMORY USAGE of a list grows about linearly).
 func capped(m bench.Memory) float64 {
 	if m.AgedSeriesLen <= 0 {
 		return m.AgedJob
 	}
-	return m.AgedJob - m.AgedSeries + m.AgedSeries*5000/float64(m.AgedSeriesLen)
+	return m.AgedJob - m.AgedSeries + m.AgedSeries*seriesCap/float64(m.AgedSeriesLen)
 }
+
+// seriesCap is the coordinator's default series length (Config.SeriesLen).
+const seriesCap = 1000
 
 func drain(d time.Duration) string {
 	if d < 0 {
@@ -412,12 +588,16 @@ func drain(d time.Duration) string {
 }
 
 func printSummary(w io.Writer, rs []*bench.Result) {
-	fmt.Fprintf(w, "\n%-7s %10s %10s %8s %8s %8s %8s %11s %10s %10s %10s %10s %12s\n", "jobs", "offered/s", "accepted/s", "p50", "p90", "p99",
-		"backlog", "coord peak", "coord CPU", "redis CPU", "own/job", "all/job", "job at caps")
+	fmt.Fprintf(w, "\n%-7s %10s %10s %8s %8s %8s %8s %8s %11s %10s %11s %10s %10s %10s %10s %10s %12s\n", "jobs", "offered/s", "accepted/s", "p50", "p90", "p99",
+		"backlog", "lost", "coord peak", "coord CPU", "agent peak", "agent CPU", "slurm/min", "redis CPU", "own/job", "all/job", "job at caps")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-7d %10.0f %10.0f %8s %8s %8s %8.0f %11s %10.2f %10.2f %10s %10s %12s\n", r.Jobs, r.Offered, r.Accepted,
-			ms(r.Latency.P50), ms(r.Latency.P90), ms(r.Latency.P99), r.Backlog, mib(float64(r.CoordHWM)), r.CoordCPU, r.RedisCPU,
-			kib(r.Memory.Own), kib(r.Memory.PerJob), kib(capped(r.Memory)))
+		agentPeak, agentCPU, slurm := "sim", "sim", "sim"
+		if r.AgentReal {
+			agentPeak, agentCPU, slurm = mib(float64(r.AgentHWM)), fmt.Sprintf("%.3f", r.AgentCPU), fmt.Sprintf("%.1f", r.SlurmPerMin)
+		}
+		fmt.Fprintf(w, "%-7d %10.0f %10.0f %8s %8s %8s %8.0f %8.0f %11s %10.2f %11s %10s %10s %10.2f %10s %10s %12s\n", r.Jobs, r.Offered, r.Accepted,
+			ms(r.Latency.P50), ms(r.Latency.P90), ms(r.Latency.P99), r.Backlog, r.Unjudged, mib(float64(r.CoordHWM)), r.CoordCPU,
+			agentPeak, agentCPU, slurm, r.RedisCPU, kib(r.Memory.Own), kib(r.Memory.PerJob), kib(capped(r.Memory)))
 	}
 	for _, r := range rs {
 		if r.Jobs < 10000 {
@@ -428,6 +608,29 @@ func printSummary(w io.Writer, rs []*bench.Result) {
 		fmt.Fprintf(w, "target at %d jobs: p99 < 1 s: %s (p99 %s); coordinator RSS < 1 GB: %s (peak %s)\n", r.Jobs,
 			verdict(p99ok), ms(r.Latency.P99), verdict(rssok), mib(float64(r.CoordHWM)))
 	}
+}
+
+// printSoak prints a soak's series and verdicts; false when a figure grew
+// too much or could not be judged.
+func printSoak(w io.Writer, r *bench.Result, warmUp time.Duration) bool {
+	if len(r.Soak) == 0 {
+		return true
+	}
+	fmt.Fprintf(w, "soak: %d samples, warm-up %s left out of the verdict\n", len(r.Soak), warmUp)
+	fmt.Fprintf(w, "%10s %12s %12s %16s %14s %12s\n", "at", "coord RSS", "agent RSS", "redis job keys/job", "series/job", "stream")
+	for _, p := range r.Soak {
+		fmt.Fprintf(w, "%10s %12s %12s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.AgentRSS)),
+			kib(p.JobKeys), kib(p.Series), mib(float64(p.Stream)))
+	}
+	ok := true
+	for _, v := range r.SoakVerdicts {
+		fmt.Fprintf(w, "soak %-32s after warm-up median %12.0f, last quarter median %12.0f: %+.1f%% over %d samples: %s\n",
+			v.Name, v.Base, v.Last, 100*v.Growth, v.N, verdict(v.Pass))
+		ok = ok && v.Pass
+	}
+	fmt.Fprintf(w, "soak verdict (growth <= %.0f%%): %s (series lists and the ingest stream grow by design up to their caps: shown, not judged)\n",
+		100*bench.SoakLimit, map[bool]string{true: "FLAT", false: "GREW or not judged"}[ok])
+	return ok
 }
 
 func verdict(ok bool) string {

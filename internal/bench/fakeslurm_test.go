@@ -1,0 +1,115 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+)
+
+// TestFakeSlurmQueueParses: the queue the fake squeue serves is what the
+// agent's parser reads back, job for job, and the sinfo and scontrol files
+// are the captured ones.
+func TestFakeSlurmQueueParses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f, err := NewFakeSlurm(dir, "../slurm/testdata/22.05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(2880)
+	now := time.Now().Truncate(time.Second)
+	var rows []report.Job
+	for i := range 3 {
+		rows = append(rows, report.Job{JobID: 10_000_000 + uint64(i), Name: "train", User: "alice", UID: 1001, Account: "bench",
+			Partition: "gpu", State: "RUNNING", Reason: "None", Nodes: "gpu2", NodeCount: 1, CPUs: 4, Gres: "gpu:1",
+			TimeLimitMin: &limit, SubmitMS: now.Add(-time.Minute).UnixMilli(), StartMS: now.UnixMilli(), Requeue: true})
+	}
+	if err := f.SetJobs(rows); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "squeue.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := slurm.ParseSqueue(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Fatalf("parsed %d jobs, want %d", len(got), len(rows))
+	}
+	for i, g := range got {
+		w := rows[i]
+		if g.JobID != w.JobID || g.User != w.User || g.UID != w.UID || g.Partition != w.Partition || g.State != w.State ||
+			g.Nodes != w.Nodes || g.Gres != w.Gres || g.CPUs != w.CPUs || g.StartMS != w.StartMS {
+			t.Errorf("job %d: parsed %+v\nwant %+v", i, g, w)
+		}
+	}
+	if err := f.SetJobs(nil); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ = os.ReadFile(filepath.Join(dir, "squeue.json"))
+	if got, err := slurm.ParseSqueue(raw); err != nil || len(got) != 0 {
+		t.Fatalf("empty queue: %d jobs, %v", len(got), err)
+	}
+	for _, name := range []string{"sinfo.json", "partitions.txt", "start.txt"} {
+		a, _ := os.ReadFile(filepath.Join(dir, name))
+		b, _ := os.ReadFile(filepath.Join("../slurm/testdata/22.05", name))
+		if len(a) == 0 || string(a) != string(b) {
+			t.Errorf("%s: not the captured file", name)
+		}
+	}
+	log := "squeue --all --json\nsqueue --all --start --noheader\nsinfo --all --json\nscontrol --all show partition --oneliner\nsqueue --all --json\nscancel 5\n"
+	if err := os.WriteFile(filepath.Join(dir, "calls.log"), []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls, err := f.Calls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"squeue --json": 2, "squeue --start": 1, "sinfo --json": 1, "scontrol partition": 1, "scancel": 1}
+	if len(calls) != len(want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	for k, v := range want {
+		if calls[k] != v {
+			t.Fatalf("calls %v, want %v", calls, want)
+		}
+	}
+}
+
+func TestJudgeSoak(t *testing.T) {
+	t.Parallel()
+	series := func(coord func(i int) int64) []SoakSample {
+		var out []SoakSample
+		for i := range 20 {
+			out = append(out, SoakSample{At: time.Duration(i) * time.Minute, CoordRSS: coord(i), JobKeys: 10_000})
+		}
+		return out
+	}
+	// a warm-up spike, then flat with noise: passes
+	flat := series(func(i int) int64 {
+		if i < 5 {
+			return 200 << 20
+		}
+		return 100<<20 + int64(i%3)<<20
+	})
+	v := JudgeSoak(flat, 5*time.Minute)
+	if len(v) != 2 || !v[0].Pass || !v[1].Pass || v[0].N != 15 {
+		t.Fatalf("flat: %+v", v)
+	}
+	// 1% per sample after the warm-up: the last quarter is > 5% above the median
+	growing := series(func(i int) int64 { return 100<<20 + int64(i)<<20 })
+	v = JudgeSoak(growing, 5*time.Minute)
+	if v[0].Pass || v[0].Growth < SoakLimit || !v[1].Pass {
+		t.Fatalf("growing: %+v", v)
+	}
+	// too few samples after the warm-up: not judged
+	if v := JudgeSoak(flat, 18*time.Minute); v[0].Pass || v[0].N != 2 {
+		t.Fatalf("short: %+v", v)
+	}
+}

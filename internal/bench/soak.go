@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// SoakSample is one point of a soak: the processes' resident memory and
+// the run's Redis memory, At after the window began.
+type SoakSample struct {
+	At                 time.Duration
+	CoordRSS, AgentRSS int64 // bytes; AgentRSS 0 with a simulated agent
+	// JobKeys is the Redis memory of a job's bounded keys (state, status,
+	// its session and lineage entries) per job; Series a job's series list
+	// and Stream the ingest stream: both grow by design until their caps
+	// (1000 points per job, MAXLEN ~100000) and are shown, not judged.
+	JobKeys, Series float64
+	Stream          int64
+}
+
+// SoakVerdict judges one figure of a soak.
+type SoakVerdict struct {
+	Name string
+	// Base is the median after the warm-up; Last the median of the last
+	// quarter of the samples; Growth = Last/Base - 1.
+	Base, Last, Growth float64
+	N                  int // samples after the warm-up
+	Pass               bool
+}
+
+// SoakLimit is the growth allowed after the warm-up.
+const SoakLimit = 0.05
+
+// JudgeSoak compares, for the coordinator's RSS, the agent's RSS (when
+// measured) and the Redis bytes of a job's bounded keys, the median of the
+// last quarter of the samples with the median of all samples after warmUp:
+// memory is flat when it grew by no more than SoakLimit. Medians, not
+// maxima, so that one garbage collection early or late does not decide.
+// Fewer than 4 samples after the warm-up cannot be judged (Pass false).
+func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
+	var after []SoakSample
+	for _, s := range samples {
+		if s.At >= warmUp {
+			after = append(after, s)
+		}
+	}
+	figures := []struct {
+		name string
+		get  func(SoakSample) float64
+	}{
+		{"coordinator RSS", func(s SoakSample) float64 { return float64(s.CoordRSS) }},
+		{"agent RSS", func(s SoakSample) float64 { return float64(s.AgentRSS) }},
+		{"redis bytes/job (bounded keys)", func(s SoakSample) float64 { return s.JobKeys }},
+	}
+	var out []SoakVerdict
+	for _, f := range figures {
+		var all []float64
+		for _, s := range after {
+			all = append(all, f.get(s))
+		}
+		if f.name == "agent RSS" && slices.Max(append(all, 0)) == 0 {
+			continue // simulated agent
+		}
+		v := SoakVerdict{Name: f.name, N: len(all)}
+		if len(all) >= 4 {
+			v.Base = median(all)
+			v.Last = median(all[len(all)-len(all)/4:])
+			if v.Base > 0 {
+				v.Growth = v.Last/v.Base - 1
+			}
+			v.Pass = v.Growth <= SoakLimit
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return Quantile(s, 0.5)
+}
+
+// soak samples every SoakEvery until the window (Duration from w0) ends.
+func (b *Bench) soak(ctx context.Context, w0 time.Time) ([]SoakSample, error) {
+	var out []SoakSample
+	end := w0.Add(b.cfg.Duration)
+	for next := w0; ; next = next.Add(b.cfg.SoakEvery) {
+		if err := sleep(ctx, time.Until(next)); err != nil {
+			return nil, err
+		}
+		p, err := b.cfg.Observer.Proc()
+		if err != nil {
+			return nil, fmt.Errorf("bench: coordinator process: %w", err)
+		}
+		s := SoakSample{At: time.Since(w0), CoordRSS: p.RSS}
+		if b.cfg.AgentProc != nil {
+			a, err := b.cfg.AgentProc()
+			if err != nil {
+				return nil, fmt.Errorf("bench: agent process: %w", err)
+			}
+			s.AgentRSS = a.RSS
+		}
+		m, err := b.memory(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.JobKeys, s.Series, s.Stream = m.Own-m.Series, m.Series, m.Stream
+		out = append(out, s)
+		b.cfg.Log.Info("soak sample", "at", s.At.Round(time.Second), "coord_rss", s.CoordRSS, "agent_rss", s.AgentRSS,
+			"job_keys", int64(s.JobKeys), "series", int64(s.Series), "stream", s.Stream)
+		if !next.Add(b.cfg.SoakEvery).Before(end) {
+			return out, sleep(ctx, time.Until(end))
+		}
+	}
+}
