@@ -108,6 +108,24 @@ func TestJudgeSoak(t *testing.T) {
 	if v[0].Pass || v[0].Growth < SoakLimit || !v[1].Pass {
 		t.Fatalf("growing: %+v", v)
 	}
+	// a garbage collector's sawtooth: 20 % swings, the trough flat; the
+	// peaks happen to fall late (the median of the last quarter is 20 %
+	// above the first half's) — no leak, passes
+	saw := series(func(i int) int64 {
+		if i >= 15 || i%2 == 0 {
+			return 120 << 20
+		}
+		return 100 << 20
+	})
+	saw[19].CoordRSS = 100 << 20
+	if v := JudgeSoak(saw, 5*time.Minute); !v[0].Pass || !v[0].Floor || v[0].Growth != 0 {
+		t.Fatalf("sawtooth with a flat floor: %+v", v)
+	}
+	// the same sawtooth on a rising floor (a leak under the collections): fails
+	leak := series(func(i int) int64 { return 100<<20 + int64(i)<<20 + int64(i%2)*20<<20 })
+	if v := JudgeSoak(leak, 5*time.Minute); v[0].Pass || v[0].Growth < SoakLimit {
+		t.Fatalf("sawtooth on a rising floor: %+v", v)
+	}
 	// too few samples after the warm-up: not judged
 	if v := JudgeSoak(flat, 18*time.Minute); v[0].Pass || v[0].N != 2 {
 		t.Fatalf("short: %+v", v)
