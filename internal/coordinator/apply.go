@@ -95,11 +95,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
 			}
 		}
-		if len(pts) > 0 {
-			if err := c.store.PushList(ctx, seriesKey(c.keys, s.Lineage), c.cfg.SeriesLen, pts...); err != nil {
-				return err
-			}
-		}
+		c.batch.PushList(seriesKey(c.keys, s.Lineage), c.cfg.SeriesLen, pts...) // sent by flush
 		c.refreshEstimates(l, now)
 	case report.KindCheckpoint:
 		cp := *env.Checkpoint

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,6 +130,12 @@ type Coordinator struct {
 	// trimmedCounted: reports already counted as trimmed unread (the
 	// group's cumulative figure, see stream.GroupLag.TrimmedUnread)
 	trimmedCounted int64
+	// batch: writes queued by this round (lineage state and status,
+	// series points), sent by flush in one round trip; dirtySessions:
+	// sessions whose sequence number moved, written with it. Until the
+	// flush that persists them, the entries that caused them are not acked.
+	batch         stream.Batch
+	dirtySessions map[string]*session
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -144,7 +151,7 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	}
 	return &Coordinator{cfg: cfg, store: store, munger: munger, keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
-		sessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{}}
+		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{}}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -219,6 +226,8 @@ func (c *Coordinator) stepDown() {
 // forget drops cached state (after an error or losing the lead): Redis is the truth.
 func (c *Coordinator) forget() {
 	c.sessions = map[string]*session{}
+	c.dirtySessions = map[string]*session{}
+	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
 	c.snap, c.jobs = nil, nil
 }
@@ -322,20 +331,40 @@ func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason s
 	c.log.Warn("report rejected", attrs...)
 }
 
-// flush persists every lineage changed since the last flush, and receipts.
+// flush persists, in one round trip, every lineage changed since the last
+// flush, the sessions whose sequence numbers moved, the queued series
+// points and the receipts.
 func (c *Coordinator) flush(ctx context.Context) error {
+	var saved []*lineage
 	for name, l := range c.lineages {
 		if l.dirty {
-			if err := c.save(ctx, name, l); err != nil {
+			if err := c.queueSave(name, l); err != nil {
 				return err
 			}
+			saved = append(saved, l)
 		}
 	}
-	if len(c.receipts) > 0 {
-		if err := c.store.PushList(ctx, c.keys.Coordinator("receipts"), 10000, c.receipts...); err != nil {
-			return err
+	if len(c.dirtySessions) > 0 {
+		fv := make([]string, 0, 2*len(c.dirtySessions))
+		for sid, s := range c.dirtySessions {
+			b, err := json.Marshal(s)
+			if err != nil {
+				return fmt.Errorf("coordinator: session %s: %w", sid, err)
+			}
+			fv = append(fv, sid, string(b))
 		}
-		c.receipts = nil
+		c.batch.HSet(sessionsKey(c.keys), fv...)
+	}
+	c.batch.PushList(c.keys.Coordinator("receipts"), 10000, c.receipts...)
+	if err := c.store.WriteBatch(ctx, &c.batch); err != nil {
+		c.batch.Reset() // the round fails; forget() reloads from Redis
+		return err
+	}
+	c.batch.Reset()
+	clear(c.dirtySessions)
+	c.receipts = nil
+	for _, l := range saved {
+		l.dirty = false
 	}
 	return nil
 }

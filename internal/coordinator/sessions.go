@@ -44,6 +44,7 @@ func (c *Coordinator) pruneSessions(ctx context.Context, now time.Time) error {
 		}
 		for _, sid := range drop[:n] {
 			delete(c.sessions, sid)
+			delete(c.dirtySessions, sid)
 		}
 		c.log.Info("wrapper sessions forgotten", "count", n, "kept", len(all)-n)
 		drop = drop[n:]

@@ -52,17 +52,17 @@ type lineage struct {
 	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
 	Ended        bool                   `json:"ended"`
 	End          *attemptEnd            `json:"end,omitempty"`           // the current attempt's end, until settled
-	// CompletedMS: when the job table first showed the current job
-	// COMPLETED while no end report had settled the lineage (its wrapper
-	// never sent one, or the report is late). After EndGrace the lineage
-	// ends on Slurm's word.
-	CompletedMS int64 `json:"completed_ms,omitempty"`
 	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
 	// OwnerUID is the uid of the first session accepted into the lineage:
 	// a lineage id is public (squeue shows plan comments), so another
 	// user's job claiming it must not write into its status.
 	OwnerUID *int `json:"owner_uid,omitempty"`
-	dirty    bool
+	// CompletedMS: when the job table first showed the current job
+	// COMPLETED while no end report had settled the lineage (its wrapper
+	// never sent one, or the report is late). After EndGrace the lineage
+	// ends on Slurm's word.
+	CompletedMS int64 `json:"completed_ms,omitempty"`
+	dirty       bool
 }
 
 // attemptEnd is rank 0's end report of the current attempt while the job
@@ -121,8 +121,24 @@ func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, er
 	return l, nil
 }
 
-// save persists a lineage's state and its public status.
+// save persists a lineage's state and its public status now, with
+// whatever else the round queued (a decision must be in Redis before its
+// action is).
 func (c *Coordinator) save(ctx context.Context, name string, l *lineage) error {
+	if err := c.queueSave(name, l); err != nil {
+		return err
+	}
+	if err := c.store.WriteBatch(ctx, &c.batch); err != nil {
+		c.batch.Reset()
+		return err
+	}
+	c.batch.Reset()
+	l.dirty = false
+	return nil
+}
+
+// queueSave queues a lineage's state and status in the round's batch.
+func (c *Coordinator) queueSave(name string, l *lineage) error {
 	l.Status.UpdatedMS = c.now().UnixMilli()
 	b, err := json.Marshal(l)
 	if err != nil {
@@ -136,13 +152,8 @@ func (c *Coordinator) save(ctx context.Context, name string, l *lineage) error {
 	if l.Ended {
 		ttl = c.cfg.EndedTTL
 	}
-	if err := c.store.Set(ctx, stateKey(c.keys, name), b, ttl); err != nil {
-		return err
-	}
-	if err := c.store.Set(ctx, statusKey(c.keys, name), st, ttl); err != nil {
-		return err
-	}
-	l.dirty = false
+	c.batch.Set(stateKey(c.keys, name), b, ttl)
+	c.batch.Set(statusKey(c.keys, name), st, ttl)
 	return nil
 }
 

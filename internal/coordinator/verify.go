@@ -182,8 +182,8 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 		return env, nil, rejected, RejectReplay, nil
 	}
 	s.LastSeq, s.LastMS = env.Seq, now.UnixMilli()
-	if err := c.saveSession(ctx, s); err != nil {
-		return nil, nil, rejected, "", err
-	}
+	// persisted by the flush that persists what this report changes,
+	// before its entry is acked
+	c.dirtySessions[s.SID] = s
 	return env, s, accepted, "", nil
 }

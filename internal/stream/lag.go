@@ -48,15 +48,23 @@ func (g GroupLag) TrimmedUnread() (n int64, ok bool) {
 	return 0, false
 }
 
-// Lag reads the stream's and the group's counters (two O(1) commands).
+// Lag reads the stream's and the group's counters (two O(1) commands in
+// one MULTI/EXEC, so both describe the same moment).
 func (c *Client) Lag(ctx context.Context, stream, group string) (GroupLag, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	info, err := c.rdb.XInfoStream(ctx, stream).Result()
+	// One MULTI: read apart, an entry appended between the two could be
+	// in the group's lag but after the stream's last id, and a group at
+	// the end of the stream would count it as trimmed unread.
+	pipe := c.rdb.TxPipeline()
+	infoCmd := pipe.XInfoStream(ctx, stream)
+	groupsCmd := pipe.XInfoGroups(ctx, stream)
+	_, _ = pipe.Exec(ctx) // each command's own error is checked below
+	info, err := infoCmd.Result()
 	if err != nil {
 		return GroupLag{}, fmt.Errorf("stream: xinfo stream %s: %w", stream, err)
 	}
-	groups, err := c.rdb.XInfoGroups(ctx, stream).Result()
+	groups, err := groupsCmd.Result()
 	if err != nil {
 		return GroupLag{}, fmt.Errorf("stream: xinfo groups %s: %w", stream, err)
 	}

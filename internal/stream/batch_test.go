@@ -1,0 +1,70 @@
+package stream
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWriteBatch(t *testing.T) {
+	t.Parallel()
+	c, mr := openMini(t)
+	ctx := context.Background()
+	var b Batch
+	if err := c.WriteBatch(ctx, &b); err != nil {
+		t.Fatalf("empty batch: %v", err)
+	}
+	b.Set("k1", []byte("v1"), 0)
+	b.Set("k2", []byte("v2"), time.Minute)
+	b.HSet("h", "a", "1", "b", "2")
+	b.HSet("h") // nothing to write: not queued
+	b.PushList("l", 3, []byte("1"), []byte("2"))
+	b.PushList("l", 3, []byte("3"), []byte("4"))
+	b.PushList("l", 3) // nothing to write: not queued
+	if b.Len() != 5 {
+		t.Fatalf("Len %d, want 5", b.Len())
+	}
+	if err := c.WriteBatch(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := mr.Get("k1"); v != "v1" || mr.TTL("k1") != 0 {
+		t.Errorf("k1 = %q ttl %s", v, mr.TTL("k1"))
+	}
+	if v, _ := mr.Get("k2"); v != "v2" || mr.TTL("k2") != time.Minute {
+		t.Errorf("k2 = %q ttl %s", v, mr.TTL("k2"))
+	}
+	if a, b := mr.HGet("h", "a"), mr.HGet("h", "b"); a != "1" || b != "2" {
+		t.Errorf("h = %q %q", a, b)
+	}
+	if l, _ := mr.List("l"); strings.Join(l, ",") != "2,3,4" {
+		t.Errorf("l = %v, want the last 3 of 1..4", l)
+	}
+	b.Reset()
+	if b.Len() != 0 {
+		t.Fatalf("Len after Reset %d", b.Len())
+	}
+
+	// malformed batches are refused before anything is sent
+	for name, bad := range map[string]func(*Batch){
+		"odd hset":   func(b *Batch) { b.Set("x", []byte("1"), 0); b.HSet("h2", "a") },
+		"push max 0": func(b *Batch) { b.Set("x", []byte("1"), 0); b.PushList("l2", 0, []byte("1")) },
+	} {
+		var b Batch
+		bad(&b)
+		if err := c.WriteBatch(ctx, &b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if mr.Exists("x") {
+			t.Errorf("%s: part of a refused batch was written", name)
+		}
+	}
+
+	// a server error is returned, wrapped
+	mr.SetError("server down")
+	b.Set("k3", []byte("v3"), 0)
+	if err := c.WriteBatch(ctx, &b); err == nil || !strings.Contains(err.Error(), "batch of 1 writes") {
+		t.Errorf("error %v, want the batch's error", err)
+	}
+	mr.SetError("")
+}
