@@ -165,16 +165,9 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		// where the job resumed
 		span.StartStep, span.EndStep, span.Node = startStep, max(span.EndStep, startStep), job.Node
 	default:
-		// one span per attempt: close the previous one, open this one
-		if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
-			st.History[n-1].EndMS = env.TimeMS
-			// no end report came (the attempt was killed): it got as far
-			// as the last step it reported
-			st.History[n-1].EndStep = max(st.Step, st.History[n-1].StartStep)
-			if st.History[n-1].Reason == "" {
-				st.History[n-1].Reason = "requeued"
-			}
-		}
+		// one span per attempt: close the previous one (no end report
+		// came: the attempt was killed), open this one
+		l.closeOpenSpan(env.TimeMS, "requeued")
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
 			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
 	}
@@ -241,6 +234,34 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 	l.End = &attemptEnd{JobID: job.JobID, Attempt: job.Attempt, AtMS: env.TimeMS, ExitCode: end.ExitCode, Done: done}
 }
 
+// closeOpenSpan ends the last history span if it is still open, at atMS
+// and the last step the coordinator saw, with reason unless it has one. It
+// returns the span it closed, or nil.
+func (l *lineage) closeOpenSpan(atMS int64, reason string) *report.Span {
+	st := &l.Status
+	n := len(st.History)
+	if n == 0 || st.History[n-1].EndMS != 0 {
+		return nil
+	}
+	sp := &st.History[n-1]
+	sp.EndMS, sp.EndStep = atMS, max(st.Step, sp.StartStep)
+	if sp.Reason == "" {
+		sp.Reason = reason
+	}
+	return sp
+}
+
+// attemptExit is the exit code the current attempt's end report gave, nil
+// when it sent none.
+func (l *lineage) attemptExit() *int {
+	st := &l.Status
+	if e := l.End; e != nil && e.JobID == st.JobID && e.Attempt == st.Attempt {
+		code := e.ExitCode
+		return &code
+	}
+	return nil
+}
+
 // span returns the history span of one attempt of a job, if any.
 func (l *lineage) span(jobID uint64, attempt int) *report.Span {
 	h := l.Status.History
@@ -258,13 +279,7 @@ func (l *lineage) span(jobID uint64, attempt int) *report.Span {
 // no end report said it.
 func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 	st := &l.Status
-	if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 {
-		st.History[n-1].EndMS = atMS
-		st.History[n-1].EndStep = max(st.Step, st.History[n-1].StartStep)
-		if st.History[n-1].Reason == "" {
-			st.History[n-1].Reason = strings.ToLower(state)
-		}
-	}
+	l.closeOpenSpan(atMS, strings.ToLower(state))
 	st.State, st.EndedMS, st.ExitStatus = state, atMS, exit
 	l.Ended, l.End, l.dirty = true, nil, true
 	if state != "ENDED" {

@@ -218,29 +218,25 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 				st.LimitMS, l.dirty = lim, true
 			}
 		}
-		if n := len(st.History); n > 0 && st.History[n-1].EndMS == 0 && j.RestartCount > st.Attempt && j.State != "RUNNING" {
+		if j.RestartCount > st.Attempt && j.State != "RUNNING" {
 			// Slurm requeued the attempt without its wrapper saying goodbye
 			// (node failure, the wrapper killed): close its span here, at the
 			// last step the coordinator saw
-			sp := &st.History[n-1]
-			sp.EndMS, sp.EndStep = now.UnixMilli(), max(st.Step, sp.StartStep)
-			sp.Reason = "requeued by Slurm"
+			reason := "requeued by Slurm"
 			if j.Reason != "" && j.Reason != "None" {
-				sp.Reason += " (" + j.Reason + ")"
+				reason += " (" + j.Reason + ")"
 			}
-			l.dirty = true
-			l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) without an end report from attempt %d: %s",
-				j.JobID, j.RestartCount, st.Attempt, sp.Reason))
+			if sp := l.closeOpenSpan(now.UnixMilli(), ""); sp != nil {
+				sp.Reason = reason
+				l.dirty = true
+				l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) without an end report from attempt %d: %s",
+					j.JobID, j.RestartCount, st.Attempt, reason))
+			}
 		}
 		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" {
 			// ended without the wrapper saying so (killed, node failure,
 			// timeout), or after an attempt's end that did not finish the run
-			var exit *int
-			if e := l.End; e != nil && e.JobID == st.JobID && e.Attempt == st.Attempt {
-				code := e.ExitCode
-				exit = &code
-			}
-			c.finish(l, j.State, now.UnixMilli(), exit)
+			c.finish(l, j.State, now.UnixMilli(), l.attemptExit())
 			l.event(now, "ended", "Slurm reports the job "+j.State)
 			continue
 		}
@@ -267,13 +263,7 @@ func (c *Coordinator) settleCompleted(l *lineage, j report.Job, now time.Time) {
 	if now.UnixMilli()-l.CompletedMS < c.cfg.EndGrace.Milliseconds() {
 		return
 	}
-	st := &l.Status
-	var exit *int
-	if e := l.End; e != nil && e.JobID == st.JobID && e.Attempt == st.Attempt {
-		code := e.ExitCode
-		exit = &code
-	}
-	c.finish(l, "COMPLETED", now.UnixMilli(), exit)
+	c.finish(l, "COMPLETED", now.UnixMilli(), l.attemptExit())
 	l.event(now, "ended", fmt.Sprintf("Slurm reports the job COMPLETED and no end report settled the run within %s", c.cfg.EndGrace))
 }
 
