@@ -30,8 +30,7 @@ func (w *world) killCoordinator() {
 // job for the lineage and each action executed once.
 func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 	w := newWorld(t, fastPolicy)
-	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
-	waitFor(t, w, 3*time.Minute, "blocker running on gpu", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+	blocker := w.blockGPU(t, 3*time.Minute)
 
 	lineage := fmt.Sprintf("chaos%d", time.Now().UnixNano()%1e6)
 	// No periodic checkpoints: the migration has to ask for one first. The

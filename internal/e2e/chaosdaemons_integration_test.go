@@ -26,8 +26,7 @@ import (
 func TestChaosSlurmctldRestart(t *testing.T) {
 	w := newWorld(t, fastPolicy)
 	restoreClusterOnCleanup(t)
-	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
-	waitFor(t, w, 3*time.Minute, "blocker running on gpu", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+	blocker := w.blockGPU(t, 3*time.Minute)
 
 	lineage := fmt.Sprintf("ctld%d", time.Now().UnixNano()%1e6)
 	const total = 500

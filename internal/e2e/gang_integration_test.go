@@ -20,8 +20,7 @@ import (
 // the coordinator hears from rank 1 first (a real gang has no order either).
 func TestGangMigration(t *testing.T) {
 	w := newWorld(t, fastPolicy)
-	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
-	waitFor(t, w, 3*time.Minute, "blocker running on gpu", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+	blocker := w.blockGPU(t, 3*time.Minute)
 
 	lineage := fmt.Sprintf("gang%d", time.Now().UnixNano()%1e6)
 	const total, mb = 150, 64

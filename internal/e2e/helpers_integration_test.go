@@ -357,3 +357,13 @@ func TestMain(m *testing.M) {
 	testutil.RemoveBinaries()
 	os.Exit(code)
 }
+
+// blockGPU fills the gpu partition (both nodes, all their GPUs) with a
+// sleeping job and waits up to within for it to run; it returns the job
+// id, to scancel when the partition should free up.
+func (w *world) blockGPU(t *testing.T, within time.Duration) string {
+	t.Helper()
+	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
+	waitFor(t, w, within, "blocker running on gpu", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+	return blocker
+}

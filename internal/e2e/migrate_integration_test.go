@@ -21,8 +21,7 @@ const fastPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "
 // the same step count as a run that never moved.
 func TestMigrateCPUToGPU(t *testing.T) {
 	w := newWorld(t, fastPolicy)
-	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "gpu", "-N", "2", "--gres=gpu:2", "-t", "5", "--wrap", "sleep 300")
-	waitFor(t, w, 30*time.Second, "blocker running", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
+	blocker := w.blockGPU(t, 30*time.Second)
 
 	lineage := fmt.Sprintf("mig%d", time.Now().UnixNano()%1e6)
 	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 150, Migrate: true}
