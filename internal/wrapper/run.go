@@ -154,6 +154,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		// the loop creates it; a stale one from a previous attempt is read from its end
 	}
 	control := filepath.Join(tmp, "checkpoint-request")
+	ours := []string{opts.ProgressFile, control} // removed at exit when tmp was not ours to remove whole
 	if opts.ProgressFile != "" {
 		setenv("ISCHED_PROGRESS_FILE", opts.ProgressFile)
 	}
@@ -164,7 +165,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	sigmap, err := buildSignalMap(opts, control)
 	if err != nil {
 		fmt.Fprintf(d.Stderr, "isched-wrapper: %v\n", err)
-		removeTmp(tmp, tmpCreated, []string{opts.ProgressFile, control}, log)
+		removeTmp(tmp, tmpCreated, ours, log)
 		return 2
 	}
 	if inSlurm {
@@ -243,7 +244,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 			fmt.Fprintf(d.Stderr, "isched-wrapper: --iter-pattern: %v\n", err)
 			stopAll()
 			wg.Wait()
-			removeTmp(tmp, tmpCreated, []string{opts.ProgressFile, control}, log)
+			removeTmp(tmp, tmpCreated, ours, log)
 			return 2
 		}
 		errMatcher, _ = progress.NewMatcher(opts.IterPattern)
@@ -395,7 +396,6 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		}
 		sum.Reports, sum.ReportsQueued = rep.delivered(), rep.out.len()
 	}
-	ours := []string{opts.ProgressFile, control}
 	if rep != nil && rep.out.len() > 0 && filepath.Dir(rep.out.spoolPath) == tmp {
 		tmpCreated = false // the spool of undelivered reports stays, for a post-mortem
 	}
