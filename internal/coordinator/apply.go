@@ -65,11 +65,13 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		}
 		var pts [][]byte
 		if job.Rank == 0 { // ranks step in lockstep: rank 0 speaks for the job's progress
+			var last int64
 			for _, it := range smp.Iters {
 				l.Iter.Add(it)
 				if it.Step > st.Step {
 					st.Step = it.Step
 				}
+				last = max(last, it.Step)
 				l.LastIterMS = max(l.LastIterMS, it.AtMS)
 				if it.LossNonFinite {
 					l.NonFinite = true
@@ -90,6 +92,11 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				}
 				b, _ := json.Marshal(p)
 				pts = append(pts, b)
+			}
+			if sp := l.span(job.JobID, job.Attempt); sp != nil && sp.EndMS != 0 && last > sp.EndStep {
+				// late iterations of an attempt whose span Slurm's requeue
+				// closed already: it got that far
+				sp.EndStep = last
 			}
 			if smp.CPU != nil {
 				l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
@@ -198,10 +205,19 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 	if job.Rank != 0 {
 		return // rank 0 speaks for the job: its last iterations may still be on their way
 	}
-	if sp := l.span(job.JobID, job.Attempt); sp != nil && sp.EndMS == 0 {
-		sp.EndMS = env.TimeMS
-		sp.EndStep = max(st.Step, sp.StartStep)
-		sp.Reason = end.Reason
+	if sp := l.span(job.JobID, job.Attempt); sp != nil {
+		switch at := (spanKey{job.JobID, job.Attempt}); {
+		case sp.EndMS == 0:
+			sp.EndMS = env.TimeMS
+			sp.EndStep = max(st.Step, sp.StartStep)
+			sp.Reason = end.Reason
+		case l.SlurmClosed != nil && *l.SlurmClosed == at:
+			// the job table showed Slurm's requeue before this report: the
+			// wrapper's end is the exact one (its late iterations already
+			// moved EndStep)
+			sp.EndMS, sp.Reason = env.TimeMS, end.Reason+", "+sp.Reason
+			l.SlurmClosed = nil
+		}
 	}
 	if job.JobID != st.JobID || job.Attempt != st.Attempt {
 		return // a late end of an attempt the lineage has left behind

@@ -228,8 +228,9 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 			}
 			if sp := l.closeOpenSpan(now.UnixMilli(), ""); sp != nil {
 				sp.Reason = reason
+				l.SlurmClosed = &spanKey{sp.JobID, sp.Attempt}
 				l.dirty = true
-				l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) without an end report from attempt %d: %s",
+				l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) before any end report from attempt %d: %s",
 					j.JobID, j.RestartCount, st.Attempt, reason))
 			}
 		}

@@ -72,3 +72,69 @@ func TestSlurmRequeueWithoutEndReportClosesTheSpan(t *testing.T) {
 		}
 	}
 }
+
+// A preempted attempt whose last reports are late: the job table shows
+// Slurm's requeue first (the span closes at the last step seen), then the
+// attempt's last iterations and its end report arrive. The span must end
+// where the trainer stopped, with the wrapper's own end, so the history
+// shows no lost iterations.
+func TestLateReportsOfARequeuedAttemptExtendItsSpan(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-41"
+	e.publish([]report.Job{job(41, 1001, "alice", "RUNNING", "scavenger", "")}, nil)
+	w0 := e.attemptWrapper(41, lin, 0)
+	e.start(w0)
+	e.sample(w0, 1, 44, 100)
+	e.rounds(1)
+
+	e.now = e.now.Add(time.Second)
+	j := job(41, 1001, "alice", "PENDING", "scavenger", "")
+	j.RestartCount, j.Reason = 1, "BeginTime"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	if st := e.status(lin); len(st.History) != 1 || st.History[0].EndStep != 44 {
+		t.Fatalf("span after Slurm's requeue: %s, want ended at step 44", spans(st))
+	}
+	closedMS := e.status(lin).History[0].EndMS
+
+	// the late reports: iterations 45..53, then the end after the SIGTERM save
+	// (sent before the coordinator saw the requeue: the wrapper's clock)
+	tableAt := e.now
+	e.now = e.now.Add(-500 * time.Millisecond)
+	endAt := e.now
+	e.sample(w0, 45, 9, 100)
+	e.end(w0, 0)
+	e.now = tableAt
+	e.rounds(1)
+	st := e.status(lin)
+	if len(st.History) != 1 || st.History[0].EndStep != 53 {
+		t.Fatalf("span after the late reports: %s, want ended at step 53", spans(st))
+	}
+	sp := st.History[0]
+	if sp.EndMS != endAt.UnixMilli() || sp.EndMS == closedMS || !strings.HasPrefix(sp.Reason, report.EndExited+", requeued by Slurm") {
+		t.Errorf("span %s: want the wrapper's end (at %d, %q first) and Slurm's requeue in its reason", spans(st), endAt.UnixMilli(), report.EndExited)
+	}
+	if st.State == "ENDED" {
+		t.Errorf("lineage ended on a requeued job")
+	}
+
+	// attempt 1 resumes at 53: no gap in the history
+	e.now = e.now.Add(10 * time.Second)
+	j.State, j.Reason = "RUNNING", ""
+	e.publish([]report.Job{j}, nil)
+	w1 := e.attemptWrapper(41, lin, 1)
+	e.start(w1)
+	e.sample(w1, 54, 5, 100)
+	e.rounds(1)
+	st = e.status(lin)
+	if len(st.History) != 2 || st.History[0].EndStep != 53 || st.History[1].Attempt != 1 || st.History[1].EndMS != 0 {
+		t.Errorf("history %s, want attempt 0 ended at 53 and attempt 1 open", spans(st))
+	}
+	// a stray late sample of attempt 0 with an older step moves nothing
+	e.sample(w0, 50, 1, 100)
+	e.rounds(1)
+	if st := e.status(lin); st.History[0].EndStep != 53 {
+		t.Errorf("history %s after an older late sample", spans(st))
+	}
+}

@@ -62,7 +62,18 @@ type lineage struct {
 	// never sent one, or the report is late). After EndGrace the lineage
 	// ends on Slurm's word.
 	CompletedMS int64 `json:"completed_ms,omitempty"`
+	// SlurmClosed is the attempt whose span the job table closed (Slurm
+	// requeued the job) before its wrapper's end report arrived: when the
+	// report comes after all (it was only late, as after a preemption), it
+	// still tells when and why the attempt ended.
+	SlurmClosed *spanKey `json:"slurm_closed,omitempty"`
 	dirty       bool
+}
+
+// spanKey names one attempt of one job: one history span.
+type spanKey struct {
+	JobID   uint64 `json:"job_id"`
+	Attempt int    `json:"attempt"`
 }
 
 // attemptEnd is rank 0's end report of the current attempt while the job
