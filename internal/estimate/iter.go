@@ -48,21 +48,21 @@ const (
 // forgotten by the ETA. Sixteen outliers in a row are a level shift (the
 // node got slower): the window restarts from them.
 type IterEstimator struct {
-	Window []Obs `json:"window"` // ring of at most WindowSize steady observations
-	Next   int   `json:"next"`   // where the next observation goes once the ring is full
+	Window Observations `json:"window"` // ring of at most WindowSize steady observations
+	Next   int          `json:"next"`   // where the next observation goes once the ring is full
 
-	Steady        bool  `json:"steady"`         // warm-up of the current process is over
-	Warm          []Obs `json:"warm"`           // last observations of the warm-up in progress
-	WarmN         int   `json:"warm_n"`         // observations in the warm-up in progress
-	WarmupSkipped int   `json:"warmup_skipped"` // observations skipped as warm-up since the last Reset
+	Steady        bool         `json:"steady"`         // warm-up of the current process is over
+	Warm          Observations `json:"warm"`           // last observations of the warm-up in progress
+	WarmN         int          `json:"warm_n"`         // observations in the warm-up in progress
+	WarmupSkipped int          `json:"warmup_skipped"` // observations skipped as warm-up since the last Reset
 
-	RefMS           float64 `json:"ref_ms"`            // median the outlier test compares with
-	SinceRef        int     `json:"since_ref"`         // adds since RefMS was computed
-	Run             []Obs   `json:"run"`               // consecutive outliers not yet counted
-	OutlierExcessMS float64 `json:"outlier_excess_ms"` // Σ (outlier − RefMS) × steps
-	Outliers        int     `json:"outliers"`
-	SteadySteps     int64   `json:"steady_steps"` // steps covered after warm-up, outliers included
-	MaxGapMS        float64 `json:"max_gap_ms"`   // longest time between two steady step reports
+	RefMS           float64      `json:"ref_ms"`            // median the outlier test compares with
+	SinceRef        int          `json:"since_ref"`         // adds since RefMS was computed
+	Run             Observations `json:"run"`               // consecutive outliers not yet counted
+	OutlierExcessMS float64      `json:"outlier_excess_ms"` // Σ (outlier − RefMS) × steps
+	Outliers        int          `json:"outliers"`
+	SteadySteps     int64        `json:"steady_steps"` // steps covered after warm-up, outliers included
+	MaxGapMS        float64      `json:"max_gap_ms"`   // longest time between two steady step reports
 
 	LastStep int64 `json:"last_step"`
 	HaveStep bool  `json:"have_step"`

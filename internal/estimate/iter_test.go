@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -429,5 +430,62 @@ func BenchmarkMemTrackerTrend(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		_ = m.Trend()
+	}
+}
+
+// The list encoders write what per-element json.Marshal wrote (states
+// saved before them decode, and their output decodes the same), and
+// refuse what Obs refuses.
+func TestObservationsJSON(t *testing.T) {
+	t.Parallel()
+	ms := []float64{0.001, 0.01, 0.1, 0.5, 1, 1.5, 12.25, 119.871, 120, 999.999, 1000.001, 86_400_000, 0.0005, 1.0000001, 3e21}
+	var obs Observations
+	for i, m := range ms {
+		obs = append(obs, Obs{MS: m, Steps: int64(i%3 + 1)})
+	}
+	got, err := json.Marshal(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal([]Obs(obs)) // per-element Obs.MarshalJSON
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("list encoding\n got %s\nwant %s", got, want)
+	}
+	var back Observations
+	if err := json.Unmarshal(got, &back); err != nil || !slices.Equal(back, obs) {
+		t.Errorf("round trip: %v, %v", back, err)
+	}
+	for _, nilOrEmpty := range []Observations{nil, {}} {
+		b, _ := json.Marshal(nilOrEmpty)
+		var d Observations
+		if err := json.Unmarshal(b, &d); err != nil || (d == nil) != (nilOrEmpty == nil) {
+			t.Errorf("%s decoded to %#v, %v", b, d, err)
+		}
+	}
+	for _, bad := range []string{`[[0,1]]`, `[[-1,1]]`, `[[1,0]]`, `[[1,1.5]]`, `[[1]]`, `[1]`, `{}`, `[["1",1]]`} {
+		var d Observations
+		if err := json.Unmarshal([]byte(bad), &d); err == nil {
+			t.Errorf("%s decoded to %v, want an error", bad, d)
+		}
+	}
+	if _, err := json.Marshal(Observations{{MS: math.NaN(), Steps: 1}}); err == nil {
+		t.Error("a NaN observation encoded")
+	}
+
+	pts := MemPoints{{Step: 0, RSS: 1 << 30, GPU: 0}, {Step: 10, RSS: 1<<30 + 5, GPU: 7 << 30}}
+	got, _ = json.Marshal(pts)
+	want, _ = json.Marshal([]MemPoint(pts))
+	if string(got) != string(want) {
+		t.Errorf("memory points\n got %s\nwant %s", got, want)
+	}
+	var pback MemPoints
+	if err := json.Unmarshal(got, &pback); err != nil || !slices.Equal(pback, pts) {
+		t.Errorf("memory points round trip: %v, %v", pback, err)
+	}
+	if err := json.Unmarshal([]byte(`[[1,-2,0]]`), &pback); err == nil {
+		t.Error("a negative memory point decoded")
 	}
 }

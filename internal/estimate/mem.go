@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 )
 
 // Tuning of MemTracker.
@@ -43,6 +44,53 @@ func (p *MemPoint) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MemPoints is a list of memory points, stored as the JSON array of their
+// [step, rss, gpu] triples, encoded and decoded at once (see Observations).
+type MemPoints []MemPoint
+
+// MarshalJSON writes [[step, rss, gpu], ...] (null for a nil list).
+func (ps MemPoints) MarshalJSON() ([]byte, error) {
+	if ps == nil {
+		return []byte("null"), nil
+	}
+	b := make([]byte, 0, 2+len(ps)*24)
+	b = append(b, '[')
+	for i, p := range ps {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, p.Step, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p.RSS, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, p.GPU, 10)
+		b = append(b, ']')
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON reads [[step, rss, gpu], ...], with the checks of MemPoint.
+func (ps *MemPoints) UnmarshalJSON(b []byte) error {
+	var a [][3]int64
+	if err := json.Unmarshal(b, &a); err != nil {
+		return fmt.Errorf("estimate: memory points: %w", err)
+	}
+	if a == nil {
+		*ps = nil
+		return nil
+	}
+	out := make(MemPoints, len(a))
+	for i, p := range a {
+		if p[0] < 0 || p[1] < 0 || p[2] < 0 {
+			return fmt.Errorf("estimate: memory point %d: bad memory point %v", i, p)
+		}
+		out[i] = MemPoint{Step: p[0], RSS: p[1], GPU: p[2]}
+	}
+	*ps = out
+	return nil
+}
+
 // MemTracker follows one job's CPU (RSS) and GPU memory. The zero value
 // is ready to use.
 //
@@ -54,15 +102,15 @@ func (p *MemPoint) UnmarshalJSON(b []byte) error {
 // pairwise slopes), which a few spikes (an eval pass, a checkpoint
 // buffer) do not move.
 type MemTracker struct {
-	PeakRSS  int64      `json:"peak_rss"`
-	PeakGPU  int64      `json:"peak_gpu"`
-	Points   []MemPoint `json:"points"`
-	Stride   int64      `json:"stride"`
-	Seen     int        `json:"seen"` // samples of the current process
-	LastStep int64      `json:"last_step"`
-	HaveStep bool       `json:"have_step"`
-	Restarts int        `json:"restarts"`
-	Resets   int        `json:"resets"`
+	PeakRSS  int64     `json:"peak_rss"`
+	PeakGPU  int64     `json:"peak_gpu"`
+	Points   MemPoints `json:"points"`
+	Stride   int64     `json:"stride"`
+	Seen     int       `json:"seen"` // samples of the current process
+	LastStep int64     `json:"last_step"`
+	HaveStep bool      `json:"have_step"`
+	Restarts int       `json:"restarts"`
+	Resets   int       `json:"resets"`
 }
 
 // MemTrend is everything the tracker derives from its points.

@@ -1,0 +1,75 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// warmLineage is a lineage as the coordinator holds it once its job is
+// warm: the iteration window full (512 observations), the memory
+// tracker at its 64 points, a few spans, events and decisions.
+func warmLineage() *lineage {
+	r := rand.New(rand.NewPCG(1, 2))
+	l := &lineage{Status: report.JobStatus{V: 1, Cluster: "lab", Lineage: "lab-1", JobID: 1, User: "alice", UID: 1001,
+		Partition: "cpu", State: "RUNNING", TotalIters: 100_000}}
+	for i := int64(1); i <= 5_000; i++ {
+		ms := 120 + r.NormFloat64()*4
+		if i%500 == 0 {
+			ms *= 6 // an eval phase
+		}
+		l.Iter.Add(report.Iter{Step: i, AtMS: 1_700_000_000_000 + i*120, DurMS: ms, Source: report.SourceFile})
+		if i%10 == 0 {
+			l.Mem.Add(i, 2<<30+i*1024, 0)
+		}
+		l.Status.Step = i
+	}
+	for i := range 3 {
+		l.Status.History = append(l.Status.History, report.Span{JobID: 1, Attempt: i, Partition: "cpu", Node: "cpu1",
+			StartMS: int64(i) * 1000, EndMS: int64(i)*1000 + 900, StartStep: int64(i) * 1000, EndStep: int64(i)*1000 + 999, Reason: "exited"})
+		l.Status.Events = append(l.Status.Events, report.StatusEvent{AtMS: int64(i), Kind: "requeued", Message: "Slurm requeued the job"})
+	}
+	return l
+}
+
+// BenchmarkSaveWarmLineage is the encoding queueSave does for every
+// lineage a round touched: at 10 000 jobs reporting every 5 s, 2 000 a
+// second. It reports the state's size.
+func BenchmarkSaveWarmLineage(b *testing.B) {
+	l := warmLineage()
+	if n := len(l.Iter.Window); n != 512 {
+		b.Fatalf("window %d, want full (512)", n)
+	}
+	var size int
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := json.Marshal(l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := json.Marshal(l.Status)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(s) + len(st)
+	}
+	b.ReportMetric(float64(size), "bytes/save")
+}
+
+// BenchmarkLoadWarmLineage is the decoding a new leader does for each
+// lineage it takes over.
+func BenchmarkLoadWarmLineage(b *testing.B) {
+	s, err := json.Marshal(warmLineage())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var l lineage
+		if err := json.Unmarshal(s, &l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
