@@ -305,7 +305,19 @@ func TestCloseAndRunLifecycle(t *testing.T) {
 	w, _ = New(Config{Dir: t.TempDir(), Logger: quiet})
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(context.Background()) }()
-	time.Sleep(20 * time.Millisecond)
+	// Close must find Run started (a loaded machine may not have begun it
+	// within any fixed sleep)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		w.mu.Lock()
+		started := w.started
+		w.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not start within 10 s")
+		}
+	}
 	w.Close() // waits for Run
 	select {
 	case err := <-errc:
