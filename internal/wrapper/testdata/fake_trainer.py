@@ -49,6 +49,8 @@ ap.add_argument("--wait-request", action="store_true", help="run until a checkpo
 ap.add_argument("--crash-at", type=int, default=0, help="first attempt: SIGKILL itself after this step")
 ap.add_argument("--crash-mid-save", action="store_true", help="with --crash-at: leave a half-written temporary checkpoint first")
 ap.add_argument("--no-total", action="store_true", help="do not tell isched the total step count")
+ap.add_argument("--start-file", default="",
+                help="before the first step, record facts with waiting=true and wait (at most 5 min) for this file to exist")
 ap.add_argument("--gpu-speedup", type=float, default=1.0,
                 help="steps take --period / this when Slurm gave the job GPUs (CUDA_VISIBLE_DEVICES): the lab's GPUs are emulated")
 a = ap.parse_args()
@@ -141,6 +143,17 @@ if os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "NoDevFiles") and a.gp
     period = a.period / a.gpu_speedup
 facts["period"] = period
 step = start
+if a.start_file:
+    # a barrier: jobs that Slurm launched seconds apart start training together
+    facts["waiting"] = True
+    write_facts()
+    give_up = time.time() + 300
+    while not os.path.exists(a.start_file):
+        if time.time() > give_up:
+            print("fake trainer: %s did not appear within 5 min" % a.start_file, file=sys.stderr, flush=True)
+            sys.exit(4)
+        time.sleep(0.05)
+    del facts["waiting"]
 deadline = time.time() + 120
 while step < a.steps or (a.wait_request and time.time() < deadline):
     t0 = time.time()
