@@ -39,6 +39,11 @@ var (
 	ErrBadMAC = errors.New("auth: message authentication failed")
 	// ErrCredential: the MUNGE credential is invalid, expired, replayed or not ours.
 	ErrCredential = errors.New("auth: credential rejected")
+	// ErrReplayed: MUNGE opened this credential before. A Munger returns it
+	// with the payload and ids it still decoded (MUNGE does), so that a
+	// caller who knows it is reading the same message again (a stream entry
+	// delivered a second time after a crash) can use OpenRedelivered.
+	ErrReplayed = errors.New("auth: credential replayed")
 )
 
 // Session is one wrapper run's identity and key.
@@ -122,13 +127,29 @@ func Issue(ctx context.Context, m Munger, s Session, cluster string, jobID uint6
 
 var sidRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-// Open decodes a credential and checks its claims are well formed.
+// Open decodes a credential and checks its claims are well formed. A
+// credential MUNGE opened before is refused: a captured start report sent
+// again must not open a session.
 func Open(ctx context.Context, m Munger, cred string) (Verified, error) {
+	return open(ctx, m, cred, false)
+}
+
+// OpenRedelivered is Open for a credential whose message the caller has
+// read before and may have opened already (the coordinator died between
+// opening it and saving the session, and its stream delivers the same
+// entry again): MUNGE's replay verdict is accepted, every other check
+// stands. Never call it for a message that arrived as new: that is how a
+// captured report is replayed.
+func OpenRedelivered(ctx context.Context, m Munger, cred string) (Verified, error) {
+	return open(ctx, m, cred, true)
+}
+
+func open(ctx context.Context, m Munger, cred string, replayOK bool) (Verified, error) {
 	if len(cred) == 0 || len(cred) > 8<<10 {
 		return Verified{}, fmt.Errorf("%w: credential length %d", ErrCredential, len(cred))
 	}
 	payload, uid, gid, err := m.Decode(ctx, cred)
-	if err != nil {
+	if err != nil && !(replayOK && errors.Is(err, ErrReplayed) && payload != nil) {
 		return Verified{}, fmt.Errorf("%w: %w", ErrCredential, err)
 	}
 	var c Claims
@@ -175,7 +196,9 @@ func (e ExecMunger) run(ctx context.Context, name string, args []string, stdin [
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
+		// what it printed before failing too: unmunge reports a replayed
+		// credential with an exit code and still prints it
+		return out.Bytes(), fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(errb.String()))
 	}
 	return out.Bytes(), nil
 }
@@ -205,13 +228,28 @@ func (e ExecMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, 
 		bin = "unmunge"
 	}
 	out, err := e.run(ctx, bin, []string{"--numeric"}, []byte(cred))
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == mungeCredReplayed {
+		// unmunge still prints what it decoded
+		payload, uid, gid, perr := parseUnmunge(out, true)
+		if perr != nil {
+			return nil, 0, 0, fmt.Errorf("%w: %w", err, perr)
+		}
+		return payload, uid, gid, fmt.Errorf("%w: %w", ErrReplayed, err)
+	}
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	return parseUnmunge(out)
+	return parseUnmunge(out, false)
 }
 
-func parseUnmunge(out []byte) ([]byte, int, int, error) {
+// mungeCredReplayed is EMUNGE_CRED_REPLAYED, unmunge's exit code and
+// numeric STATUS for a credential decoded before.
+const mungeCredReplayed = 17
+
+// parseUnmunge reads unmunge --numeric's output; replayed: the status must
+// be EMUNGE_CRED_REPLAYED instead of success.
+func parseUnmunge(out []byte, replayed bool) ([]byte, int, int, error) {
 	meta, payload, ok := bytes.Cut(out, []byte("\n\n"))
 	if !ok {
 		return nil, 0, 0, errors.New("unmunge: no payload separator")
@@ -233,7 +271,12 @@ func parseUnmunge(out []byte) ([]byte, int, int, error) {
 			gid = atoiPrefix(v)
 		}
 	}
-	if !strings.HasPrefix(status, "Success") && status != "0" {
+	switch {
+	case replayed:
+		if status != strconv.Itoa(mungeCredReplayed) && !strings.HasPrefix(status, "Replayed") {
+			return nil, 0, 0, fmt.Errorf("unmunge: status %q, want replayed", status)
+		}
+	case !strings.HasPrefix(status, "Success") && status != "0":
 		return nil, 0, 0, fmt.Errorf("unmunge: status %q", status)
 	}
 	if uid < 0 || gid < 0 {

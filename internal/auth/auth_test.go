@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +107,7 @@ func TestOpenRejects(t *testing.T) {
 func TestParseUnmunge(t *testing.T) {
 	t.Parallel()
 	ok := "STATUS:          0\nENCODE_HOST:     127.0.0.1\nUID:             1001\nGID:             1002\nUID_RESTRICTION: 0\nLENGTH:          3\n\nabc"
-	p, uid, gid, err := parseUnmunge([]byte(ok))
+	p, uid, gid, err := parseUnmunge([]byte(ok), false)
 	if err != nil || string(p) != "abc" || uid != 1001 || gid != 1002 {
 		t.Fatalf("parse: %q %d %d %v", p, uid, gid, err)
 	}
@@ -115,8 +117,74 @@ func TestParseUnmunge(t *testing.T) {
 		"no uid":       "STATUS: 0\nGID: 1\n\nabc",
 		"bad uid":      "STATUS: 0\nUID: x\nGID: 1\n\nabc",
 	} {
-		if _, _, _, err := parseUnmunge([]byte(in)); err == nil {
+		if _, _, _, err := parseUnmunge([]byte(in), false); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// a replayed credential's output: read only when asked for
+	replayed := strings.Replace(ok, "STATUS:          0", "STATUS:          17", 1)
+	if p, uid, _, err := parseUnmunge([]byte(replayed), true); err != nil || string(p) != "abc" || uid != 1001 {
+		t.Errorf("replayed: %q %d %v", p, uid, err)
+	}
+	if _, _, _, err := parseUnmunge([]byte(ok), true); err == nil {
+		t.Error("a success status read as a replay")
+	}
+	if _, _, _, err := parseUnmunge([]byte("STATUS: 15\nUID: 1\nGID: 1\n\nabc"), true); err == nil {
+		t.Error("an expired credential (15) read as a replay")
+	}
+}
+
+// replayMunger opens each credential once, then answers ErrReplayed with
+// what it decoded, as MUNGE does.
+type replayMunger struct {
+	fakeMunger
+	opened map[string]bool
+}
+
+func (r *replayMunger) Decode(ctx context.Context, c string) ([]byte, int, int, error) {
+	p, uid, gid, err := r.fakeMunger.Decode(ctx, c)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if r.opened[c] {
+		return p, uid, gid, fmt.Errorf("%w: unmunge: exit status 17", ErrReplayed)
+	}
+	if r.opened == nil {
+		r.opened = map[string]bool{}
+	}
+	r.opened[c] = true
+	return p, uid, gid, nil
+}
+
+// A credential opened once is refused by Open and accepted by
+// OpenRedelivered with the same claims and uid; OpenRedelivered keeps
+// every other check.
+func TestOpenRedelivered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := &replayMunger{fakeMunger: fakeMunger{uid: 1001}}
+	s, _ := NewSession()
+	cred, err := Issue(ctx, m, s, "lab", 7, "run", 0, time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := Open(ctx, m, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, m, cred); !errors.Is(err, ErrCredential) || !errors.Is(err, ErrReplayed) {
+		t.Errorf("Open of a replayed credential: %v, want ErrCredential and ErrReplayed", err)
+	}
+	again, err := OpenRedelivered(ctx, m, cred)
+	if err != nil || again.SID != first.SID || again.UID != 1001 || !bytes.Equal(again.Key, first.Key) {
+		t.Errorf("OpenRedelivered: %+v, %v; want the first opening's claims", again, err)
+	}
+	if _, err := OpenRedelivered(ctx, m, "MUNGE:unknown:"); !errors.Is(err, ErrCredential) {
+		t.Errorf("OpenRedelivered of an unknown credential: %v", err)
+	}
+	bad, _ := m.Encode(ctx, []byte(`{"v":1,"sid":"nope"}`), 0, 0)
+	_, _ = Open(ctx, m, bad)
+	if _, err := OpenRedelivered(ctx, m, bad); !errors.Is(err, ErrCredential) {
+		t.Errorf("OpenRedelivered of malformed claims: %v", err)
 	}
 }

@@ -59,8 +59,13 @@ func TestMungeBindsTheRealUser(t *testing.T) {
 			t.Errorf("credential made by %s carries uid %d, want %d", name, v.UID, uidOf(t, name))
 		}
 		// a credential can be opened once: a captured one cannot be replayed
-		if _, err := auth.Open(ctx, real, cred); !errors.Is(err, auth.ErrCredential) {
-			t.Errorf("replayed credential of %s accepted: %v", name, err)
+		if _, err := auth.Open(ctx, real, cred); !errors.Is(err, auth.ErrCredential) || !errors.Is(err, auth.ErrReplayed) {
+			t.Errorf("replayed credential of %s: %v, want refused as replayed", name, err)
+		}
+		// the coordinator reading the same stream entry again after a
+		// crash: the real unmunge still tells who made it
+		if again, err := auth.OpenRedelivered(ctx, real, cred); err != nil || again.UID != v.UID || again.SID != v.SID {
+			t.Errorf("redelivered credential of %s: %+v, %v", name, again, err)
 		}
 	}
 	// restricted to root: alice cannot open bob's credential to learn his key

@@ -67,7 +67,8 @@ func (m *fakeMunger) Decode(_ context.Context, cred string) ([]byte, int, int, e
 		return nil, 0, 0, errors.New("invalid credential")
 	}
 	if c.opened {
-		return nil, 0, 0, errors.New("replayed credential")
+		// as MUNGE: refused, with what it decoded
+		return c.payload, c.uid, c.uid, fmt.Errorf("%w: replayed credential", auth.ErrReplayed)
 	}
 	c.opened = true
 	m.creds[cred] = c

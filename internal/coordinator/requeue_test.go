@@ -138,3 +138,59 @@ func TestLateReportsOfARequeuedAttemptExtendItsSpan(t *testing.T) {
 		t.Errorf("history %s after an older late sample", spans(st))
 	}
 }
+
+// A coordinator SIGKILLed after opening a start report's MUNGE credential
+// and before saving its session: MUNGE opens a credential once, so the
+// next coordinator, reading the same entry again from the group's pending
+// list, must still accept it (CI: TestChaosKillsDuringMigrations lost a
+// whole job's reports as "bad-credential"). The same start sent as a new
+// entry (a replay by someone else) is still refused.
+func TestStartRedeliveredAfterACrashOpensItsSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-42"
+	e.publish([]report.Job{job(42, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	w := e.attemptWrapper(42, lin, 0)
+	raw, mac := func() ([]byte, string) {
+		env := report.NewEnvelope(report.KindStart, e.now)
+		env.Start = &report.Start{Argv: []string{"python3", "train.py"}, Host: "h", PID: 1, Cred: w.cred, GPUs: []string{}}
+		return e.send(w, env)
+	}()
+	// the dead coordinator: the entry delivered to it, its credential opened
+	ctx := context.Background()
+	if err := e.store.EnsureGroup(ctx, "isched:lab:ingest", group); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.store.ReadGroup(ctx, "isched:lab:ingest", group, "c1", 10, time.Millisecond); err != nil || len(got) != 1 {
+		t.Fatalf("delivering the start: %d entries, %v", len(got), err)
+	}
+	if _, err := auth.Open(ctx, e.m, w.cred); err != nil {
+		t.Fatal(err)
+	}
+	e.sample(w, 1, 5, 100)
+	e.rounds(1)
+	if n := e.counter(RejectBadCred); n != 0 {
+		t.Fatalf("the redelivered start was refused as a bad credential (%v)", n)
+	}
+	if st := e.status(lin); st.Step != 5 || st.State != "RUNNING" {
+		t.Fatalf("status after the redelivered start: state %q step %d, want RUNNING at 5", st.State, st.Step)
+	}
+
+	// someone appends the captured start again: a new entry, refused
+	e.appendRaw(raw, mac)
+	e.rounds(1)
+	if n := e.counter(RejectReplay); n != 1 {
+		t.Errorf("the start appended again: replay rejections %v, want 1", n)
+	}
+	// and a captured start whose session the coordinator never saw, sent as
+	// a new entry after its credential was opened elsewhere
+	w2 := e.attemptWrapper(43, "lab-43", 0)
+	if _, err := auth.Open(ctx, e.m, w2.cred); err != nil {
+		t.Fatal(err)
+	}
+	e.start(w2)
+	e.rounds(1)
+	if n := e.counter(RejectBadCred); n != 1 {
+		t.Errorf("an opened credential in a new entry: bad-credential rejections %v, want 1", n)
+	}
+}

@@ -123,7 +123,15 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 			if env.Start.Cred == "" {
 				return env, nil, rejected, RejectUnauth, nil
 			}
-			v, err := auth.Open(ctx, c.munger, env.Start.Cred)
+			open := auth.Open
+			if e.Redelivered {
+				// this very entry was read before: a coordinator may have
+				// died between opening its credential and saving the
+				// session, and MUNGE opens a credential once. A replay by
+				// someone else is a new entry, refused by Open.
+				open = auth.OpenRedelivered
+			}
+			v, err := open(ctx, c.munger, env.Start.Cred)
 			if err != nil {
 				return env, nil, rejected, RejectBadCred, nil
 			}

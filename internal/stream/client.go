@@ -23,6 +23,10 @@ type Entry struct {
 	ID      string
 	Payload []byte
 	MAC     string
+	// Redelivered: read from a consumer group's pending list (ReadOwnPending,
+	// Claim), so delivered to a consumer of the group before; a new entry
+	// (ReadGroup) is not.
+	Redelivered bool
 }
 
 // Client is a connection pool for one ACL user.
@@ -236,7 +240,14 @@ func (c *Client) Claim(ctx context.Context, stream, group, consumer string, minI
 	if err != nil {
 		return nil, fmt.Errorf("stream: xautoclaim %s/%s: %w", stream, group, err)
 	}
-	return toEntries(msgs), nil
+	return redelivered(toEntries(msgs)), nil
+}
+
+func redelivered(es []Entry) []Entry {
+	for i := range es {
+		es[i].Redelivered = true
+	}
+	return es
 }
 
 // Set stores a value; ttl 0 means no expiry.

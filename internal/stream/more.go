@@ -97,7 +97,7 @@ func (c *Client) ReadOwnPending(ctx context.Context, stream, group, consumer str
 	for _, s := range res {
 		out = append(out, toEntries(s.Messages)...)
 	}
-	return out, nil
+	return redelivered(out), nil
 }
 
 // HDel deletes hash fields.

@@ -137,8 +137,8 @@ func TestStreamsOnMiniredis(t *testing.T) {
 		t.Fatalf("second EnsureGroup: %v", err)
 	}
 	got, err = c.ReadGroup(ctx, s, "g", "c1", 10, 10*time.Millisecond)
-	if err != nil || len(got) != 3 {
-		t.Fatalf("ReadGroup: %v %+v", err, got)
+	if err != nil || len(got) != 3 || got[0].Redelivered {
+		t.Fatalf("ReadGroup: %v %+v (new entries are not redelivered)", err, got)
 	}
 	if err := c.Ack(ctx, s, "g", got[0].ID); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestStreamsOnMiniredis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(claimed) != 2 || string(claimed[0].Payload) != "two" {
+	if len(claimed) != 2 || string(claimed[0].Payload) != "two" || !claimed[0].Redelivered || !claimed[1].Redelivered {
 		t.Fatalf("Claim: %+v", claimed)
 	}
 	if _, err := c.Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
@@ -220,7 +220,7 @@ func TestLockAndLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	pend, err := c.ReadOwnPending(ctx, s, "g", "me", 10)
-	if err != nil || len(pend) != 1 || string(pend[0].Payload) != "x" {
+	if err != nil || len(pend) != 1 || string(pend[0].Payload) != "x" || !pend[0].Redelivered {
 		t.Fatalf("own pending: %v %+v", err, pend)
 	}
 }
