@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/isched/isched/internal/report"
 )
@@ -71,5 +72,20 @@ func BenchmarkLoadWarmLineage(b *testing.B) {
 		if err := json.Unmarshal(s, &l); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRefreshEstimatesWarm is the estimation apply does for every
+// sample report of a warm job: iteration estimate, ETA, memory trend,
+// health checks.
+func BenchmarkRefreshEstimatesWarm(b *testing.B) {
+	cfg := Config{ID: "bench"}
+	cfg.defaults()
+	c := &Coordinator{cfg: cfg}
+	l := warmLineage()
+	now := time.UnixMilli(1_700_000_600_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.refreshEstimates(l, now)
 	}
 }

@@ -111,6 +111,22 @@ type MemTracker struct {
 	HaveStep bool      `json:"have_step"`
 	Restarts int       `json:"restarts"`
 	Resets   int       `json:"resets"`
+
+	// the last Trend and what it was computed from: the coordinator asks
+	// for the trend at every report (three times), while the points change
+	// only every Stride steps. Not persisted.
+	trend    MemTrend
+	trendKey memTrendKey
+}
+
+// memTrendKey identifies the points a Trend was computed from: points are
+// only appended (each at a higher step than the last), thinned (the count
+// halves) or dropped with a restart or a reset (counted).
+type memTrendKey struct {
+	ok               bool
+	n                int
+	first, last      MemPoint
+	restarts, resets int
 }
 
 // MemTrend is everything the tracker derives from its points.
@@ -208,11 +224,23 @@ func (m *MemTracker) PredictPeak(totalIters int64) (rss, gpu int64) {
 	return grow(rss, t.RSSPerIter, t.RSSGrowing), grow(gpu, t.GPUPerIter, t.GPUGrowing)
 }
 
-// Trend computes slopes and growth verdicts in one pass over the points
-// (Slope, Growing and PredictPeak each call it; a caller wanting all three
-// can call it once).
+// Trend computes slopes and growth verdicts in one pass over the points,
+// remembered until the points change (Slope, Growing and PredictPeak each
+// call it).
 func (m *MemTracker) Trend() MemTrend {
-	pts := m.Points
+	key := memTrendKey{ok: true, n: len(m.Points), restarts: m.Restarts, resets: m.Resets}
+	if key.n > 0 {
+		key.first, key.last = m.Points[0], m.Points[key.n-1]
+	}
+	if m.trendKey == key {
+		return m.trend
+	}
+	m.trend, m.trendKey = trendOf(m.Points), key
+	return m.trend
+}
+
+// trendOf computes the trend of a tracker's points.
+func trendOf(pts []MemPoint) MemTrend {
 	if len(pts) > memPoints {
 		pts = pts[len(pts)-memPoints:]
 	}

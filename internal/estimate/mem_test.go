@@ -216,3 +216,44 @@ func TestMemTrackerLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// Trend remembers its answer until the points change: after every Add
+// (points appended, thinned, dropped by a restart or a reset) and after a
+// JSON round trip it answers what a fresh computation over the points does.
+func TestTrendCacheFollowsThePoints(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	var m MemTracker
+	step := int64(0)
+	for i := range 3000 {
+		switch {
+		case i%997 == 996:
+			m.Reset()
+		case i%701 == 700:
+			step /= 2 // a resumed process
+		default:
+			step += 1 + r.Int64N(20)
+		}
+		m.Add(step, 1<<30+step*int64(r.IntN(4096)), int64(r.IntN(1<<20)))
+		want := trendOf(m.Points)
+		if got := m.Trend(); got != want {
+			t.Fatalf("add %d: cached trend %+v, computed %+v", i, got, want)
+		}
+		if got := m.Trend(); got != want { // the cached answer itself
+			t.Fatalf("add %d: second Trend %+v, computed %+v", i, got, want)
+		}
+		if i%500 == 0 {
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back MemTracker
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if got := back.Trend(); got != want {
+				t.Fatalf("add %d: trend after a JSON round trip %+v, want %+v", i, got, want)
+			}
+		}
+	}
+}
