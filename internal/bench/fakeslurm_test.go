@@ -87,7 +87,8 @@ func TestJudgeSoak(t *testing.T) {
 	series := func(coord func(i int) int64) []SoakSample {
 		var out []SoakSample
 		for i := range 20 {
-			out = append(out, SoakSample{At: time.Duration(i) * time.Minute, CoordRSS: coord(i), JobKeys: 10_000})
+			// a heap goal growing all along: shown, not judged
+			out = append(out, SoakSample{At: time.Duration(i) * time.Minute, CoordRSS: coord(i), CoordHeapGoal: 1 << 30 * int64(1+i), JobKeys: 10_000})
 		}
 		return out
 	}
@@ -99,8 +100,8 @@ func TestJudgeSoak(t *testing.T) {
 		return 100<<20 + int64(i%3)<<20
 	})
 	v := JudgeSoak(flat, 5*time.Minute)
-	if len(v) != 2 || !v[0].Pass || !v[1].Pass || v[0].N != 15 {
-		t.Fatalf("flat: %+v", v)
+	if len(v) != 2 || !v[0].Pass || !v[1].Pass || v[0].N != 15 || v[0].Name != "coordinator RSS" {
+		t.Fatalf("flat (its heap goal growing, not judged): %+v", v)
 	}
 	// 1% per sample after the warm-up: the last quarter is > 5% above the median
 	growing := series(func(i int) int64 { return 100<<20 + int64(i)<<20 })

@@ -126,6 +126,10 @@ type Metrics struct {
 	IngestSum, IngestCount float64
 	// isched_coordinator_ingest_trimmed_unread_total, _ingest_lag
 	Trimmed, Lag float64
+	// HeapGoal is go_memstats_next_gc_bytes: the heap size at which the next
+	// collection starts, set by the last one from the heap it found live
+	// (twice it at GOGC=100). A leak raises it; a burst of garbage does not.
+	HeapGoal float64
 }
 
 // ParseMetrics reads the Prometheus text format.
@@ -177,6 +181,8 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 			m.Trimmed = v
 		case "isched_coordinator_ingest_lag":
 			m.Lag = v
+		case "go_memstats_next_gc_bytes":
+			m.HeapGoal = v
 		}
 	}
 	return m, sc.Err()

@@ -617,10 +617,10 @@ func printSoak(w io.Writer, r *bench.Result, warmUp time.Duration) bool {
 		return true
 	}
 	fmt.Fprintf(w, "soak: %d samples, warm-up %s left out of the verdict\n", len(r.Soak), warmUp)
-	fmt.Fprintf(w, "%10s %12s %12s %16s %14s %12s\n", "at", "coord RSS", "agent RSS", "redis job keys/job", "series/job", "stream")
+	fmt.Fprintf(w, "%10s %12s %15s %12s %16s %14s %12s\n", "at", "coord RSS", "coord heap goal", "agent RSS", "redis job keys/job", "series/job", "stream")
 	for _, p := range r.Soak {
-		fmt.Fprintf(w, "%10s %12s %12s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.AgentRSS)),
-			kib(p.JobKeys), kib(p.Series), mib(float64(p.Stream)))
+		fmt.Fprintf(w, "%10s %12s %15s %12s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.CoordHeapGoal)),
+			mib(float64(p.AgentRSS)), kib(p.JobKeys), kib(p.Series), mib(float64(p.Stream)))
 	}
 	ok := true
 	for _, v := range r.SoakVerdicts {
