@@ -93,6 +93,7 @@ type Watcher struct {
 	newFS func() (*fsnotify.Watcher, error) // replaced in tests
 
 	nEvents, nErrors, nOverflows atomic.Uint64
+	nPending                     atomic.Int64 // len(pending), for Pending
 	pollMode                     atomic.Bool
 
 	mu      sync.Mutex
@@ -328,7 +329,14 @@ func (w *Watcher) watch(ctx context.Context, existing bool) {
 	}
 }
 
+// Pending is how many files wait for their debounce period: a caller
+// about to stop the watcher (the wrapper, once its child has exited) can
+// give a checkpoint renamed into place at the last moment the time to be
+// confirmed and reported.
+func (w *Watcher) Pending() int { return int(w.nPending.Load()) }
+
 func (w *Watcher) armTimer(t *time.Timer) {
+	w.nPending.Store(int64(len(w.pending)))
 	if len(w.pending) == 0 {
 		t.Stop()
 		return

@@ -403,3 +403,31 @@ func TestParseStep(t *testing.T) {
 		})
 	}
 }
+
+// Pending counts a file waiting for its debounce period and drops to 0
+// once it is reported: the wrapper waits on it before stopping the watcher.
+func TestPendingUntilReported(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := start(t, Config{Dir: dir, Debounce: 400 * time.Millisecond})
+	waitWatching(t)
+	if n := w.Pending(); n != 0 {
+		t.Fatalf("pending before any file: %d", n)
+	}
+	saveAtomically(t, filepath.Join(dir, "s_7.pt"), "abc")
+	sawPending := false
+	for deadline := time.Now().Add(5 * time.Second); !sawPending && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		sawPending = w.Pending() == 1
+	}
+	if !sawPending {
+		t.Fatal("a file in its debounce period was never counted pending")
+	}
+	if ev := next(t, w); *ev.Step != 7 {
+		t.Errorf("event = %+v", ev)
+	}
+	for deadline := time.Now().Add(5 * time.Second); w.Pending() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d pending after the event", w.Pending())
+		}
+	}
+}

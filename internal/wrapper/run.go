@@ -47,6 +47,10 @@ type CheckpointWatcher interface {
 	Run(ctx context.Context, emit func(CheckpointEvent)) error
 }
 
+// pendingCounter is what a CheckpointWatcher may also tell: how many files
+// wait for their debounce period.
+type pendingCounter interface{ Pending() int }
+
 // Deps are the wrapper's outside parts, injected by main (and by tests).
 type Deps struct {
 	Getenv func(string) string
@@ -212,6 +216,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	var wg sync.WaitGroup
+	var ckptPending pendingCounter // the checkpoint watcher, when it tells its pending files
 	if inSlurm && !opts.NoReport {
 		sess, err := auth.NewSession()
 		if err != nil {
@@ -332,6 +337,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 			if err != nil {
 				log.Warn("checkpoint directory not watched", "dir", opts.CheckpointDir, "err", err)
 			} else {
+				ckptPending, _ = w.(pendingCounter)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -361,6 +367,14 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	}
 	// a final look: the last progress lines and checkpoint renames
 	time.Sleep(min(300*time.Millisecond, opts.Interval))
+	// a checkpoint saved on the way out (the trainer's answer to SIGTERM)
+	// is the resume point of the next attempt: let the watcher confirm it
+	// (its debounce period, bounded) before it stops
+	if ckptPending != nil {
+		for until := time.Now().Add(opts.CheckpointDebounce + 250*time.Millisecond); ckptPending.Pending() > 0 && time.Now().Before(until); {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
 	stopAll()
 	wg.Wait()
 	before, after, haveCg := mem.final(log)

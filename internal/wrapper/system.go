@@ -62,6 +62,9 @@ func gpuReport(st gpu.Stat) *report.GPUStat {
 
 type ckptWatcher struct{ w *ckpt.Watcher }
 
+// Pending implements pendingCounter.
+func (c ckptWatcher) Pending() int { return c.w.Pending() }
+
 func (c ckptWatcher) Run(ctx context.Context, emit func(CheckpointEvent)) error {
 	done := make(chan error, 1)
 	go func() { done <- c.w.Run(ctx) }()
