@@ -447,9 +447,22 @@ func TestObservationsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := json.Marshal([]Obs(obs)) // per-element Obs.MarshalJSON
+	// the format states were saved in: [ms, steps] pairs as encoding/json
+	// writes float arrays
+	ref := make([][2]float64, len(obs))
+	for i, o := range obs {
+		ref[i] = [2]float64{o.MS, float64(o.Steps)}
+	}
+	want, err := json.Marshal(ref)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i, o := range obs { // one observation alone (Obs.MarshalJSON)
+		one, err := json.Marshal(o)
+		ref1, _ := json.Marshal(ref[i])
+		if err != nil || string(one) != string(ref1) {
+			t.Errorf("observation %v: %s, %v; want %s", o, one, err, ref1)
+		}
 	}
 	if string(got) != string(want) {
 		t.Errorf("list encoding\n got %s\nwant %s", got, want)
@@ -477,7 +490,7 @@ func TestObservationsJSON(t *testing.T) {
 
 	pts := MemPoints{{Step: 0, RSS: 1 << 30, GPU: 0}, {Step: 10, RSS: 1<<30 + 5, GPU: 7 << 30}}
 	got, _ = json.Marshal(pts)
-	want, _ = json.Marshal([]MemPoint(pts))
+	want, _ = json.Marshal([][3]int64{{0, 1 << 30, 0}, {10, 1<<30 + 5, 7 << 30}})
 	if string(got) != string(want) {
 		t.Errorf("memory points\n got %s\nwant %s", got, want)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 )
 
 // Tuning of MemTracker.
@@ -27,9 +26,7 @@ type MemPoint struct {
 }
 
 // MarshalJSON writes [step, rss, gpu].
-func (p MemPoint) MarshalJSON() ([]byte, error) {
-	return json.Marshal([3]int64{p.Step, p.RSS, p.GPU})
-}
+func (p MemPoint) MarshalJSON() ([]byte, error) { return appendMemPoint(nil, p) }
 
 // UnmarshalJSON reads [step, rss, gpu].
 func (p *MemPoint) UnmarshalJSON(b []byte) error {
@@ -37,57 +34,41 @@ func (p *MemPoint) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &a); err != nil {
 		return err
 	}
-	if a[0] < 0 || a[1] < 0 || a[2] < 0 {
-		return fmt.Errorf("estimate: bad memory point %v", a)
+	v, err := newMemPoint(a)
+	if err != nil {
+		return err
 	}
-	*p = MemPoint{Step: a[0], RSS: a[1], GPU: a[2]}
+	*p = v
 	return nil
 }
 
+func appendMemPoint(b []byte, p MemPoint) ([]byte, error) {
+	return appendInts(b, p.Step, p.RSS, p.GPU), nil
+}
+
+func newMemPoint(a [3]int64) (MemPoint, error) {
+	if a[0] < 0 || a[1] < 0 || a[2] < 0 {
+		return MemPoint{}, fmt.Errorf("estimate: bad memory point %v", a)
+	}
+	return MemPoint{Step: a[0], RSS: a[1], GPU: a[2]}, nil
+}
+
 // MemPoints is a list of memory points, stored as the JSON array of their
-// [step, rss, gpu] triples, encoded and decoded at once (see Observations).
+// [step, rss, gpu] triples, encoded and decoded as a whole (codec.go).
 type MemPoints []MemPoint
 
 // MarshalJSON writes [[step, rss, gpu], ...] (null for a nil list).
 func (ps MemPoints) MarshalJSON() ([]byte, error) {
-	if ps == nil {
-		return []byte("null"), nil
-	}
-	b := make([]byte, 0, 2+len(ps)*24)
-	b = append(b, '[')
-	for i, p := range ps {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '[')
-		b = strconv.AppendInt(b, p.Step, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, p.RSS, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, p.GPU, 10)
-		b = append(b, ']')
-	}
-	return append(b, ']'), nil
+	return appendList(make([]byte, 0, 2+len(ps)*24), ps, appendMemPoint)
 }
 
 // UnmarshalJSON reads [[step, rss, gpu], ...], with the checks of MemPoint.
 func (ps *MemPoints) UnmarshalJSON(b []byte) error {
-	var a [][3]int64
-	if err := json.Unmarshal(b, &a); err != nil {
-		return fmt.Errorf("estimate: memory points: %w", err)
+	l, err := decodeList(b, "memory points", newMemPoint)
+	if err != nil {
+		return err
 	}
-	if a == nil {
-		*ps = nil
-		return nil
-	}
-	out := make(MemPoints, len(a))
-	for i, p := range a {
-		if p[0] < 0 || p[1] < 0 || p[2] < 0 {
-			return fmt.Errorf("estimate: memory point %d: bad memory point %v", i, p)
-		}
-		out[i] = MemPoint{Step: p[0], RSS: p[1], GPU: p[2]}
-	}
-	*ps = out
+	*ps = l
 	return nil
 }
 

@@ -20,9 +20,7 @@ type Obs struct {
 }
 
 // MarshalJSON writes [ms, steps].
-func (o Obs) MarshalJSON() ([]byte, error) {
-	return json.Marshal([2]float64{o.MS, float64(o.Steps)})
-}
+func (o Obs) MarshalJSON() ([]byte, error) { return appendObs(nil, o) }
 
 // UnmarshalJSON reads [ms, steps].
 func (o *Obs) UnmarshalJSON(b []byte) error {
@@ -38,34 +36,45 @@ func (o *Obs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+func appendObs(b []byte, o Obs) ([]byte, error) {
+	if !(o.MS > 0) || math.IsInf(o.MS, 0) {
+		return nil, fmt.Errorf("estimate: bad observation duration %v", o.MS)
+	}
+	b = append(b, '[')
+	b = appendMS(b, o.MS)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, o.Steps, 10)
+	return append(b, ']'), nil
+}
+
+func newObs(a [2]float64) (Obs, error) {
+	if a[1] < 1 || a[1] > maxWeight || a[1] != math.Trunc(a[1]) || !(a[0] > 0) || math.IsInf(a[0], 0) {
+		return Obs{}, fmt.Errorf("estimate: bad observation [%v, %v]", a[0], a[1])
+	}
+	return Obs{MS: a[0], Steps: int64(a[1])}, nil
+}
+
 // Observations is a list of observations, stored as the JSON array of
-// their [ms, steps] pairs. It encodes and decodes the whole list at once:
-// the coordinator saves each warm job's full window (512 observations)
-// every time the job reports, and per-element MarshalJSON calls made that
-// save cost about 0.3 ms (BenchmarkSaveWarmLineage in internal/coordinator).
+// their [ms, steps] pairs, encoded and decoded as a whole (codec.go).
 type Observations []Obs
 
 // MarshalJSON writes [[ms, steps], ...] (null for a nil list).
 func (os Observations) MarshalJSON() ([]byte, error) {
-	if os == nil {
-		return []byte("null"), nil
+	b, err := appendList(make([]byte, 0, 2+len(os)*14), os, appendObs)
+	if err != nil {
+		return nil, fmt.Errorf("estimate: observations: %w", err)
 	}
-	b := make([]byte, 0, 2+len(os)*14)
-	b = append(b, '[')
-	for i, o := range os {
-		if !(o.MS > 0) || math.IsInf(o.MS, 0) {
-			return nil, fmt.Errorf("estimate: observation %d: bad duration %v", i, o.MS)
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '[')
-		b = appendMS(b, o.MS)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, o.Steps, 10)
-		b = append(b, ']')
+	return b, nil
+}
+
+// UnmarshalJSON reads [[ms, steps], ...], with the checks of Obs.
+func (os *Observations) UnmarshalJSON(b []byte) error {
+	l, err := decodeList(b, "observations", newObs)
+	if err != nil {
+		return err
 	}
-	return append(b, ']'), nil
+	*os = l
+	return nil
 }
 
 // appendMS appends ms as json.Marshal would,
@@ -88,35 +97,6 @@ func appendMS(b []byte, ms float64) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// UnmarshalJSON reads [[ms, steps], ...], with the checks of Obs.
-func (os *Observations) UnmarshalJSON(b []byte) error {
-	var a [][2]float64
-	if err := json.Unmarshal(b, &a); err != nil {
-		return fmt.Errorf("estimate: observations: %w", err)
-	}
-	if a == nil {
-		*os = nil
-		return nil
-	}
-	out := make(Observations, len(a))
-	for i, p := range a {
-		o, err := newObs(p)
-		if err != nil {
-			return fmt.Errorf("estimate: observation %d: %w", i, err)
-		}
-		out[i] = o
-	}
-	*os = out
-	return nil
-}
-
-func newObs(a [2]float64) (Obs, error) {
-	if a[1] < 1 || a[1] > maxWeight || a[1] != math.Trunc(a[1]) || !(a[0] > 0) || math.IsInf(a[0], 0) {
-		return Obs{}, fmt.Errorf("estimate: bad observation [%v, %v]", a[0], a[1])
-	}
-	return Obs{MS: a[0], Steps: int64(a[1])}, nil
 }
 
 // gap is the time between the two step reports that bound o.
