@@ -23,6 +23,30 @@ func (e *env) attemptWrapper(jobID uint64, lineage string, attempt int) *wrapper
 	return w
 }
 
+// trainedAttempt0 lists a job RUNNING on partition and has its attempt 0
+// start and report steps 1..steps, applied.
+func (e *env) trainedAttempt0(jobID uint64, lineage, partition string, steps int64) *wrapperSession {
+	e.t.Helper()
+	e.publish([]report.Job{job(jobID, 1001, "alice", "RUNNING", partition, "")}, nil)
+	w := e.attemptWrapper(jobID, lineage, 0)
+	e.start(w)
+	e.sample(w, 1, steps, 100)
+	e.rounds(1)
+	return w
+}
+
+// slurmRequeued publishes, a second later, the job as Slurm's requeue
+// leaves it (PENDING, restart 1, BeginTime), applies it, and returns it.
+func (e *env) slurmRequeued(jobID uint64, partition string) report.Job {
+	e.t.Helper()
+	e.now = e.now.Add(time.Second)
+	j := job(jobID, 1001, "alice", "PENDING", partition, "")
+	j.RestartCount, j.Reason = 1, "BeginTime"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	return j
+}
+
 // An attempt killed with its node (no end report) and requeued by Slurm:
 // its span ends at the last step it reported, says Slurm requeued it, and
 // the next attempt opens a new span.
@@ -31,17 +55,9 @@ func TestSlurmRequeueWithoutEndReportClosesTheSpan(t *testing.T) {
 	for _, seenPending := range []bool{true, false} {
 		e := newEnv(t)
 		const lin = "lab-40"
-		e.publish([]report.Job{job(40, 1001, "alice", "RUNNING", "cpu", "")}, nil)
-		w0 := e.attemptWrapper(40, lin, 0)
-		e.start(w0)
-		e.sample(w0, 1, 50, 100)
-		e.rounds(1)
+		e.trainedAttempt0(40, lin, "cpu", 50)
 		if seenPending {
-			e.now = e.now.Add(time.Second)
-			j := job(40, 1001, "alice", "PENDING", "cpu", "")
-			j.RestartCount, j.Reason = 1, "BeginTime"
-			e.publish([]report.Job{j}, nil)
-			e.rounds(1)
+			e.slurmRequeued(40, "cpu")
 			st := e.status(lin)
 			if len(st.History) != 1 || st.History[0].EndMS == 0 || st.History[0].EndStep != 50 ||
 				!strings.HasPrefix(st.History[0].Reason, "requeued by Slurm") {
@@ -82,17 +98,8 @@ func TestLateReportsOfARequeuedAttemptExtendItsSpan(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const lin = "lab-41"
-	e.publish([]report.Job{job(41, 1001, "alice", "RUNNING", "scavenger", "")}, nil)
-	w0 := e.attemptWrapper(41, lin, 0)
-	e.start(w0)
-	e.sample(w0, 1, 44, 100)
-	e.rounds(1)
-
-	e.now = e.now.Add(time.Second)
-	j := job(41, 1001, "alice", "PENDING", "scavenger", "")
-	j.RestartCount, j.Reason = 1, "BeginTime"
-	e.publish([]report.Job{j}, nil)
-	e.rounds(1)
+	w0 := e.trainedAttempt0(41, lin, "scavenger", 44)
+	j := e.slurmRequeued(41, "scavenger")
 	if st := e.status(lin); len(st.History) != 1 || st.History[0].EndStep != 44 {
 		t.Fatalf("span after Slurm's requeue: %s, want ended at step 44", spans(st))
 	}
