@@ -64,6 +64,7 @@ type options struct {
 	agent, agentBin, testdata  string
 	soak                       bool
 	soakEvery, warmUp          time.Duration
+	pprof                      bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -90,6 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.soak, "soak", false, "soak: sample memory through the window and fail if it grows by more than 5% after the warm-up (defaults: -jobs 1000 -duration 2h -aged 0)")
 	fs.DurationVar(&o.soakEvery, "soak-every", 0, "soak sample interval (default: duration/40, at least 5s)")
 	fs.DurationVar(&o.warmUp, "warm-up", 0, "soak warm-up left out of the verdict (default: a quarter of the duration)")
+	fs.BoolVar(&o.pprof, "pprof", false, "run the coordinator with -pprof (its /debug/pprof/ on the metrics address, logged at start)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -250,7 +252,7 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 		clients[u] = c
 	}
 	uid, _ := strconv.Atoi(me.Uid)
-	coord, err := startCoordinator(ctx, bin, cluster, filepath.Join(tmp, cluster+".log"), log)
+	coord, err := startCoordinator(ctx, bin, cluster, filepath.Join(tmp, cluster+".log"), o.pprof, log)
 	if err != nil {
 		return nil, err
 	}
@@ -346,13 +348,17 @@ type coordProc struct {
 
 // startCoordinator runs isched-coordinator as the `coordinator` Redis user
 // on the run's cluster, with /metrics on a free port it reports in its log.
-func startCoordinator(ctx context.Context, bin, cluster, logPath string, log *slog.Logger) (*coordProc, error) {
+func startCoordinator(ctx context.Context, bin, cluster, logPath string, profiling bool, log *slog.Logger) (*coordProc, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer lf.Close()
-	cmd := exec.Command(bin, "-metrics-listen", "127.0.0.1:0", "-log-level", "info")
+	args := []string{"-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
+	if profiling {
+		args = append(args, "-pprof")
+	}
+	cmd := exec.Command(bin, args...)
 	env := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ISCHED_REDIS_USER=") && !strings.HasPrefix(kv, "ISCHED_REDIS_PASSWORD_FILE=") &&
