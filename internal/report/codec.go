@@ -81,13 +81,16 @@ func decode(b []byte) (*Envelope, error) {
 	if err := checkVersion(b); err != nil {
 		return nil, err
 	}
+	// b is one valid JSON object from here on.
 	if err := walkSchema(b, envelopeSchema()); err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields() // already checked by walkSchema; kept as a second lock
+	// The walk has matched every key exactly, refused duplicates and checked
+	// every type and range, so json.Unmarshal (which would ignore an unknown
+	// field) only converts; FuzzDecode holds the two to agreeing with a
+	// strict json.Decoder.
 	var e Envelope
-	if err := dec.Decode(&e); err != nil {
+	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, decodeError(err)
 	}
 	if err := e.Validate(); err != nil {
@@ -100,6 +103,13 @@ func decode(b []byte) (*Envelope, error) {
 // before anything else looks at the fields, so that an envelope from a newer
 // schema fails as ErrVersion rather than with an unknown-field error.
 func checkVersion(b []byte) error {
+	if json.Valid(b) {
+		if v, ok := topLevelVersion(b); ok && v == strconv.Itoa(Version) {
+			return nil
+		}
+	}
+	// Not valid, or not a plain object with one good "v": the slow path says
+	// exactly what is wrong.
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var top map[string]json.RawMessage
 	if err := dec.Decode(&top); err != nil {
@@ -123,7 +133,44 @@ func checkVersion(b []byte) error {
 		}
 		return fmt.Errorf("%w %s (this build speaks %d)", ErrVersion, truncate(c.String(), maxQuoted), Version)
 	}
+	// A right version the fast path could not read (behind an escaped key).
 	return nil
+}
+
+// topLevelVersion returns the literal of the one unescaped "v" key of the
+// valid JSON object b, without decoding the other values; ok is false when b
+// is not an object or "v" is missing, repeated or behind an escaped key.
+func topLevelVersion(b []byte) (v string, ok bool) {
+	w := walker{b: b}
+	if w.peek() != '{' {
+		return "", false
+	}
+	w.i++
+	found := false
+	for first := true; ; first = false {
+		if w.peek() == '}' {
+			return v, found
+		}
+		if !first {
+			w.i++ // ','
+			w.peek()
+		}
+		raw, escaped, err := w.str()
+		if err != nil || escaped {
+			return "", false
+		}
+		w.peek()
+		w.i++ // ':'
+		w.peek()
+		start := w.i
+		w.skip()
+		if string(raw) == "v" {
+			if found {
+				return "", false
+			}
+			found, v = true, string(b[start:w.i])
+		}
+	}
 }
 
 // decodeError turns an encoding/json error into one wrapping ErrInvalid,
@@ -153,15 +200,6 @@ func decodeError(err error) error {
 		return fail(truncate(name, maxQuoted), "unknown field")
 	}
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
-}
-
-// syntaxError is decodeError for the token stream, where running out of
-// input is a syntax error too.
-func syntaxError(err error) error {
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return decodeError(err)
 }
 
 func jsonKind(t reflect.Type) string {

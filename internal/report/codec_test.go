@@ -367,3 +367,28 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeSample200 is a sample carrying 200 iterations (fast
+// training at a 5 s report interval; make soak-ci's load), where the
+// per-iteration cost of the three passes dominates.
+func BenchmarkDecodeSample200(b *testing.B) {
+	e := fixture(KindSample)
+	base := e.Sample.Iters[0]
+	e.Sample.Iters = e.Sample.Iters[:0]
+	for i := range 200 {
+		it := base
+		it.Step += int64(i)
+		it.AtMS += int64(i) * 25
+		it.DurMS = 24.5 + float64(i%7)
+		it.Loss = ptr(2.5 / float64(i+1))
+		e.Sample.Iters = append(e.Sample.Iters, it)
+	}
+	in := mustEncode(b, e)
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecode: Decode never panics, every error wraps a sentinel, and what it
@@ -31,6 +32,7 @@ func FuzzDecode(f *testing.F) {
 // checkDecode is the FuzzDecode property for one input; it reports whether
 // Decode accepted the input.
 func checkDecode(t *testing.T, in []byte) (accepted bool) {
+	checkWalkers(t, in)
 	e1, err := Decode(in)
 	if err != nil {
 		if e1 != nil {
@@ -40,6 +42,17 @@ func checkDecode(t *testing.T, in []byte) (accepted bool) {
 			t.Fatalf("error wraps no sentinel: %v", err)
 		}
 		return false
+	}
+	// Decode converts with the lenient json.Unmarshal after its own schema
+	// walk; a strict decoder must take the same input to the same envelope.
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.DisallowUnknownFields()
+	var strict Envelope
+	if err := dec.Decode(&strict); err != nil {
+		t.Fatalf("Decode accepted what a strict json.Decoder refuses: %v\ninput: %q", err, in)
+	}
+	if !reflect.DeepEqual(e1, &strict) {
+		t.Fatalf("Decode and a strict json.Decoder disagree\nDecode: %+v\nstrict: %+v", e1, &strict)
 	}
 	b2, err := Encode(e1)
 	if errors.Is(err, ErrTooLarge) {
@@ -62,6 +75,51 @@ func checkDecode(t *testing.T, in []byte) (accepted bool) {
 		t.Fatalf("encoding is not a fixed point: %v\n%q\n%q", err, b2, b3)
 	}
 	return true
+}
+
+// checkWalkers holds the byte walker (walkSchema) to the Token walker it
+// replaced (refWalkSchema) on what decode gives it (valid UTF-8 and valid
+// JSON): the same verdict, and on a refusal the same field and reason.
+func checkWalkers(t *testing.T, in []byte) {
+	if !utf8.Valid(in) || !json.Valid(in) {
+		return
+	}
+	got, want := walkSchema(in, envelopeSchema()), refWalkSchema(in, envelopeSchema())
+	if (got == nil) != (want == nil) {
+		t.Fatalf("schema walk: byte walker %v, Token walker %v\ninput: %q", got, want, in)
+	}
+	if got == nil {
+		return
+	}
+	var gfe, wfe *FieldError
+	if !errors.As(got, &gfe) || !errors.As(want, &wfe) || *gfe != *wfe {
+		t.Fatalf("schema walk: byte walker %v, Token walker %v\ninput: %q", got, want, in)
+	}
+}
+
+// FuzzWalkSchema compares the two schema walks on inputs that are valid
+// JSON more often than FuzzDecode's (the seeds are the golden envelopes).
+func FuzzWalkSchema(f *testing.F) {
+	golden, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
+	for _, g := range golden {
+		b, err := os.ReadFile(g)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, in := range []string{
+		`{"v":1,"kind":"sample","\u0076":2,"job":{"user":"a","User":"b"}}`,
+		`{"v":1,"end":{"peak_gpu_bytes":{"GPU-0":1,"GPU-\u0030":2}}}`,
+		`{"v":1,"end":{"peak_gpu_bytes":{"GPU-0":-1.5,"x":"y"}}}`,
+		`{"v":1,"sample":{"iters":[{"step":1},{"step":2,"step":3}]}}`,
+		`{"v":1,"sample":{"iters":[{"step":1e3},{"step":-1,"epoch":1}],"gaps":99999999999999999999}}`,
+		`{"v":1,"sample":{"iters":[{"step":1,"epoch":2,"at_ms":3,"dur_ms":4,"source":"file"},null,[]]}}`,
+		`{"v":1,"job":{"array_task_id":null,"uid":-1}}`,
+	} {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) { checkWalkers(t, in) })
 }
 
 // TestDecodeMutations is a structured complement to FuzzDecode, whose byte

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -45,6 +44,7 @@ type schemaField struct {
 	name     string
 	node     *schemaNode
 	required bool // no omitempty: must be present, even if null
+	ord      int  // place in the struct's order: its bit in the walker's seen set
 }
 
 type schemaNode struct {
@@ -110,6 +110,10 @@ func schemaOf(t reflect.Type) *schemaNode {
 			if n.fields[name] != nil {
 				panic(fmt.Sprintf("report: %s: duplicate json name %q", t.Name(), name))
 			}
+			if len(n.order) == 64 {
+				panic(fmt.Sprintf("report: %s has more than 64 json fields", t.Name()))
+			}
+			sf.ord = len(n.order)
 			n.fields[name] = sf
 			n.order = append(n.order, sf)
 		}
@@ -118,156 +122,346 @@ func schemaOf(t reflect.Type) *schemaNode {
 	panic("report: unsupported type " + t.String())
 }
 
-// walkSchema checks that b, already known to be one JSON value, matches the
-// schema n exactly.
+// walkSchema checks that b, already known to be valid UTF-8 and valid JSON,
+// matches the schema n exactly. It scans the bytes itself: json.Decoder's
+// Token allocates an error for every number it ends (the next byte is "after
+// the top-level value") and the walk used to build a path string for every
+// value; here a path exists only in an error.
 func walkSchema(b []byte, n *schemaNode) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return (&walker{dec: dec}).value(n, "")
+	w := walker{b: b}
+	return w.value(n)
 }
 
 type walker struct {
-	dec *json.Decoder
+	b    []byte
+	i    int
+	path []pathElem // the keys and indexes down to the value being checked
 }
 
-func (w *walker) token() (json.Token, error) {
-	tok, err := w.dec.Token()
-	if err != nil {
-		return nil, syntaxError(err)
-	}
-	return tok, nil
+// pathElem is a struct field's name, a map key or an array index.
+type pathElem struct {
+	key   string
+	index int
+	kind  pathKind
 }
 
-func (w *walker) value(n *schemaNode, path string) error {
-	tok, err := w.token()
-	if err != nil {
-		return err
+type pathKind uint8
+
+const (
+	pathField pathKind = iota
+	pathMapKey
+	pathIndex
+)
+
+// pathString renders the walker's path as FieldError.Field does.
+func (w *walker) pathString() string {
+	p := ""
+	for _, e := range w.path {
+		switch e.kind {
+		case pathField:
+			p = joinPath(p, truncate(e.key, maxQuoted))
+		case pathMapKey:
+			p = joinPath(p, index(e.key))
+		case pathIndex:
+			p = joinPath(p, index(e.index))
+		}
 	}
-	got := tokenKind(tok)
-	mismatch := func() error { return fail(path, "want %s, got %s", nodeWant[n.kind], got) }
-	switch tok := tok.(type) {
-	case nil:
+	return p
+}
+
+func (w *walker) fail(format string, args ...any) error {
+	return fail(w.pathString(), format, args...)
+}
+
+func (w *walker) skipSpace() {
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte (0 at the end).
+func (w *walker) peek() byte {
+	w.skipSpace()
+	if w.i >= len(w.b) {
+		return 0
+	}
+	return w.b[w.i]
+}
+
+// kindAt names the JSON kind starting with c, for "want X, got Y".
+func kindAt(c byte) string {
+	switch c {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+func (w *walker) value(n *schemaNode) error {
+	c := w.peek()
+	mismatch := func() error { return w.fail("want %s, got %s", nodeWant[n.kind], kindAt(c)) }
+	switch c {
+	case 'n':
 		if !n.nullable {
 			return mismatch()
 		}
+		w.i += len("null")
 		return nil
-	case json.Delim:
-		switch {
-		case tok == '{' && (n.kind == nodeObject || n.kind == nodeMap):
-			return w.object(n, path)
-		case tok == '[' && n.kind == nodeArray:
-			return w.array(n, path)
+	case '{':
+		if n.kind != nodeObject && n.kind != nodeMap {
+			return mismatch()
 		}
-		return mismatch()
-	case string:
+		return w.object(n)
+	case '[':
+		if n.kind != nodeArray {
+			return mismatch()
+		}
+		return w.array(n)
+	case '"':
 		if n.kind != nodeString {
 			return mismatch()
 		}
-		return nil
-	case bool:
+		_, _, err := w.str()
+		return err
+	case 't', 'f':
 		if n.kind != nodeBool {
 			return mismatch()
 		}
+		if c == 't' {
+			w.i += len("true")
+		} else {
+			w.i += len("false")
+		}
 		return nil
-	case json.Number:
-		return number(n, path, string(tok), mismatch)
 	}
-	return mismatch()
+	start := w.i
+	for w.i < len(w.b) && strings.IndexByte("+-.0123456789eE", w.b[w.i]) >= 0 {
+		w.i++
+	}
+	if w.i == start {
+		return w.fail("invalid JSON at byte %d", w.i) // unreachable after json.Valid
+	}
+	return w.number(n, w.b[start:w.i], mismatch)
 }
 
-func (w *walker) object(n *schemaNode, path string) error {
-	seen := make(map[string]bool)
-	for w.dec.More() {
-		tok, err := w.token()
-		if err != nil {
-			return err
+// str reads a string at w.i and returns its raw content (without the
+// quotes) and whether it holds escapes.
+func (w *walker) str() (raw []byte, escaped bool, err error) {
+	w.i++ // '"'
+	start := w.i
+	for w.i < len(w.b) {
+		switch w.b[w.i] {
+		case '\\':
+			escaped = true
+			w.i += 2
+			continue
+		case '"':
+			raw = w.b[start:w.i]
+			w.i++
+			return raw, escaped, nil
 		}
-		key, _ := tok.(string) // the decoder guarantees object keys are strings
+		w.i++
+	}
+	return nil, false, w.fail("unterminated string") // unreachable after json.Valid
+}
+
+// key reads an object key, unescaped as encoding/json would.
+func (w *walker) key() (string, error) {
+	w.peek()
+	start := w.i
+	raw, escaped, err := w.str()
+	if err != nil {
+		return "", err
+	}
+	if !escaped {
+		return string(raw), nil
+	}
+	var k string
+	if err := json.Unmarshal(w.b[start:w.i], &k); err != nil {
+		return "", fmt.Errorf("%w: object key at byte %d: %w", ErrInvalid, start, err)
+	}
+	return k, nil
+}
+
+// expect consumes c, the next non-space byte.
+func (w *walker) expect(c byte) error {
+	if w.peek() != c {
+		return w.fail("want %q at byte %d", c, w.i) // unreachable after json.Valid
+	}
+	w.i++
+	return nil
+}
+
+func (w *walker) object(n *schemaNode) error {
+	w.i++ // '{'
+	var (
+		seenField uint64          // struct fields by their place in n.order
+		seenKey   map[string]bool // map keys
+	)
+	if n.kind == nodeMap {
+		seenKey = make(map[string]bool)
+	}
+	depth := len(w.path)
+	w.path = append(w.path, pathElem{})
+	for first := true; ; first = false {
+		c := w.peek()
+		if c == '}' {
+			w.i++
+			break
+		}
+		if !first {
+			if err := w.expect(','); err != nil {
+				return err
+			}
+		}
 		var (
-			child     *schemaNode
-			childPath string
+			child *schemaNode
+			dup   bool
 		)
 		if n.kind == nodeObject {
-			childPath = joinPath(path, truncate(key, maxQuoted))
-			f := n.fields[key]
-			if f == nil {
-				return fail(childPath, "unknown field")
+			w.peek()
+			start := w.i
+			raw, escaped, err := w.str()
+			if err != nil {
+				return err
 			}
+			f := n.fields[string(raw)] // no allocation: the map lookup borrows raw
+			if escaped {
+				w.i = start
+				k, err := w.key()
+				if err != nil {
+					return err
+				}
+				f = n.fields[k]
+				if f == nil {
+					w.path[depth] = pathElem{key: k}
+				}
+			} else if f == nil {
+				w.path[depth] = pathElem{key: string(raw)}
+			}
+			if f == nil {
+				return w.fail("unknown field")
+			}
+			w.path[depth] = pathElem{key: f.name}
+			dup = seenField&(1<<f.ord) != 0
+			seenField |= 1 << f.ord
 			child = f.node
 		} else {
-			childPath = joinPath(path, index(key))
+			k, err := w.key()
+			if err != nil {
+				return err
+			}
+			w.path[depth] = pathElem{key: k, kind: pathMapKey}
+			dup = seenKey[k]
+			seenKey[k] = true
 			child = n.elem
 		}
-		if seen[key] {
-			return fail(childPath, "duplicate field")
+		if dup {
+			return w.fail("duplicate field")
 		}
-		seen[key] = true
-		if err := w.value(child, childPath); err != nil {
+		if err := w.expect(':'); err != nil {
+			return err
+		}
+		if err := w.value(child); err != nil {
 			return err
 		}
 	}
-	if _, err := w.token(); err != nil { // '}'
-		return err
-	}
+	w.path = w.path[:depth]
 	for _, f := range n.order {
-		if f.required && !seen[f.name] {
-			return fail(joinPath(path, f.name), "required field missing")
+		if f.required && seenField&(1<<f.ord) == 0 {
+			return fail(joinPath(w.pathString(), f.name), "required field missing")
 		}
 	}
 	return nil
 }
 
-func (w *walker) array(n *schemaNode, path string) error {
-	for i := 0; w.dec.More(); i++ {
-		if err := w.value(n.elem, joinPath(path, index(i))); err != nil {
+func (w *walker) array(n *schemaNode) error {
+	w.i++ // '['
+	depth := len(w.path)
+	w.path = append(w.path, pathElem{})
+	for i := 0; ; i++ {
+		if w.peek() == ']' {
+			w.i++
+			break
+		}
+		if i > 0 {
+			if err := w.expect(','); err != nil {
+				return err
+			}
+		}
+		w.path[depth] = pathElem{index: i, kind: pathIndex}
+		if err := w.value(n.elem); err != nil {
 			return err
 		}
 	}
-	_, err := w.token() // ']'
-	return err
+	w.path = w.path[:depth]
+	return nil
 }
 
-// number checks that the literal s fits the Go type exactly, as
-// json.Unmarshal would, but with a reason that says what is wrong.
-func number(n *schemaNode, path, s string, mismatch func() error) error {
+// number checks that the literal fits the Go type exactly, as json.Unmarshal
+// would, but with a reason that says what is wrong.
+func (w *walker) number(n *schemaNode, lit []byte, mismatch func() error) error {
 	var err error
 	switch n.kind {
 	case nodeInt:
-		_, err = strconv.ParseInt(s, 10, n.bits)
+		_, err = strconv.ParseInt(string(lit), 10, n.bits)
 	case nodeUint:
-		_, err = strconv.ParseUint(s, 10, n.bits)
+		_, err = strconv.ParseUint(string(lit), 10, n.bits)
 	case nodeFloat:
-		_, err = strconv.ParseFloat(s, n.bits)
+		_, err = strconv.ParseFloat(string(lit), n.bits)
 	default:
 		return mismatch()
 	}
 	if err == nil {
 		return nil
 	}
+	s := string(lit)
 	switch {
 	case n.kind != nodeFloat && strings.ContainsAny(s, ".eE"):
-		return fail(path, "want integer, got %s", truncate(s, maxQuoted))
+		return w.fail("want integer, got %s", truncate(s, maxQuoted))
 	case n.kind == nodeUint && strings.HasPrefix(s, "-"):
-		return fail(path, "must not be negative (got %s)", truncate(s, maxQuoted))
+		return w.fail("must not be negative (got %s)", truncate(s, maxQuoted))
 	}
-	return fail(path, "out of range for %s (got %s)", nodeWant[n.kind], truncate(s, maxQuoted))
+	return w.fail("out of range for %s (got %s)", nodeWant[n.kind], truncate(s, maxQuoted))
 }
 
-func tokenKind(tok json.Token) string {
-	switch tok := tok.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case json.Number, float64:
-		return "number"
-	case json.Delim:
-		if tok == '[' {
-			return "array"
+// skip moves past the value at w.i (valid JSON) without checking it.
+func (w *walker) skip() {
+	depth := 0
+	for {
+		switch w.peek() {
+		case '{', '[':
+			depth++
+			w.i++
+		case '}', ']':
+			depth--
+			w.i++
+		case ',', ':':
+			w.i++
+		case '"':
+			_, _, _ = w.str()
+		case 0:
+			return
+		default:
+			for w.i < len(w.b) && strings.IndexByte(",:]} \t\n\r", w.b[w.i]) < 0 {
+				w.i++
+			}
 		}
-		return "object"
+		if depth == 0 {
+			return
+		}
 	}
-	return fmt.Sprintf("%T", tok)
 }
