@@ -71,6 +71,36 @@ type IterEstimator struct {
 	LevelShifts int `json:"level_shifts"` // window restarted after a run of outliers
 	Resets      int `json:"resets"`       // Reset calls (new node type)
 	Ignored     int `json:"ignored"`      // duplicate steps, non-positive durations
+
+	// the last Estimate and the state it was computed from: the coordinator
+	// asks at every report and for every job at every decision round, while
+	// the state changes only when a report adds iterations. Not persisted.
+	est    IterEstimate
+	estOK  bool
+	estKey iterEstKey
+}
+
+// iterEstKey identifies the state an Estimate was computed from. Every Add
+// that changes what Estimate reads moves LastStep (a new step) or a count;
+// Reset clears the cache with everything else.
+type iterEstKey struct {
+	valid                   bool
+	window, warm, run, next int
+	steady                  bool
+	warmN, warmupSkipped    int
+	refMS, excess, maxGap   float64
+	outliers                int
+	steadySteps, lastStep   int64
+	restarts, levelShifts   int
+	resets                  int
+}
+
+func (e *IterEstimator) key() iterEstKey {
+	return iterEstKey{valid: true, window: len(e.Window), warm: len(e.Warm), run: len(e.Run), next: e.Next,
+		steady: e.Steady, warmN: e.WarmN, warmupSkipped: e.WarmupSkipped,
+		refMS: e.RefMS, excess: e.OutlierExcessMS, maxGap: e.MaxGapMS, outliers: e.Outliers,
+		steadySteps: e.SteadySteps, lastStep: e.LastStep,
+		restarts: e.Restarts, levelShifts: e.LevelShifts, resets: e.Resets}
 }
 
 // IterEstimate is the estimator's answer. Times are milliseconds per step.
@@ -246,6 +276,15 @@ func (e *IterEstimator) sanitize() {
 // anything to say (fewer than 3 observations).
 func (e *IterEstimator) Estimate() (IterEstimate, bool) {
 	e.sanitize()
+	key := e.key()
+	if e.estKey != key {
+		e.est, e.estOK = e.estimate()
+		e.estKey = key
+	}
+	return e.est, e.estOK
+}
+
+func (e *IterEstimator) estimate() (IterEstimate, bool) {
 	if len(e.Window) >= minSteady {
 		q := wquantiles(e.Window, 0.1, 0.5, 0.9)
 		est := IterEstimate{

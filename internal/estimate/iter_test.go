@@ -416,10 +416,20 @@ func BenchmarkIterEstimatorAdd(b *testing.B) {
 func BenchmarkIterEstimatorEstimate(b *testing.B) {
 	var e IterEstimator
 	feed(&e, constant(5000, 100).noisy(9, 0.2).every(100, 20).reports(5000, 1))
-	b.ResetTimer()
-	for range b.N {
-		_, _ = e.Estimate()
-	}
+	// computed: after an Add; cached: asked again with nothing new (the
+	// coordinator's decision round asks for every job every tick).
+	b.Run("computed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = e.estimate()
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = e.Estimate()
+		}
+	})
 }
 
 func BenchmarkMemTrackerTrend(b *testing.B) {
@@ -500,5 +510,55 @@ func TestObservationsJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`[[1,-2,0]]`), &pback); err == nil {
 		t.Error("a negative memory point decoded")
+	}
+}
+
+// TestEstimateCacheFollowsTheState: the cached Estimate equals a fresh
+// computation after every kind of Add (warm-up, steady, outlier runs, level
+// shifts, duplicates, restarts) and Reset, and after a JSON round trip.
+func TestEstimateCacheFollowsTheState(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(5, 6))
+	var e IterEstimator
+	step, level := int64(0), 100.0
+	for i := range 4000 {
+		switch {
+		case i%1499 == 1498:
+			e.Reset()
+		case i%613 == 612:
+			step /= 2 // a resumed process
+		case i%401 == 400:
+			level *= 2.5 // slower node: a level shift
+		case i%7 == 6:
+			// a duplicate step
+		default:
+			step += 1 + r.Int64N(3)
+		}
+		ms := level * (0.95 + 0.1*r.Float64())
+		if r.IntN(20) == 0 {
+			ms *= 4 // a periodic phase: an outlier
+		}
+		e.Add(report.Iter{Step: step, DurMS: ms})
+		want, wantOK := e.estimate() // no cache
+		got, ok := e.Estimate()
+		if got != want || ok != wantOK {
+			t.Fatalf("add %d: cached %+v %v, computed %+v %v", i, got, ok, want, wantOK)
+		}
+		if got2, ok2 := e.Estimate(); got2 != want || ok2 != wantOK {
+			t.Fatalf("add %d: second Estimate %+v %v, computed %+v %v", i, got2, ok2, want, wantOK)
+		}
+		if i%500 == 0 {
+			b, err := json.Marshal(&e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back IterEstimator
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := back.Estimate(); got != want || ok != wantOK {
+				t.Fatalf("add %d: after a JSON round trip %+v %v, want %+v %v", i, got, ok, want, wantOK)
+			}
+		}
 	}
 }
