@@ -3,7 +3,6 @@
 package wrapper_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
-	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -117,21 +115,7 @@ func TestSpoolDiskFull(t *testing.T) {
 		t.Fatalf("training did not finish:\n%s", j.output())
 	}
 
-	env := map[string]string{"ISCHED_REDIS_ADDR": j.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE": j.redis.PasswordFile("coordinator"), "ISCHED_CLUSTER": j.cluster}
-	cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, "coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := stream.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	defer c.Del(context.Background(), c.Keys().Ingest())
-	ents, err := c.Range(context.Background(), c.Keys().Ingest(), "-", "+", 100000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ents := j.ingest()
 	if len(ents) == 0 {
 		t.Fatalf("nothing delivered after Redis came back\n%s", j.output())
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/isched/isched/internal/report"
 )
@@ -140,10 +141,14 @@ func (o *outbox) startSpool() {
 	if o.spool != nil || o.spoolErr || o.spoolPath == "" {
 		return
 	}
-	f, err := os.OpenFile(o.spoolPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(o.spoolPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		o.spoolFailed(err)
 		return
+	}
+	// held while this wrapper lives: a locked spool is nobody's leftover
+	if err := lockFile(f); err != nil {
+		o.log.Warn("report spool not locked: another wrapper may take it for a leftover", "path", o.spoolPath, "err", err)
 	}
 	o.spool, o.spoolBuf = f, bufio.NewWriter(f)
 	for _, r := range o.q {
@@ -181,6 +186,51 @@ func (o *outbox) closeSpool(remove bool) {
 	if remove {
 		_ = os.Remove(o.spoolPath)
 	}
+}
+
+// finish leaves the spool file holding exactly the records still queued,
+// at exit: the spool mirrors the queue from the first failed send on, and
+// records delivered since would otherwise be sent again with the leftover
+// (harmless, the coordinator refuses a seen sequence number, but counted
+// as replays). Written aside and renamed into place.
+func (o *outbox) finish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.spoolPath == "" || o.spoolErr || len(o.q) == 0 {
+		return
+	}
+	tmp := o.spoolPath + ".tmp"
+	err := func() error {
+		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriter(f)
+		for _, r := range o.q {
+			b, err := json.Marshal(r)
+			if err != nil {
+				f.Close()
+				return err
+			}
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		if err := w.Flush(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp, o.spoolPath)
+	}()
+	if err != nil {
+		_ = os.Remove(tmp)
+		o.log.Warn("report spool not rewritten at exit; it may repeat delivered reports", "path", o.spoolPath, "err", err)
+	}
+	o.closeSpool(false)
 }
 
 // readSpool reads a spool file back (for tests and post-mortems).

@@ -180,18 +180,7 @@ func TestReporterDeliversInOrderAfterAnOutage(t *testing.T) {
 	out := newOutbox(1000, 1<<20, filepath.Join(t.TempDir(), "spool"), quiet)
 	job := report.JobRef{Cluster: "lab", JobID: 5, Lineage: "lab-5", User: "u"}
 	r := newReporter(job, sess, out, func(context.Context) (appender, error) { return sink, nil }, "isched:lab:ingest", quiet)
-	emit := func(k report.Kind) {
-		e := report.NewEnvelope(k, time.Now())
-		switch k {
-		case report.KindStart:
-			e.Start = &report.Start{Argv: []string{"x"}, PID: 7, GPUs: []string{}}
-		case report.KindSample:
-			e.Sample = &report.Sample{CPU: &report.CPUStat{RSSBytes: 1, PeakRSSBytes: 1}}
-		case report.KindEnd:
-			e.End = &report.End{ExitCode: 0, Reason: report.EndExited}
-		}
-		r.emit(e)
-	}
+	emit := func(k report.Kind) { emitKind(r, k) }
 	emit(report.KindStart)
 	for range 10 {
 		emit(report.KindSample)

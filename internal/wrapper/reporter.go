@@ -3,6 +3,7 @@ package wrapper
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -37,12 +38,15 @@ type reporter struct {
 	sink appender
 	kick chan struct{}
 
+	uid       int      // this wrapper's uid: leftovers must be its own
+	leftovers []string // earlier wrappers' spool files still to send
+
 	sent int
 }
 
 func newReporter(job report.JobRef, sess auth.Session, out *outbox, connect connectFunc, stream string, log *slog.Logger) *reporter {
 	return &reporter{job: job, sess: sess, out: out, connect: connect, stream: stream, maxLen: 100000,
-		log: log, now: time.Now, kick: make(chan struct{}, 1)}
+		log: log, now: time.Now, kick: make(chan struct{}, 1), uid: os.Getuid()}
 }
 
 // emit completes an envelope (job, session, sequence), signs it and queues
@@ -101,6 +105,12 @@ func (r *reporter) run(ctx context.Context, interval time.Duration) {
 		if err := r.flush(ctx); err != nil {
 			retryAt = r.now().Add(b.Failed(err))
 			continue
+		}
+		if r.hasLeftovers() {
+			if err := r.replayLeftovers(ctx); err != nil {
+				retryAt = r.now().Add(b.Failed(err))
+				continue
+			}
 		}
 		b.OK()
 	}
@@ -161,12 +171,16 @@ func (r *reporter) sinkOrConnect(ctx context.Context) (appender, error) {
 	return s, nil
 }
 
-// drain tries to deliver what is left, for at most d.
+// drain tries to deliver what is left, for at most d, and then the
+// leftovers of earlier wrappers; true when its own queue is empty.
 func (r *reporter) drain(d time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	for {
 		if err := r.flush(ctx); err == nil {
+			if r.hasLeftovers() {
+				_ = r.replayLeftovers(ctx) // best effort, in what is left of d: they stay in their files
+			}
 			return true
 		}
 		select {
@@ -175,6 +189,12 @@ func (r *reporter) drain(d time.Duration) bool {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+func (r *reporter) hasLeftovers() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.leftovers) > 0
 }
 
 func (r *reporter) delivered() int {

@@ -222,18 +222,29 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		if err != nil {
 			log.Warn("no session key; not reporting", "err", err)
 		} else {
-			spool := ""
-			dir := opts.SpoolDir
-			if dir == "" {
-				dir = tmp
+			if opts.SpoolDir != "" {
+				if err := os.MkdirAll(opts.SpoolDir, 0o700); err != nil {
+					log.Warn("spool directory not usable", "dir", opts.SpoolDir, "err", err)
+				}
 			}
-			if dir != "" {
-				spool = filepath.Join(dir, "reports.spool")
+			spool := newSpoolLayout(opts.SpoolDir, tmp, tmpBase(getenv), job)
+			var leftovers []string
+			if prev, err := adoptOwn(spool.path, time.Now()); err != nil {
+				log.Warn("spool path taken; not spooling", "path", spool.path, "err", err)
+				spool.path = ""
+			} else if prev != "" {
+				leftovers = append(leftovers, prev) // our previous attempt's, dead for sure
 			}
-			out := newOutbox(opts.QueueMax, 32<<20, spool, log)
+			for _, p := range findLeftovers(spool.patterns, spool.path, os.Getuid(), time.Now(), leftoverMinAge) {
+				if !slices.Contains(leftovers, p) {
+					leftovers = append(leftovers, p)
+				}
+			}
+			out := newOutbox(opts.QueueMax, 32<<20, spool.path, log)
 			connect := func(ctx context.Context) (appender, error) { return d.Connect(ctx, job.Cluster) }
 			keys := stream.Keys{Cluster: job.Cluster}
 			rep = newReporter(job, sess, out, connect, keys.Ingest(), log)
+			rep.leftovers = leftovers
 			wg.Add(1)
 			go func() { defer wg.Done(); rep.run(runCtx, opts.ReportInterval) }()
 		}
@@ -406,7 +417,8 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		}
 		rep.emit(e)
 		if !rep.drain(5 * time.Second) {
-			log.Warn("reports left undelivered at exit", "queued", rep.out.len(), "spool", rep.out.spoolPath)
+			rep.out.finish()
+			log.Warn("reports left undelivered at exit; the next wrapper of this user on this node sends them", "queued", rep.out.len(), "spool", rep.out.spoolPath)
 		}
 		sum.Reports, sum.ReportsQueued = rep.delivered(), rep.out.len()
 	}
@@ -453,10 +465,7 @@ func joinSpec(a, b string) string {
 // created is false when it existed already (a previous attempt's, kept for
 // its undelivered reports).
 func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) (dir string, created bool) {
-	base := getenv("TMPDIR")
-	if base == "" {
-		base = os.TempDir()
-	}
+	base := tmpBase(getenv)
 	name := fmt.Sprintf("isched-%d-%d", os.Getpid(), time.Now().UnixNano())
 	if inSlurm {
 		name = fmt.Sprintf("isched-%d-%s-r%d", job.JobID, strings.ReplaceAll(job.StepID, "/", "_"), job.Rank)
@@ -469,6 +478,14 @@ func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) (dir
 		return "", false
 	}
 	return dir, false
+}
+
+// tmpBase is the parent of the wrappers' tmp directories.
+func tmpBase(getenv func(string) string) string {
+	if base := getenv("TMPDIR"); base != "" {
+		return base
+	}
+	return os.TempDir()
 }
 
 // removeTmp removes the wrapper's temporary directory at exit: all of it

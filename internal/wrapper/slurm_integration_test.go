@@ -52,6 +52,13 @@ func submit(t *testing.T, wrapperArgs, trainerArgs []string, wait bool) *jobRun 
 // proxy the test controls) instead of the real address.
 func submitVia(t *testing.T, addr string, wrapperArgs, trainerArgs []string, wait bool) *jobRun {
 	t.Helper()
+	return submitIn(t, "", addr, wrapperArgs, trainerArgs, wait)
+}
+
+// submitIn is submitVia with the cluster name in the Redis keys given
+// (default: one of the test's own).
+func submitIn(t *testing.T, cluster, addr string, wrapperArgs, trainerArgs []string, wait bool) *jobRun {
+	t.Helper()
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
 	bin := buildWrapper(t)
@@ -61,6 +68,9 @@ func submitVia(t *testing.T, addr string, wrapperArgs, trainerArgs []string, wai
 		cluster: fmt.Sprintf("wt%d%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "", "_", "").Replace(t.Name()))}
 	if len(j.cluster) > 60 {
 		j.cluster = j.cluster[:60]
+	}
+	if cluster != "" {
+		j.cluster = cluster
 	}
 	if err := os.MkdirAll(j.ckdir, 0o755); err != nil {
 		t.Fatal(err)
@@ -126,10 +136,9 @@ type received struct {
 	raw  []stream.Entry
 }
 
-// reports reads the job's ingest stream as the coordinator, checks every
-// entry decodes, is signed by the session whose MUNGE credential opened, and
-// that sequence numbers are exactly 1..N in order (nothing lost, nothing twice).
-func (j *jobRun) reports() received {
+// ingest reads the whole ingest stream of the job's cluster as the
+// coordinator; the stream is deleted when the test ends.
+func (j *jobRun) ingest() []stream.Entry {
 	t := j.t
 	t.Helper()
 	env := map[string]string{"ISCHED_REDIS_ADDR": j.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE": j.redis.PasswordFile("coordinator"), "ISCHED_CLUSTER": j.cluster}
@@ -152,6 +161,16 @@ func (j *jobRun) reports() received {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ents
+}
+
+// reports reads the job's ingest stream as the coordinator, checks every
+// entry decodes, is signed by the session whose MUNGE credential opened, and
+// that sequence numbers are exactly 1..N in order (nothing lost, nothing twice).
+func (j *jobRun) reports() received {
+	t := j.t
+	t.Helper()
+	ents := j.ingest()
 	var rec received
 	rec.raw = ents
 	var key []byte

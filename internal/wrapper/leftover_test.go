@@ -1,0 +1,276 @@
+package wrapper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/report"
+)
+
+// countSink accepts okLeft appends (all when negative), then refuses, and
+// keeps what it accepted.
+type countSink struct {
+	mu     sync.Mutex
+	okLeft int
+	got    []*report.Envelope
+}
+
+func (s *countSink) Append(_ context.Context, _ string, payload []byte, _ string, _ int64) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.okLeft == 0 {
+		return "", errors.New("connection refused")
+	}
+	s.okLeft--
+	env, err := report.Decode(payload)
+	if err != nil {
+		return "", err
+	}
+	s.got = append(s.got, env)
+	return "1-0", nil
+}
+
+func (s *countSink) set(okLeft int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.okLeft = okLeft
+}
+
+// ids lists what the sink accepted as "job:seq".
+func (s *countSink) ids() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.got {
+		out = append(out, fmt.Sprintf("%02d:%02d", e.Job.JobID, e.Seq))
+	}
+	return out
+}
+
+// testWrapper is one wrapper's reporter in a tmp directory under base, as
+// run.go sets it up.
+func testWrapper(t *testing.T, base string, jobID uint64, sink *countSink) (*reporter, spoolLayout) {
+	t.Helper()
+	job := report.JobRef{Cluster: "lab", JobID: jobID, StepID: "batch", Lineage: fmt.Sprintf("lab-%d", jobID), User: "u"}
+	tmp := filepath.Join(base, fmt.Sprintf("isched-%d-batch-r0", jobID))
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	layout := newSpoolLayout("", tmp, base, job)
+	sess, err := auth.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newOutbox(1000, 1<<20, layout.path, quiet)
+	r := newReporter(job, sess, out, func(context.Context) (appender, error) { return sink, nil }, "isched:lab:ingest", quiet)
+	return r, layout
+}
+
+func emitKind(r *reporter, k report.Kind) {
+	e := report.NewEnvelope(k, time.Now())
+	switch k {
+	case report.KindStart:
+		e.Start = &report.Start{Argv: []string{"x"}, PID: 7, GPUs: []string{}}
+	case report.KindSample:
+		e.Sample = &report.Sample{CPU: &report.CPUStat{RSSBytes: 1, PeakRSSBytes: 1}}
+	case report.KindEnd:
+		e.End = &report.End{ExitCode: 0, Reason: report.EndExited}
+	}
+	r.emit(e)
+}
+
+func age(t *testing.T, path string, d time.Duration) {
+	t.Helper()
+	old := time.Now().Add(-d)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job ends while Redis is down, after a partial delivery: its spool keeps
+// exactly the undelivered reports. The next wrapper of the user finds the
+// file, sends those reports in order after its own, removes the file and
+// the emptied tmp directory, and keeps its own.
+func TestLeftoverSpoolIsSentByTheNextWrapper(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	sinkA := &countSink{okLeft: 0}
+	a, layoutA := testWrapper(t, base, 5, sinkA)
+	emitKind(a, report.KindStart)
+	for range 3 {
+		emitKind(a, report.KindSample)
+	}
+	if err := a.flush(context.Background()); err == nil {
+		t.Fatal("flush succeeded while Redis was down")
+	}
+	sinkA.set(2) // start and the first sample get through, then Redis goes
+	if err := a.flush(context.Background()); err == nil {
+		t.Fatal("flush succeeded past the sink's limit")
+	}
+	emitKind(a, report.KindEnd)
+	if a.drain(300 * time.Millisecond) {
+		t.Fatal("drained while Redis was down")
+	}
+	a.out.finish()
+	left, err := readSpool(layoutA.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seqsOf(left); !slices.Equal(got, []uint64{3, 4, 5}) {
+		t.Fatalf("spool at exit holds %v, want the undelivered 3, 4, 5", got)
+	}
+	if got := sinkA.ids(); !slices.Equal(got, []string{"05:01", "05:02"}) {
+		t.Fatalf("delivered before the outage %v", got)
+	}
+
+	// too young: its wrapper may be between creating and locking it
+	if got := findLeftovers([]string{filepath.Join(base, "isched-*", "reports.spool*")}, "", os.Getuid(), time.Now(), leftoverMinAge); len(got) != 0 {
+		t.Fatalf("a fresh spool listed as leftover: %v", got)
+	}
+	age(t, layoutA.path, time.Minute)
+
+	sinkB := &countSink{okLeft: -1}
+	b, layoutB := testWrapper(t, base, 6, sinkB)
+	b.leftovers = findLeftovers(layoutB.patterns, layoutB.path, os.Getuid(), time.Now(), leftoverMinAge)
+	if !slices.Equal(b.leftovers, []string{layoutA.path}) {
+		t.Fatalf("leftovers %v, want [%s]", b.leftovers, layoutA.path)
+	}
+	emitKind(b, report.KindStart)
+	if err := b.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.replayLeftovers(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sinkB.ids(); !slices.Equal(got, []string{"06:01", "05:03", "05:04", "05:05"}) {
+		t.Fatalf("delivered %v, want its own start then job 5's 3, 4, 5", got)
+	}
+	if b.hasLeftovers() {
+		t.Fatalf("still pending: %v", b.leftovers)
+	}
+	if _, err := os.Stat(filepath.Dir(layoutA.path)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the leftover's emptied tmp directory stays: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(layoutB.path)); err != nil {
+		t.Errorf("the replaying wrapper's own tmp directory: %v", err)
+	}
+}
+
+// A spool a live wrapper holds is not taken; a send that fails halfway
+// keeps the file for the next try, which sends it whole (the coordinator
+// refuses the repeated sequence numbers); a file that is not a spool's is
+// skipped line by line, and symlinks, other names and the wrapper's own
+// file are never listed.
+func TestLeftoverLockedPartialAndHostile(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	sinkA := &countSink{okLeft: 0}
+	a, layoutA := testWrapper(t, base, 7, sinkA)
+	for _, k := range []report.Kind{report.KindStart, report.KindSample, report.KindSample, report.KindEnd} {
+		emitKind(a, k)
+	}
+	if err := a.flush(context.Background()); err == nil {
+		t.Fatal("flush succeeded while Redis was down")
+	}
+	// a still alive: its spool is locked
+	sinkB := &countSink{okLeft: -1}
+	b, layoutB := testWrapper(t, base, 8, sinkB)
+	b.leftovers = findLeftovers(layoutB.patterns, layoutB.path, os.Getuid(), time.Now(), 0)
+	if !slices.Equal(b.leftovers, []string{layoutA.path}) {
+		t.Fatalf("leftovers %v", b.leftovers)
+	}
+	if _, _, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid()); !errors.Is(err, errLeftoverBusy) {
+		t.Fatalf("replaying a live wrapper's spool: %v, want errLeftoverBusy", err)
+	}
+	if len(sinkB.got) != 0 {
+		t.Fatalf("sent from a live wrapper's spool: %v", sinkB.ids())
+	}
+	a.out.finish() // a exits
+	// junk among the records
+	f, err := os.OpenFile(layoutA.path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("not json\n{\"seq\":9}\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	sinkB.set(2)
+	sent, _, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
+	if !errors.Is(err, errLeftoverSend) || sent != 2 {
+		t.Fatalf("half-sent leftover: sent %d, err %v, want 2 and errLeftoverSend", sent, err)
+	}
+	if _, err := os.Stat(layoutA.path); err != nil {
+		t.Fatalf("a half-sent leftover is gone: %v", err)
+	}
+	sinkB.set(-1)
+	sent, bad, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
+	if err != nil || sent != 4 || bad != 2 {
+		t.Fatalf("second try: sent %d, unreadable %d, err %v; want 4, 2, nil", sent, bad, err)
+	}
+	if got := sinkB.ids(); !slices.Equal(got, []string{"07:01", "07:02", "07:01", "07:02", "07:03", "07:04"}) {
+		t.Fatalf("delivered %v", got)
+	}
+
+	// only regular files of this uid, not the own one, not *.tmp, not symlinks
+	dir := filepath.Join(base, "isched-9-batch-r0")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(base, "elsewhere")
+	if err := os.WriteFile(target, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "reports.spool")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reports.spool.tmp"), []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(layoutB.path, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := findLeftovers(layoutB.patterns, layoutB.path, os.Getuid(), time.Now(), 0); len(got) != 0 {
+		t.Fatalf("listed %v: want no leftovers", got)
+	}
+	if got := findLeftovers(layoutB.patterns, "", os.Getuid()+1, time.Now(), 0); len(got) != 0 {
+		t.Fatalf("listed another uid's files %v", got)
+	}
+}
+
+// A requeued attempt on the same node finds its previous attempt's spool
+// at its own path: it is moved aside (spooling would truncate it) and is
+// the first leftover.
+func TestAdoptOwnSpool(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	layout := newSpoolLayout(dir, "", "", report.JobRef{Cluster: "lab", JobID: 12, StepID: "0/1", Rank: 3})
+	if want := filepath.Join(dir, "isched-lab-12-0_1-r3.spool"); layout.path != want {
+		t.Fatalf("spool path %s, want %s", layout.path, want)
+	}
+	if prev, err := adoptOwn(layout.path, time.Now()); err != nil || prev != "" {
+		t.Fatalf("nothing to adopt: %q %v", prev, err)
+	}
+	if err := os.WriteFile(layout.path, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prev, err := adoptOwn(layout.path, time.Unix(0, 42))
+	if err != nil || prev != layout.path+".prev-42" {
+		t.Fatalf("adopt: %q %v", prev, err)
+	}
+	if _, err := os.Stat(layout.path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("own path still taken: %v", err)
+	}
+	if got := findLeftovers(layout.patterns, layout.path, os.Getuid(), time.Now(), 0); !slices.Equal(got, []string{prev}) {
+		t.Fatalf("leftovers %v, want [%s]", got, prev)
+	}
+}
