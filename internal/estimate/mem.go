@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Tuning of MemTracker.
@@ -151,6 +152,12 @@ func (m *MemTracker) Add(step, rssBytes, gpuBytes int64) {
 		if step < m.Points[len(m.Points)-1].Step+m.Stride {
 			return
 		}
+	}
+	if cap(m.Points) < memPoints {
+		// the points fill up to memPoints over minutes (one per sample at
+		// most): allocated at their bound at once, a tracker's footprint is
+		// flat from its first point (a soak sees no growth toward the cap)
+		m.Points = slices.Grow(m.Points, memPoints-len(m.Points))
 	}
 	m.Points = append(m.Points, MemPoint{Step: step, RSS: rssBytes, GPU: gpuBytes})
 }
