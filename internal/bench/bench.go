@@ -42,6 +42,12 @@ type Observer interface {
 	Proc() (Proc, error)
 }
 
+// HeapProber is an Observer that can also measure the coordinator's live
+// heap after a forced collection (0 when it cannot).
+type HeapProber interface {
+	LiveHeap(ctx context.Context) (int64, error)
+}
+
 // Config is one benchmark run.
 type Config struct {
 	Cluster string // a name of the benchmark's own: every key carries it

@@ -3,6 +3,8 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +105,24 @@ func TestJudgeSoak(t *testing.T) {
 	if len(v) != 2 || !v[0].Pass || !v[1].Pass || v[0].N != 15 || v[0].Name != "coordinator RSS" {
 		t.Fatalf("flat (its heap goal growing, not judged): %+v", v)
 	}
+	// the live heap after a forced collection, judged when measured: on a
+	// flat floor with in-flight reports caught now and then it passes, on a
+	// rising one it fails
+	withLive := func(live func(i int) int64) []SoakSample {
+		s := slices.Clone(flat)
+		for i := range s {
+			s[i].CoordLiveHeap = live(i)
+		}
+		return s
+	}
+	v = JudgeSoak(withLive(func(i int) int64 { return 16<<20 + int64(i%4/3)*10<<20 }), 5*time.Minute)
+	if len(v) != 3 || v[1].Name != "coordinator live heap" || !v[1].Pass || !v[1].Floor {
+		t.Fatalf("flat live heap: %+v", v)
+	}
+	v = JudgeSoak(withLive(func(i int) int64 { return 16<<20 + int64(i)<<19 }), 5*time.Minute)
+	if len(v) != 3 || v[1].Pass || v[1].Growth < SoakLimit || !v[0].Pass {
+		t.Fatalf("growing live heap under a flat RSS: %+v", v)
+	}
 	// 1% per sample after the warm-up: the last quarter is > 5% above the median
 	growing := series(func(i int) int64 { return 100<<20 + int64(i)<<20 })
 	v = JudgeSoak(growing, 5*time.Minute)
@@ -130,5 +150,26 @@ func TestJudgeSoak(t *testing.T) {
 	// too few samples after the warm-up: not judged
 	if v := JudgeSoak(flat, 18*time.Minute); v[0].Pass || v[0].N != 2 {
 		t.Fatalf("short: %+v", v)
+	}
+}
+
+// ParseHeapAlloc reads a real heap profile (debug=1, captured from
+// isched-coordinator -pprof during a soak: the head of its records and the
+// MemStats it appends) and refuses what is not one.
+func TestParseHeapAlloc(t *testing.T) {
+	t.Parallel()
+	f, err := os.Open(filepath.Join("testdata", "heap-debug1.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, err := ParseHeapAlloc(f)
+	if err != nil || n != 19135376 {
+		t.Fatalf("HeapAlloc %d, %v; want 19135376", n, err)
+	}
+	for _, bad := range []string{"", "go_memstats_heap_alloc_bytes 1\n", "# HeapAlloc = lots\n"} {
+		if n, err := ParseHeapAlloc(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: %d, want an error", bad, n)
+		}
 	}
 }

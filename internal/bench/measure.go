@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -260,10 +261,58 @@ func selfCPU() time.Duration {
 	return d
 }
 
-// HTTPObserver observes a coordinator process by pid and /metrics URL.
+// HTTPObserver observes a coordinator process by pid and /metrics URL,
+// and with Pprof (the base of its /debug/pprof/, isched-coordinator -pprof)
+// its live heap.
 type HTTPObserver struct {
-	URL string
-	PID int
+	URL   string
+	PID   int
+	Pprof string
+}
+
+// LiveHeap implements HeapProber: it asks the coordinator for its heap
+// profile with gc=1, which runs a full collection first, and reads the
+// HeapAlloc the profile reports after it. 0 without Pprof.
+func (o HTTPObserver) LiveHeap(ctx context.Context) (int64, error) {
+	if o.Pprof == "" {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u := strings.TrimSuffix(o.Pprof, "/") + "/heap?gc=1&debug=1"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("bench: %s: %s", u, resp.Status)
+	}
+	return ParseHeapAlloc(resp.Body)
+}
+
+// ParseHeapAlloc reads "# HeapAlloc = N" from a Go heap profile in its
+// debug=1 text form (the runtime.MemStats it appends).
+func ParseHeapAlloc(r io.Reader) (int64, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("bench: heap profile: HeapAlloc %q: %w", v, err)
+			}
+			return n, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("bench: heap profile: %w", err)
+	}
+	return 0, errors.New("bench: heap profile: no HeapAlloc line (not a debug=1 Go heap profile?)")
 }
 
 // Metrics implements Observer.

@@ -14,6 +14,10 @@ type SoakSample struct {
 	CoordRSS, AgentRSS int64 // bytes; AgentRSS 0 with a simulated agent
 	// CoordHeapGoal is the coordinator's heap goal (go_memstats_next_gc_bytes)
 	CoordHeapGoal int64
+	// CoordLiveHeap is the coordinator's heap right after a full collection
+	// the soak forced (HeapProber; 0 when not measured): what it holds,
+	// plus the reports it was judging at that moment.
+	CoordLiveHeap int64
 	// JobKeys is the Redis memory of a job's bounded keys (state, status,
 	// its session and lineage entries) per job; Series a job's series list
 	// and Stream the ingest stream: both grow by design until their caps
@@ -38,21 +42,21 @@ type SoakVerdict struct {
 // SoakLimit is the growth allowed after the warm-up.
 const SoakLimit = 0.05
 
-// JudgeSoak judges the coordinator's RSS, the agent's RSS (when measured)
-// and the Redis bytes of a job's bounded keys after warmUp: memory is flat
-// when the last quarter of the samples grew by no more than SoakLimit over
-// the first half.
+// JudgeSoak judges the coordinator's RSS and live heap (when measured), the
+// agent's RSS (when measured) and the Redis bytes of a job's bounded keys
+// after warmUp: memory is flat when the last quarter of the samples grew by
+// no more than SoakLimit over the first half.
 //
 // The two processes are Go programs: their RSS is a sawtooth of garbage
 // collections (the agent's swings by 20 % at 25 MiB while its live heap
 // stays put), so a median can move by more than 5 % with no leak. What a
 // leak raises is the floor, the RSS right after a collection: for them
-// the figure is the minimum of each part. The coordinator's heap goal
-// (CoordHeapGoal, set by the live heap at each collection) is recorded and
-// shown, not judged: in 2-minute runs at 1 000 jobs it rose by 17-20 %
-// (about 3 MiB of live heap in 90 s), a growth not yet explained (see
-// docs/reliability.md). The Redis bytes are not collected: medians. Fewer
-// than 4 samples after the warm-up cannot be judged (Pass false).
+// the figure is the minimum of each part. The coordinator's live heap is
+// measured right after a collection the soak forces, so it holds what the
+// coordinator keeps plus the reports it was judging at that moment: its
+// floor too is what a leak raises. The heap goal is shown, not judged. The
+// Redis bytes are not collected: medians. Fewer than 4 samples after the
+// warm-up cannot be judged (Pass false).
 func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
 	var after []SoakSample
 	for _, s := range samples {
@@ -66,6 +70,7 @@ func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
 		get   func(SoakSample) float64
 	}{
 		{"coordinator RSS", true, func(s SoakSample) float64 { return float64(s.CoordRSS) }},
+		{"coordinator live heap", true, func(s SoakSample) float64 { return float64(s.CoordLiveHeap) }},
 		{"agent RSS", true, func(s SoakSample) float64 { return float64(s.AgentRSS) }},
 		{"redis bytes/job (bounded keys)", false, func(s SoakSample) float64 { return s.JobKeys }},
 	}
@@ -75,8 +80,8 @@ func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
 		for _, s := range after {
 			all = append(all, f.get(s))
 		}
-		if f.name == "agent RSS" && slices.Max(append(all, 0)) == 0 {
-			continue // simulated agent
+		if slices.Max(append(all, 0)) == 0 && f.name != "coordinator RSS" {
+			continue // not measured: a simulated agent, no -pprof
 		}
 		v := SoakVerdict{Name: f.name, N: len(all), Floor: f.floor}
 		if len(all) >= 4 {
@@ -119,6 +124,11 @@ func (b *Bench) soak(ctx context.Context, w0 time.Time) ([]SoakSample, error) {
 			return nil, fmt.Errorf("bench: coordinator metrics: %w", err)
 		}
 		s := SoakSample{At: time.Since(w0), CoordRSS: p.RSS, CoordHeapGoal: int64(cm.HeapGoal)}
+		if hp, ok := b.cfg.Observer.(HeapProber); ok {
+			if s.CoordLiveHeap, err = hp.LiveHeap(ctx); err != nil {
+				return nil, fmt.Errorf("bench: coordinator live heap: %w", err)
+			}
+		}
 		if b.cfg.AgentProc != nil {
 			a, err := b.cfg.AgentProc()
 			if err != nil {
@@ -132,7 +142,7 @@ func (b *Bench) soak(ctx context.Context, w0 time.Time) ([]SoakSample, error) {
 		}
 		s.JobKeys, s.Series, s.Stream = m.Own-m.Series, m.Series, m.Stream
 		out = append(out, s)
-		b.cfg.Log.Info("soak sample", "at", s.At.Round(time.Second), "coord_rss", s.CoordRSS, "coord_heap_goal", s.CoordHeapGoal, "agent_rss", s.AgentRSS,
+		b.cfg.Log.Info("soak sample", "at", s.At.Round(time.Second), "coord_rss", s.CoordRSS, "coord_heap_goal", s.CoordHeapGoal, "coord_live_heap", s.CoordLiveHeap, "agent_rss", s.AgentRSS,
 			"job_keys", int64(s.JobKeys), "series", int64(s.Series), "stream", s.Stream)
 		if !next.Add(b.cfg.SoakEvery).Before(end) {
 			return out, sleep(ctx, time.Until(end))

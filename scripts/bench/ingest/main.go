@@ -120,6 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if o.warmUp <= 0 {
 			o.warmUp = o.duration / 4
 		}
+		o.pprof = true // the live heap after a forced collection is sampled through it
 	}
 	for _, f := range strings.Split(*jobs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -253,6 +254,10 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 	}
 	uid, _ := strconv.Atoi(me.Uid)
 	coord, err := startCoordinator(ctx, bin, cluster, filepath.Join(tmp, cluster+".log"), o.pprof, log)
+	pprofBase := ""
+	if o.pprof && err == nil {
+		pprofBase = "http://" + coord.metrics + "/debug/pprof"
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +287,7 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 		Iters: o.iters, Probes: o.probes, Aged: o.aged, AgedIters: o.agedI, GPUs: o.gpus, UID: uid, User: me.Username,
 		CoordinatorUID: os.Getuid(), IssueWorkers: o.workers, Seed: uint64(n),
 		Munger: auth.ExecMunger{}, Reporter: clients["reporter"], Agent: clients["agent"], Admin: clients["admin"],
-		Observer: bench.HTTPObserver{URL: "http://" + coord.metrics + "/metrics", PID: coord.cmd.Process.Pid},
+		Observer: bench.HTTPObserver{URL: "http://" + coord.metrics + "/metrics", PID: coord.cmd.Process.Pid, Pprof: pprofBase},
 		RedisPID: redisPID(), Log: log, SoakEvery: o.soakEvery, WarmUp: o.warmUp}
 	if agent != nil {
 		cfg.Agent, cfg.Slurm = nil, fs
@@ -623,9 +628,9 @@ func printSoak(w io.Writer, r *bench.Result, warmUp time.Duration) bool {
 		return true
 	}
 	fmt.Fprintf(w, "soak: %d samples, warm-up %s left out of the verdict\n", len(r.Soak), warmUp)
-	fmt.Fprintf(w, "%10s %12s %15s %12s %16s %14s %12s\n", "at", "coord RSS", "coord heap goal", "agent RSS", "redis job keys/job", "series/job", "stream")
+	fmt.Fprintf(w, "%10s %12s %15s %15s %12s %16s %14s %12s\n", "at", "coord RSS", "coord heap goal", "coord live heap", "agent RSS", "redis job keys/job", "series/job", "stream")
 	for _, p := range r.Soak {
-		fmt.Fprintf(w, "%10s %12s %15s %12s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.CoordHeapGoal)),
+		fmt.Fprintf(w, "%10s %12s %15s %15s %12s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.CoordHeapGoal)), mib(float64(p.CoordLiveHeap)),
 			mib(float64(p.AgentRSS)), kib(p.JobKeys), kib(p.Series), mib(float64(p.Stream)))
 	}
 	ok := true
