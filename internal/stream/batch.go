@@ -64,8 +64,22 @@ func (b *Batch) PushList(key string, max int64, vals ...[]byte) {
 // Len is the number of queued writes.
 func (b *Batch) Len() int { return len(b.ops) }
 
-// Reset empties the batch, keeping its storage.
-func (b *Batch) Reset() { b.ops = b.ops[:0] }
+// Reset empties the batch. It keeps the slice, not what the writes
+// referenced: a coordinator's batch holds a whole state per lineage (~10
+// KiB), and after one large round (a backlog worked off) the slots past the
+// usual length would keep those values alive for good. A slice grown past
+// maxKeptOps is dropped too.
+func (b *Batch) Reset() {
+	if cap(b.ops) > maxKeptOps {
+		b.ops = nil
+		return
+	}
+	clear(b.ops)
+	b.ops = b.ops[:0]
+}
+
+// maxKeptOps: a batch slice larger than this is not kept across Reset.
+const maxKeptOps = 4096
 
 // WriteBatch sends every queued write in one MULTI/EXEC. An empty batch
 // sends nothing.

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,4 +68,33 @@ func TestWriteBatch(t *testing.T) {
 		t.Errorf("error %v, want the batch's error", err)
 	}
 	mr.SetError("")
+}
+
+// Reset drops what the writes referenced, so a large round's values do not
+// stay alive in the slots past the next, smaller round; a very large slice
+// is not kept at all.
+func TestBatchResetReleasesValues(t *testing.T) {
+	t.Parallel()
+	var b Batch
+	for i := range 8 {
+		b.Set(fmt.Sprintf("k%d", i), make([]byte, 10<<10), 0)
+	}
+	b.PushList("l", 10, []byte("x"))
+	b.HSet("h", "f", "v")
+	b.Reset()
+	if b.Len() != 0 {
+		t.Fatalf("Len after Reset: %d", b.Len())
+	}
+	for i, op := range b.ops[:cap(b.ops)] {
+		if op.val != nil || op.vals != nil || op.fields != nil || op.key != "" {
+			t.Fatalf("slot %d still references %q (%d bytes)", i, op.key, len(op.val))
+		}
+	}
+	for i := range maxKeptOps + 1 {
+		b.Set(fmt.Sprintf("k%d", i), nil, 0)
+	}
+	b.Reset()
+	if cap(b.ops) != 0 {
+		t.Fatalf("a %d-op slice kept after Reset", cap(b.ops))
+	}
 }
