@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ const maxLeftoverBytes = 2 * 32 << 20
 var (
 	// errLeftoverBusy: the spool file is locked by a live wrapper.
 	errLeftoverBusy = errors.New("spool file in use by a running wrapper")
+	// errLeftoverForeign: the spool is another cluster's (its wrapper
+	// reported under another ISCHED_CLUSTER); left for one of that cluster.
+	errLeftoverForeign = errors.New("spool of another cluster")
 	// errLeftoverSend: Redis refused or did not answer; worth a retry.
 	errLeftoverSend = errors.New("sending a leftover report")
 )
@@ -152,6 +156,16 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != uid || !st.Mode().IsRegular() {
 		return 0, 0, fmt.Errorf("%s: not a regular file of uid %d", path, uid)
 	}
+	c, err := spoolCluster(f)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	if c != "" && c != r.job.Cluster {
+		return 0, 0, fmt.Errorf("%w %q", errLeftoverForeign, c)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, err
+	}
 	sink, err := r.sinkOrConnect(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", errLeftoverSend, err)
@@ -188,6 +202,29 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 	return sent, bad, nil
 }
 
+// spoolCluster is the cluster the first readable record of a spool file
+// reports to (one file is one wrapper's: one cluster); "" when no record is
+// readable (the file is then sent as junk: nothing, and removed).
+func spoolCluster(f *os.File) (string, error) {
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), report.MaxPayload*2+1024)
+	for sc.Scan() {
+		var rec record
+		var env struct {
+			Job *struct {
+				Cluster string `json:"cluster"`
+			} `json:"job"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && json.Unmarshal(rec.Payload, &env) == nil && env.Job != nil {
+			return env.Job.Cluster, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", nil
+}
+
 // replayLeftovers tries each pending leftover once. The ones Redis did not
 // take stay pending, and the first such error is returned (for the
 // reporter's backoff); the others are done with.
@@ -209,8 +246,9 @@ func (r *reporter) replayLeftovers(ctx context.Context) error {
 		switch {
 		case err == nil:
 			r.log.Info("sent the undelivered reports an earlier wrapper left", "spool", p, "reports", sent, "unreadable_lines", bad)
-		case errors.Is(err, errLeftoverBusy), errors.Is(err, fs.ErrNotExist):
-			// a live wrapper's, or another wrapper sent it first
+		case errors.Is(err, errLeftoverBusy), errors.Is(err, fs.ErrNotExist), errors.Is(err, errLeftoverForeign):
+			// a live wrapper's, another wrapper sent it first, or another
+			// cluster's
 		case errors.Is(err, errLeftoverSend):
 			keep, sendErr = append(keep, p), err
 		default:

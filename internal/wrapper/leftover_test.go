@@ -221,6 +221,23 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 		t.Fatalf("delivered %v", got)
 	}
 
+	// another cluster's spool is left for a wrapper of that cluster
+	sinkC := &countSink{okLeft: -1}
+	c, _ := testWrapper(t, base, 10, sinkC)
+	c.job.Cluster = "other"
+	c.out.spoolPath = filepath.Join(base, "isched-10-batch-r0", "reports.spool")
+	emitKind(c, report.KindStart)
+	c.out.finish()
+	if _, _, err := b.replayLeftover(context.Background(), c.out.spoolPath, os.Getuid()); !errors.Is(err, errLeftoverForeign) {
+		t.Fatalf("another cluster's spool: %v, want errLeftoverForeign", err)
+	}
+	if _, err := os.Stat(c.out.spoolPath); err != nil || len(sinkB.ids()) != 6 {
+		t.Fatalf("another cluster's spool was sent or removed: %v, %v", err, sinkB.ids())
+	}
+	if err := os.Remove(c.out.spoolPath); err != nil {
+		t.Fatal(err)
+	}
+
 	// only regular files of this uid, not the own one, not *.tmp, not symlinks
 	dir := filepath.Join(base, "isched-9-batch-r0")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
