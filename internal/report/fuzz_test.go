@@ -18,14 +18,7 @@ import (
 // accepts re-encodes to an equal envelope whose encoding is a fixed point.
 // Seeds: testdata/fuzz/FuzzDecode and the golden files.
 func FuzzDecode(f *testing.F) {
-	golden, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
-	for _, g := range golden {
-		b, err := os.ReadFile(g)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addGolden(f)
 	f.Fuzz(func(t *testing.T, in []byte) { checkDecode(t, in) })
 }
 
@@ -97,9 +90,9 @@ func checkWalkers(t *testing.T, in []byte) {
 	}
 }
 
-// FuzzWalkSchema compares the two schema walks on inputs that are valid
-// JSON more often than FuzzDecode's (the seeds are the golden envelopes).
-func FuzzWalkSchema(f *testing.F) {
+// addGolden seeds a fuzz target with the golden envelopes.
+func addGolden(f *testing.F) {
+	f.Helper()
 	golden, _ := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
 	for _, g := range golden {
 		b, err := os.ReadFile(g)
@@ -108,6 +101,12 @@ func FuzzWalkSchema(f *testing.F) {
 		}
 		f.Add(b)
 	}
+}
+
+// FuzzWalkSchema compares the two schema walks on inputs that are valid
+// JSON more often than FuzzDecode's (the seeds are the golden envelopes).
+func FuzzWalkSchema(f *testing.F) {
+	addGolden(f)
 	for _, in := range []string{
 		`{"v":1,"kind":"sample","\u0076":2,"job":{"user":"a","User":"b"}}`,
 		`{"v":1,"end":{"peak_gpu_bytes":{"GPU-0":1,"GPU-\u0030":2}}}`,

@@ -1,7 +1,6 @@
 package wrapper
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -170,8 +169,7 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w: %w", errLeftoverSend, err)
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), report.MaxPayload*2+1024)
+	sc := spoolScanner(f)
 	for sc.Scan() {
 		var rec record
 		if json.Unmarshal(sc.Bytes(), &rec) != nil || len(rec.Payload) == 0 || rec.MAC == "" {
@@ -206,8 +204,7 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 // reports to (one file is one wrapper's: one cluster); "" when no record is
 // readable (the file is then sent as junk: nothing, and removed).
 func spoolCluster(f *os.File) (string, error) {
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), report.MaxPayload*2+1024)
+	sc := spoolScanner(f)
 	for sc.Scan() {
 		var rec record
 		var env struct {

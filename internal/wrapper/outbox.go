@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -157,9 +158,9 @@ func (o *outbox) startSpool() {
 }
 
 func (o *outbox) writeSpool(r record) {
-	b, err := json.Marshal(r)
+	b, err := spoolLine(r)
 	if err == nil {
-		_, err = o.spoolBuf.Write(append(b, '\n'))
+		_, err = o.spoolBuf.Write(b)
 	}
 	if err == nil {
 		err = o.spoolBuf.Flush()
@@ -207,12 +208,12 @@ func (o *outbox) finish() {
 		}
 		w := bufio.NewWriter(f)
 		for _, r := range o.q {
-			b, err := json.Marshal(r)
+			b, err := spoolLine(r)
 			if err != nil {
 				f.Close()
 				return err
 			}
-			if _, err := w.Write(append(b, '\n')); err != nil {
+			if _, err := w.Write(b); err != nil {
 				f.Close()
 				return err
 			}
@@ -233,6 +234,20 @@ func (o *outbox) finish() {
 	o.closeSpool(false)
 }
 
+// spoolScanner reads a spool file's lines: one record each, a payload of
+// up to report.MaxPayload escaped into JSON.
+func spoolScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), report.MaxPayload*2+1024)
+	return sc
+}
+
+// spoolLine is a record as a spool file line.
+func spoolLine(r record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	return append(b, '\n'), err
+}
+
 // readSpool reads a spool file back (for tests and post-mortems).
 func readSpool(path string) ([]record, error) {
 	f, err := os.Open(path)
@@ -241,8 +256,7 @@ func readSpool(path string) ([]record, error) {
 	}
 	defer f.Close()
 	var out []record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), report.MaxPayload*2+1024)
+	sc := spoolScanner(f)
 	for sc.Scan() {
 		var r record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
