@@ -319,13 +319,20 @@ func TestCloseAndRunLifecycle(t *testing.T) {
 		}
 	}
 	w.Close() // waits for Run
+	// Run's last act is closing done; the goroutine's send to errc comes
+	// after Run returned, so it is not part of what Close waits for.
+	select {
+	case <-w.done:
+	default:
+		t.Error("Close returned before Run")
+	}
 	select {
 	case err := <-errc:
 		if err != nil {
 			t.Errorf("Run = %v", err)
 		}
-	default:
-		t.Error("Close returned before Run")
+	case <-time.After(waitLong):
+		t.Fatal("Run's result never arrived")
 	}
 	if _, ok := <-w.Events(); ok {
 		t.Error("events open after Run returned")
