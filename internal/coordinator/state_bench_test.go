@@ -1,11 +1,16 @@
 package coordinator
 
 import (
+	"context"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -90,4 +95,72 @@ func BenchmarkRefreshEstimatesWarm(b *testing.B) {
 	for b.Loop() {
 		c.refreshEstimates(l, now)
 	}
+}
+
+// benchStore is a store whose writes cost nothing: BenchmarkIngestWarm
+// measures the coordinator's own work per report, not Redis's.
+type benchStore struct {
+	Store // nil: a call the benchmark does not expect panics
+	keys  stream.Keys
+}
+
+func (s benchStore) Keys() stream.Keys                                  { return s.keys }
+func (benchStore) WriteBatch(context.Context, *stream.Batch) error      { return nil }
+func (benchStore) Ack(context.Context, string, string, ...string) error { return nil }
+
+// BenchmarkIngestWarm is one read's worth of sample reports (512, one per
+// job, as the generator sends them: 5 iterations, CPU and one GPU) going
+// through ingest — decode, MAC check, judge, apply, estimates, the series
+// point and the flush's encoding of every lineage touched — with every
+// job warm (full windows). ns/report is the coordinator's CPU per report,
+// without Redis.
+func BenchmarkIngestWarm(b *testing.B) {
+	const jobs = 512
+	keys := stream.Keys{Cluster: "lab"}
+	c := New(Config{ID: "bench", Logger: slog.New(slog.DiscardHandler)}, benchStore{keys: keys}, nil, nil)
+	c.leader = true
+	now := time.UnixMilli(1_700_000_600_000)
+	ents := make([]stream.Entry, jobs)
+	sessions := make([]*session, jobs)
+	for i := range jobs {
+		lin := fmt.Sprintf("lab-%d", i+1)
+		l := warmLineage()
+		uid := 1001
+		l.OwnerUID = &uid
+		l.Status.Lineage, l.Status.JobID = lin, uint64(i+1)
+		c.lineages[lin] = l
+		sess, err := auth.NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := &session{SID: sess.SID, Key: hex.EncodeToString(sess.Key), UID: uid, JobID: uint64(i + 1), Lineage: lin, Confirmed: true}
+		c.sessions[s.SID], sessions[i] = s, s
+		env := report.NewEnvelope(report.KindSample, now)
+		env.Job = &report.JobRef{Cluster: "lab", JobID: uint64(i + 1), Lineage: lin, User: "alice", UID: uid, Partition: "gpu", Node: "gpu1"}
+		env.SID, env.Seq = sess.SID, 1
+		env.Sample = &report.Sample{CPU: &report.CPUStat{RSSBytes: 3 << 30, PeakRSSBytes: 3 << 30, Procs: 4},
+			GPU: &report.GPUStat{Devices: []report.GPUDevice{{UUID: "GPU-0", Name: "A100", UsedBytes: 10 << 30, TotalBytes: 40 << 30}}, Procs: []report.GPUProc{}}}
+		for k := range int64(5) {
+			env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: 5001 + k, AtMS: now.UnixMilli() + k*120, DurMS: 120, Source: report.SourceFile})
+		}
+		p, err := report.Encode(env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ents[i] = stream.Entry{ID: fmt.Sprintf("%d-%d", now.UnixMilli(), i), Payload: p, MAC: sess.Sign(p)}
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range sessions {
+			s.LastSeq = 0 // the same reports again, not replays
+		}
+		if err := c.ingest(ctx, ents); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if got := testutilCounter(c.metrics.reports.WithLabelValues("accepted")); got < jobs {
+		b.Fatalf("accepted %v reports, want every one", got)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*jobs), "ns/report")
 }

@@ -78,6 +78,8 @@ type IterEstimator struct {
 	est    IterEstimate
 	estOK  bool
 	estKey iterEstKey
+	// the window in MS order, kept by push (order.go). Not persisted.
+	order windowOrder
 }
 
 // iterEstKey identifies the state an Estimate was computed from. Every Add
@@ -241,17 +243,24 @@ func (e *IterEstimator) push(o Obs) {
 	e.SteadySteps += o.Steps
 	e.MaxGapMS = max(e.MaxGapMS, o.gap())
 	if len(e.Window) < WindowSize {
+		was := e.Window
 		e.Window = append(e.Window, o)
+		e.order.appended(e, was, e.Window)
 		return
 	}
-	e.Window[e.Next] = o
+	e.order.replace(e, e.Window, e.Next, o) // e.Window[e.Next] = o
 	e.Next = (e.Next + 1) % WindowSize
+}
+
+// windowQuantiles is wquantiles(e.Window, qs...), read from the kept order.
+func (e *IterEstimator) windowQuantiles(qs ...float64) []float64 {
+	return wquantilesOrdered(e.Window, e.order.sorted(e, e.Window), qs...)
 }
 
 func (e *IterEstimator) refresh() {
 	e.SinceRef = 0
 	if len(e.Window) > 0 {
-		e.RefMS = wmedian(e.Window)
+		e.RefMS = e.windowQuantiles(0.5)[0]
 	}
 }
 
@@ -286,7 +295,7 @@ func (e *IterEstimator) Estimate() (IterEstimate, bool) {
 
 func (e *IterEstimator) estimate() (IterEstimate, bool) {
 	if len(e.Window) >= minSteady {
-		q := wquantiles(e.Window, 0.1, 0.5, 0.9)
+		q := e.windowQuantiles(0.1, 0.5, 0.9)
 		est := IterEstimate{
 			LowMS: q[0], MS: q[1], HighMS: q[2],
 			N:             len(e.Window),
@@ -304,11 +313,7 @@ func (e *IterEstimator) estimate() (IterEstimate, bool) {
 		if steps > 0 && excess > 0 {
 			est.OverheadMSPerIter += excess / float64(steps)
 		}
-		gaps := make([]float64, len(e.Window))
-		for i, o := range e.Window {
-			gaps[i] = o.gap()
-		}
-		est.GapMS = median(gaps)
+		est.GapMS = medianGap(e.Window)
 		return est, true
 	}
 	if len(e.Warm) >= minSteady {

@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -558,6 +559,174 @@ func TestEstimateCacheFollowsTheState(t *testing.T) {
 			}
 			if got, ok := back.Estimate(); got != want || ok != wantOK {
 				t.Fatalf("add %d: after a JSON round trip %+v %v, want %+v %v", i, got, ok, want, wantOK)
+			}
+		}
+	}
+}
+
+// checkOrder compares what the kept order gives with a sort of the window.
+func checkOrder(t *testing.T, what string, e *IterEstimator) {
+	t.Helper()
+	qs := []float64{0.1, 0.5, 0.9}
+	if got, want := e.windowQuantiles(qs...), wquantiles(e.Window, qs...); !slices.Equal(got, want) {
+		t.Fatalf("%s: quantiles from the kept order %v, from a sort %v", what, got, want)
+	}
+	pos := e.order.pos
+	if len(pos) != len(e.Window) {
+		t.Fatalf("%s: order has %d positions for a window of %d", what, len(pos), len(e.Window))
+	}
+	seen := make([]bool, len(e.Window))
+	for i, p := range pos {
+		if int(p) >= len(seen) || seen[p] {
+			t.Fatalf("%s: order %v is not a permutation of the window's positions", what, pos)
+		}
+		seen[p] = true
+		if i > 0 && e.Window[pos[i-1]].MS > e.Window[p].MS {
+			t.Fatalf("%s: order not sorted at %d", what, i)
+		}
+	}
+	gaps := make([]float64, len(e.Window))
+	for i, o := range e.Window {
+		gaps[i] = o.gap()
+	}
+	if got, want := medianGap(e.Window), median(gaps); got != want {
+		t.Fatalf("%s: median gap by selection %v, by sort %v", what, got, want)
+	}
+}
+
+// TestWindowOrderFollowsTheWindow: the order push keeps gives the same
+// quantiles as sorting the window, through fills, ring replacement, ties,
+// level shifts, restarts, resets, JSON loads over an estimator in use, a
+// repaired oversize window, and value copies that go separate ways.
+func TestWindowOrderFollowsTheWindow(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(7, 8))
+	var e IterEstimator
+	var step int64
+	level := 100.0
+	loads, repairs, copies, others := 0, 0, 0, 0
+	add := func(e *IterEstimator, ms float64) {
+		step += 1 + r.Int64N(4)
+		e.Add(report.Iter{Step: step, DurMS: ms})
+	}
+	for i := range 6000 {
+		what := fmt.Sprintf("op %d", i)
+		switch {
+		case i%2111 == 2110:
+			e.Reset()
+		case i%977 == 976:
+			step /= 3 // a resumed process
+		case i%1301 == 1300:
+			for range levelShiftRun { // slower for good: the window restarts
+				add(&e, level*10)
+			}
+			level *= 10
+		case i%701 == 700:
+			loads++
+			b, err := json.Marshal(&e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &e); err != nil { // over the estimator in use
+				t.Fatal(err)
+			}
+		case i%1103 == 1102 && len(e.Window) == WindowSize:
+			// another job's state loaded over this estimator: same
+			// window length, other observations
+			var other IterEstimator
+			for k := range int64(2 * WindowSize) {
+				other.Add(report.Iter{Step: k + 1, DurMS: 50 + float64(r.IntN(9))})
+			}
+			b, err := json.Marshal(&other)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatal(err)
+			}
+			step, others = e.LastStep, others+1
+		case i%839 == 838 && len(e.Window) == WindowSize:
+			// a hand-edited state: too long, repaired by sanitize
+			e.Window = append(slices.Clone(e.Window), e.Window[:10]...)
+			e.Next = 3
+			repairs++
+		case i%523 == 522:
+			// a copy (as a save's shallow copy of the state) shares the
+			// backing arrays: reading it must not disturb the original,
+			// nor the original's adds a copy whose window they leave alone
+			c := e
+			ring := len(e.Window)+40 > WindowSize // the adds overwrite ring slots the copy sees
+			checkOrder(t, what+" (copy)", &c)
+			for range 40 {
+				add(&e, level*(1+float64(r.IntN(5))/10))
+				checkOrder(t, what+" (original)", &e)
+			}
+			if !ring {
+				checkOrder(t, what+" (copy, after the original's adds)", &c)
+				copies++
+			}
+		default:
+			// ties: a handful of distinct durations
+			ms := level * (1 + float64(r.IntN(7))/20)
+			if r.IntN(25) == 0 {
+				ms *= 5 // an outlier
+			}
+			add(&e, ms)
+		}
+		checkOrder(t, what, &e)
+	}
+	if loads == 0 || repairs == 0 || copies == 0 || others == 0 {
+		t.Errorf("cases not reached: %d loads, %d repairs, %d copies checked after adds, %d other states loaded", loads, repairs, copies, others)
+	}
+}
+
+// TestWindowOrderIsKeptNotRebuilt: once built, the order follows the
+// window's adds without sorting again.
+func TestWindowOrderIsKeptNotRebuilt(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(11, 12))
+	var e IterEstimator
+	for step := int64(1); step <= 5000; step++ {
+		e.Add(report.Iter{Step: step, DurMS: 100 + r.Float64()*10})
+		e.Estimate()
+	}
+	if n := e.order.rebuilds; n != 0 {
+		t.Errorf("the order was sorted %d times for a window that only grew and turned", n)
+	}
+	b, _ := json.Marshal(&e)
+	var back IterEstimator
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for step := int64(5001); step <= 6000; step++ {
+		back.Add(report.Iter{Step: step, DurMS: 100 + r.Float64()*10})
+		back.Estimate()
+	}
+	if n := back.order.rebuilds; n != 1 {
+		t.Errorf("a loaded estimator sorted its window %d times, want once", n)
+	}
+}
+
+func TestNth(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(9, 10))
+	for n := 1; n < 300; n += 1 + n/10 {
+		for _, spread := range []int{2, 10, 1_000_000} { // many ties to none
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = float64(r.IntN(spread))
+			}
+			want := slices.Sorted(slices.Values(v))
+			for _, k := range []int{0, n / 2, n - 1, r.IntN(n)} {
+				w := slices.Clone(v)
+				if got := nth(w, k); got != want[k] {
+					t.Fatalf("n=%d spread=%d: nth(%d) = %v, want %v", n, spread, k, got, want[k])
+				}
+				for i := range w {
+					if (i < k && w[i] > w[k]) || (i > k && w[i] < w[k]) {
+						t.Fatalf("n=%d spread=%d k=%d: %v at %d on the wrong side of %v", n, spread, k, w[i], i, w[k])
+					}
+				}
 			}
 		}
 	}
