@@ -164,3 +164,40 @@ func BenchmarkIngestWarm(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*jobs), "ns/report")
 }
+
+// TestEncodeStateIsMarshal: the state queueSave writes is json.Marshal's,
+// byte for byte, for lineages empty, warm, pending an action, ended, and
+// with strings that spell the members encodeState splices at.
+func TestEncodeStateIsMarshal(t *testing.T) {
+	if stateHead == nil {
+		t.Fatal(`the lineage's first members are not status, iter and mem: encodeState always falls back to json.Marshal`)
+	}
+	hostile := `,"ckpt":{},"iter":null,"mem":null}`
+	warm := warmLineage()
+	pend := warmLineage()
+	pend.Pending = &pending{ID: "a1", Type: "requeue", IssuedMS: 5, Action: json.RawMessage(`{"v":1}`)}
+	pend.Phase, pend.RankRSS = PhaseRequeueIssued, map[string]int64{"0": 1, "1": 2}
+	ended := warmLineage()
+	ended.Ended, ended.End = true, &attemptEnd{JobID: 1, AtMS: 9, ExitCode: 1, Done: true}
+	ended.Status.Node, ended.Status.Events[0].Message = hostile, hostile
+	ended.Status.GPUBytes = map[string]int64{`iter":null,"mem`: 1}
+	uid := 1001
+	ended.OwnerUID = &uid
+	for name, l := range map[string]*lineage{"empty": {}, "warm": warm, "pending": pend, "ended": ended} {
+		want, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := json.Marshal(l.Status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.encodeState(st)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s:\nencodeState %.300s\nMarshal     %.300s", name, got, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -60,4 +61,66 @@ func appendInts(b []byte, vs ...int64) []byte {
 		b = strconv.AppendInt(b, v, 10)
 	}
 	return append(b, ']')
+}
+
+// member is a list member of a JSON object and its encoder.
+type member struct {
+	key    string // `"window":`
+	encode func([]byte) ([]byte, error)
+}
+
+// splice appends head, an object json.Marshal encoded with the members'
+// lists set to nil, with each member's null replaced by its list: the
+// lists are written once, not written and then re-scanned by encoding/json
+// (which checks and compacts every MarshalJSON result). The members must be
+// in head's order; their keys cannot occur elsewhere in head, whose other
+// members are numbers and booleans.
+func splice(b, head []byte, members ...member) ([]byte, error) {
+	for _, m := range members {
+		i := bytes.Index(head, []byte(m.key+"null"))
+		if i < 0 {
+			return nil, fmt.Errorf("estimate: encoding: no %snull in %.80s", m.key, head)
+		}
+		b = append(b, head[:i+len(m.key)]...)
+		var err error
+		if b, err = m.encode(b); err != nil {
+			return nil, err
+		}
+		head = head[i+len(m.key)+len("null"):]
+	}
+	return append(b, head...), nil
+}
+
+func (os Observations) appendTo(b []byte) ([]byte, error) {
+	b, err := appendList(b, os, appendObs)
+	if err != nil {
+		return nil, fmt.Errorf("estimate: observations: %w", err)
+	}
+	return b, nil
+}
+
+func (ps MemPoints) appendTo(b []byte) ([]byte, error) { return appendList(b, ps, appendMemPoint) }
+
+// AppendJSON appends what json.Marshal(e) writes, at a fraction of its
+// cost for a full window (TestAppendJSONIsMarshal).
+func (e *IterEstimator) AppendJSON(b []byte) ([]byte, error) {
+	s := *e
+	s.Window, s.Warm, s.Run, s.order = nil, nil, nil, windowOrder{}
+	head, err := json.Marshal(&s)
+	if err != nil {
+		return nil, err
+	}
+	return splice(b, head, member{`"window":`, e.Window.appendTo}, member{`"warm":`, e.Warm.appendTo}, member{`"run":`, e.Run.appendTo})
+}
+
+// AppendJSON appends what json.Marshal(m) writes, at a fraction of its
+// cost (TestAppendJSONIsMarshal).
+func (m *MemTracker) AppendJSON(b []byte) ([]byte, error) {
+	s := *m
+	s.Points = nil
+	head, err := json.Marshal(&s)
+	if err != nil {
+		return nil, err
+	}
+	return splice(b, head, member{`"points":`, m.Points.appendTo})
 }

@@ -731,3 +731,58 @@ func TestNth(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendJSONIsMarshal: the estimators' AppendJSON writes what
+// json.Marshal writes, byte for byte, in every state (empty, warming up,
+// outliers pending, full window, after restarts and resets), after what
+// the buffer held; and fails where json.Marshal fails.
+func TestAppendJSONIsMarshal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(13, 14))
+	var e IterEstimator
+	var m MemTracker
+	check := func(what string) {
+		t.Helper()
+		for name, v := range map[string]interface {
+			AppendJSON([]byte) ([]byte, error)
+		}{"iter": &e, "mem": &m} {
+			want, err := json.Marshal(v)
+			if err != nil {
+				t.Fatalf("%s %s: Marshal: %v", what, name, err)
+			}
+			got, err := v.AppendJSON([]byte("prefix"))
+			if err != nil {
+				t.Fatalf("%s %s: AppendJSON: %v", what, name, err)
+			}
+			if string(got) != "prefix"+string(want) {
+				t.Fatalf("%s %s:\nAppendJSON %s\nMarshal          %s", what, name, got, want)
+			}
+		}
+	}
+	check("zero")
+	step := int64(0)
+	for i := range 3000 {
+		switch {
+		case i == 1500:
+			e.Reset()
+			m.Reset()
+		case i%997 == 996:
+			step /= 2
+		default:
+			step += 1 + r.Int64N(3)
+		}
+		ms := 100 * (0.9 + 0.2*r.Float64())
+		if r.IntN(15) == 0 {
+			ms *= 4
+		}
+		e.Add(report.Iter{Step: step, DurMS: ms, LoopDurMS: 0})
+		m.Add(step, 1<<30+int64(r.IntN(1<<20)), int64(r.IntN(2))<<30)
+		if i < 40 || i%37 == 0 {
+			check(fmt.Sprintf("after %d adds", i+1))
+		}
+	}
+	e.Window[3].MS = math.NaN() // a state json.Marshal refuses
+	if _, err := e.AppendJSON(nil); err == nil {
+		t.Error("AppendJSON of a NaN observation succeeded")
+	}
+}

@@ -60,7 +60,7 @@ type MemPoints []MemPoint
 
 // MarshalJSON writes [[step, rss, gpu], ...] (null for a nil list).
 func (ps MemPoints) MarshalJSON() ([]byte, error) {
-	return appendList(make([]byte, 0, 2+len(ps)*24), ps, appendMemPoint)
+	return ps.appendTo(make([]byte, 0, 2+len(ps)*24))
 }
 
 // UnmarshalJSON reads [[step, rss, gpu], ...], with the checks of MemPoint.

@@ -60,11 +60,7 @@ type Observations []Obs
 
 // MarshalJSON writes [[ms, steps], ...] (null for a nil list).
 func (os Observations) MarshalJSON() ([]byte, error) {
-	b, err := appendList(make([]byte, 0, 2+len(os)*14), os, appendObs)
-	if err != nil {
-		return nil, fmt.Errorf("estimate: observations: %w", err)
-	}
-	return b, nil
+	return os.appendTo(make([]byte, 0, 2+len(os)*14))
 }
 
 // UnmarshalJSON reads [[ms, steps], ...], with the checks of Obs.
