@@ -609,6 +609,7 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"-log-format", "xml"}, ExitUsage, "want json or text"},
 		{[]string{"-h"}, ExitOK, "Usage of isched-agent"},
 		{[]string{"-cluster", "bad name", "-once"}, ExitUsage, "cluster name"},
+		{[]string{"-pprof-listen", "256.0.0.1:1", "-once"}, ExitUsage, "pprof listener"},
 	}
 	for _, c := range cases {
 		out.Reset()

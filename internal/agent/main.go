@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/isched/isched/internal/profiling"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
 )
@@ -39,6 +40,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		once      = fs.Bool("once", false, "publish one snapshot and exit (no actions)")
 		logFormat = fs.String("log-format", "json", "log format: json or text")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		pprofAddr = fs.String("pprof-listen", "", "serve Go's /debug/pprof/ on this address (off by default; for diagnosing, keep it on loopback)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -54,6 +56,15 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	if err != nil {
 		fmt.Fprintf(stderr, "isched-agent: %v\n", err)
 		return ExitUsage
+	}
+
+	if *pprofAddr != "" {
+		stop, err := profiling.Serve(*pprofAddr, log)
+		if err != nil {
+			log.Error("pprof listener", "err", err)
+			return ExitUsage
+		}
+		defer stop()
 	}
 
 	sc := &slurm.Client{Timeout: *timeout}

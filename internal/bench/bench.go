@@ -96,6 +96,9 @@ type Config struct {
 	Agent     Setter
 	Slurm     Queue
 	AgentProc func() (Proc, error)
+	// AgentHeap, when set, measures the real agent's live heap in a soak
+	// (HTTPObserver.LiveHeap on its -pprof-listen address).
+	AgentHeap func(context.Context) (int64, error)
 	Admin     Admin
 	Observer  Observer
 	Log       *slog.Logger

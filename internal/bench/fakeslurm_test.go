@@ -153,6 +153,52 @@ func TestJudgeSoak(t *testing.T) {
 	}
 }
 
+// TestJudgeSoakAgent: the agent's RSS as CI's soak-ci sampled it at
+// 7952316 (every 5 s from 0 s, warm-up 30 s), flat yet judged +5.7 % by a
+// minimum over the 9 samples of the first half against one over the last
+// 4 — a minimum falls with the number of samples it is taken over. Compared
+// over equal quarters it is +4.0 %; with the agent's live heap measured,
+// that is judged and the RSS only shown.
+func TestJudgeSoakAgent(t *testing.T) {
+	t.Parallel()
+	rss := []int64{27492352, 23142400, 27344896, 27344896, 26787840, 26812416, 26460160, 27631616, 27500544, 27238400, 25075712, 26374144,
+		25489408, 26374144, 26308608, 26374144, 27619328, 27291648, 27672576, 24887296, 26505216, 26509312, 26505216, 26509312}
+	samples := func(live func(i int) int64) []SoakSample {
+		var out []SoakSample
+		for i, r := range rss {
+			out = append(out, SoakSample{At: time.Duration(i) * 5 * time.Second, CoordRSS: 48 << 20, AgentRSS: r, AgentLiveHeap: live(i), JobKeys: 8617})
+		}
+		return out
+	}
+	find := func(vs []SoakVerdict, name string) SoakVerdict {
+		t.Helper()
+		for _, v := range vs {
+			if v.Name == name {
+				return v
+			}
+		}
+		t.Fatalf("no verdict %q in %+v", name, vs)
+		return SoakVerdict{}
+	}
+	v := find(JudgeSoak(samples(func(int) int64 { return 0 }), 30*time.Second), "agent RSS")
+	if !v.Pass || v.Shown || v.N != 18 || v.Base != 25489408 || v.Last != 26505216 {
+		t.Errorf("agent RSS judged on equal quarters: %+v, want +4.0 %% (25489408 → 26505216), passed", v)
+	}
+	// live heap flat with a report batch caught now and then: judged, passes; RSS shown
+	vs := JudgeSoak(samples(func(i int) int64 { return 6<<20 + int64(i%5/4)<<20 }), 30*time.Second)
+	if v := find(vs, "agent live heap"); !v.Pass || v.Shown || !v.Floor {
+		t.Errorf("flat agent live heap: %+v", v)
+	}
+	if v := find(vs, "agent RSS"); !v.Shown {
+		t.Errorf("agent RSS judged while its live heap is: %+v", v)
+	}
+	// a live heap rising 2 % a sample: fails whatever the RSS does
+	v = find(JudgeSoak(samples(func(i int) int64 { return 6<<20 + int64(i)*(6<<20)/50 }), 30*time.Second), "agent live heap")
+	if v.Pass || v.Growth < SoakLimit {
+		t.Errorf("rising agent live heap: %+v", v)
+	}
+}
+
 // ParseHeapAlloc reads a real heap profile (debug=1, captured from
 // isched-coordinator -pprof during a soak: the head of its records and the
 // MemStats it appends) and refuses what is not one.

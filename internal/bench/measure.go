@@ -270,7 +270,8 @@ type HTTPObserver struct {
 	Pprof string
 }
 
-// LiveHeap implements HeapProber: it asks the coordinator for its heap
+// LiveHeap implements HeapProber: it asks the process (the coordinator;
+// with only Pprof set, any Go program serving /debug/pprof/) for its heap
 // profile with gc=1, which runs a full collection first, and reads the
 // HeapAlloc the profile reports after it. 0 without Pprof.
 func (o HTTPObserver) LiveHeap(ctx context.Context) (int64, error) {

@@ -11,12 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"time"
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/profiling"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -141,7 +141,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		cluster    = fs.String("cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key")
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		tick       = fs.Duration("tick", 0, "decision interval (default 2s)")
-		profiling  = fs.Bool("pprof", false, "also serve Go's /debug/pprof/ on the metrics address (for diagnosing; keep the address on loopback)")
+		pprofOn    = fs.Bool("pprof", false, "also serve Go's /debug/pprof/ on the metrics address (for diagnosing; keep the address on loopback)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -213,11 +213,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", m.Handler())
-		if *profiling {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if *pprofOn {
+			profiling.Handle(mux)
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()

@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.soak, "soak", false, "soak: sample memory through the window and fail if it grows by more than 5% after the warm-up (defaults: -jobs 1000 -duration 2h -aged 0)")
 	fs.DurationVar(&o.soakEvery, "soak-every", 0, "soak sample interval (default: duration/40, at least 5s)")
 	fs.DurationVar(&o.warmUp, "warm-up", 0, "soak warm-up left out of the verdict (default: a quarter of the duration)")
-	fs.BoolVar(&o.pprof, "pprof", false, "run the coordinator with -pprof (its /debug/pprof/ on the metrics address, logged at start)")
+	fs.BoolVar(&o.pprof, "pprof", false, "run the coordinator with -pprof (its /debug/pprof/ on the metrics address, logged at start) and a real agent with -pprof-listen")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -271,17 +271,33 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 	defer stopCoord()
 	var agent *proc
 	var fs *bench.FakeSlurm
+	agentPprof := ""
 	if o.agent == "real" {
 		dir := filepath.Join(tmp, cluster+"-slurm")
 		if fs, err = newFakeSlurm(dir, fake, o.testdata); err != nil {
 			return nil, err
 		}
-		agent, err = startProc(ctx, agentBin, []string{"-cluster", cluster, "-slurm-bin-dir", dir, "-poll", "5s", "-log-level", "info"},
+		args := []string{"-cluster", cluster, "-slurm-bin-dir", dir, "-poll", "5s", "-log-level", "info"}
+		if o.pprof {
+			args = append(args, "-pprof-listen", "127.0.0.1:0")
+		}
+		agent, err = startProc(ctx, agentBin, args,
 			map[string]string{"ISCHED_CLUSTER": cluster, "ISCHED_REDIS_USER": "agent"}, filepath.Join(tmp, cluster+"-agent.log"), "started", log)
 		if err != nil {
 			return nil, err
 		}
 		defer agent.stop(log)
+		if o.pprof { // logged before "started"
+			agent.scan(func(rec map[string]any) {
+				if rec["msg"] == "pprof" {
+					agentPprof, _ = rec["listen"].(string)
+				}
+			})
+			if agentPprof == "" {
+				return nil, errors.New("isched-agent -pprof-listen logged no address")
+			}
+			log.Info("agent pprof", "listen", agentPprof)
+		}
 	}
 	cfg := bench.Config{Cluster: cluster, Jobs: n, Duration: o.duration, Settle: o.settle, Every: o.every,
 		Iters: o.iters, Probes: o.probes, Aged: o.aged, AgedIters: o.agedI, GPUs: o.gpus, UID: uid, User: me.Username,
@@ -292,6 +308,9 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 	if agent != nil {
 		cfg.Agent, cfg.Slurm = nil, fs
 		cfg.AgentProc = func() (bench.Proc, error) { return bench.ReadProc(agent.cmd.Process.Pid) }
+		if agentPprof != "" {
+			cfg.AgentHeap = bench.HTTPObserver{Pprof: "http://" + agentPprof + "/debug/pprof"}.LiveHeap
+		}
 	}
 	b, err := bench.New(cfg)
 	if err != nil {
@@ -628,20 +647,24 @@ func printSoak(w io.Writer, r *bench.Result, warmUp time.Duration) bool {
 		return true
 	}
 	fmt.Fprintf(w, "soak: %d samples, warm-up %s left out of the verdict\n", len(r.Soak), warmUp)
-	fmt.Fprintf(w, "%10s %12s %15s %15s %12s %16s %14s %12s\n", "at", "coord RSS", "coord heap goal", "coord live heap", "agent RSS", "redis job keys/job", "series/job", "stream")
+	fmt.Fprintf(w, "%10s %12s %15s %15s %12s %15s %16s %14s %12s\n", "at", "coord RSS", "coord heap goal", "coord live heap", "agent RSS", "agent live heap", "redis job keys/job", "series/job", "stream")
 	for _, p := range r.Soak {
-		fmt.Fprintf(w, "%10s %12s %15s %15s %12s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.CoordHeapGoal)), mib(float64(p.CoordLiveHeap)),
-			mib(float64(p.AgentRSS)), kib(p.JobKeys), kib(p.Series), mib(float64(p.Stream)))
+		fmt.Fprintf(w, "%10s %12s %15s %15s %12s %15s %16s %14s %12s\n", p.At.Round(time.Second), mib(float64(p.CoordRSS)), mib(float64(p.CoordHeapGoal)), mib(float64(p.CoordLiveHeap)),
+			mib(float64(p.AgentRSS)), mib(float64(p.AgentLiveHeap)), kib(p.JobKeys), kib(p.Series), mib(float64(p.Stream)))
 	}
 	ok := true
 	for _, v := range r.SoakVerdicts {
-		of := "median"
+		of := "median of the first half after warm-up"
 		if v.Floor {
-			of = "floor (minimum)"
+			of = "floor (minimum) of the quarter before the middle"
 		}
-		fmt.Fprintf(w, "soak %-32s %s of the first half after warm-up %12.0f, of the last quarter %12.0f: %+.1f%% over %d samples: %s\n",
-			v.Name, of, v.Base, v.Last, 100*v.Growth, v.N, verdict(v.Pass))
-		ok = ok && v.Pass
+		judged := verdict(v.Pass)
+		if v.Shown {
+			judged = "shown, not judged (the live heap is)"
+		}
+		fmt.Fprintf(w, "soak %-32s %s %12.0f, of the last quarter %12.0f: %+.1f%% over %d samples: %s\n",
+			v.Name, of, v.Base, v.Last, 100*v.Growth, v.N, judged)
+		ok = ok && (v.Pass || v.Shown)
 	}
 	fmt.Fprintf(w, "soak verdict (growth <= %.0f%%): %s (series lists and the ingest stream grow by design up to their caps: shown, not judged)\n",
 		100*bench.SoakLimit, map[bool]string{true: "FLAT", false: "GREW or not judged"}[ok])
