@@ -444,6 +444,21 @@ func BenchmarkMemTrackerTrend(b *testing.B) {
 	}
 }
 
+// BenchmarkMemTrendComputed is what a job's memory trend costs whenever
+// its points change (every sample report while the stride is short): the
+// Theil–Sen slopes and Kendall's tau of 64 noisy, rising points, RSS and GPU.
+func BenchmarkMemTrendComputed(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var m MemTracker
+	for s := int64(0); len(m.Points) < memPoints; s += 10 {
+		m.Add(s, 2*gib+s*mib/64+r.Int64N(64*mib), gib+r.Int64N(mib))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = trendOf(m.Points)
+	}
+}
+
 // The list encoders write what per-element json.Marshal wrote (states
 // saved before them decode, and their output decodes the same), and
 // refuse what Obs refuses.
@@ -784,5 +799,43 @@ func TestAppendJSONIsMarshal(t *testing.T) {
 	e.Window[3].MS = math.NaN() // a state json.Marshal refuses
 	if _, err := e.AppendJSON(nil); err == nil {
 		t.Error("AppendJSON of a NaN observation succeeded")
+	}
+}
+
+// TestMedianMatchesSort: the selection medians equal the sorted-copy
+// median they replaced, for odd and even lengths, with and without ties,
+// and median leaves its input alone.
+func TestMedianMatchesSort(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(15, 16))
+	sorted := func(v []float64) float64 {
+		s := slices.Sorted(slices.Values(v))
+		n := len(s)
+		if n%2 == 1 {
+			return s[n/2]
+		}
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	if median(nil) != 0 || medianInPlace(nil) != 0 {
+		t.Error("median of nothing is not 0")
+	}
+	for n := 1; n < 2100; n += 1 + n/7 {
+		for _, spread := range []int{1, 3, 1 << 30} {
+			v := make([]float64, n)
+			for i := range v {
+				v[i] = float64(r.IntN(spread)) - float64(spread)/3
+			}
+			in := slices.Clone(v)
+			want := sorted(v)
+			if got := median(v); got != want {
+				t.Fatalf("n=%d spread=%d: median %v, want %v", n, spread, got, want)
+			}
+			if !slices.Equal(v, in) {
+				t.Fatalf("n=%d: median changed its input", n)
+			}
+			if got := medianInPlace(v); got != want {
+				t.Fatalf("n=%d spread=%d: medianInPlace %v, want %v", n, spread, got, want)
+			}
+		}
 	}
 }

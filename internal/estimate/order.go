@@ -132,15 +132,12 @@ func wquantilesOrdered(w []Obs, pos []uint16, qs ...float64) []float64 {
 	return out
 }
 
-// scratch holds the buffers medianGap selects in.
+// scratch holds the buffers median, medianGap and trend select in.
 var scratch = sync.Pool{New: func() any { return new([]float64) }}
 
-// medianGap is median of the observations' gaps, found by selection in a
-// pooled buffer instead of sorting a fresh copy.
+// medianGap is the median of the observations' gaps, found by selection
+// in a pooled buffer instead of sorting a fresh copy.
 func medianGap(w []Obs) float64 {
-	if len(w) == 0 {
-		return 0
-	}
 	bp := scratch.Get().(*[]float64)
 	defer scratch.Put(bp)
 	v := (*bp)[:0]
@@ -148,13 +145,7 @@ func medianGap(w []Obs) float64 {
 		v = append(v, o.gap())
 	}
 	*bp = v
-	n := len(v)
-	hi := nth(v, n/2)
-	if n%2 == 1 {
-		return hi
-	}
-	// nth left v[:n/2] holding the n/2 smallest: the lower middle is their largest
-	return (slices.Max(v[:n/2]) + hi) / 2
+	return medianInPlace(v)
 }
 
 // nth reorders v so that v[k] is the value a sort would put there, every
