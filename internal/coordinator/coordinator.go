@@ -136,6 +136,10 @@ type Coordinator struct {
 	// flush that persists them, the entries that caused them are not acked.
 	batch         stream.Batch
 	dirtySessions map[string]*session
+	// inputs: the agent's snapshot and job table as last read and decoded
+	// (readInputs), by input name; inputDecodes counts decodes (tests)
+	inputs       map[string]decodedInput
+	inputDecodes int
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -151,7 +155,8 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	}
 	return &Coordinator{cfg: cfg, store: store, munger: munger, keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
-		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{}}
+		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
+		inputs: map[string]decodedInput{}}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -230,6 +235,13 @@ func (c *Coordinator) forget() {
 	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
 	c.snap, c.jobs = nil, nil
+	c.inputs = map[string]decodedInput{}
+}
+
+// decodedInput is an agent value and its decoding.
+type decodedInput struct {
+	raw []byte
+	env *report.Envelope
 }
 
 // round is one pass: keep the lead, read reports, and on each tick decide.

@@ -580,3 +580,32 @@ func TestEndedLineagesLeaveMemory(t *testing.T) {
 		t.Error("a new leader revived a lineage whose state had expired")
 	}
 }
+
+// TestAgentInputsDecodedOncePerValue: the coordinator reads the agent's
+// snapshot and job table every tick but decodes each published value
+// once; a new value is decoded and used, and the age of an unchanged one
+// still moves (stale: no snapshot to decide on).
+func TestAgentInputsDecodedOncePerValue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish([]report.Job{job(30, 1001, "alice", "RUNNING", "cpu", "")}, []report.Partition{{Name: "cpu"}})
+	e.rounds(1)
+	if e.c.inputDecodes != 2 || e.c.snap == nil || e.c.jobs[30].JobID != 30 {
+		t.Fatalf("first read: %d decodes, snapshot %v, jobs %v", e.c.inputDecodes, e.c.snap != nil, e.c.jobs)
+	}
+	e.now = e.now.Add(3 * time.Second)
+	e.rounds(3)
+	if e.c.inputDecodes != 2 || e.c.snap == nil || len(e.c.jobs) != 1 {
+		t.Fatalf("unchanged values: %d decodes (want 2), snapshot %v, %d jobs", e.c.inputDecodes, e.c.snap != nil, len(e.c.jobs))
+	}
+	e.publish([]report.Job{job(31, 1002, "bob", "RUNNING", "cpu", "")}, []report.Partition{{Name: "cpu"}})
+	e.rounds(1)
+	if e.c.inputDecodes != 4 || len(e.c.jobs) != 1 || e.c.jobs[31].UID != 1002 {
+		t.Fatalf("new values: %d decodes (want 4), jobs %v", e.c.inputDecodes, e.c.jobs)
+	}
+	e.now = e.now.Add(time.Minute) // the same values, now stale
+	e.rounds(1)
+	if e.c.inputDecodes != 4 || e.c.snap != nil {
+		t.Fatalf("stale unchanged snapshot: %d decodes, snapshot still used: %v", e.c.inputDecodes, e.c.snap != nil)
+	}
+}
