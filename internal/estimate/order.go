@@ -44,13 +44,21 @@ func (x *windowOrder) sorted(e *IterEstimator, w []Obs) []uint16 {
 		x.pos, x.owner = make([]uint16, 0, len(w)), e
 	}
 	x.rebuilds++
-	x.pos = x.pos[:0]
-	for i := range w {
-		x.pos = append(x.pos, uint16(i))
-	}
-	slices.SortFunc(x.pos, func(a, b uint16) int { return cmp.Compare(w[a].MS, w[b].MS) })
+	x.pos = byMS(x.pos, w)
 	x.seen(w)
 	return x.pos
+}
+
+// byMS returns the positions of w sorted by their MS (ties in any order),
+// in dst's storage. Positions are uint16: w is a window (at most
+// WindowSize, sanitize bounds a loaded one) or a warm-up buffer.
+func byMS(dst []uint16, w []Obs) []uint16 {
+	dst = dst[:0]
+	for i := range w {
+		dst = append(dst, uint16(i))
+	}
+	slices.SortFunc(dst, func(a, b uint16) int { return cmp.Compare(w[a].MS, w[b].MS) })
+	return dst
 }
 
 func (x *windowOrder) seen(w []Obs) {
@@ -108,7 +116,8 @@ func (x *windowOrder) replace(e *IterEstimator, w []Obs, p int, o Obs) {
 	x.pos = slices.Insert(x.pos, x.search(w, o.MS), uint16(p))
 }
 
-// wquantilesOrdered is wquantiles over w visited in the order pos gives.
+// wquantilesOrdered is wquantiles over w visited in the order pos gives
+// (w's positions sorted by MS).
 func wquantilesOrdered(w []Obs, pos []uint16, qs ...float64) []float64 {
 	out := make([]float64, len(qs))
 	if len(pos) == 0 {

@@ -103,36 +103,7 @@ func (o Obs) gap() float64 { return o.MS * float64(o.Steps) }
 // Weighting by steps makes one report covering 100 steps count as much as
 // 100 reports of one step.
 func wquantiles(obs []Obs, qs ...float64) []float64 {
-	out := make([]float64, len(qs))
-	if len(obs) == 0 {
-		return out
-	}
-	s := slices.Clone(obs)
-	slices.SortFunc(s, func(a, b Obs) int {
-		switch {
-		case a.MS < b.MS:
-			return -1
-		case a.MS > b.MS:
-			return 1
-		}
-		return 0
-	})
-	var total float64
-	for _, o := range s {
-		total += float64(o.Steps)
-	}
-	for k, q := range qs {
-		want, cum := q*total, 0.0
-		out[k] = s[len(s)-1].MS
-		for _, o := range s {
-			cum += float64(o.Steps)
-			if cum >= want {
-				out[k] = o.MS
-				break
-			}
-		}
-	}
-	return out
+	return wquantilesOrdered(obs, byMS(nil, obs), qs...)
 }
 
 func wmedian(obs []Obs) float64 { return wquantiles(obs, 0.5)[0] }
