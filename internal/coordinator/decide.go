@@ -79,9 +79,10 @@ func (c *Coordinator) readInputs(ctx context.Context, now time.Time) error {
 		// The agent publishes every poll (5 s), the coordinator reads every
 		// tick (2 s): a value it already decoded is not decoded again (at
 		// 10 000 jobs the job table is 3 MB of JSON). Its age still moves.
-		cached := c.inputs[in.name]
+		cached, unchanged := c.inputs[in.name]
+		unchanged = unchanged && bytes.Equal(b, cached.raw)
 		env := cached.env
-		if cached.env == nil || !bytes.Equal(b, cached.raw) {
+		if !unchanged {
 			c.inputDecodes++
 			if env, err = report.DecodeTable(b); err != nil || env.Kind != in.kind {
 				delete(c.inputs, in.name)
@@ -91,7 +92,6 @@ func (c *Coordinator) readInputs(ctx context.Context, now time.Time) error {
 			}
 			c.inputs[in.name] = decodedInput{raw: b, env: env}
 		}
-		unchanged := cached.env == env
 		age := now.Sub(env.Time())
 		c.metrics.pollAge.WithLabelValues(in.name).Set(age.Seconds())
 		okFresh := age <= c.cfg.StaleAfter
