@@ -288,12 +288,7 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 		}
 		defer agent.stop(log)
 		if o.pprof { // logged before "started"
-			agent.scan(func(rec map[string]any) {
-				if rec["msg"] == "pprof" {
-					agentPprof, _ = rec["listen"].(string)
-				}
-			})
-			if agentPprof == "" {
+			if agentPprof = agent.listenAddr("pprof"); agentPprof == "" {
 				return nil, errors.New("isched-agent -pprof-listen logged no address")
 			}
 			log.Info("agent pprof", "listen", agentPprof)
@@ -408,11 +403,7 @@ func startCoordinator(ctx context.Context, bin, cluster, logPath string, profili
 			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		p.scan(func(rec map[string]any) {
-			if rec["msg"] == "metrics" {
-				p.metrics, _ = rec["listen"].(string)
-			}
-		})
+		p.metrics = p.listenAddr("metrics")
 		if time.Now().After(deadline) {
 			p.stop(log)
 			return nil, errors.New("isched-coordinator did not report its metrics address within 15s")
@@ -500,6 +491,18 @@ func (p *coordProc) scan(f func(map[string]any)) {
 			f(rec)
 		}
 	}
+}
+
+// listenAddr is the "listen" address of the process's last log record
+// msg ("" until it logged one): where it serves on a port it chose.
+func (p *coordProc) listenAddr(msg string) string {
+	addr := ""
+	p.scan(func(rec map[string]any) {
+		if rec["msg"] == msg {
+			addr, _ = rec["listen"].(string)
+		}
+	})
+	return addr
 }
 
 // warnings counts the coordinator's WARN and ERROR log records by message.
