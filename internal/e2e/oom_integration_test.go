@@ -101,10 +101,12 @@ func TestEarlyOOM(t *testing.T) {
 	if st.MemLimitBytes != limit {
 		t.Errorf("status memory limit %d MiB, want the job's %d MiB (the end report carries the cgroup's limit)", st.MemLimitBytes>>20, limit>>20)
 	}
-	// The lineage must not look alive: Slurm does not requeue an OOM.
-	waitFor(t, w, 20*time.Second, "the lineage to show the job's end", func() bool {
+	// The lineage must not look alive: Slurm does not requeue an OOM. The
+	// agent's squeue may still show the job COMPLETING (slurmstepd cleaning
+	// up) for a publish or two; the lineage ends at Slurm's final state.
+	waitFor(t, w, 20*time.Second, "the lineage to show the job's end (an end time)", func() bool {
 		st, _ = w.status(lineage)
-		return st.State != "RUNNING" && st.State != "PENDING"
+		return st.EndedMS != 0
 	})
 	exit := "none"
 	if st.ExitStatus != nil {
