@@ -3,6 +3,10 @@
 //
 //	srun isched-wrapper [flags] -- python train.py --epochs 50
 //
+// With --send-spools it runs no command: it sends the reports this user's
+// ended wrappers left undelivered on the node (a Slurm TaskEpilog, a login
+// or a cron job runs it).
+//
 // Its own logs go to stderr; stdout belongs to the training job.
 package main
 
@@ -43,6 +47,9 @@ func run(args []string) int {
 		Connect: wrapper.StreamConnect(os.Getenv),
 		Munger:  auth.ExecMunger{},
 		Logger:  logger,
+	}
+	if opts.SendSpools {
+		return wrapper.SendSpools(context.Background(), opts, deps)
 	}
 	wrapper.AddSystemDeps(&deps)
 	// The wrapper does not stop on its own signals: the child package relays

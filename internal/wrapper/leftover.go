@@ -61,12 +61,22 @@ type spoolLayout struct {
 func newSpoolLayout(spoolDir, tmp, tmpBase string, job report.JobRef) spoolLayout {
 	if spoolDir != "" {
 		name := fmt.Sprintf("isched-%s-%d-%s-r%d.spool", job.Cluster, job.JobID, strings.ReplaceAll(job.StepID, "/", "_"), job.Rank)
-		return spoolLayout{path: filepath.Join(spoolDir, name), patterns: []string{filepath.Join(spoolDir, "isched-*.spool*")}}
+		return spoolLayout{path: filepath.Join(spoolDir, name), patterns: spoolPatterns(spoolDir, tmpBase)}
 	}
 	if tmp == "" {
 		return spoolLayout{}
 	}
-	return spoolLayout{path: filepath.Join(tmp, "reports.spool"), patterns: []string{filepath.Join(tmpBase, "isched-*", "reports.spool*")}}
+	return spoolLayout{path: filepath.Join(tmp, "reports.spool"), patterns: spoolPatterns(spoolDir, tmpBase)}
+}
+
+// spoolPatterns are the globs of the spool files wrappers write: in the
+// spool directory when there is one, else in their tmp directories under
+// tmpBase.
+func spoolPatterns(spoolDir, tmpBase string) []string {
+	if spoolDir != "" {
+		return []string{filepath.Join(spoolDir, "isched-*.spool*")}
+	}
+	return []string{filepath.Join(tmpBase, "isched-*", "reports.spool*")}
 }
 
 // adoptOwn moves a spool file already at this wrapper's path (the previous
@@ -222,6 +232,26 @@ func spoolCluster(f *os.File) (string, error) {
 	return "", nil
 }
 
+// sendLeftover replays one leftover spool file and logs what came of it.
+// The error is errLeftoverSend's when Redis did not take it (worth a
+// retry), else nil: sent, a live wrapper's, sent by another wrapper first,
+// another cluster's, or unreadable (left as it is, and said).
+func (r *reporter) sendLeftover(ctx context.Context, p string) error {
+	sent, bad, err := r.replayLeftover(ctx, p, r.uid)
+	switch {
+	case err == nil:
+		r.log.Info("sent the undelivered reports an earlier wrapper left", "spool", p, "reports", sent, "unreadable_lines", bad)
+	case errors.Is(err, errLeftoverBusy), errors.Is(err, fs.ErrNotExist), errors.Is(err, errLeftoverForeign):
+		// a live wrapper's, another wrapper sent it first, or another
+		// cluster's
+	case errors.Is(err, errLeftoverSend):
+		return err
+	default:
+		r.log.Warn("leftover spool not readable; left as it is", "spool", p, "err", err)
+	}
+	return nil
+}
+
 // replayLeftovers tries each pending leftover once. The ones Redis did not
 // take stay pending, and the first such error is returned (for the
 // reporter's backoff); the others are done with.
@@ -239,17 +269,8 @@ func (r *reporter) replayLeftovers(ctx context.Context) error {
 			keep = append(keep, p)
 			continue
 		}
-		sent, bad, err := r.replayLeftover(ctx, p, r.uid)
-		switch {
-		case err == nil:
-			r.log.Info("sent the undelivered reports an earlier wrapper left", "spool", p, "reports", sent, "unreadable_lines", bad)
-		case errors.Is(err, errLeftoverBusy), errors.Is(err, fs.ErrNotExist), errors.Is(err, errLeftoverForeign):
-			// a live wrapper's, another wrapper sent it first, or another
-			// cluster's
-		case errors.Is(err, errLeftoverSend):
+		if err := r.sendLeftover(ctx, p); err != nil {
 			keep, sendErr = append(keep, p), err
-		default:
-			r.log.Warn("leftover spool not readable; left as it is", "spool", p, "err", err)
 		}
 	}
 	r.mu.Lock()

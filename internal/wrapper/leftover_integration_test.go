@@ -3,8 +3,11 @@
 package wrapper_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -52,13 +56,85 @@ func TestLeftoverSpoolSentByTheNextJob(t *testing.T) {
 		t.Errorf("spool directory still holds %v", left)
 	}
 
-	ents := j1.ingest()
-	type perJob struct {
-		key   []byte
-		seq   uint64
-		kinds map[report.Kind]int
+	jobs := checkDelivered(t, j1.ingest())
+	if len(jobs) != 2 {
+		t.Fatalf("reports of %d jobs in Redis, want 2", len(jobs))
 	}
-	jobs := map[uint64]*perJob{}
+	if p := jobs[mustAtoi(t, j1.jobID)]; p == nil || p.kinds[report.KindCheckpoint] != 3 {
+		t.Errorf("first job's checkpoints not all delivered: %+v", p)
+	}
+}
+
+// TestSendSpoolsDeliversAnEndedJobsReports: a job ends while Redis is
+// unreachable; nobody of its user runs on the node again. `isched-wrapper
+// --send-spools` (what a TaskEpilog, a login or cron runs) sends its
+// reports: with Redis still away it exits 1 and keeps the file; once Redis
+// is back it exits 0, the spool directory is empty, and the real Redis
+// holds the job's every report, in order, signed by its session.
+func TestSendSpoolsDeliversAnEndedJobsReports(t *testing.T) {
+	spoolDir := t.TempDir()
+	r := testutil.NeedRedis(t)
+	down := newRedisSwitch(t, r.Addr) // never switched on
+	j := submitVia(t, down.ln.Addr().String(), []string{"--spool-dir", spoolDir, "--report-interval", "200ms", "--interval", "200ms"},
+		[]string{"--steps", "20", "--period", "0.05", "--ckpt-every", "10"}, true)
+	if !strings.Contains(j.output(), "reports left undelivered at exit") {
+		t.Fatalf("the job did not leave its reports:\n%s", j.output())
+	}
+	time.Sleep(1500 * time.Millisecond) // past --send-spools' minimum age of a spool file
+
+	send := func(addr string) (int, string) {
+		cmd := exec.Command(buildWrapper(t), "--send-spools", "--spool-dir", spoolDir)
+		cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+addr, "ISCHED_REDIS_PASSWORD_FILE="+r.PasswordFile("reporter"), "ISCHED_CLUSTER="+j.cluster)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), out.String()
+	}
+	if code, out := send(down.ln.Addr().String()); code != 1 || !strings.Contains(out, "files stay for the next try") {
+		t.Fatalf("Redis away: exit %d, want 1 and said\n%s", code, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(spoolDir, "isched-*.spool")); len(left) != 1 {
+		t.Fatalf("after a failed send the spool directory holds %v, want the job's file", left)
+	}
+	if n := len(j.ingest()); n != 0 {
+		t.Fatalf("%d entries in Redis before any send", n)
+	}
+	code, out := send(r.Addr)
+	if code != 0 || !strings.Contains(out, "sent the undelivered reports an earlier wrapper left") {
+		t.Fatalf("exit %d, want 0 and the file sent\n%s", code, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(spoolDir, "*")); len(left) != 0 {
+		t.Errorf("spool directory still holds %v", left)
+	}
+	jobs := checkDelivered(t, j.ingest())
+	p := jobs[mustAtoi(t, j.jobID)]
+	if len(jobs) != 1 || p == nil || p.kinds[report.KindCheckpoint] != 2 {
+		t.Fatalf("delivered %d jobs' reports, this job's %+v: want its start, samples, 2 checkpoints and end", len(jobs), p)
+	}
+	if code, out := send(r.Addr); code != 0 || !strings.Contains(out, "no undelivered reports") {
+		t.Errorf("nothing left: exit %d, want 0 and said\n%s", code, out)
+	}
+}
+
+// delivered is what one job's wrapper delivered.
+type delivered struct {
+	key   []byte
+	seq   uint64
+	kinds map[report.Kind]int
+}
+
+// checkDelivered checks the entries of an ingest stream: each decodes, each
+// job's start opens with its real MUNGE credential (this uid), each entry
+// is signed by its job's session, and each job's sequence numbers are
+// 1..N in order. It returns what each job delivered, and wants each job's
+// start, samples and end.
+func checkDelivered(t *testing.T, ents []stream.Entry) map[uint64]*delivered {
+	t.Helper()
+	jobs := map[uint64]*delivered{}
 	for i, e := range ents {
 		env, err := report.Decode(e.Payload)
 		if err != nil {
@@ -66,7 +142,7 @@ func TestLeftoverSpoolSentByTheNextJob(t *testing.T) {
 		}
 		p := jobs[env.Job.JobID]
 		if p == nil {
-			p = &perJob{kinds: map[report.Kind]int{}}
+			p = &delivered{kinds: map[report.Kind]int{}}
 			jobs[env.Job.JobID] = p
 		}
 		if env.Kind == report.KindStart {
@@ -91,18 +167,13 @@ func TestLeftoverSpoolSentByTheNextJob(t *testing.T) {
 		p.seq = env.Seq
 		p.kinds[env.Kind]++
 	}
-	if len(jobs) != 2 {
-		t.Fatalf("reports of %d jobs in Redis, want 2", len(jobs))
-	}
 	for id, p := range jobs {
 		t.Logf("job %d: %d reports %v", id, p.seq, p.kinds)
 		if p.kinds[report.KindStart] != 1 || p.kinds[report.KindEnd] != 1 || p.kinds[report.KindSample] == 0 {
 			t.Errorf("job %d delivered %v: want its start, samples and end", id, p.kinds)
 		}
 	}
-	if p := jobs[mustAtoi(t, j1.jobID)]; p == nil || p.kinds[report.KindCheckpoint] != 3 {
-		t.Errorf("first job's checkpoints not all delivered: %+v", p)
-	}
+	return jobs
 }
 
 func mustAtoi(t *testing.T, s string) uint64 {

@@ -34,7 +34,10 @@ type Options struct {
 	SpoolDir           string
 	QueueMax           int
 	LogLevel           string
-	Argv               []string
+	// SendSpools: no command; send this user's leftover spool files and
+	// exit (for a Slurm TaskEpilog, a login or a cron job).
+	SendSpools bool
+	Argv       []string
 }
 
 // ErrUsage marks a command-line error (exit status 2).
@@ -75,10 +78,17 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.StringVar(&o.SpoolDir, "spool-dir", getenv("ISCHED_SPOOL_DIR"), "where undelivered reports are spooled; the next wrapper of the same user on the node sends what a job left there (default: the job's tmp dir)")
 	fs.IntVar(&o.QueueMax, "queue-max", 20000, "reports held while Redis is unreachable; past it the oldest samples are dropped (events never are)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.SendSpools, "send-spools", false, "run no command: send the reports this user's ended wrappers left undelivered (in --spool-dir, else under $TMPDIR) and exit 0 when none is left; for a TaskEpilog, a login or cron")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
 	o.Argv = fs.Args()
+	if o.SendSpools {
+		if len(o.Argv) > 0 {
+			return o, fmt.Errorf("%w: --send-spools runs no command, got %q", ErrUsage, o.Argv[0])
+		}
+		return o, nil
+	}
 	if len(o.Argv) == 0 {
 		fs.Usage()
 		return o, fmt.Errorf("%w: no command given after --", ErrUsage)
@@ -117,6 +127,18 @@ func validLineage(s string) bool {
 	return true
 }
 
+// clusterName is the cluster reports go to: ISCHED_CLUSTER, else Slurm's
+// cluster name, else "lab".
+func clusterName(getenv func(string) string) string {
+	if c := getenv("ISCHED_CLUSTER"); c != "" {
+		return c
+	}
+	if c := getenv("SLURM_CLUSTER_NAME"); c != "" {
+		return c
+	}
+	return "lab"
+}
+
 // identity reads the job's identity from Slurm's environment. ok is false
 // outside Slurm (no SLURM_JOB_ID): the wrapper then runs standalone.
 func identity(getenv func(string) string, lineage string) (report.JobRef, bool, error) {
@@ -143,18 +165,12 @@ func identity(getenv func(string) string, lineage string) (report.JobRef, bool, 
 		return report.JobRef{}, false, fmt.Errorf("SLURM_JOB_ID=%q: not a job id", idStr)
 	}
 	j := report.JobRef{
-		Cluster:   getenv("SLURM_CLUSTER_NAME"),
+		Cluster:   clusterName(getenv),
 		JobID:     id,
 		StepID:    getenv("SLURM_STEP_ID"),
 		User:      getenv("SLURM_JOB_USER"),
 		Partition: getenv("SLURM_JOB_PARTITION"),
 		Node:      getenv("SLURMD_NODENAME"),
-	}
-	if c := getenv("ISCHED_CLUSTER"); c != "" {
-		j.Cluster = c
-	}
-	if j.Cluster == "" {
-		j.Cluster = "lab"
 	}
 	if j.User == "" {
 		j.User = getenv("USER")

@@ -3,12 +3,14 @@ package wrapper
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/isched/isched/internal/report"
 )
@@ -142,19 +144,53 @@ func (o *outbox) startSpool() {
 	if o.spool != nil || o.spoolErr || o.spoolPath == "" {
 		return
 	}
-	f, err := os.OpenFile(o.spoolPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+	f, err := openLockedSpool(o.spoolPath, createSpool, o.log)
 	if err != nil {
 		o.spoolFailed(err)
 		return
-	}
-	// held while this wrapper lives: a locked spool is nobody's leftover
-	if err := lockFile(f); err != nil {
-		o.log.Warn("report spool not locked: another wrapper may take it for a leftover", "path", o.spoolPath, "err", err)
 	}
 	o.spool, o.spoolBuf = f, bufio.NewWriter(f)
 	for _, r := range o.q {
 		o.writeSpool(r)
 	}
+}
+
+// openLockedSpool creates the spool file at path and locks it, held while
+// the wrapper lives: a locked spool is nobody's leftover. Between creating
+// and locking, a sender of leftovers (another wrapper, --send-spools) may
+// take the fresh file for one and remove it; the file is then created
+// again, so that the spool is never an unlinked file.
+func openLockedSpool(path string, create func(string) (*os.File, error), log *slog.Logger) (*os.File, error) {
+	for try := 0; ; try++ {
+		f, err := create(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(f); err != nil {
+			if errors.Is(err, syscall.EWOULDBLOCK) && try < 2 {
+				// a sender holds the fresh file, about to remove it
+				_ = f.Close()
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			log.Warn("report spool not locked: another wrapper may take it for a leftover", "path", path, "err", err)
+			return f, nil
+		}
+		held, err1 := f.Stat()
+		named, err2 := os.Lstat(path)
+		if err1 == nil && err2 == nil && os.SameFile(held, named) {
+			return f, nil
+		}
+		_ = f.Close()
+		if try == 2 {
+			return nil, fmt.Errorf("spool file %s: taken away three times while being locked", path)
+		}
+	}
+}
+
+// createSpool creates (or empties) a spool file, never through a symlink.
+func createSpool(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 }
 
 func (o *outbox) writeSpool(r record) {

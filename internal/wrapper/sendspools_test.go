@@ -1,0 +1,210 @@
+package wrapper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// leaveSpool makes job jobID's wrapper under base end with Redis down: its
+// start and two samples stay in its spool file, which it returns.
+func leaveSpool(t *testing.T, base string, jobID uint64) string {
+	t.Helper()
+	w, layout := testWrapper(t, base, jobID, &countSink{okLeft: 0})
+	emitKind(w, report.KindStart)
+	emitKind(w, report.KindSample)
+	emitKind(w, report.KindEnd)
+	if w.drain(100 * time.Millisecond) {
+		t.Fatal("drained while Redis was down")
+	}
+	w.out.finish()
+	return layout.path
+}
+
+// `isched-wrapper --send-spools` sends every leftover of the user in order
+// and removes it; a file younger than its minimum age (a wrapper between
+// creating and locking it) stays; with Redis down it exits 1 and keeps the
+// files; with nothing to send it exits 0.
+func TestSendSpools(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	old1, old2, fresh := leaveSpool(t, base, 11), leaveSpool(t, base, 12), leaveSpool(t, base, 13)
+	age(t, old1, time.Minute)
+	age(t, old2, 5*time.Second)
+
+	var logs bytes.Buffer
+	sink := &countSink{okLeft: 0}
+	var cluster string
+	d := Deps{
+		Getenv: func(k string) string {
+			return map[string]string{"TMPDIR": base, "ISCHED_CLUSTER": "lab"}[k]
+		},
+		Stderr: &logs,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Connect: func(_ context.Context, c string) (appender, error) {
+			cluster = c
+			return sink, nil
+		},
+	}
+	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 1 {
+		t.Fatalf("Redis down: exit %d, want 1\n%s", got, logs.String())
+	}
+	for _, p := range []string{old1, old2, fresh} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("Redis down: %s: %v", p, err)
+		}
+	}
+	if !strings.Contains(logs.String(), "files stay for the next try") {
+		t.Errorf("the failure is not said:\n%s", logs.String())
+	}
+
+	sink.set(-1)
+	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 {
+		t.Fatalf("exit %d, want 0\n%s", got, logs.String())
+	}
+	if cluster != "lab" {
+		t.Errorf("connected for cluster %q, want ISCHED_CLUSTER's lab", cluster)
+	}
+	got := sink.ids()
+	want := []string{"11:01", "11:02", "11:03", "12:01", "12:02", "12:03"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sent %v, want %v (each file whole, in order)", got, want)
+	}
+	for _, p := range []string{old1, old2} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s stays after it was sent: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a spool younger than %s was taken: %v", sendSpoolsMinAge, err)
+	}
+
+	age(t, fresh, time.Minute)
+	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 {
+		t.Fatalf("exit %d, want 0", got)
+	}
+	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 || !strings.Contains(logs.String(), "no undelivered reports") {
+		t.Fatalf("nothing left: exit %d, want 0 and said\n%s", got, logs.String())
+	}
+	if n := len(sink.ids()); n != 9 {
+		t.Errorf("%d reports sent in all, want 9 (each once)", n)
+	}
+}
+
+// --send-spools looks in --spool-dir when given (and only there).
+func TestSendSpoolsFromSpoolDir(t *testing.T) {
+	t.Parallel()
+	dir, tmpBase := t.TempDir(), t.TempDir()
+	inTmp := leaveSpool(t, tmpBase, 21)
+	age(t, inTmp, time.Minute)
+	p := filepath.Join(dir, "isched-lab-22-batch-r0.spool")
+	if err := os.Rename(leaveSpool(t, t.TempDir(), 22), p); err != nil {
+		t.Fatal(err)
+	}
+	age(t, p, time.Minute)
+	sink := &countSink{okLeft: -1}
+	d := Deps{
+		Getenv:  func(k string) string { return map[string]string{"TMPDIR": tmpBase}[k] },
+		Stderr:  os.Stderr,
+		Logger:  quiet,
+		Connect: func(context.Context, string) (appender, error) { return sink, nil },
+	}
+	if got := SendSpools(context.Background(), Options{SendSpools: true, SpoolDir: dir}, d); got != 0 {
+		t.Fatalf("exit %d", got)
+	}
+	if got := sink.ids(); !slices.Equal(got, []string{"22:01", "22:02", "22:03"}) {
+		t.Fatalf("sent %v, want job 22's (the spool directory's) only", got)
+	}
+	if _, err := os.Stat(inTmp); err != nil {
+		t.Errorf("a spool outside --spool-dir was touched: %v", err)
+	}
+}
+
+// The race --send-spools' short minimum age opens: a sender takes a
+// wrapper's fresh spool file for a leftover, locks and removes it. The
+// wrapper's spool must then be a new file at its path, never the unlinked
+// one (whose records nobody would ever send).
+func TestOpenLockedSpoolRetakesATakenFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "reports.spool")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sender, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockFile(sender); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		time.Sleep(20 * time.Millisecond)
+		_ = os.Remove(path) // what a sender does once it has sent the file
+		_ = sender.Close()
+	}()
+	f, err := openLockedSpool(path, createSpool, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	checkHeldSpool(t, f, path)
+
+	// the sender takes the file between the wrapper's create and lock
+	path = filepath.Join(t.TempDir(), "reports.spool")
+	creates := 0
+	f, err = openLockedSpool(path, func(p string) (*os.File, error) {
+		creates++
+		f, err := createSpool(p)
+		if err == nil && creates == 1 {
+			_ = os.Remove(p) // locked, sent and removed by the sender
+		}
+		return f, err
+	}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHeldSpool(t, f, path)
+	if creates != 2 {
+		t.Errorf("%d creates, want 2 (the taken file, then a new one)", creates)
+	}
+}
+
+// checkHeldSpool: f is the file at path, and it holds its lock.
+func checkHeldSpool(t *testing.T, f *os.File, path string) {
+	t.Helper()
+	t.Cleanup(func() { f.Close() })
+	held, _ := f.Stat()
+	named, err := os.Lstat(path)
+	if err != nil || !os.SameFile(held, named) {
+		t.Fatalf("the spool held is not the file at %s (%v)", path, err)
+	}
+	other, _ := os.Open(path)
+	defer other.Close()
+	if err := lockFile(other); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("the spool at its path is not locked by the wrapper: %v", err)
+	}
+}
+
+func TestParseSendSpools(t *testing.T) {
+	t.Parallel()
+	env := func(string) string { return "" }
+	o, err := ParseArgs([]string{"--send-spools", "--spool-dir", "/var/spool/isched"}, env, &bytes.Buffer{})
+	if err != nil || !o.SendSpools || o.SpoolDir != "/var/spool/isched" {
+		t.Fatalf("got %+v, %v", o, err)
+	}
+	if _, err := ParseArgs([]string{"--send-spools", "--", "python", "train.py"}, env, &bytes.Buffer{}); !errors.Is(err, ErrUsage) {
+		t.Fatalf("a command with --send-spools: %v, want a usage error", err)
+	}
+}
