@@ -238,7 +238,7 @@ func (o *outbox) finish() {
 	}
 	tmp := o.spoolPath + ".tmp"
 	err := func() error {
-		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
+		f, err := createSpool(tmp)
 		if err != nil {
 			return err
 		}
