@@ -321,6 +321,10 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 			ack = append(ack, e.ID)
 		case deferred:
 			c.metrics.reports.WithLabelValues("deferred").Inc()
+		case duplicate:
+			c.metrics.reports.WithLabelValues("duplicate").Inc()
+			c.log.Debug("report received twice (a retransmission); the copy is dropped", "entry", e.ID, "sid", env.SID, "seq", env.Seq)
+			ack = append(ack, e.ID)
 		}
 		c.metrics.ingestLatency.Observe(time.Since(start).Seconds())
 	}

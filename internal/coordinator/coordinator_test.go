@@ -145,10 +145,13 @@ func (e *env) appendRaw(b []byte, mac string) {
 	}
 }
 
-func (e *env) start(w *wrapperSession) {
+func (e *env) start(w *wrapperSession) { e.sendStart(w) }
+
+// sendStart sends w's start report and returns its raw entry values.
+func (e *env) sendStart(w *wrapperSession) ([]byte, string) {
 	env := report.NewEnvelope(report.KindStart, e.now)
 	env.Start = &report.Start{Argv: []string{"python3", "train.py"}, Host: "h", PID: 1, Cred: w.cred, GPUs: []string{}}
-	e.send(w, env)
+	return e.send(w, env)
 }
 
 func (e *env) sample(w *wrapperSession, fromStep, n int64, iterMS float64) {
@@ -219,6 +222,7 @@ func TestAcceptsOwnersReportsAndRejectsForgeries(t *testing.T) {
 	alice := e.wrapper(10, 1001, "alice", "lab-10", "cpu")
 	e.start(alice)
 	e.sample(alice, 1, 5, 100)
+	e.sample(alice, 6, 2, 100)
 
 	// bob's wrapper claims alice's job: MUNGE says uid 1002, the job is 1001's
 	bobAsAlice := e.wrapper(10, 1002, "bob", "lab-10", "cpu")
@@ -233,7 +237,8 @@ func TestAcceptsOwnersReportsAndRejectsForgeries(t *testing.T) {
 	forged.sess.Key = make([]byte, 32)
 	e.sample(&forged, 6, 1, 100)
 	e.rounds(2)
-	// a replay of alice's first sample (same bytes, same seq)
+	// a replay of alice's first sample (same bytes, same seq), older than
+	// her latest report
 	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
 	e.appendRaw(ents[1].Payload, ents[1].MAC)
 	// garbage
@@ -257,11 +262,73 @@ func TestAcceptsOwnersReportsAndRejectsForgeries(t *testing.T) {
 		}
 	}
 	st := e.status("lab-10")
-	if st.User != "alice" || st.Step != 5 || st.JobID != 10 {
+	if st.User != "alice" || st.Step != 7 || st.JobID != 10 {
 		t.Errorf("alice's status %+v", st)
 	}
-	if n := testutilCounter(e.c.metrics.reports.WithLabelValues("accepted")); n != 2 {
-		t.Errorf("accepted %v, want 2 (start and sample)", n)
+	if n := testutilCounter(e.c.metrics.reports.WithLabelValues("accepted")); n != 3 {
+		t.Errorf("accepted %v, want 3 (start and two samples)", n)
+	}
+	if n := testutilCounter(e.c.metrics.reports.WithLabelValues("duplicate")); n != 0 {
+		t.Errorf("%v reports taken for retransmissions", n)
+	}
+}
+
+// TestRetransmissionIsADuplicateNotAReplay: a wrapper whose XADD reply was
+// lost sends the report again, so the stream holds a second copy right
+// after the first (in the session's order). The copy is dropped as a
+// duplicate (counted, not logged as an attack), also by a coordinator
+// restarted in between; an older report sent again, or a report with the
+// latest number but other bytes, is still a replay.
+func TestRetransmissionIsADuplicateNotAReplay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish([]report.Job{job(10, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	alice := e.wrapper(10, 1001, "alice", "lab-10", "cpu")
+	startB, startMAC := e.sendStart(alice)
+	e.appendRaw(startB, startMAC) // the start, twice
+	e.sample(alice, 1, 5, 100)
+	e.rounds(1)
+	dups := func() float64 { return testutilCounter(e.c.metrics.reports.WithLabelValues("duplicate")) }
+	if n, acc := dups(), testutilCounter(e.c.metrics.reports.WithLabelValues("accepted")); n != 1 || acc != 2 {
+		t.Fatalf("start sent twice: %v duplicates, %v accepted, want 1 and 2", n, acc)
+	}
+	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
+	last := ents[len(ents)-1]
+	// the coordinator restarts: the session (and its latest MAC) is read back
+	e.c = New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, e.store, e.m, nil)
+	e.appendRaw(last.Payload, last.MAC) // the latest sample, twice
+	e.rounds(1)
+	if n := dups(); n != 1 {
+		t.Fatalf("restarted coordinator: %v duplicates, want 1 (the latest sample's copy)", n)
+	}
+	if n := e.counter(RejectReplay); n != 0 {
+		t.Fatalf("%v retransmissions refused as replays", n)
+	}
+	// an older report again is a replay
+	e.appendRaw(ents[0].Payload, ents[0].MAC)
+	// the latest number with other bytes (the wrapper never does this;
+	// only its key can sign it) is a replay too
+	other := report.NewEnvelope(report.KindSample, e.now)
+	j := alice.job
+	other.Job, other.SID, other.Seq, other.TimeMS = &j, alice.sess.SID, alice.seq, e.now.UnixMilli()
+	other.Sample = &report.Sample{CPU: &report.CPUStat{RSSBytes: 1, PeakRSSBytes: 1, Procs: 1}}
+	b, err := report.Encode(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.appendRaw(b, alice.sess.Sign(b))
+	e.rounds(1)
+	if n := e.counter(RejectReplay); n != 2 {
+		t.Errorf("%v replays, want 2 (an older report, other bytes under the latest number)", n)
+	}
+	if n := dups(); n != 1 {
+		t.Errorf("%v duplicates after the replays, want still 1", n)
+	}
+	// the next report is taken as usual
+	e.sample(alice, 6, 1, 100)
+	e.rounds(1)
+	if st := e.status("lab-10"); st.Step != 6 {
+		t.Errorf("after the copies: step %d, want 6", st.Step)
 	}
 }
 

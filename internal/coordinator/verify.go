@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -43,7 +44,8 @@ type session struct {
 	Lineage   string `json:"lineage"`
 	Rank      int    `json:"rank"`
 	LastSeq   uint64 `json:"last_seq"`
-	Confirmed bool   `json:"confirmed"` // the uid owns the job in the agent's job table
+	LastMAC   string `json:"last_mac,omitempty"` // of the report numbered LastSeq
+	Confirmed bool   `json:"confirmed"`          // the uid owns the job in the agent's job table
 	OpenedMS  int64  `json:"opened_ms"`
 	LastMS    int64  `json:"last_ms,omitempty"` // last accepted report
 }
@@ -53,7 +55,8 @@ type verdict int
 const (
 	accepted verdict = iota
 	rejected
-	deferred // not judgeable yet (job not in the table): keep unacked, retry
+	deferred  // not judgeable yet (job not in the table): keep unacked, retry
+	duplicate // a second copy of the session's latest report: a retransmission
 )
 
 // sessionKey names the hash of sessions.
@@ -187,9 +190,16 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 		return env, nil, rejected, RejectForeignLineage, nil
 	}
 	if env.Seq <= s.LastSeq {
+		// The wrapper sends again what it could not confirm: an XADD whose
+		// reply was lost (Redis stopped, a timeout) is in the stream twice,
+		// the copy right after the original in the session's order. That
+		// copy has no effect and is no attack; any other old number is.
+		if env.Seq == s.LastSeq && s.LastMAC != "" && subtle.ConstantTimeCompare([]byte(e.MAC), []byte(s.LastMAC)) == 1 {
+			return env, nil, duplicate, "", nil
+		}
 		return env, nil, rejected, RejectReplay, nil
 	}
-	s.LastSeq, s.LastMS = env.Seq, now.UnixMilli()
+	s.LastSeq, s.LastMAC, s.LastMS = env.Seq, e.MAC, now.UnixMilli()
 	// persisted by the flush that persists what this report changes,
 	// before its entry is acked
 	c.dirtySessions[s.SID] = s

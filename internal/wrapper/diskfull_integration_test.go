@@ -31,29 +31,39 @@ type redisSwitch struct {
 
 func newRedisSwitch(t *testing.T, target string) *redisSwitch {
 	t.Helper()
+	p := &redisSwitch{target: target}
+	p.ln = serveProxy(t, &p.wg, func(c net.Conn) {
+		if !p.up.Load() {
+			_ = c.Close()
+			return
+		}
+		p.pipe(c)
+	})
+	return p
+}
+
+// serveProxy listens on a loopback port and hands each connection to serve
+// (in its own goroutine, counted in wg) until the test ends.
+func serveProxy(t *testing.T, wg *sync.WaitGroup, serve func(net.Conn)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &redisSwitch{ln: ln, target: target}
-	p.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer p.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			if !p.up.Load() {
-				_ = c.Close()
-				continue
-			}
-			p.wg.Add(1)
-			go func() { defer p.wg.Done(); p.pipe(c) }()
+			wg.Add(1)
+			go func() { defer wg.Done(); serve(c) }()
 		}
 	}()
-	t.Cleanup(func() { _ = ln.Close(); p.wg.Wait() })
-	return p
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return ln
 }
 
 func (p *redisSwitch) pipe(c net.Conn) {
