@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,12 +147,17 @@ func lockFile(f *os.File) error {
 // an emptied wrapper tmp directory). On a send error the file stays for the
 // next try; records it already sent are then refused by the coordinator as
 // seen. Lines that are not records are skipped and counted.
+// testHookLeftoverOpened runs between a sender's open of a leftover and its
+// lock (tests put another sender there).
+var testHookLeftoverOpened = func(string) {}
+
 func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (sent, bad int, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer f.Close()
+	testHookLeftoverOpened(path)
 	if err := lockFile(f); err != nil {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return 0, 0, errLeftoverBusy
@@ -164,6 +170,11 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != uid || !st.Mode().IsRegular() {
 		return 0, 0, fmt.Errorf("%s: not a regular file of uid %d", path, uid)
+	}
+	if named, err := os.Lstat(path); err != nil || !os.SameFile(st, named) {
+		// another sender held it between our open and our lock, and sent
+		// it (removed) or kept only its unsent part (renamed over it)
+		return 0, 0, errLeftoverBusy
 	}
 	c, err := spoolCluster(f)
 	if err != nil {
@@ -180,7 +191,15 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 		return 0, 0, fmt.Errorf("%w: %w", errLeftoverSend, err)
 	}
 	sc := spoolScanner(f)
+	var start, end int64 // the current line's offsets in the file
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		end += int64(adv)
+		return adv, tok, err
+	})
 	for sc.Scan() {
+		line := start
+		start = end
 		var rec record
 		if json.Unmarshal(sc.Bytes(), &rec) != nil || len(rec.Payload) == 0 || rec.MAC == "" {
 			bad++
@@ -190,6 +209,14 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 		_, err := sink.Append(cctx, r.stream, rec.Payload, rec.MAC, r.maxLen)
 		cancel()
 		if err != nil {
+			if line > 0 {
+				// Redis took what came before: the next try starts at this
+				// record (which it may have taken too, its reply lost: the
+				// coordinator drops that one copy), not at the first
+				if kerr := keepFrom(f, path, line); kerr != nil {
+					r.log.Warn("leftover spool not cut to its unsent part; the next try repeats the sent reports", "spool", path, "err", kerr)
+				}
+			}
 			return sent, bad, fmt.Errorf("%w: %w", errLeftoverSend, err)
 		}
 		sent++
@@ -208,6 +235,18 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 		_ = os.Remove(dir) // another wrapper's tmp directory, only when empty
 	}
 	return sent, bad, nil
+}
+
+// keepFrom replaces the spool file at path (held, locked, as f) with its
+// part from byte off on.
+func keepFrom(f *os.File, path string, off int64) error {
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	return rewriteSpool(path, func(w *bufio.Writer) error {
+		_, err := io.Copy(w, f)
+		return err
+	})
 }
 
 // spoolCluster is the cluster the first readable record of a spool file

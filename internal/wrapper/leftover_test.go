@@ -1,12 +1,16 @@
 package wrapper
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,8 +169,9 @@ func TestLeftoverSpoolIsSentByTheNextWrapper(t *testing.T) {
 }
 
 // A spool a live wrapper holds is not taken; a send that fails halfway
-// keeps the file for the next try, which sends it whole (the coordinator
-// refuses the repeated sequence numbers); a file that is not a spool's is
+// keeps the unsent part of the file for the next try (from the record that
+// failed: Redis may have taken it with its reply lost, a copy the
+// coordinator drops), never the reports Redis confirmed; a file that is not a spool's is
 // skipped line by line, and symlinks, other names and the wrapper's own
 // file are never listed.
 func TestLeftoverLockedPartialAndHostile(t *testing.T) {
@@ -209,16 +214,33 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	if !errors.Is(err, errLeftoverSend) || sent != 2 {
 		t.Fatalf("half-sent leftover: sent %d, err %v, want 2 and errLeftoverSend", sent, err)
 	}
-	if _, err := os.Stat(layoutA.path); err != nil {
-		t.Fatalf("a half-sent leftover is gone: %v", err)
+	// the file keeps what was not sent, from the record that failed on
+	raw, err := os.ReadFile(layoutA.path)
+	if err != nil {
+		t.Fatalf("a half-sent leftover: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
+	var seqs []uint64
+	for _, l := range lines[:min(2, len(lines))] {
+		var r record
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("half-sent leftover line %q: %v", l, err)
+		}
+		seqs = append(seqs, r.Seq)
+	}
+	if len(lines) != 4 || !slices.Equal(seqs, []uint64{3, 4}) || lines[2] != "not json" {
+		t.Fatalf("half-sent leftover holds %q, want records 3 and 4 and the two junk lines (the unsent part)", lines)
+	}
+	if _, err := os.Stat(layoutA.path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("rewrite left its tmp file: %v", err)
 	}
 	sinkB.set(-1)
 	sent, bad, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
-	if err != nil || sent != 4 || bad != 2 {
-		t.Fatalf("second try: sent %d, unreadable %d, err %v; want 4, 2, nil", sent, bad, err)
+	if err != nil || sent != 2 || bad != 2 {
+		t.Fatalf("second try: sent %d, unreadable %d, err %v; want 2, 2, nil", sent, bad, err)
 	}
-	if got := sinkB.ids(); !slices.Equal(got, []string{"07:01", "07:02", "07:01", "07:02", "07:03", "07:04"}) {
-		t.Fatalf("delivered %v", got)
+	if got := sinkB.ids(); !slices.Equal(got, []string{"07:01", "07:02", "07:03", "07:04"}) {
+		t.Fatalf("delivered %v, want each report once", got)
 	}
 
 	// another cluster's spool is left for a wrapper of that cluster
@@ -231,7 +253,7 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	if _, _, err := b.replayLeftover(context.Background(), c.out.spoolPath, os.Getuid()); !errors.Is(err, errLeftoverForeign) {
 		t.Fatalf("another cluster's spool: %v, want errLeftoverForeign", err)
 	}
-	if _, err := os.Stat(c.out.spoolPath); err != nil || len(sinkB.ids()) != 6 {
+	if _, err := os.Stat(c.out.spoolPath); err != nil || len(sinkB.ids()) != 4 {
 		t.Fatalf("another cluster's spool was sent or removed: %v, %v", err, sinkB.ids())
 	}
 	if err := os.Remove(c.out.spoolPath); err != nil {
@@ -261,6 +283,54 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	}
 	if got := findLeftovers(layoutB.patterns, "", os.Getuid()+1, time.Now(), 0); len(got) != 0 {
 		t.Fatalf("listed another uid's files %v", got)
+	}
+}
+
+// A sender that opened a leftover just before another sender sent it (and
+// removed it) or cut it to its unsent part (renamed a new file over it)
+// does not send the file it holds: it would repeat what Redis took.
+func TestLeftoverTakenBetweenOpenAndLock(t *testing.T) {
+	base := t.TempDir()
+	a, layoutA := testWrapper(t, base, 7, &countSink{okLeft: 0})
+	for _, k := range []report.Kind{report.KindStart, report.KindSample, report.KindEnd} {
+		emitKind(a, k)
+	}
+	_ = a.flush(context.Background())
+	a.out.finish()
+	sink := &countSink{okLeft: -1}
+	b, _ := testWrapper(t, base, 8, sink)
+	for _, tc := range []struct {
+		name  string
+		other func(path string)
+	}{
+		{"cut to its unsent part", func(path string) {
+			if err := rewriteSpool(path, func(w *bufio.Writer) error { _, err := w.WriteString("{}\n"); return err }); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"sent and removed", func(path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		raw, err := os.ReadFile(layoutA.path)
+		if err != nil || len(raw) == 0 {
+			t.Fatalf("%s: no spool to start from: %v", tc.name, err)
+		}
+		testHookLeftoverOpened = tc.other
+		_, _, err = b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
+		testHookLeftoverOpened = func(string) {}
+		if !errors.Is(err, errLeftoverBusy) || len(sink.ids()) != 0 {
+			t.Fatalf("%s meanwhile: err %v, sent %v; want errLeftoverBusy and nothing sent", tc.name, err, sink.ids())
+		}
+		if err := os.WriteFile(layoutA.path, raw, 0o600); err != nil { // as before, for the next case
+			t.Fatal(err)
+		}
+	}
+	// undisturbed, the same file is sent
+	if _, _, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid()); err != nil || len(sink.ids()) != 3 {
+		t.Fatalf("undisturbed: err %v, sent %v", err, sink.ids())
 	}
 }
 

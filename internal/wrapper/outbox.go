@@ -193,6 +193,32 @@ func createSpool(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 }
 
+// rewriteSpool replaces the spool file at path with what write writes, by
+// way of path+".tmp" (never taken for a leftover) and a rename: a reader
+// finds the old file or the whole new one, never a part.
+func rewriteSpool(path string, write func(*bufio.Writer) error) error {
+	tmp := path + ".tmp"
+	f, err := createSpool(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	err = write(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
 func (o *outbox) writeSpool(r record) {
 	b, err := spoolLine(r)
 	if err == nil {
@@ -236,35 +262,19 @@ func (o *outbox) finish() {
 	if o.spoolPath == "" || o.spoolErr || len(o.q) == 0 {
 		return
 	}
-	tmp := o.spoolPath + ".tmp"
-	err := func() error {
-		f, err := createSpool(tmp)
-		if err != nil {
-			return err
-		}
-		w := bufio.NewWriter(f)
+	err := rewriteSpool(o.spoolPath, func(w *bufio.Writer) error {
 		for _, r := range o.q {
 			b, err := spoolLine(r)
 			if err != nil {
-				f.Close()
 				return err
 			}
 			if _, err := w.Write(b); err != nil {
-				f.Close()
 				return err
 			}
 		}
-		if err := w.Flush(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		return os.Rename(tmp, o.spoolPath)
-	}()
+		return nil
+	})
 	if err != nil {
-		_ = os.Remove(tmp)
 		o.log.Warn("report spool not rewritten at exit; it may repeat delivered reports", "path", o.spoolPath, "err", err)
 	}
 	o.closeSpool(false)
