@@ -190,10 +190,10 @@ func (a *Agent) pollLoop(ctx context.Context) {
 		}
 		start := time.Now()
 		err := a.PublishOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopping: not a Slurm failure
+			}
 			delay = b.Failed(err)
 			continue
 		}

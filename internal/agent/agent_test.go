@@ -124,8 +124,10 @@ func TestPollLoopBacksOffAndRecovers(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { a.pollLoop(ctx); close(done) }()
+	// the recovery is logged after the publish: wait for the line, not
+	// for the snapshot (a cancel in between would hide it)
 	deadline := time.Now().Add(5 * time.Second)
-	for !e.mr.Exists("isched:lab:snapshot") && time.Now().Before(deadline) {
+	for !strings.Contains(e.logs.String(), "poll recovered") && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
