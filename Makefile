@@ -86,15 +86,16 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	shellcheck scripts/dev-cluster scripts/demo scripts/bench/wrapper-overhead .ci/run
+	shellcheck scripts/dev-cluster scripts/demo scripts/bench/wrapper-overhead scripts/isched-task-epilog .ci/run
 
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo
 
-install: build ## install binaries to $(PREFIX)/bin and the Python helper to $(PREFIX)/share/isched
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isched
+install: build ## install binaries to $(PREFIX)/bin, the Python helper to $(PREFIX)/share/isched, the TaskEpilog to $(PREFIX)/libexec
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isched $(DESTDIR)$(PREFIX)/libexec
 	for b in $(BINARIES); do install -m 0755 $(BIN)/$$b $(DESTDIR)$(PREFIX)/bin/$$b; done
 	install -m 0644 scripts/isched.py $(DESTDIR)$(PREFIX)/share/isched/isched.py
+	install -m 0755 scripts/isched-task-epilog $(DESTDIR)$(PREFIX)/libexec/isched-task-epilog
 
 clean: ## remove build output
 	rm -rf $(BIN)

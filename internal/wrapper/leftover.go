@@ -142,15 +142,15 @@ func lockFile(f *os.File) error {
 	}
 }
 
-// replayLeftover sends the records of one leftover spool file to the
-// stream, in order, and removes the file (and its directory, when that is
-// an emptied wrapper tmp directory). On a send error the file stays for the
-// next try; records it already sent are then refused by the coordinator as
-// seen. Lines that are not records are skipped and counted.
 // testHookLeftoverOpened runs between a sender's open of a leftover and its
 // lock (tests put another sender there).
 var testHookLeftoverOpened = func(string) {}
 
+// replayLeftover sends the records of one leftover spool file to the
+// stream, in order, and removes the file (and its directory, when that is
+// an emptied wrapper tmp directory). On a send error the file keeps its
+// unsent part, from the record that failed, for the next try. Lines that
+// are not records are skipped and counted.
 func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (sent, bad int, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {

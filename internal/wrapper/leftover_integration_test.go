@@ -127,6 +127,38 @@ type delivered struct {
 	kinds map[report.Kind]int
 }
 
+// TestTaskEpilogSendsTheSpool: scripts/isched-task-epilog as the step's
+// TaskEpilog (`srun --task-epilog`; slurm.conf's TaskEpilog= runs it for
+// every task). The wrapper cannot reach Redis (its own ISCHED_REDIS_ADDR
+// names a proxy that refuses) and leaves its reports in ISCHED_SPOOL_DIR;
+// Slurm runs the epilog as the job's user right after the task, with the
+// task's environment, which names the real Redis: by the job's end the
+// spool directory is empty and Redis holds every report, in order, signed.
+func TestTaskEpilogSendsTheSpool(t *testing.T) {
+	spoolDir := t.TempDir()
+	down := newRedisSwitch(t, testutil.NeedRedis(t).Addr) // never switched on
+	j := submitSpec(t, jobSpec{
+		srunArgs:    []string{"--task-epilog=" + filepath.Join(testutil.RepoRoot(), "scripts", "isched-task-epilog")},
+		prefix:      []string{"/usr/bin/env", "ISCHED_REDIS_ADDR=" + down.ln.Addr().String()},
+		exports:     []string{"ISCHED_SPOOL_DIR=" + spoolDir, "ISCHED_WRAPPER_BIN=" + buildWrapper(t)},
+		wrapperArgs: []string{"--report-interval", "200ms", "--interval", "200ms"},
+		trainerArgs: []string{"--steps", "20", "--period", "0.05", "--ckpt-every", "10"},
+		wait:        true,
+	})
+	if j.exitCode != 0 || !strings.Contains(j.output(), "reports left undelivered at exit") {
+		t.Fatalf("job exit %d; the wrapper should have left its reports:\n%s", j.exitCode, j.output())
+	}
+	testutil.Eventually(t, 20*time.Second, 200*time.Millisecond, "the epilog emptied the spool directory", func() bool {
+		left, _ := filepath.Glob(filepath.Join(spoolDir, "*"))
+		return len(left) == 0
+	})
+	jobs := checkDelivered(t, j.ingest())
+	p := jobs[mustAtoi(t, j.jobID)]
+	if len(jobs) != 1 || p == nil || p.kinds[report.KindCheckpoint] != 2 {
+		t.Fatalf("delivered %d jobs' reports, this job's %+v: want its start, samples, 2 checkpoints and end", len(jobs), p)
+	}
+}
+
 // checkDelivered checks the entries of an ingest stream: each decodes, each
 // job's start opens with its real MUNGE credential (this uid), each entry
 // is signed by its job's session, and each session's sequence numbers are

@@ -11,10 +11,11 @@ import (
 	"github.com/isched/isched/internal/stream"
 )
 
-// sendSpoolsMinAge: `--send-spools` leaves a spool file younger than this
-// alone (its wrapper may be between creating and locking it; a wrapper
-// that finds its new file taken opens another, see outbox.startSpool).
-// Small, so that a TaskEpilog run just after the task sends what it left.
+// sendSpoolsMinAge: `--send-spools` takes a spool file only once it is
+// this old (its wrapper may be between creating and locking it; a wrapper
+// that finds its new file taken opens another, see openLockedSpool). It
+// waits for a younger file rather than leave it: a TaskEpilog runs
+// milliseconds after its task wrote the file.
 const sendSpoolsMinAge = time.Second
 
 // SendSpools is `isched-wrapper --send-spools`: it sends, in order, the
@@ -33,7 +34,14 @@ func SendSpools(ctx context.Context, opts Options, d Deps) int {
 	log = log.With("component", "wrapper", "mode", "send-spools")
 	cluster := clusterName(d.Getenv)
 	patterns := spoolPatterns(opts.SpoolDir, tmpBase(d.Getenv))
-	files := findLeftovers(patterns, "", os.Getuid(), time.Now(), sendSpoolsMinAge)
+	files := findLeftovers(patterns, "", os.Getuid(), time.Now(), 0)
+	if wait := sendSpoolsMinAge - youngest(files, time.Now()); len(files) > 0 && wait > 0 {
+		select {
+		case <-ctx.Done():
+			return 1
+		case <-time.After(wait):
+		}
+	}
 	if len(files) == 0 {
 		log.Info("no undelivered reports left by an ended wrapper", "patterns", patterns)
 		return 0
@@ -47,4 +55,16 @@ func SendSpools(ctx context.Context, opts Options, d Deps) int {
 		}
 	}
 	return 0
+}
+
+// youngest is the age of the most recently changed of files (a file gone
+// meanwhile does not count).
+func youngest(files []string, now time.Time) time.Duration {
+	y := time.Duration(1<<63 - 1)
+	for _, f := range files {
+		if st, err := os.Lstat(f); err == nil {
+			y = min(y, now.Sub(st.ModTime()))
+		}
+	}
+	return y
 }

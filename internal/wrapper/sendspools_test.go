@@ -32,15 +32,25 @@ func leaveSpool(t *testing.T, base string, jobID uint64) string {
 }
 
 // `isched-wrapper --send-spools` sends every leftover of the user in order
-// and removes it; a file younger than its minimum age (a wrapper between
-// creating and locking it) stays; with Redis down it exits 1 and keeps the
-// files; with nothing to send it exits 0.
+// and removes it, waiting for a file younger than its minimum age (a
+// wrapper between creating and locking it, or a TaskEpilog right after
+// its task) to be that old; a file a live wrapper holds stays; with Redis
+// down it exits 1 and keeps the files; with nothing to send it exits 0.
 func TestSendSpools(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
-	old1, old2, fresh := leaveSpool(t, base, 11), leaveSpool(t, base, 12), leaveSpool(t, base, 13)
+	old1, old2, held := leaveSpool(t, base, 11), leaveSpool(t, base, 12), leaveSpool(t, base, 13)
 	age(t, old1, time.Minute)
 	age(t, old2, 5*time.Second)
+	age(t, held, time.Minute)
+	// job 13's wrapper is alive: it holds its file
+	hf, err := os.Open(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockFile(hf); err != nil {
+		t.Fatal(err)
+	}
 
 	var logs bytes.Buffer
 	sink := &countSink{okLeft: 0}
@@ -59,7 +69,7 @@ func TestSendSpools(t *testing.T) {
 	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 1 {
 		t.Fatalf("Redis down: exit %d, want 1\n%s", got, logs.String())
 	}
-	for _, p := range []string{old1, old2, fresh} {
+	for _, p := range []string{old1, old2, held} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("Redis down: %s: %v", p, err)
 		}
@@ -68,36 +78,46 @@ func TestSendSpools(t *testing.T) {
 		t.Errorf("the failure is not said:\n%s", logs.String())
 	}
 
+	// a task ended a moment ago (a TaskEpilog runs now): its file is sent
+	// too, once it is sendSpoolsMinAge old
+	fresh := leaveSpool(t, base, 14)
+	st, err := os.Stat(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sink.set(-1)
 	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 {
 		t.Fatalf("exit %d, want 0\n%s", got, logs.String())
+	}
+	if age := time.Since(st.ModTime()); age < sendSpoolsMinAge {
+		t.Errorf("a file %s old was sent: younger than the minimum age %s", age, sendSpoolsMinAge)
 	}
 	if cluster != "lab" {
 		t.Errorf("connected for cluster %q, want ISCHED_CLUSTER's lab", cluster)
 	}
 	got := sink.ids()
-	want := []string{"11:01", "11:02", "11:03", "12:01", "12:02", "12:03"}
+	want := []string{"11:01", "11:02", "11:03", "12:01", "12:02", "12:03", "14:01", "14:02", "14:03"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("sent %v, want %v (each file whole, in order)", got, want)
+		t.Fatalf("sent %v, want %v (each file whole, in order; not the live wrapper's)", got, want)
 	}
-	for _, p := range []string{old1, old2} {
+	for _, p := range []string{old1, old2, fresh} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s stays after it was sent: %v", p, err)
 		}
 	}
-	if _, err := os.Stat(fresh); err != nil {
-		t.Errorf("a spool younger than %s was taken: %v", sendSpoolsMinAge, err)
+	if _, err := os.Stat(held); err != nil {
+		t.Errorf("a live wrapper's spool was taken: %v", err)
 	}
 
-	age(t, fresh, time.Minute)
+	hf.Close() // job 13's wrapper ends without sending
 	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 {
 		t.Fatalf("exit %d, want 0", got)
 	}
 	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 || !strings.Contains(logs.String(), "no undelivered reports") {
 		t.Fatalf("nothing left: exit %d, want 0 and said\n%s", got, logs.String())
 	}
-	if n := len(sink.ids()); n != 9 {
-		t.Errorf("%d reports sent in all, want 9 (each once)", n)
+	if n := len(sink.ids()); n != 12 {
+		t.Errorf("%d reports sent in all, want 12 (each once)", n)
 	}
 }
 

@@ -59,6 +59,23 @@ func submitVia(t *testing.T, addr string, wrapperArgs, trainerArgs []string, wai
 // (default: one of the test's own).
 func submitIn(t *testing.T, cluster, addr string, wrapperArgs, trainerArgs []string, wait bool) *jobRun {
 	t.Helper()
+	return submitSpec(t, jobSpec{cluster: cluster, addr: addr, wrapperArgs: wrapperArgs, trainerArgs: trainerArgs, wait: wait})
+}
+
+// jobSpec is a test job: `srun [srunArgs] [prefix] isched-wrapper
+// [wrapperArgs] -- fake_trainer [trainerArgs]`, with ISCHED_* and exports
+// in the job's environment.
+type jobSpec struct {
+	cluster, addr            string
+	srunArgs, prefix         []string
+	exports                  []string // NAME=value
+	wrapperArgs, trainerArgs []string
+	wait                     bool
+}
+
+func submitSpec(t *testing.T, spec jobSpec) *jobRun {
+	t.Helper()
+	cluster, addr, wrapperArgs, trainerArgs, wait := spec.cluster, spec.addr, spec.wrapperArgs, spec.trainerArgs, spec.wait
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
 	bin := buildWrapper(t)
@@ -75,7 +92,9 @@ func submitIn(t *testing.T, cluster, addr string, wrapperArgs, trainerArgs []str
 	if err := os.MkdirAll(j.ckdir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{bin, "--report-interval", "1s", "--checkpoint-dir", j.ckdir, "--checkpoint-debounce", "300ms"}, wrapperArgs...)
+	args := append(slices.Clone(spec.srunArgs), spec.prefix...)
+	args = append(args, bin, "--report-interval", "1s", "--checkpoint-dir", j.ckdir, "--checkpoint-debounce", "300ms")
+	args = append(args, wrapperArgs...)
 	args = append(args, "--", "/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts)
 	args = append(args, trainerArgs...)
 	quoted := make([]string, len(args))
@@ -93,6 +112,9 @@ func submitIn(t *testing.T, cluster, addr string, wrapperArgs, trainerArgs []str
 	sb := []string{"--parsable", "-J", "isched-wrapper-test", "-p", "cpu", "--mem=1G", "-t", "5", "-o", filepath.Join(dir, "out.txt"),
 		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_REDIS_ADDR=" + addr +
 			",ISCHED_REDIS_PASSWORD_FILE=" + r.PasswordFile("reporter") + ",ISCHED_CLUSTER=" + j.cluster}
+	for _, e := range spec.exports {
+		sb[len(sb)-1] += "," + e
+	}
 	if wait {
 		sb = append(sb, "--wait")
 	}
