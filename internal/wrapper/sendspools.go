@@ -35,7 +35,8 @@ func SendSpools(ctx context.Context, opts Options, d Deps) int {
 	cluster := clusterName(d.Getenv)
 	patterns := spoolPatterns(opts.SpoolDir, tmpBase(d.Getenv))
 	files := findLeftovers(patterns, "", os.Getuid(), time.Now(), 0)
-	if wait := sendSpoolsMinAge - youngest(files, time.Now()); len(files) > 0 && wait > 0 {
+	// at most sendSpoolsMinAge, even for a file stamped in the future
+	if wait := min(sendSpoolsMinAge-youngest(files, time.Now()), sendSpoolsMinAge); len(files) > 0 && wait > 0 {
 		select {
 		case <-ctx.Done():
 			return 1
