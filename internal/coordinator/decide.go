@@ -49,7 +49,7 @@ func (c *Coordinator) tick(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.flush(ctx); err != nil {
+	if err := c.flush(ctx, true); err != nil {
 		return err
 	}
 	if err := c.evictEnded(ctx, now); err != nil {
@@ -359,10 +359,12 @@ func actionLineage(id string) string {
 }
 
 func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
-	l, ok := c.lineages[actionLineage(r.ActionID)]
+	name := actionLineage(r.ActionID)
+	l, ok := c.lineages[name]
 	if !ok || l.Pending == nil || l.Pending.ID != r.ActionID {
 		return
 	}
+	c.touched[name] = l
 	p := l.Pending
 	l.Pending = nil
 	l.dirty = true

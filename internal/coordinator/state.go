@@ -112,6 +112,7 @@ func lineagesKey(k stream.Keys) string { return k.Coordinator("lineages") }
 
 func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, error) {
 	if l, ok := c.lineages[name]; ok {
+		c.touched[name] = l
 		return l, nil
 	}
 	b, err := c.store.Get(ctx, stateKey(c.keys, name))
@@ -130,6 +131,7 @@ func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, er
 		}
 	}
 	c.lineages[name] = l
+	c.touched[name] = l
 	return l, nil
 }
 

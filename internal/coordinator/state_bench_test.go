@@ -116,6 +116,54 @@ func (benchStore) Ack(context.Context, string, string, ...string) error { return
 // without Redis.
 func BenchmarkIngestWarm(b *testing.B) {
 	const jobs = 512
+	c, ents, sessions := warmIngest(b, jobs)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, s := range sessions {
+			s.LastSeq = 0 // the same reports again, not replays
+		}
+		if err := c.ingest(ctx, ents); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if got := testutilCounter(c.metrics.reports.WithLabelValues("accepted")); got < jobs {
+		b.Fatalf("accepted %v reports, want every one", got)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*jobs), "ns/report")
+}
+
+// BenchmarkIngestSmallBatches: 10 000 warm lineages in memory and the
+// reports arriving a few at a time (what XREADGROUP returns when the
+// coordinator keeps up): the cost per report must not grow with the
+// number of lineages held (an ingest flush looks only at the lineages its
+// reports touched).
+func BenchmarkIngestSmallBatches(b *testing.B) {
+	const jobs, batch = 10000, 4
+	c, ents, sessions := warmIngest(b, jobs)
+	ctx := context.Background()
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		i := (n * batch) % jobs
+		for _, s := range sessions[i : i+batch] {
+			s.LastSeq = 0
+		}
+		if err := c.ingest(ctx, ents[i:i+batch]); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if got := testutilCounter(c.metrics.reports.WithLabelValues("accepted")); got < float64(min(n*batch, jobs)) {
+		b.Fatalf("accepted %v reports, want every one", got)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/report")
+}
+
+// warmIngest is a coordinator holding jobs warm lineages with a confirmed
+// session each, and one sample report per job, signed.
+func warmIngest(b *testing.B, jobs int) (*Coordinator, []stream.Entry, []*session) {
+	b.Helper()
 	keys := stream.Keys{Cluster: "lab"}
 	c := New(Config{ID: "bench", Logger: slog.New(slog.DiscardHandler)}, benchStore{keys: keys}, nil, nil)
 	c.leader = true
@@ -149,20 +197,7 @@ func BenchmarkIngestWarm(b *testing.B) {
 		}
 		ents[i] = stream.Entry{ID: fmt.Sprintf("%d-%d", now.UnixMilli(), i), Payload: p, MAC: sess.Sign(p)}
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		for _, s := range sessions {
-			s.LastSeq = 0 // the same reports again, not replays
-		}
-		if err := c.ingest(ctx, ents); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if got := testutilCounter(c.metrics.reports.WithLabelValues("accepted")); got < jobs {
-		b.Fatalf("accepted %v reports, want every one", got)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*jobs), "ns/report")
+	return c, ents, sessions
 }
 
 // TestEncodeStateIsMarshal: the state queueSave writes is json.Marshal's,
