@@ -332,6 +332,41 @@ func TestRetransmissionIsADuplicateNotAReplay(t *testing.T) {
 	}
 }
 
+// TestIngestFlushSavesTheLineagesItsReportsChanged: when ingest returns
+// (and acks), the lineages its reports changed are in Redis; a lineage
+// changed elsewhere in memory waits for the tick's flush, which looks at
+// every lineage.
+func TestIngestFlushSavesTheLineagesItsReportsChanged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.publish([]report.Job{job(10, 1001, "alice", "RUNNING", "cpu", ""), job(11, 1002, "bob", "RUNNING", "cpu", "")}, nil)
+	alice, bob := e.wrapper(10, 1001, "alice", "lab-10", "cpu"), e.wrapper(11, 1002, "bob", "lab-11", "cpu")
+	e.start(alice)
+	e.start(bob)
+	e.rounds(1)
+	ctx := context.Background()
+	// bob's lineage changes in memory, not through a report
+	e.c.lineages["lab-11"].Status.Step, e.c.lineages["lab-11"].dirty = 42, true
+	e.sample(alice, 1, 5, 100)
+	ents, err := e.store.ReadGroup(ctx, "isched:lab:ingest", group, "c1", 10, 0)
+	if err != nil || len(ents) != 1 {
+		t.Fatalf("read %d entries, %v; want alice's sample", len(ents), err)
+	}
+	if err := e.c.ingest(ctx, ents); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.status("lab-10"); st.Step != 5 {
+		t.Errorf("after ingest: alice's saved step %d, want 5", st.Step)
+	}
+	if st := e.status("lab-11"); st.Step == 42 {
+		t.Errorf("ingest saved bob's lineage, which no report of it touched")
+	}
+	e.rounds(1)
+	if st := e.status("lab-11"); st.Step != 42 {
+		t.Errorf("after the tick: bob's saved step %d, want 42", st.Step)
+	}
+}
+
 func TestDefersUntilTheJobTableListsTheJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
