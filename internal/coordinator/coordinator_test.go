@@ -98,8 +98,14 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	e := &env{t: t, mr: mr, store: st, m: &fakeMunger{}, now: time.Now().Truncate(time.Millisecond)}
-	e.c = New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, st, e.m, nil)
+	e.c = e.newCoordinator()
 	return e
+}
+
+// newCoordinator is the env's coordinator, started afresh on its store
+// (what a restart finds in Redis).
+func (e *env) newCoordinator() *Coordinator {
+	return New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, e.store, e.m, nil)
 }
 
 // wrapperSession is a fake wrapper run of one job.
@@ -295,7 +301,7 @@ func TestRetransmissionIsADuplicateNotAReplay(t *testing.T) {
 	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
 	last := ents[len(ents)-1]
 	// the coordinator restarts: the session (and its latest MAC) is read back
-	e.c = New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, e.store, e.m, nil)
+	e.c = e.newCoordinator()
 	e.appendRaw(last.Payload, last.MAC) // the latest sample, twice
 	e.rounds(1)
 	if n := dups(); n != 1 {

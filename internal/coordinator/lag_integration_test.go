@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -19,19 +18,7 @@ import (
 func TestWarnsAboutReportsTrimmedUnread(t *testing.T) {
 	r := testutil.NeedRedis(t)
 	ctx := context.Background()
-	cfg, err := stream.ConfigFromEnv(func(k string) string {
-		return map[string]string{"ISCHED_REDIS_ADDR": r.Addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"),
-			"ISCHED_CLUSTER": fmt.Sprintf("lagit%d", os.Getpid())}[k]
-	}, "coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Private = true
-	st, err := stream.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := r.Client(t, "coordinator", fmt.Sprintf("lagit%d", os.Getpid()))
 	k := st.Keys()
 	t.Cleanup(func() {
 		_ = st.Del(context.Background(), k.Ingest(), k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"))

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/stream"
 )
 
 // Required reports whether integration servers must be present.
@@ -63,6 +65,26 @@ func (r Redis) Password(t testing.TB, user string) string {
 // PasswordFile returns the path of an ACL user's password file.
 func (r Redis) PasswordFile(user string) string {
 	return filepath.Join(r.dir, "redis", user+".pass")
+}
+
+// Client opens a stream client as an ACL user on a cluster's keys, its
+// password file checked private as the services check theirs; it is
+// closed when the test ends.
+func (r Redis) Client(t testing.TB, user, cluster string) *stream.Client {
+	t.Helper()
+	cfg, err := stream.ConfigFromEnv(func(k string) string {
+		return map[string]string{"ISCHED_REDIS_ADDR": r.Addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile(user), "ISCHED_CLUSTER": cluster}[k]
+	}, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Private = true
+	c, err := stream.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // NeedRedis returns the dev cluster's Redis after checking that it answers

@@ -171,7 +171,7 @@ func (r *reporter) replayLeftover(ctx context.Context, path string, uid int) (se
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || int(sys.Uid) != uid || !st.Mode().IsRegular() {
 		return 0, 0, fmt.Errorf("%s: not a regular file of uid %d", path, uid)
 	}
-	if named, err := os.Lstat(path); err != nil || !os.SameFile(st, named) {
+	if !namesFile(path, st) {
 		// another sender held it between our open and our lock, and sent
 		// it (removed) or kept only its unsent part (renamed over it)
 		return 0, 0, errLeftoverBusy

@@ -15,7 +15,6 @@ import (
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/coordinator"
 	"github.com/isched/isched/internal/report"
-	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -110,28 +109,16 @@ func TestLostReplyIsSentAgainAndCountedOnce(t *testing.T) {
 	// opens a credential once)
 	ents := j.ingest()
 	d := testutil.Delivered(t, ents)
-	envs, first, copies := d.Envs, d.First, d.Copies
-	if copies != 1 {
-		t.Fatalf("%d copies in the stream, want 1 (the report whose reply was lost)", copies)
+	if d.Copies != 1 {
+		t.Fatalf("%d copies in the stream, want 1 (the report whose reply was lost)", d.Copies)
 	}
-	if start, end := envs[first[0]], envs[first[len(first)-1]]; start.Kind != report.KindStart || end.Kind != report.KindEnd || end.End.ExitCode != 0 || end.End.Iters != 20 {
+	if start, end := d.Envs[d.First[0]], d.Envs[d.First[len(d.First)-1]]; start.Kind != report.KindStart || end.Kind != report.KindEnd || end.End.ExitCode != 0 || end.End.Iters != 20 {
 		t.Fatalf("first report %s, last %s %+v: want the start and the end of 20 steps", start.Kind, end.Kind, end.End)
 	}
 
 	// the coordinator's view of the same stream
 	ctx := context.Background()
-	cfg, err := stream.ConfigFromEnv(func(k string) string {
-		return map[string]string{"ISCHED_REDIS_ADDR": r.Addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"), "ISCHED_CLUSTER": j.cluster}[k]
-	}, "coordinator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Private = true
-	st, err := stream.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := r.Client(t, "coordinator", j.cluster)
 	k := st.Keys()
 	t.Cleanup(func() {
 		_ = st.Del(context.Background(), k.Jobs(), k.Snapshot(), k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"))
@@ -139,7 +126,7 @@ func TestLostReplyIsSentAgainAndCountedOnce(t *testing.T) {
 	// the agent's job table lists the job as this uid's (what the
 	// coordinator checks a session's ownership against)
 	id := mustAtoi(t, j.jobID)
-	start := envs[first[0]]
+	start := d.Envs[d.First[0]]
 	lim := int64(5)
 	jobs := report.NewEnvelope(report.KindJobs, time.Now())
 	jobs.Jobs = &report.JobTable{Cluster: j.cluster, TakenMS: time.Now().UnixMilli(), Jobs: []report.Job{{JobID: id,
@@ -180,8 +167,8 @@ func TestLostReplyIsSentAgainAndCountedOnce(t *testing.T) {
 	})
 	acc, dup, rej := counter(reports, "verdict", "accepted"), counter(reports, "verdict", "duplicate"), counter(reports, "verdict", "rejected")
 	t.Logf("coordinator: %v accepted, %v duplicate, %v rejected", acc, dup, rej)
-	if acc != float64(len(first)) || dup != 1 || rej != 0 {
-		t.Errorf("coordinator: %v accepted, %v duplicates, %v rejected; want %d, 1, 0", acc, dup, rej, len(first))
+	if acc != float64(len(d.First)) || dup != 1 || rej != 0 {
+		t.Errorf("coordinator: %v accepted, %v duplicates, %v rejected; want %d, 1, 0", acc, dup, rej, len(d.First))
 	}
 	if n := counter("isched_coordinator_reports_rejected_total", "reason", coordinator.RejectReplay); n != 0 {
 		t.Errorf("%v reports refused as replays", n)

@@ -176,9 +176,7 @@ func openLockedSpool(path string, create func(string) (*os.File, error), log *sl
 			log.Warn("report spool not locked: another wrapper may take it for a leftover", "path", path, "err", err)
 			return f, nil
 		}
-		held, err1 := f.Stat()
-		named, err2 := os.Lstat(path)
-		if err1 == nil && err2 == nil && os.SameFile(held, named) {
+		if held, err := f.Stat(); err == nil && namesFile(path, held) {
 			return f, nil
 		}
 		_ = f.Close()
@@ -186,6 +184,13 @@ func openLockedSpool(path string, create func(string) (*os.File, error), log *sl
 			return nil, fmt.Errorf("spool file %s: taken away three times while being locked", path)
 		}
 	}
+}
+
+// namesFile reports whether path still names the file held (no one
+// removed it or renamed another over it).
+func namesFile(path string, held os.FileInfo) bool {
+	named, err := os.Lstat(path)
+	return err == nil && os.SameFile(held, named)
 }
 
 // createSpool creates (or empties) a spool file, never through a symlink.
