@@ -186,9 +186,22 @@ func TestChaosSlurmdKilled(t *testing.T) {
 		t.Errorf("job %s while its node is down: want PENDING (requeued, pinned to %s)", s["JobState"], node)
 	}
 	time.Sleep(3 * time.Second) // the coordinator sees the pending job
-	if st, ok := w.status(lineage); !ok || st.State == "ENDED" {
-		t.Errorf("coordinator's status while the job waits for its node: %+v (the lineage must not end on a requeued job)", st.State)
+	waiting, ok := w.status(lineage)
+	if !ok || waiting.State == "ENDED" {
+		t.Errorf("coordinator's status while the job waits for its node: %+v (the lineage must not end on a requeued job)", waiting.State)
 	}
+	// The resume point is the last checkpoint the coordinator holds as
+	// complete: the newest file on disk, or — when the node died within a
+	// report interval of writing it, so that its report died too — the one
+	// before it (one --ckpt-every earlier). Never an unconfirmed file.
+	resume := int64(-1)
+	if c := waiting.LastCheckpoint; c != nil && c.Step != nil {
+		resume = *c.Step
+	}
+	if resume != ck && resume != ck-20 {
+		t.Fatalf("coordinator's last checkpoint %v: want step %d (the newest on disk) or %d (the one before, its successor's report lost with the node)", waiting.LastCheckpoint, ck, ck-20)
+	}
+	t.Logf("coordinator's last confirmed checkpoint: step %d (newest on disk: %d)", resume, ck)
 
 	clusterUp(t) // slurmd back; the node returns to service
 	s := waitJobEnd(t, w, job.id, 4*time.Minute)
@@ -202,8 +215,8 @@ func TestChaosSlurmdKilled(t *testing.T) {
 	}
 	a1 := job.attemptFacts(t, 0, 1)
 	t.Logf("attempt 1: resumed from %v at step %d, end %d", a1["resumed_from"], num(a1, "start"), num(a1, "end"))
-	if num(a1, "start") != ck || num(a1, "end") != total {
-		t.Errorf("attempt 1 ran %d..%d: want %d (the last checkpoint before the node died)..%d", num(a1, "start"), num(a1, "end"), ck, total)
+	if num(a1, "start") != resume || num(a1, "end") != total {
+		t.Errorf("attempt 1 ran %d..%d: want %d (the last confirmed checkpoint before the node died)..%d", num(a1, "start"), num(a1, "end"), resume, total)
 	}
 	if ids := jobsOfLineage(lineage); len(ids) != 1 || ids[0] != job.id {
 		t.Errorf("jobs carrying the lineage: %v, want only %s", ids, job.id)
@@ -218,9 +231,9 @@ func TestChaosSlurmdKilled(t *testing.T) {
 	// reported (at least the one seen before the kill: the reports of its
 	// last second died with the node), marked as Slurm's requeue; the
 	// second resumes from the checkpoint
-	if len(st.History) != 2 || st.History[1].StartStep != ck || st.History[0].EndStep < seen.Step ||
+	if len(st.History) != 2 || st.History[1].StartStep != resume || st.History[0].EndStep < seen.Step ||
 		!strings.HasPrefix(st.History[0].Reason, "requeued by Slurm") {
-		t.Errorf("history %s: want attempt 0 ended at or past step %d, requeued by Slurm, then attempt 1 from step %d", spansText(st), seen.Step, ck)
+		t.Errorf("history %s: want attempt 0 ended at or past step %d, requeued by Slurm, then attempt 1 from step %d", spansText(st), seen.Step, resume)
 	}
 	if st.ExitStatus == nil || *st.ExitStatus != 0 || st.Step != total {
 		t.Errorf("lineage end: exit %v step %d", st.ExitStatus, st.Step)
