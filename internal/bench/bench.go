@@ -133,7 +133,7 @@ func (c *Config) defaults() error {
 	def(&c.Every, 5*time.Second)
 	def(&c.CoordTick, 2*time.Second)
 	def(&c.AgentPoll, 5*time.Second)
-	def(&c.AcceptTimeout, 90*time.Second)
+	def(&c.AcceptTimeout, 3*time.Minute)
 	def(&c.LatencyDeadline, 60*time.Second)
 	if c.Iters <= 0 {
 		c.Iters = 5
@@ -414,6 +414,9 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	res.Decisions = m1.Decisions
 	if dc := m1.IngestCount - m0.IngestCount; dc > 0 {
 		res.IngestMeanMS = 1000 * (m1.IngestSum - m0.IngestSum) / dc
+	}
+	if dc := m1.WriteCount - m0.WriteCount; dc > 0 {
+		res.WriteMeanMS = 1000 * (m1.WriteSum - m0.WriteSum) / dc
 	}
 	res.Backlog = float64(sentAtEnd) - (m1.Reports["accepted"] + m1.Reports["rejected"])
 	res.CoordRSS, res.CoordHWM = p1.RSS, p1.HWM

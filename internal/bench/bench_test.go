@@ -54,6 +54,8 @@ isched_coordinator_reports_rejected_total{reason="replay"} 2
 isched_coordinator_decisions_total{kind="checkpoint"} 1
 isched_coordinator_ingest_duration_seconds_sum 0.5
 isched_coordinator_ingest_duration_seconds_count 1239
+isched_coordinator_batch_write_duration_seconds_sum 0.25
+isched_coordinator_batch_write_duration_seconds_count 10
 isched_coordinator_lineages 1004
 process_resident_memory_bytes 2.5e+07
 `
@@ -61,7 +63,7 @@ process_resident_memory_bytes 2.5e+07
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Reports["accepted"] != 1234 || m.Reports["deferred"] != 5 || m.IngestSum != 0.5 || m.IngestCount != 1239 || m.Lineages != 1004 {
+	if m.Reports["accepted"] != 1234 || m.Reports["deferred"] != 5 || m.IngestSum != 0.5 || m.IngestCount != 1239 || m.Lineages != 1004 || m.WriteSum != 0.25 || m.WriteCount != 10 {
 		t.Errorf("metrics = %+v", m)
 	}
 	if len(m.Rejected) != 1 || m.Rejected["replay"] != 2 || m.Decisions["checkpoint"] != 1 {

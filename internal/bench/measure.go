@@ -30,6 +30,10 @@ type Result struct {
 	Backlog      float64       // reports appended but not judged yet at the end of the window
 	SendErrors   int64
 	IngestMeanMS float64 // coordinator's own judge+apply time per report (its histogram)
+	// WriteMeanMS: the coordinator's mean time for a round's batch to land
+	// (its histogram): the status's updated_ms is stamped when the batch
+	// is queued, so a report's state is in Redis about this much later
+	WriteMeanMS float64
 
 	// TableCapacity is how many of these jobs one job table envelope holds;
 	// TableBytesNeeded what a table of all of them would take.
@@ -125,6 +129,8 @@ type Metrics struct {
 	Lineages  float64
 	// isched_coordinator_ingest_duration_seconds
 	IngestSum, IngestCount float64
+	// isched_coordinator_batch_write_duration_seconds
+	WriteSum, WriteCount float64
 	// isched_coordinator_ingest_trimmed_unread_total, _ingest_lag
 	Trimmed, Lag float64
 	// HeapGoal is go_memstats_next_gc_bytes: the heap size at which the next
@@ -178,6 +184,10 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 			m.IngestSum = v
 		case "isched_coordinator_ingest_duration_seconds_count":
 			m.IngestCount = v
+		case "isched_coordinator_batch_write_duration_seconds_sum":
+			m.WriteSum = v
+		case "isched_coordinator_batch_write_duration_seconds_count":
+			m.WriteCount = v
 		case "isched_coordinator_ingest_trimmed_unread_total":
 			m.Trimmed = v
 		case "isched_coordinator_ingest_lag":

@@ -565,8 +565,8 @@ func printResult(w io.Writer, r *bench.Result) {
 	fmt.Fprintf(w, "decision latency (XADD -> coordinator saved the state with it), %d probe samples: p50 %s, p90 %s, p99 %s, max %s",
 		l.N+l.Missed, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max))
 	fmt.Fprintf(w, " (missed >60s: %d, upper bounds: %d, not watched: %d)\n", l.Missed, l.Bounded, l.Skipped)
-	fmt.Fprintf(w, "coordinator: RSS %s (peak %s), CPU %.2f cores; its judge+apply time per report %.3f ms\n",
-		mib(float64(r.CoordRSS)), mib(float64(r.CoordHWM)), r.CoordCPU, r.IngestMeanMS)
+	fmt.Fprintf(w, "coordinator: RSS %s (peak %s), CPU %.2f cores; its judge+apply time per report %.3f ms; a round's batch lands %.1f ms (mean) after it is queued and updated_ms stamped\n",
+		mib(float64(r.CoordRSS)), mib(float64(r.CoordHWM)), r.CoordCPU, r.IngestMeanMS, r.WriteMeanMS)
 	if r.AgentReal {
 		fmt.Fprintf(w, "agent (real isched-agent, fake Slurm): RSS %s (peak %s), CPU %.3f cores; Slurm commands %.1f/min %v\n",
 			mib(float64(r.AgentRSS)), mib(float64(r.AgentHWM)), r.AgentCPU, r.SlurmPerMin, r.SlurmCalls)
