@@ -136,6 +136,23 @@ type Coordinator struct {
 	// flush that persists them, the entries that caused them are not acked.
 	batch         stream.Batch
 	dirtySessions map[string]*session
+	// behind, inflight: an ingest round's batch is written behind — in
+	// its own goroutine, while this one reads and judges the next
+	// reports — with the XACK of its entries inside the same MULTI/EXEC.
+	// behind is the batch being written (the writer's alone until
+	// settle), inflight its outcome; at most one write is in flight, and
+	// anything that reads Redis state the write changes (a tick, the next
+	// flush, forget) settles it first. At 10 000 jobs a round's own write
+	// and ack were half its wall time, the coordinator idle in them.
+	behind   stream.Batch
+	inflight chan error
+	// reading: the outcome of a read ahead of the next entries, started
+	// when a round has entries to judge (readAhead); nil when none is
+	// under way.
+	reading chan readResult
+	// opened: the credentials of the round's new sessions, opened ahead
+	// several at a time (openAhead), by entry id
+	opened map[string]opening
 	// touched: the lineages fetched (getLineage, a result's lookup) since
 	// the last flush. Only these can have changed outside a tick, whose
 	// flush looks at every lineage: an ingest flush looks at these only,
@@ -162,7 +179,7 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	return &Coordinator{cfg: cfg, store: store, munger: munger, keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
 		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
-		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}}
+		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}, opened: map[string]opening{}}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -225,6 +242,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 }
 
 func (c *Coordinator) stepDown() {
+	c.forget() // a failed last write leaves its entries pending: read again by the next leader
 	if c.leader {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -236,6 +254,15 @@ func (c *Coordinator) stepDown() {
 
 // forget drops cached state (after an error or losing the lead): Redis is the truth.
 func (c *Coordinator) forget() {
+	// the write in flight must land (or fail) before Redis is read again;
+	// if it failed, its entries are still pending and are read again.
+	// What a read ahead took is dropped unjudged: pending for this
+	// consumer, it is read again by the next tick (or claimed by the
+	// next leader).
+	_ = c.settle()
+	if c.reading != nil {
+		_, _ = c.readDone()
+	}
 	c.sessions = map[string]*session{}
 	c.dirtySessions = map[string]*session{}
 	c.batch.Reset() // their entries are not acked: read again, applied again
@@ -286,6 +313,17 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 	}
 	now := c.now()
 	if now.Sub(*lastTick) >= c.cfg.Tick || c.kick {
+		// a tick re-reads the entries pending for this consumer, which
+		// include those a read ahead took: judge them first
+		if c.reading != nil {
+			ents, err := c.readDone()
+			if err != nil {
+				return err
+			}
+			if err := c.ingest(ctx, ents); err != nil {
+				return err
+			}
+		}
 		c.kick = false
 		*lastTick = now
 		c.checkLag(ctx)
@@ -293,12 +331,50 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 			return err
 		}
 	}
-	block := min(c.cfg.Tick, c.cfg.LeaderTTL/3)
-	ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, 512, block)
+	var ents []stream.Entry
+	if c.reading != nil {
+		ents, err = c.readDone()
+	} else {
+		block := min(c.cfg.Tick, c.cfg.LeaderTTL/3)
+		ents, err = c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, block)
+	}
 	if err != nil {
 		return err
 	}
+	if len(ents) > 0 {
+		c.readAhead(ctx)
+	}
 	return c.ingest(ctx, ents)
+}
+
+// readCount is how many entries one read takes.
+const readCount = 512
+
+// readResult is what a read ahead returned.
+type readResult struct {
+	ents []stream.Entry
+	err  error
+}
+
+// readAhead starts reading the next entries (without waiting for new
+// ones) while this round judges the ones it has: the reply's round trip
+// overlaps the work instead of following it. The entries it takes are
+// pending for this consumer until acked, as any read's; readDone hands
+// them over.
+func (c *Coordinator) readAhead(ctx context.Context) {
+	done := make(chan readResult, 1)
+	c.reading = done
+	go func() {
+		ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, 0)
+		done <- readResult{ents, err}
+	}()
+}
+
+// readDone waits for the read ahead and returns what it read.
+func (c *Coordinator) readDone() ([]stream.Entry, error) {
+	r := <-c.reading
+	c.reading = nil
+	return r.ents, r.err
 }
 
 // ingest judges and applies entries, acking each one judged.
@@ -307,6 +383,11 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 		return nil
 	}
 	now := c.now()
+	clear(c.opened)
+	defer clear(c.opened)
+	if err := c.openAhead(ctx, ents); err != nil {
+		return err
+	}
 	var ack []string
 	for _, e := range ents {
 		start := time.Now()
@@ -335,10 +416,49 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 		}
 		c.metrics.ingestLatency.Observe(time.Since(start).Seconds())
 	}
-	if err := c.flush(ctx, false); err != nil {
+	// the entries judged are acked with what they changed, in one
+	// MULTI/EXEC written behind: a crash lands both or neither
+	if err := c.settle(); err != nil {
+		c.batch.Reset()
 		return err
 	}
-	return c.store.Ack(ctx, c.keys.Ingest(), group, ack...)
+	if err := c.queueFlush(false); err != nil {
+		return err
+	}
+	c.batch.Ack(c.keys.Ingest(), group, ack...)
+	c.writeBehind(ctx)
+	return nil
+}
+
+// writeBehind hands the round's batch to a goroutine that writes it, and
+// keeps an empty one for the next round. The previous write must be
+// settled.
+func (c *Coordinator) writeBehind(ctx context.Context) {
+	if c.batch.Len() == 0 {
+		return
+	}
+	c.batch, c.behind = c.behind, c.batch
+	done := make(chan error, 1)
+	c.inflight = done
+	b := &c.behind
+	go func() {
+		start := time.Now()
+		err := c.store.WriteBatch(ctx, b)
+		c.metrics.writeLatency.Observe(time.Since(start).Seconds())
+		b.Reset()
+		done <- err
+	}()
+}
+
+// settle waits for the write in flight, if any, and returns its error
+// (a failed round: Run forgets what it holds and reads Redis again).
+func (c *Coordinator) settle() error {
+	if c.inflight == nil {
+		return nil
+	}
+	err := <-c.inflight
+	c.inflight = nil
+	return err
 }
 
 func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason string) {
@@ -354,22 +474,42 @@ func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason s
 	c.log.Warn("report rejected", attrs...)
 }
 
-// flush persists, in one round trip, every lineage changed since the last
-// flush, the sessions whose sequence numbers moved, the queued series
-// points and the receipts. It looks for changed lineages among all of them
-// (all: a tick's flush) or among those fetched since the last flush.
+// flush persists now, in one round trip, every lineage changed since the
+// last flush, the sessions whose sequence numbers moved, the queued series
+// points and the receipts (after the write in flight, if any).
 func (c *Coordinator) flush(ctx context.Context, all bool) error {
+	if err := c.settle(); err != nil {
+		c.batch.Reset()
+		return err
+	}
+	if err := c.queueFlush(all); err != nil {
+		return err
+	}
+	if c.batch.Len() == 0 {
+		return nil
+	}
+	start := time.Now()
+	err := c.store.WriteBatch(ctx, &c.batch)
+	c.metrics.writeLatency.Observe(time.Since(start).Seconds())
+	c.batch.Reset() // on error the round fails; forget() reloads from Redis
+	return err
+}
+
+// queueFlush queues in the round's batch what flush persists. It looks for
+// changed lineages among all of them (all: a tick's flush) or among those
+// fetched since the last flush. What it queued counts as saved: if the
+// batch's write fails, the round fails and forget() drops it all.
+func (c *Coordinator) queueFlush(all bool) error {
 	look := c.touched
 	if all {
 		look = c.lineages
 	}
-	var saved []*lineage
 	for name, l := range look {
 		if l.dirty {
 			if err := c.queueSave(name, l); err != nil {
 				return err
 			}
-			saved = append(saved, l)
+			l.dirty = false
 		}
 	}
 	if len(c.dirtySessions) > 0 {
@@ -384,16 +524,8 @@ func (c *Coordinator) flush(ctx context.Context, all bool) error {
 		c.batch.HSet(sessionsKey(c.keys), fv...)
 	}
 	c.batch.PushList(c.keys.Coordinator("receipts"), 10000, c.receipts...)
-	if err := c.store.WriteBatch(ctx, &c.batch); err != nil {
-		c.batch.Reset() // the round fails; forget() reloads from Redis
-		return err
-	}
-	c.batch.Reset()
 	clear(c.dirtySessions)
 	clear(c.touched)
 	c.receipts = nil
-	for _, l := range saved {
-		l.dirty = false
-	}
 	return nil
 }

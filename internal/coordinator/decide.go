@@ -20,6 +20,11 @@ import (
 // results and takes decisions.
 func (c *Coordinator) tick(ctx context.Context) error {
 	now := c.now()
+	// the last round's write acks its entries: land it before asking
+	// which are still pending, and before deciding on what it saved
+	if err := c.settle(); err != nil {
+		return err
+	}
 	if err := c.readInputs(ctx, now); err != nil {
 		return err
 	}
@@ -28,6 +33,9 @@ func (c *Coordinator) tick(ctx context.Context) error {
 		return err
 	}
 	if err := c.ingest(ctx, pend); err != nil {
+		return err
+	}
+	if err := c.settle(); err != nil {
 		return err
 	}
 	if err := c.loadTracked(ctx); err != nil {

@@ -19,6 +19,7 @@ type Metrics struct {
 	actions       *prometheus.CounterVec
 	estimateError prometheus.Histogram
 	ingestLatency prometheus.Histogram
+	writeLatency  prometheus.Histogram
 	pollAge       *prometheus.GaugeVec
 	pollSuccess   *prometheus.GaugeVec
 	leader        prometheus.Gauge
@@ -45,6 +46,9 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{-3600, -600, -120, -30, -5, 0, 5, 30, 120, 600, 3600}}),
 		ingestLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "isched_coordinator_ingest_duration_seconds",
 			Help: "Time to judge and apply one report.", Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10)}),
+		writeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "isched_coordinator_batch_write_duration_seconds",
+			Help:    "Time for a round's writes (state, sessions, series, acks: one MULTI/EXEC) to land; an ingest round's are written behind while the next round is judged.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 10)}),
 		pollAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_input_age_seconds",
 			Help: "Age of the agent's last snapshot and job table."}, []string{"input"}),
 		pollSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_input_success",
@@ -56,7 +60,7 @@ func NewMetrics() *Metrics {
 		trimmed: prometheus.NewCounter(prometheus.CounterOpts{Name: "isched_coordinator_ingest_trimmed_unread_total",
 			Help: "Reports the ingest stream's MAXLEN removed before the coordinator read them (lost), seen at ticks."}),
 	}
-	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.pollAge, m.pollSuccess,
+	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency, m.pollAge, m.pollSuccess,
 		m.leader, m.tracked, m.ingestLag, m.trimmed, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)

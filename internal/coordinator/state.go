@@ -139,6 +139,10 @@ func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, er
 // whatever else the round queued (a decision must be in Redis before its
 // action is).
 func (c *Coordinator) save(ctx context.Context, name string, l *lineage) error {
+	// after the write in flight: it may hold an older state of this lineage
+	if err := c.settle(); err != nil {
+		return err
+	}
 	if err := c.queueSave(name, l); err != nil {
 		return err
 	}

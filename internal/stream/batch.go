@@ -29,6 +29,7 @@ type batchOp struct {
 	fields []string
 	max    int64
 	vals   [][]byte
+	group  string
 }
 
 type batchKind int
@@ -37,6 +38,7 @@ const (
 	opSet batchKind = iota
 	opHSet
 	opPush
+	opAck
 )
 
 // Set queues Client.Set.
@@ -59,6 +61,16 @@ func (b *Batch) PushList(key string, max int64, vals ...[]byte) {
 		return
 	}
 	b.ops = append(b.ops, batchOp{kind: opPush, key: key, max: max, vals: vals})
+}
+
+// Ack queues Client.Ack: the entries are acknowledged in the same
+// MULTI/EXEC as the writes they caused, so no crash can land one without
+// the other.
+func (b *Batch) Ack(stream, group string, ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	b.ops = append(b.ops, batchOp{kind: opAck, key: stream, group: group, fields: ids})
 }
 
 // Len is the number of queued writes.
@@ -94,6 +106,9 @@ func (c *Client) WriteBatch(ctx context.Context, b *Batch) error {
 		if op.kind == opPush && op.max <= 0 {
 			return fmt.Errorf("stream: batch: push %s: max %d, want > 0", op.key, op.max)
 		}
+		if op.kind == opAck && op.group == "" {
+			return fmt.Errorf("stream: batch: xack %s: no group", op.key)
+		}
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
@@ -115,6 +130,8 @@ func (c *Client) WriteBatch(ctx context.Context, b *Batch) error {
 			}
 			pipe.RPush(ctx, op.key, args...)
 			pipe.LTrim(ctx, op.key, -op.max, -1)
+		case opAck:
+			pipe.XAck(ctx, op.key, op.group, op.fields...)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

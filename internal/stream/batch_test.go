@@ -23,8 +23,24 @@ func TestWriteBatch(t *testing.T) {
 	b.PushList("l", 3, []byte("1"), []byte("2"))
 	b.PushList("l", 3, []byte("3"), []byte("4"))
 	b.PushList("l", 3) // nothing to write: not queued
-	if b.Len() != 5 {
-		t.Fatalf("Len %d, want 5", b.Len())
+	if _, err := mr.XAdd("s", "*", []string{"p", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := mr.XAdd("s", "*", []string{"p", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureGroup(ctx, "s", "g"); err != nil {
+		t.Fatal(err)
+	}
+	read, err := c.ReadGroup(ctx, "s", "g", "c1", 10, time.Millisecond)
+	if err != nil || len(read) != 2 {
+		t.Fatalf("read %d entries, err %v", len(read), err)
+	}
+	b.Ack("s", "g", read[0].ID)
+	b.Ack("s", "g") // nothing to ack: not queued
+	if b.Len() != 6 {
+		t.Fatalf("Len %d, want 6", b.Len())
 	}
 	if err := c.WriteBatch(ctx, &b); err != nil {
 		t.Fatal(err)
@@ -41,6 +57,11 @@ func TestWriteBatch(t *testing.T) {
 	if l, _ := mr.List("l"); strings.Join(l, ",") != "2,3,4" {
 		t.Errorf("l = %v, want the last 3 of 1..4", l)
 	}
+	// the acked entry left the consumer's pending list, the other stayed
+	pend, err := c.ReadOwnPending(ctx, "s", "g", "c1", 10)
+	if err != nil || len(pend) != 1 || pend[0].ID != id2 {
+		t.Errorf("pending after the batch: %v (err %v), want only %s", pend, err, id2)
+	}
 	b.Reset()
 	if b.Len() != 0 {
 		t.Fatalf("Len after Reset %d", b.Len())
@@ -48,8 +69,9 @@ func TestWriteBatch(t *testing.T) {
 
 	// malformed batches are refused before anything is sent
 	for name, bad := range map[string]func(*Batch){
-		"odd hset":   func(b *Batch) { b.Set("x", []byte("1"), 0); b.HSet("h2", "a") },
-		"push max 0": func(b *Batch) { b.Set("x", []byte("1"), 0); b.PushList("l2", 0, []byte("1")) },
+		"odd hset":     func(b *Batch) { b.Set("x", []byte("1"), 0); b.HSet("h2", "a") },
+		"push max 0":   func(b *Batch) { b.Set("x", []byte("1"), 0); b.PushList("l2", 0, []byte("1")) },
+		"ack no group": func(b *Batch) { b.Set("x", []byte("1"), 0); b.Ack("s", "", "1-1") },
 	} {
 		var b Batch
 		bad(&b)
