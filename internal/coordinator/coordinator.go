@@ -150,9 +150,6 @@ type Coordinator struct {
 	// when a round has entries to judge (readAhead); nil when none is
 	// under way.
 	reading chan readResult
-	// opened: the credentials of the round's new sessions, opened ahead
-	// several at a time (openAhead), by entry id
-	opened map[string]opening
 	// touched: the lineages fetched (getLineage, a result's lookup) since
 	// the last flush. Only these can have changed outside a tick, whose
 	// flush looks at every lineage: an ingest flush looks at these only,
@@ -179,7 +176,7 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	return &Coordinator{cfg: cfg, store: store, munger: munger, keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
 		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
-		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}, opened: map[string]opening{}}
+		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -383,11 +380,6 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 		return nil
 	}
 	now := c.now()
-	clear(c.opened)
-	defer clear(c.opened)
-	if err := c.openAhead(ctx, ents); err != nil {
-		return err
-	}
 	var ack []string
 	for _, e := range ents {
 		start := time.Now()

@@ -17,8 +17,7 @@
 // and the XACK of the entries that changed them, in one MULTI/EXEC, so a
 // crash lands a report's effects and its ack together or neither). One
 // write is in flight at a time; a tick, a decision's save and forget wait
-// for it. The credentials of a burst of new sessions are opened several
-// at a time (openAhead).
+// for it.
 //
 // State: per lineage, the job's status (report.JobStatus, for `isched
 // status`), its estimators and its migration phase live in Redis, so a

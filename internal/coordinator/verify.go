@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/isched/isched/internal/auth"
@@ -128,11 +126,15 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 			if env.Start.Cred == "" {
 				return env, nil, rejected, RejectUnauth, nil
 			}
-			o, ok := c.opened[e.ID]
-			if !ok {
-				o = c.openCred(ctx, e, env.Start.Cred)
+			open := auth.Open
+			if e.Redelivered {
+				// this very entry was read before: a coordinator may have
+				// died between opening its credential and saving the
+				// session, and MUNGE opens a credential once. A replay by
+				// someone else is a new entry, refused by Open.
+				open = auth.OpenRedelivered
 			}
-			v, err := o.v, o.err
+			v, err := open(ctx, c.munger, env.Start.Cred)
 			if err != nil {
 				return env, nil, rejected, RejectBadCred, nil
 			}
@@ -202,86 +204,4 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	// before its entry is acked
 	c.dirtySessions[s.SID] = s
 	return env, s, accepted, "", nil
-}
-
-// opening is a start report's credential, opened.
-type opening struct {
-	v   auth.Verified
-	err error
-}
-
-// openCred opens the credential of entry e's start report.
-func (c *Coordinator) openCred(ctx context.Context, e stream.Entry, cred string) opening {
-	open := auth.Open
-	if e.Redelivered {
-		// this very entry was read before: a coordinator may have died
-		// between opening its credential and saving the session, and
-		// MUNGE opens a credential once. A replay by someone else is a
-		// new entry, refused by Open.
-		open = auth.OpenRedelivered
-	}
-	v, err := open(ctx, c.munger, cred)
-	return opening{v, err}
-}
-
-// openWorkers bounds the credentials opened at once (each an unmunge
-// process and a round trip to munged).
-const openWorkers = 8
-
-// openAhead opens, several at a time, the credentials of the start reports
-// among ents whose sessions are new, so that a burst of job starts is not
-// one unmunge after another (~10 ms each: 10 000 starts took 100 s). Only
-// the first start of a session in the round is opened (MUNGE opens a
-// credential once; a copy finds the session). verify takes the results
-// from c.opened, by entry id; a start it finds no result for, it opens
-// itself. Reports that are not starts are not decoded here.
-func (c *Coordinator) openAhead(ctx context.Context, ents []stream.Entry) error {
-	type job struct {
-		e    stream.Entry
-		cred string
-	}
-	var jobs []job
-	sids := map[string]bool{}
-	for _, e := range ents {
-		if !bytes.Contains(e.Payload, []byte(`"cred"`)) {
-			continue // not a start with a credential: nothing to open
-		}
-		env, err := report.Decode(e.Payload)
-		if err != nil || env.Kind != report.KindStart || env.Start.Cred == "" || env.Job.Cluster != c.keys.Cluster || sids[env.SID] {
-			continue // verify judges it as it is
-		}
-		sids[env.SID] = true
-		s, err := c.loadSession(ctx, env.SID)
-		if err != nil {
-			return err
-		}
-		if s != nil {
-			continue
-		}
-		jobs = append(jobs, job{e, env.Start.Cred})
-	}
-	if len(jobs) < 2 {
-		return nil
-	}
-	res := make([]opening, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(openWorkers, len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				res[i] = c.openCred(ctx, jobs[i].e, jobs[i].cred)
-			}
-		}()
-	}
-	for i := range jobs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for i, j := range jobs {
-		c.opened[j.e.ID] = res[i]
-	}
-	return nil
 }
