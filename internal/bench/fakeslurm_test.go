@@ -192,6 +192,22 @@ func TestJudgeSoakAgent(t *testing.T) {
 	if v := find(vs, "agent RSS"); !v.Shown {
 		t.Errorf("agent RSS judged while its live heap is: %+v", v)
 	}
+	// CI's soak-ci: the agent's 1.2 MiB live heap +5.1 % (62 KB) passes
+	// under the grain; the same heap 400 KiB up fails
+	for _, c := range []struct {
+		last int64
+		pass bool
+	}{{1273744, true}, {1211856 + 400<<10, false}} {
+		v := find(JudgeSoak(samples(func(i int) int64 {
+			if i >= 18 {
+				return c.last
+			}
+			return 1211856
+		}), 30*time.Second), "agent live heap")
+		if v.Pass != c.pass || v.Growth <= SoakLimit {
+			t.Errorf("agent live heap 1211856 -> %d: %+v, want pass %v", c.last, v, c.pass)
+		}
+	}
 	// a live heap rising 2 % a sample: fails whatever the RSS does
 	v = find(JudgeSoak(samples(func(i int) int64 { return 6<<20 + int64(i)*(6<<20)/50 }), 30*time.Second), "agent live heap")
 	if v.Pass || v.Growth < SoakLimit {
