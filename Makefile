@@ -5,11 +5,17 @@ GO ?= go
 BIN ?= bin
 PREFIX ?= /usr/local
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
-APT_PACKAGES := munge slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc
+# Build tags of every go command make runs (the builds tests start too, through
+# GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
+# (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`
+# builds without it, on a host without libmunge-dev.
+GOTAGS ?= libmunge
+export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps build test test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz demo install cluster-up cluster-down clean
+.PHONY: help deps check-tags build test test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz demo install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -23,12 +29,16 @@ deps: ## install what the tests and the demo need (apt packages as root, Go modu
 	fi
 	$(GO) mod download
 
-build: ## build the four binaries into ./bin
+build: check-tags ## build the four binaries into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/isched-wrapper ./wrapper
 	$(GO) build -o $(BIN)/isched-agent ./agent
 	$(GO) build -o $(BIN)/isched-coordinator ./coordinator
 	$(GO) build -o $(BIN)/isched ./isched
+
+check-tags:
+	@if [[ ",$(GOTAGS)," == *",libmunge,"* ]] && [ ! -e /usr/include/munge.h ]; then \
+	  echo "munge.h missing: install libmunge-dev (make deps, as root) or run make with GOTAGS=" >&2; exit 1; fi
 
 cluster-up: ## start the local Slurm + Redis test cluster (root)
 	scripts/dev-cluster up
@@ -38,16 +48,17 @@ cluster-down: ## stop the local test cluster
 
 test: deps build cluster-up ## the README's test command: cluster up, hermetic + integration tests with -race
 	$(GO) vet ./...
-	$(GO) vet -tags integration ./...
-	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration -p 1 -timeout 25m ./...
+	$(GO) vet -tags integration,$(GOTAGS) ./...
+	GOFLAGS= $(GO) vet ./... # the build without libmunge too
+	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 25m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 	$(MAKE) --no-print-directory soak-ci
 
-test-unit: ## hermetic tests only (no servers)
+test-unit: check-tags ## hermetic tests only (no servers)
 	$(GO) test -race -count=1 ./...
 
 test-integration: build cluster-up ## integration-tagged tests against the real cluster and Redis
-	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration -p 1 -timeout 25m ./...
+	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 25m ./...
 
 # The fault suite: the TestChaos* tests (slurmctld restart, slurmd killed,
 # Redis killed under 20 jobs, coordinator and agent SIGKILLed during
@@ -57,7 +68,7 @@ test-integration: build cluster-up ## integration-tagged tests against the real 
 CHAOS_MIGRATIONS ?= 50
 CHAOS_RUN := ^(TestChaos.*|TestCheckpointDamageNeverResumed|TestHostileUser|TestRedisOutage|TestSpoolDiskFull)$$
 test-chaos: build cluster-up ## fault-injection suite on the real cluster (CHAOS_MIGRATIONS=50 migrations under SIGKILLs)
-	ISCHED_INTEGRATION=1 ISCHED_CHAOS_MIGRATIONS=$(CHAOS_MIGRATIONS) $(GO) test -race -count=1 -tags integration -p 1 -timeout 60m \
+	ISCHED_INTEGRATION=1 ISCHED_CHAOS_MIGRATIONS=$(CHAOS_MIGRATIONS) $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 60m \
 	  -run '$(CHAOS_RUN)' -v ./internal/e2e/ ./internal/wrapper/ 2>&1 | tee /tmp/isched-chaos.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|took|seed|chaos kills|moved'; exit $${PIPESTATUS[0]}
 
 fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
@@ -82,7 +93,8 @@ soak-ci: cluster-up ## the soak for CI: 2 min at 1,000 jobs (30 s warm-up, a sam
 
 lint: ## go vet, staticcheck, gofmt check, shellcheck
 	$(GO) vet ./...
-	$(GO) vet -tags integration ./...
+	$(GO) vet -tags integration,$(GOTAGS) ./...
+	GOFLAGS= $(GO) vet ./... # the build without libmunge too
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi

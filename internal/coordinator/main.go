@@ -221,7 +221,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		defer srv.Close()
 		log.Info("metrics", "listen", ln.Addr().String())
 	}
-	c := New(cfg, store, auth.ExecMunger{}, m)
+	// credentials of start reports: libmunge in-process where built with
+	// it (make's default), else the unmunge command
+	log.Info("munge", "via", auth.MungerKind)
+	c := New(cfg, store, auth.DefaultMunger(""), m)
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("coordinator stopped", "err", err)
 		return 1
