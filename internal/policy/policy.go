@@ -156,6 +156,15 @@ func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 	case pending.Then != Requeue:
 		return Decision{Kind: None, Rule: pending.Rule, Reason: "checkpoint saved; nothing follows: " + pending.Reason}
 	}
+	// The requeued job resumes from the checkpoint that landed, not from
+	// the last step reported (iterations arrive in batches, a checkpoint
+	// at once; a periodic checkpoint may be older): the rest of the run,
+	// its time limit and the reason count from there.
+	resume := j
+	if !j.LastCkptAt.IsZero() && j.LastCkptStep > 0 {
+		resume.Step = j.LastCkptStep
+	}
+	rv := newView(cfg, resume, snap, now)
 	switch pending.Rule {
 	case RuleTimeLimit:
 		if j.TimeLimit > 0 && !j.StartedAt.IsZero() && v.known {
@@ -169,12 +178,12 @@ func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		target, gres, tl, why := pending.Target, pending.Gres, pending.TimeLimit, "as decided at the checkpoint request"
 		if snap != nil {
 			var ok bool
-			if target, gres, tl, why, ok = v.continuation(); !ok {
+			if target, gres, tl, why, ok = rv.continuation(); !ok {
 				return abandon("checkpoint saved; %s", why)
 			}
 		}
 		return Decision{Kind: Requeue, Rule: RuleTimeLimit, Target: target, Gres: gres, TimeLimit: tl,
-			Reason: fmt.Sprintf("time limit: checkpoint at step %d saved; requeueing onto %s", j.Step, why)}
+			Reason: fmt.Sprintf("time limit: checkpoint at step %d saved; requeueing onto %s", resume.Step, why)}
 	case RuleMigrate:
 		if snap == nil {
 			return abandon("checkpoint saved; no fresh cluster snapshot to confirm room on %s: staying on %s", pending.Target, j.Partition)
@@ -183,10 +192,10 @@ func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		if !ok {
 			return abandon("checkpoint saved; %s has no room any more (%s): staying on %s", pending.Target, r, j.Partition)
 		}
-		tl, tlWhy := v.limitFor(j.Partition, pending.Target)
+		tl, tlWhy := rv.limitFor(j.Partition, pending.Target)
 		return Decision{Kind: Requeue, Rule: RuleMigrate, Target: pending.Target, Gres: pending.Gres, TimeLimit: tl,
 			Reason: fmt.Sprintf("migrate: checkpoint at step %d saved and %s still; requeueing onto %s%s, %s",
-				j.Step, r, pending.Target, gresText(pending.Gres), tlWhy)}
+				resume.Step, r, pending.Target, gresText(pending.Gres), tlWhy)}
 	}
 	return abandon("checkpoint saved; unknown rule %q: nothing follows", pending.Rule)
 }

@@ -687,16 +687,30 @@ func TestAfterCheckpoint(t *testing.T) {
 		check
 	}{
 		{
+			// the job reported 50 more steps after the checkpoint it resumes from
 			name: "time limit: requeue, limit recomputed at the checkpoint's step",
 			job: func() Job {
 				j := onGPU()
-				j.Step = 40250
+				j.Step, j.LastCkptStep, j.LastCkptAt = 40300, 40250, now.Add(20*time.Second)
 				return j
 			}(),
 			snap: lab(), pending: limitCkpt,
 			// 59 750 × 120 ms = 1h59m30s + 1m35s → 2h2m
 			check: check{want: Decision{Kind: Requeue, Rule: RuleTimeLimit, Target: "gpu", TimeLimit: 2*time.Hour + 2*time.Minute},
 				reason: []string{"time limit: checkpoint at step 40250 saved; requeueing onto the same partition gpu, time limit 2h2m"}},
+		},
+		{
+			// iterations arrive in batches, a checkpoint at once: the
+			// checkpoint is ahead of the steps reported so far
+			name: "time limit: the checkpoint is ahead of the steps reported",
+			job: func() Job {
+				j := onGPU()
+				j.LastCkptStep, j.LastCkptAt = 40250, now.Add(20*time.Second)
+				return j
+			}(),
+			snap: lab(), pending: limitCkpt,
+			check: check{want: Decision{Kind: Requeue, Rule: RuleTimeLimit, Target: "gpu", TimeLimit: 2*time.Hour + 2*time.Minute},
+				reason: []string{"time limit: checkpoint at step 40250 saved; requeueing onto the same partition gpu, time limit 2h2m (59750 iterations"}},
 		},
 		{
 			name: "time limit with a stale snapshot: requeue as decided",
@@ -722,6 +736,19 @@ func TestAfterCheckpoint(t *testing.T) {
 			job:  onCPU(), snap: lab(), pending: migrateCkpt,
 			check: check{want: Decision{Kind: Requeue, Rule: RuleMigrate, Target: "gpu", Gres: "gpu:1", TimeLimit: 3*time.Hour + 8*time.Minute},
 				reason: []string{"migrate: checkpoint at step 1000 saved and gpu has 2 idle node(s) and 4 of 4 GPUs idle still; requeueing onto gpu with gres gpu:1, time limit 3h8m"}},
+		},
+		{
+			// a checkpoint older than the last step reported (its step is
+			// what the file said): the rest of the run counts from it
+			name: "migrate: the rest counts from the checkpoint's step",
+			job: func() Job {
+				j := onCPU()
+				j.LastCkptStep, j.LastCkptAt = 100, now.Add(20*time.Second)
+				return j
+			}(),
+			snap: lab(), pending: migrateCkpt,
+			check: check{want: Decision{Kind: Requeue, Rule: RuleMigrate, Target: "gpu", Gres: "gpu:1", TimeLimit: 3*time.Hour + 9*time.Minute}, // 99 900 × 112.5 ms + 1m35s = 3h8m54s
+				reason: []string{"migrate: checkpoint at step 100 saved and gpu has", "time limit 3h9m (99900 iterations"}},
 		},
 		{
 			name: "migrate: the room is gone",
