@@ -274,7 +274,13 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 		}
 		fmt.Fprintln(w)
 	} else if s.RSSBytes > 0 || s.PeakRSSBytes > 0 {
-		fmt.Fprintf(w, "memory:     RSS %s (peak %s", plan.FormatBytes(s.RSSBytes), plan.FormatBytes(s.PeakRSSBytes))
+		now := "RSS " + plan.FormatBytes(s.RSSBytes)
+		if s.RSSBytes == 0 {
+			// the last sample was of a process that had ended (an attempt
+			// between its end and the next one's first sample)
+			now = "no running process sampled yet"
+		}
+		fmt.Fprintf(w, "memory:     %s (peak %s", now, plan.FormatBytes(s.PeakRSSBytes))
 		if s.MemLimitBytes > 0 {
 			fmt.Fprintf(w, ", limit %s", plan.FormatBytes(s.MemLimitBytes))
 		}

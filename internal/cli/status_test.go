@@ -87,6 +87,23 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// Between an attempt's last sample (its process gone: RSS 0) and the next
+// attempt's first, the memory line says so rather than "RSS 0 B".
+func TestStatusBetweenAttempts(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	st := movedStatus()
+	st.RSSBytes, st.RSSSlope = 0, 0
+	h.setJSON("isched:lab:job:{lab-train-abababab}:status", st)
+	code, out, errOut := h.run("status", "42")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if want := "memory:     no running process sampled yet (peak 1.37 GiB, limit 2.00 GiB)\n"; !strings.Contains(out, want) || strings.Contains(out, "RSS 0 B") {
+		t.Errorf("memory line, want %q:\n%s", want, out)
+	}
+}
+
 func TestStatusNotYetKnown(t *testing.T) {
 	h := newHarness(t)
 	h.statusState()

@@ -38,7 +38,15 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		c.applyStart(l, env, jobs, now)
 	case report.KindSample:
 		smp := env.Sample
-		if smp.CPU != nil {
+		// a late sample of an attempt the lineage has left behind (its
+		// process is gone, a new one runs): it still tells how far that
+		// attempt got and what it peaked at, not the current process's
+		// memory, speed or trend
+		stale := job.JobID == st.JobID && job.Attempt < st.Attempt
+		if smp.CPU != nil && stale {
+			st.PeakRSSBytes = max(st.PeakRSSBytes, smp.CPU.RSSBytes, smp.CPU.PeakRSSBytes)
+		}
+		if smp.CPU != nil && !stale {
 			if l.RankRSS == nil {
 				l.RankRSS = map[string]int64{}
 			}
@@ -58,16 +66,20 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				st.GPUBytes, st.PeakGPUBytes = map[string]int64{}, map[string]int64{}
 			}
 			for _, d := range smp.GPU.Devices {
-				st.GPUBytes[d.UUID] = d.UsedBytes
 				st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], d.UsedBytes)
-				gpuUsed += d.UsedBytes
+				if !stale {
+					st.GPUBytes[d.UUID] = d.UsedBytes
+					gpuUsed += d.UsedBytes
+				}
 			}
 		}
 		var pts [][]byte
 		if job.Rank == 0 { // ranks step in lockstep: rank 0 speaks for the job's progress
 			var last int64
 			for _, it := range smp.Iters {
-				l.Iter.Add(it)
+				if !stale { // an old process's steps would read as a restart
+					l.Iter.Add(it)
+				}
 				if it.Step > st.Step {
 					st.Step = it.Step
 				}
@@ -80,7 +92,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 			// one point per sample report (the median iteration of its
 			// batch), not per iteration: Redis memory per job stays bounded
 			// by SeriesLen points whatever the iteration rate
-			if len(smp.Iters) > 0 || smp.CPU != nil {
+			if (len(smp.Iters) > 0 || smp.CPU != nil) && !stale {
 				p := SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
 				if n := len(smp.Iters); n > 0 {
 					d := make([]float64, n)
@@ -98,7 +110,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				// closed already: it got that far
 				sp.EndStep = last
 			}
-			if smp.CPU != nil {
+			if smp.CPU != nil && !stale {
 				l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
 			}
 		}
@@ -165,8 +177,10 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	switch {
 	case span != nil && span.EndMS != 0:
 		// another run of the wrapper in the same attempt (a second job
-		// step): the attempt goes on
+		// step): the attempt goes on, in a new process
 		span.EndMS, span.Reason = 0, ""
+		l.Iter.NewProcess()
+		l.Mem.NewProcess()
 	case span != nil:
 		// rank 0 of an attempt another rank opened: rank 0 speaks for
 		// where the job resumed
@@ -177,6 +191,12 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		l.closeOpenSpan(env.TimeMS, "requeued")
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
 			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+		// a new process: its start-up is warm-up again and its memory a
+		// level of its own (a resume from a checkpoint at the last step
+		// seen does not step back for the estimators to notice). Without
+		// this the first samples after every move read as a leak.
+		l.Iter.NewProcess()
+		l.Mem.NewProcess()
 	}
 	if prevPartition != "" && prevPartition != job.Partition {
 		// another node type: iteration times from the old one do not apply

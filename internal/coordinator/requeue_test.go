@@ -201,3 +201,89 @@ func TestStartRedeliveredAfterACrashOpensItsSession(t *testing.T) {
 		t.Errorf("an opened credential in a new entry: bad-credential rejections %v, want 1", n)
 	}
 }
+
+// sampleRSS sends a sample of n iterations from fromStep with the job's
+// RSS at rss (negative: no CPU sample, iterations only).
+func (e *env) sampleRSS(w *wrapperSession, fromStep, n int64, rss int64) {
+	env := report.NewEnvelope(report.KindSample, e.now)
+	env.Sample = &report.Sample{}
+	if rss >= 0 { // else iterations only
+		env.Sample.CPU = &report.CPUStat{RSSBytes: rss, PeakRSSBytes: rss, Procs: 1}
+	}
+	for i := int64(0); i < n; i++ {
+		env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: fromStep + i, AtMS: e.now.UnixMilli(), DurMS: 100, Source: report.SourceFile})
+	}
+	e.send(w, env)
+}
+
+// A job moved or continued resumes from a checkpoint at the last step it
+// reported, so its steps never go back, and its new process holds memory
+// at a level of its own (another node, another allocator's warm-up). The
+// new attempt's memory trend must be its own: mixed with the last
+// process's points it read as steady growth ("growing 565 KiB/iteration",
+// a "possible leak" and a predicted peak above the limit after the demo's
+// move), a false alarm at every move. A late sample of the old attempt
+// stays out of it too.
+func TestNewAttemptStartsItsOwnMemoryTrend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-46"
+	e.publish([]report.Job{job(46, 1001, "alice", "RUNNING", "cpu", "")}, nil)
+	w0 := e.attemptWrapper(46, lin, 0)
+	e.start(w0)
+	for i := int64(0); i < 30; i++ { // 300 steps at 400 MiB, ±1 MiB
+		e.now = e.now.Add(time.Second)
+		e.sampleRSS(w0, 1+10*i, 10, 400<<20+(i%3)<<20)
+	}
+	e.rounds(1)
+	if st := e.status(lin); st.RSSSlope != 0 {
+		t.Fatalf("attempt 0 alone: slope %.0f B/iteration, want 0 (flat)", st.RSSSlope)
+	}
+
+	j := e.slurmRequeued(46, "cpu")
+	e.now = e.now.Add(10 * time.Second)
+	j.State, j.Reason = "RUNNING", ""
+	e.publish([]report.Job{j}, nil)
+	w1 := e.attemptWrapper(46, lin, 1)
+	e.start(w1)
+	for i := int64(0); i < 30; i++ { // steps 301.., 520 MiB, ±1 MiB
+		e.now = e.now.Add(time.Second)
+		if i != 15 {
+			e.sampleRSS(w1, 301+10*i, 10, 520<<20+(i%3)<<20)
+			continue
+		}
+		// iterations without a CPU sample, then a late sample of attempt 0
+		// (its last iterations and its memory then): neither the current
+		// RSS, the trend nor the iteration estimate is attempt 1's business
+		e.sampleRSS(w1, 301+10*i, 10, -1)
+		e.sampleRSS(w0, 299, 3, 900<<20)
+	}
+	e.rounds(1)
+	st := e.status(lin)
+	if st.RSSSlope != 0 {
+		t.Errorf("attempt 1: slope %.0f B/iteration, want 0: the trend mixes the two processes", st.RSSSlope)
+	}
+	for _, ev := range st.Events {
+		if ev.Kind == "memory-growth" || ev.Kind == "memory-near-limit" {
+			t.Errorf("false alarm after the requeue: %s: %s", ev.Kind, ev.Message)
+		}
+	}
+	l := e.lineage(lin)
+	for _, p := range l.Mem.Points {
+		if p.RSS < 520<<20 || p.Step <= 300 {
+			t.Errorf("trend point %+v is not attempt 1's", p)
+		}
+	}
+	if len(l.Mem.Points) == 0 || l.Mem.Restarts != 1 {
+		t.Errorf("trend of attempt 1: %d points, %d restarts; want its points and one restart", len(l.Mem.Points), l.Mem.Restarts)
+	}
+	if rss, _ := l.Mem.Peak(); rss < 520<<20 {
+		t.Errorf("peak %d MiB: the peaks must survive the new process", rss>>20)
+	}
+	if st.RSSBytes>>20 < 520 || st.RSSBytes>>20 > 522 || st.PeakRSSBytes != 900<<20 {
+		t.Errorf("RSS %d MiB, peak %d MiB: want attempt 1's RSS now, attempt 0's late peak of 900 MiB", st.RSSBytes>>20, st.PeakRSSBytes>>20)
+	}
+	if l.Iter.Restarts != 1 {
+		t.Errorf("iteration estimator: %d restarts, want 1 (the new attempt; attempt 0's late steps are not another)", l.Iter.Restarts)
+	}
+}

@@ -170,6 +170,20 @@ func (e *IterEstimator) Add(it report.Iter) {
 	}
 }
 
+// NewProcess starts a new warm-up for a new process of the job (a new
+// attempt after a requeue), as a step that goes back does: a process that
+// resumed from a checkpoint at the last step seen does not step back for
+// Add to notice, and its first iterations (start-up, data loading,
+// compilation) are not steady ones. The window stays: same node type,
+// same speed (Reset is for another node type).
+func (e *IterEstimator) NewProcess() {
+	if !e.HaveStep {
+		return // nothing of an earlier process
+	}
+	e.Restarts++
+	e.Steady, e.Warm, e.WarmN, e.Run, e.HaveStep = false, nil, 0, nil, false
+}
+
 // Reset forgets every time: the job runs on another node type now. Counts
 // of earlier resets are kept.
 func (e *IterEstimator) Reset() {

@@ -839,3 +839,59 @@ func TestMedianMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+// A new process of the job (a new attempt) that resumed from a checkpoint
+// at the last step seen does not step back: NewProcess starts its warm-up
+// all the same, so its slow first steps are skipped, not counted as
+// periodic phases that would raise every later ETA. The window stays.
+func TestIterEstimatorNewProcess(t *testing.T) {
+	t.Parallel()
+	steady := constant(600, 100).noisy(7, 0.02)
+	var e IterEstimator
+	feed(&e, steady.reports(600, 1))
+	before, ok := e.Estimate()
+	if !ok || before.Provisional {
+		t.Fatalf("fixture not steady: %+v", before)
+	}
+	var fresh IterEstimator
+	fresh.NewProcess()
+	if fresh.Restarts != 0 || fresh.HaveStep {
+		t.Errorf("NewProcess on an empty estimator counted a restart: %+v", fresh)
+	}
+	// the new process: 5 slow start-up steps (8x), then steady again,
+	// steps 601.. (no step back)
+	next := func(e *IterEstimator) {
+		at := t0.Add(time.Hour)
+		for i := int64(0); i < 40; i++ {
+			ms := 100.0
+			if i < 5 {
+				ms = 800
+			}
+			at = at.Add(time.Duration(ms) * time.Millisecond)
+			e.Add(report.Iter{Step: 601 + i, AtMS: at.UnixMilli(), DurMS: ms, Source: report.SourceFile})
+		}
+	}
+	var without IterEstimator // a deep copy: the window is a ring shared by a plain one
+	if b, err := json.Marshal(&e); err != nil || json.Unmarshal(b, &without) != nil {
+		t.Fatal("copy", err)
+	}
+	e.NewProcess()
+	next(&e)
+	next(&without)
+	got, _ := e.Estimate()
+	old, _ := without.Estimate()
+	if e.Restarts != 1 || got.WarmupSkipped < before.WarmupSkipped+5 {
+		t.Errorf("restarts %d, warm-up skipped %d (before %d): want the start-up steps skipped", e.Restarts, got.WarmupSkipped, before.WarmupSkipped)
+	}
+	if got.Outliers != before.Outliers || math.Abs(got.OverheadMSPerIter-before.OverheadMSPerIter) > 0.5 {
+		t.Errorf("after NewProcess: outliers %d (before %d), overhead %.2f ms (before %.2f): the start-up counted as phases",
+			got.Outliers, before.Outliers, got.OverheadMSPerIter, before.OverheadMSPerIter)
+	}
+	if !within(got.MS, 100, 0.03) || got.N < before.N {
+		t.Errorf("estimate %+v: the window must stay", got)
+	}
+	// the contrast: without NewProcess the start-up steps are outliers
+	if old.Outliers <= before.Outliers {
+		t.Errorf("fixture: without NewProcess the start-up gave %d outliers (before %d); the test shows nothing", old.Outliers, before.Outliers)
+	}
+}

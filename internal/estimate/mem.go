@@ -162,6 +162,19 @@ func (m *MemTracker) Add(step, rssBytes, gpuBytes int64) {
 	m.Points = append(m.Points, MemPoint{Step: step, RSS: rssBytes, GPU: gpuBytes})
 }
 
+// NewProcess starts the trend again for a new process of the job (a new
+// attempt after a requeue or a move): its memory level is its own, and a
+// process that resumed from a checkpoint at the last step seen does not
+// step back for Add to notice. Its first samples are skipped as warm-up
+// again; the peaks stay.
+func (m *MemTracker) NewProcess() {
+	if !m.HaveStep && m.Seen == 0 {
+		return // nothing of an earlier process
+	}
+	m.Restarts++
+	m.Points, m.Seen, m.Stride, m.HaveStep = nil, 0, 0, false
+}
+
 // Reset forgets everything, peaks included: the job runs on another node
 // type, where memory use differs (no GPU memory on a CPU node).
 func (m *MemTracker) Reset() {

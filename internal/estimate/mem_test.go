@@ -163,6 +163,35 @@ func TestMemTrackerLifecycle(t *testing.T) {
 			expect: "1 restart, no points, peaks kept",
 		},
 		{
+			// a new attempt resumed at the last step seen: no step back
+			name: "new process keeps peaks, drops the trend, skips its warm-up",
+			then: func(m *MemTracker) {
+				m.NewProcess()
+				for s := int64(2000); s < 2000+memWarmup*10; s += 10 {
+					m.Add(s, gib/2, 0) // warm-up of the new process
+				}
+			},
+			check: func(m *MemTracker) bool {
+				r, g := m.Peak()
+				return m.Restarts == 1 && len(m.Points) == 0 && !m.Growing() && r == 2*gib+2000*mib && g == gib && m.HaveStep
+			},
+			expect: "1 restart, no points through the warm-up, peaks kept",
+		},
+		{
+			name: "new process, then its own trend",
+			then: func(m *MemTracker) {
+				m.NewProcess()
+				for s := int64(2000); s < 2600; s += 10 {
+					m.Add(s, 3*gib, 0) // flat, above the old process's level
+				}
+			},
+			check: func(m *MemTracker) bool {
+				sl, _ := m.Slope()
+				return m.Restarts == 1 && len(m.Points) > memMinPoints && sl == 0 && !m.Growing() && m.Points[0].Step >= 2000+memWarmup*10
+			},
+			expect: "a flat trend of the new process's points only",
+		},
+		{
 			name: "reset forgets peaks",
 			then: func(m *MemTracker) { m.Reset() },
 			check: func(m *MemTracker) bool {
