@@ -740,3 +740,48 @@ func TestAgentInputsDecodedOncePerValue(t *testing.T) {
 		t.Fatalf("stale unchanged snapshot: %d decodes, snapshot still used: %v", e.c.inputDecodes, e.c.snap != nil)
 	}
 }
+
+// TestNoMoveOnAStaleSnapshot: the agent's last snapshot shows room on the
+// ideal partition, then the agent falls silent (Redis or the agent away,
+// Slurm unreachable). A job that becomes worth moving meanwhile must not
+// be moved on that old view, however much it shows: no decision until a
+// fresh snapshot, and then the move (so the same job and view would have
+// been moved: the check can fail). Decisions on stale data are what the
+// Redis and slurmctld fault tests look for; this one makes them happen.
+func TestNoMoveOnAStaleSnapshot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	plan := report.Plan{Lineage: "S1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
+	running := job(47, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	running.StartMS = e.now.Add(-time.Minute).UnixMilli()
+	idle := []report.Partition{{Name: "gpu", State: "UP", NodesIdle: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}},
+		{Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+	e.publish([]report.Job{running}, idle)
+	w := e.wrapper(47, 1001, "alice", "S1", "cpu")
+	e.start(w)
+	e.rounds(2)
+	if acts := e.actions(); len(acts) != 0 {
+		t.Fatalf("actions before the job has an estimate: %+v", acts)
+	}
+	// the agent falls silent; time passes and iterations arrive, which
+	// make the move pay, but the newest snapshot is older than stale_after
+	e.now = e.now.Add(e.c.cfg.StaleAfter + time.Second)
+	for i := int64(0); i < 5; i++ {
+		e.sample(w, 1+i*20, 20, 500)
+	}
+	e.rounds(3)
+	if acts := e.actions(); len(acts) != 0 {
+		t.Fatalf("acted on a snapshot %s old (stale after %s): %+v", e.c.cfg.StaleAfter+time.Second, e.c.cfg.StaleAfter, acts)
+	}
+	if st := e.status("S1"); len(st.Decisions) != 0 {
+		t.Fatalf("decided on a stale snapshot: %+v", st.Decisions)
+	}
+	// the same view, fresh: the move starts
+	e.now = e.now.Add(time.Second)
+	e.publish([]report.Job{running}, idle)
+	e.rounds(1)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionSignal || acts[0].JobID != 47 {
+		t.Fatalf("with a fresh snapshot: want the checkpoint request of the move, got %+v", acts)
+	}
+}
