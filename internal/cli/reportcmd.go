@@ -224,9 +224,12 @@ func writePlot(path, lineage string, pts []SeriesPoint, st *report.JobStatus, w,
 			if i == 0 || sp.StartMS <= t0 {
 				continue
 			}
-			x := minutes(sp.StartMS)
+			x, label := minutes(sp.StartMS), "→ "+sp.Partition
+			if sp.Partition == st.History[i-1].Partition {
+				label = "again on " + sp.Partition // a new attempt in the same place (continued, requeued)
+			}
 			for _, p := range []*plot.Plot{top, bottom} {
-				mark(p, x, sp.Partition)
+				mark(p, x, label)
 			}
 		}
 	}
@@ -265,8 +268,8 @@ func writePlot(path, lineage string, pts []SeriesPoint, st *report.JobStatus, w,
 	return os.Rename(tmp, path)
 }
 
-// mark draws a dashed vertical line at x labelled with the partition the
-// job moved to.
+// mark draws a dashed vertical line at x with its label: the partition the
+// job moved to, or a new attempt on the same one.
 func mark(p *plot.Plot, x float64, label string) {
 	ymin, ymax := p.Y.Min, p.Y.Max
 	if math.IsInf(ymin, 0) || math.IsInf(ymax, 0) || ymax <= ymin {
@@ -279,7 +282,7 @@ func mark(p *plot.Plot, x float64, label string) {
 	l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	l.LineStyle.Color = color.Gray{Y: 90}
 	p.Add(l)
-	if lb, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: x, Y: ymax}}, Labels: []string{"→ " + clean(label)}}); err == nil {
+	if lb, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: x, Y: ymax}}, Labels: []string{clean(label)}}); err == nil {
 		p.Add(lb)
 	}
 }
