@@ -43,10 +43,11 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		// attempt got and what it peaked at, not the current process's
 		// memory, speed or trend
 		stale := job.JobID == st.JobID && job.Attempt < st.Attempt
-		if smp.CPU != nil && stale {
+		switch {
+		case smp.CPU == nil:
+		case stale:
 			st.PeakRSSBytes = max(st.PeakRSSBytes, smp.CPU.RSSBytes, smp.CPU.PeakRSSBytes)
-		}
-		if smp.CPU != nil && !stale {
+		default:
 			if l.RankRSS == nil {
 				l.RankRSS = map[string]int64{}
 			}
@@ -136,6 +137,16 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 	return nil
 }
 
+// newProcess: a new process of the job runs (a new attempt, another job
+// step). Its start-up is warm-up again and its memory a level of its own;
+// a resume from a checkpoint at the last step seen does not step back for
+// the estimators to notice, and without this the first samples after
+// every move read as a leak.
+func (l *lineage) newProcess() {
+	l.Iter.NewProcess()
+	l.Mem.NewProcess()
+}
+
 func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex, now time.Time) {
 	st := &l.Status
 	job := env.Job
@@ -179,8 +190,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		// another run of the wrapper in the same attempt (a second job
 		// step): the attempt goes on, in a new process
 		span.EndMS, span.Reason = 0, ""
-		l.Iter.NewProcess()
-		l.Mem.NewProcess()
+		l.newProcess()
 	case span != nil:
 		// rank 0 of an attempt another rank opened: rank 0 speaks for
 		// where the job resumed
@@ -191,12 +201,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		l.closeOpenSpan(env.TimeMS, "requeued")
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
 			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
-		// a new process: its start-up is warm-up again and its memory a
-		// level of its own (a resume from a checkpoint at the last step
-		// seen does not step back for the estimators to notice). Without
-		// this the first samples after every move read as a leak.
-		l.Iter.NewProcess()
-		l.Mem.NewProcess()
+		l.newProcess()
 	}
 	if prevPartition != "" && prevPartition != job.Partition {
 		// another node type: iteration times from the old one do not apply

@@ -433,13 +433,18 @@ func (c *Coordinator) writeBehind(ctx context.Context) {
 	done := make(chan error, 1)
 	c.inflight = done
 	b := &c.behind
-	go func() {
-		start := time.Now()
-		err := c.store.WriteBatch(ctx, b)
-		c.metrics.writeLatency.Observe(time.Since(start).Seconds())
-		b.Reset()
-		done <- err
-	}()
+	go func() { done <- c.writeBatch(ctx, b) }()
+}
+
+// writeBatch sends a batch in one round trip, timed, and empties it
+// (whatever the outcome: after a failure the round fails, and forget()
+// reloads from Redis).
+func (c *Coordinator) writeBatch(ctx context.Context, b *stream.Batch) error {
+	start := time.Now()
+	err := c.store.WriteBatch(ctx, b)
+	c.metrics.writeLatency.Observe(time.Since(start).Seconds())
+	b.Reset()
+	return err
 }
 
 // settle waits for the write in flight, if any, and returns its error
@@ -480,11 +485,7 @@ func (c *Coordinator) flush(ctx context.Context, all bool) error {
 	if c.batch.Len() == 0 {
 		return nil
 	}
-	start := time.Now()
-	err := c.store.WriteBatch(ctx, &c.batch)
-	c.metrics.writeLatency.Observe(time.Since(start).Seconds())
-	c.batch.Reset() // on error the round fails; forget() reloads from Redis
-	return err
+	return c.writeBatch(ctx, &c.batch)
 }
 
 // queueFlush queues in the round's batch what flush persists. It looks for

@@ -161,8 +161,14 @@ func (e *env) sendStart(w *wrapperSession) ([]byte, string) {
 }
 
 func (e *env) sample(w *wrapperSession, fromStep, n int64, iterMS float64) {
+	e.sendSample(w, fromStep, n, iterMS, &report.CPUStat{RSSBytes: 100 << 20, PeakRSSBytes: 120 << 20, Procs: 1})
+}
+
+// sendSample sends a sample of n iterations of iterMS from fromStep with
+// cpu (nil: iterations only).
+func (e *env) sendSample(w *wrapperSession, fromStep, n int64, iterMS float64, cpu *report.CPUStat) {
 	env := report.NewEnvelope(report.KindSample, e.now)
-	env.Sample = &report.Sample{CPU: &report.CPUStat{RSSBytes: 100 << 20, PeakRSSBytes: 120 << 20, Procs: 1}}
+	env.Sample = &report.Sample{CPU: cpu}
 	for i := int64(0); i < n; i++ {
 		env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: fromStep + i, AtMS: e.now.UnixMilli(), DurMS: iterMS, Source: report.SourceFile})
 	}
@@ -462,6 +468,16 @@ func TestOnlyTheLeaderWorks(t *testing.T) {
 	}
 }
 
+// labPartitions is the agent's view of gpu (two nodes, four GPUs, all
+// idle or all allocated) and cpu (one node of two idle).
+func labPartitions(gpuIdle bool) []report.Partition {
+	gpu := report.Partition{Name: "gpu", State: "UP", NodesAlloc: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Alloc: 4, Total: 4}}}
+	if gpuIdle {
+		gpu.NodesAlloc, gpu.NodesIdle, gpu.GPUs = 0, 2, []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}
+	}
+	return []report.Partition{gpu, {Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+}
+
 // TestMigrationFlow: a job on its fallback (cpu) whose ideal partition (gpu)
 // frees gets a checkpoint request, then — once the checkpoint landed — a
 // requeue onto gpu with its GRES; the new attempt's start completes the move.
@@ -471,8 +487,7 @@ func TestMigrationFlow(t *testing.T) {
 	plan := report.Plan{Lineage: "L1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
 	running := job(40, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
 	running.StartMS = e.now.Add(-time.Minute).UnixMilli()
-	busy := []report.Partition{{Name: "gpu", State: "UP", NodesAlloc: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Alloc: 4, Total: 4}}},
-		{Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+	busy := labPartitions(false)
 	e.publish([]report.Job{running}, busy)
 	w := e.wrapper(40, 1001, "alice", "L1", "cpu")
 	e.start(w)
@@ -483,7 +498,7 @@ func TestMigrationFlow(t *testing.T) {
 	if acts := e.actions(); len(acts) != 0 {
 		t.Fatalf("actions while gpu is busy: %+v", acts)
 	}
-	idle := []report.Partition{{Name: "gpu", State: "UP", NodesIdle: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}}, busy[1]}
+	idle := labPartitions(true)
 	e.now = e.now.Add(3 * time.Second)
 	e.publish([]report.Job{running}, idle)
 	e.rounds(1)
@@ -565,8 +580,7 @@ func TestAnotherUsersJobCannotTakeOverALineage(t *testing.T) {
 	plan := report.Plan{Lineage: "L1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
 	alice := job(40, 1001, "alice", "PENDING", "cpu", plan.FormatComment())
 	bob := job(41, 1002, "bob", "PENDING", "cpu", plan.FormatComment())
-	busy := []report.Partition{{Name: "gpu", State: "UP", NodesAlloc: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Alloc: 4, Total: 4}}},
-		{Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+	busy := labPartitions(false)
 	e.publish([]report.Job{bob, alice}, busy)
 	e.rounds(2)
 	if st := e.status("L1"); st.JobID != 40 || st.User != "alice" {
@@ -585,7 +599,7 @@ func TestAnotherUsersJobCannotTakeOverALineage(t *testing.T) {
 	e.start(evil)
 	e.sample(evil, 1, 50, 1)
 	e.rounds(2)
-	idle := []report.Partition{{Name: "gpu", State: "UP", NodesIdle: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}}, busy[1]}
+	idle := labPartitions(true)
 	e.now = e.now.Add(3 * time.Second)
 	e.publish([]report.Job{bob, alice}, idle)
 	e.rounds(2)
@@ -754,8 +768,7 @@ func TestNoMoveOnAStaleSnapshot(t *testing.T) {
 	plan := report.Plan{Lineage: "S1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
 	running := job(47, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
 	running.StartMS = e.now.Add(-time.Minute).UnixMilli()
-	idle := []report.Partition{{Name: "gpu", State: "UP", NodesIdle: 2, NodesTotal: 2, GPUs: []report.GPUCount{{Type: "gpu", Idle: 4, Total: 4}}},
-		{Name: "cpu", State: "UP", NodesAlloc: 1, NodesIdle: 1, NodesTotal: 2}}
+	idle := labPartitions(true)
 	e.publish([]report.Job{running}, idle)
 	w := e.wrapper(47, 1001, "alice", "S1", "cpu")
 	e.start(w)

@@ -205,15 +205,11 @@ func TestStartRedeliveredAfterACrashOpensItsSession(t *testing.T) {
 // sampleRSS sends a sample of n iterations from fromStep with the job's
 // RSS at rss (negative: no CPU sample, iterations only).
 func (e *env) sampleRSS(w *wrapperSession, fromStep, n int64, rss int64) {
-	env := report.NewEnvelope(report.KindSample, e.now)
-	env.Sample = &report.Sample{}
-	if rss >= 0 { // else iterations only
-		env.Sample.CPU = &report.CPUStat{RSSBytes: rss, PeakRSSBytes: rss, Procs: 1}
+	var cpu *report.CPUStat
+	if rss >= 0 {
+		cpu = &report.CPUStat{RSSBytes: rss, PeakRSSBytes: rss, Procs: 1}
 	}
-	for i := int64(0); i < n; i++ {
-		env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: fromStep + i, AtMS: e.now.UnixMilli(), DurMS: 100, Source: report.SourceFile})
-	}
-	e.send(w, env)
+	e.sendSample(w, fromStep, n, 100, cpu)
 }
 
 // A job moved or continued resumes from a checkpoint at the last step it

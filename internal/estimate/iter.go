@@ -152,8 +152,7 @@ func (e *IterEstimator) Add(it report.Iter) {
 			e.Ignored++
 			return
 		case it.Step < e.LastStep:
-			e.Restarts++
-			e.Steady, e.Warm, e.WarmN, e.Run = false, nil, 0, nil
+			e.restart()
 		default:
 			steps = min(it.Step-e.LastStep, maxWeight)
 		}
@@ -180,8 +179,14 @@ func (e *IterEstimator) NewProcess() {
 	if !e.HaveStep {
 		return // nothing of an earlier process
 	}
+	e.restart()
+	e.HaveStep = false
+}
+
+// restart begins the warm-up of a new process, keeping the window.
+func (e *IterEstimator) restart() {
 	e.Restarts++
-	e.Steady, e.Warm, e.WarmN, e.Run, e.HaveStep = false, nil, 0, nil, false
+	e.Steady, e.Warm, e.WarmN, e.Run = false, nil, 0, nil
 }
 
 // Reset forgets every time: the job runs on another node type now. Counts

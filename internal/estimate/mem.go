@@ -127,8 +127,7 @@ func (m *MemTracker) Add(step, rssBytes, gpuBytes int64) {
 	m.PeakRSS = max(m.PeakRSS, rssBytes)
 	m.PeakGPU = max(m.PeakGPU, gpuBytes)
 	if m.HaveStep && step < m.LastStep {
-		m.Restarts++
-		m.Points, m.Seen, m.Stride = nil, 0, 0
+		m.restart()
 	}
 	m.LastStep, m.HaveStep = step, true
 	m.Seen++
@@ -171,8 +170,14 @@ func (m *MemTracker) NewProcess() {
 	if !m.HaveStep && m.Seen == 0 {
 		return // nothing of an earlier process
 	}
+	m.restart()
+	m.HaveStep = false
+}
+
+// restart drops the trend of the process that ended; the peaks stay.
+func (m *MemTracker) restart() {
 	m.Restarts++
-	m.Points, m.Seen, m.Stride, m.HaveStep = nil, 0, 0, false
+	m.Points, m.Seen, m.Stride = nil, 0, 0
 }
 
 // Reset forgets everything, peaks included: the job runs on another node
