@@ -78,6 +78,7 @@ type Stats struct {
 	Errors    uint64 // fsnotify, stat and directory errors (logged, never fatal)
 	Overflows uint64 // inotify queue overflows, each followed by a rescan
 	PollMode  bool   // inotify failed; the directory is rescanned every DirPoll
+	Watches   uint64 // times the directory was watched (or polled) and first scanned
 }
 
 // Watcher reports complete checkpoint files of one directory.
@@ -93,6 +94,7 @@ type Watcher struct {
 	newFS func() (*fsnotify.Watcher, error) // replaced in tests
 
 	nEvents, nErrors, nOverflows atomic.Uint64
+	nWatches                     atomic.Uint64
 	nPending                     atomic.Int64 // len(pending), for Pending
 	pollMode                     atomic.Bool
 
@@ -172,7 +174,7 @@ func (w *Watcher) Events() <-chan Event { return w.events }
 // Stats returns the counters so far.
 func (w *Watcher) Stats() Stats {
 	return Stats{Events: w.nEvents.Load(), Errors: w.nErrors.Load(), Overflows: w.nOverflows.Load(),
-		PollMode: w.pollMode.Load()}
+		PollMode: w.pollMode.Load(), Watches: w.nWatches.Load()}
 }
 
 // Close stops Run and waits for it to return. It may be called more than
@@ -290,6 +292,7 @@ func (w *Watcher) watch(ctx context.Context, existing bool) {
 	if !w.scan(existing) {
 		return
 	}
+	w.nWatches.Add(1)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {

@@ -50,10 +50,15 @@ func start(t *testing.T, cfg Config, tweak ...func(*Watcher)) *Watcher {
 	return w
 }
 
-// waitWatching gives Run time to add its watch and scan.
-func waitWatching(t *testing.T) {
+// waitWatching waits until Run has watched the directory and scanned it for
+// the n-th time (1: the first watch; 2: after the directory came back).
+func waitWatching(t *testing.T, w *Watcher, n uint64) {
 	t.Helper()
-	time.Sleep(50 * time.Millisecond)
+	for deadline := time.Now().Add(waitLong); w.Stats().Watches < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the directory was watched %d times in %s, want %d", w.Stats().Watches, waitLong, n)
+		}
+	}
 }
 
 func next(t *testing.T, w *Watcher) Event {
@@ -108,7 +113,7 @@ func TestWriteThenRenameReportsOncePerCheckpoint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	w := start(t, Config{Dir: dir, Glob: "*.pt"})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 
 	saveAtomically(t, filepath.Join(dir, "ckpt_step_100.pt"), strings.Repeat("a", 1000))
 	ev := next(t, w)
@@ -139,7 +144,7 @@ func TestSlowWriteReportedOnlyAfterWritesStop(t *testing.T) {
 	dir := t.TempDir()
 	const slowDebounce = 300 * time.Millisecond
 	w := start(t, Config{Dir: dir, Debounce: slowDebounce})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 
 	path := filepath.Join(dir, "model_epoch_3.pt")
 	f, err := os.Create(path)
@@ -176,7 +181,7 @@ func TestTempAndFilteredFilesIgnored(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	w := start(t, Config{Dir: dir, Glob: "*.pt"})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	for _, name := range []string{"a.pt.tmp", "b.pt.partial", ".c.pt", "notes.txt", "d.ckpt"} {
 		writeFile(t, filepath.Join(dir, name), "data")
 	}
@@ -237,7 +242,7 @@ func TestDirectoryCreatedLater(t *testing.T) {
 	if ev := next(t, w); ev.Existing || filepath.Base(ev.Path) != "step1.pt" {
 		t.Errorf("event = %+v", ev)
 	}
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	saveAtomically(t, filepath.Join(dir, "step2.pt"), "yy")
 	if ev := next(t, w); ev.Existing || filepath.Base(ev.Path) != "step2.pt" {
 		t.Errorf("event = %+v", ev)
@@ -252,7 +257,7 @@ func TestDirectoryRemovedAndRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := start(t, Config{Dir: dir})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	saveAtomically(t, filepath.Join(dir, "a.pt"), "1")
 	next(t, w)
 	if err := os.RemoveAll(dir); err != nil {
@@ -262,7 +267,7 @@ func TestDirectoryRemovedAndRecreated(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	waitWatching(t)
+	waitWatching(t, w, 2)
 	saveAtomically(t, filepath.Join(dir, "a.pt"), "2")
 	if ev := next(t, w); ev.Existing || filepath.Base(ev.Path) != "a.pt" {
 		t.Errorf("event = %+v", ev)
@@ -276,7 +281,7 @@ func TestPollModeWithoutInotify(t *testing.T) {
 	w := start(t, Config{Dir: dir, DirPoll: 30 * time.Millisecond}, func(w *Watcher) {
 		w.newFS = func() (*fsnotify.Watcher, error) { return nil, errors.New("too many open files") }
 	})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	saveAtomically(t, filepath.Join(dir, "s_10.pt"), "abc")
 	if ev := next(t, w); ev.Size != 3 || *ev.Step != 10 || ev.StepFrom != StepFromNumber {
 		t.Errorf("event = %+v", ev)
@@ -417,7 +422,7 @@ func TestPendingUntilReported(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	w := start(t, Config{Dir: dir, Debounce: 400 * time.Millisecond})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	if n := w.Pending(); n != 0 {
 		t.Fatalf("pending before any file: %d", n)
 	}
