@@ -24,6 +24,14 @@ const (
 	refreshEvery  = 64   // recompute the outlier reference median every so many adds
 	minSteady     = 3    // steady observations before a non-provisional estimate
 	maxWeight     = 1000 // steps one observation may stand for
+	// regime: every regimeRecent steady adds, the last regimeRecent
+	// observations are compared with the window; when their median differs
+	// from the window's by more than regimeShift and their middle half
+	// lies wholly on one side of the window's median, the job runs at a new
+	// speed (a job sharing the node ended, the data loader warmed its
+	// cache) and the window restarts from them.
+	regimeRecent = 32
+	regimeShift  = 0.20
 )
 
 // IterEstimator is a robust online estimate of one job's iteration time.
@@ -46,7 +54,10 @@ const (
 // warm-up, is amortised over every steady step into OverheadMSPerIter, so
 // an eval pass every 100 iterations neither inflates the median nor is
 // forgotten by the ETA. Sixteen outliers in a row are a level shift (the
-// node got slower): the window restarts from them.
+// node got slower): the window restarts from them. A regime shift (the last
+// 32 observations' median more than 20% away from the window's, their
+// middle half wholly on one side of it) restarts the window from those 32:
+// the job got faster, or slower by less than the outlier factor.
 type IterEstimator struct {
 	Window Observations `json:"window"` // ring of at most WindowSize steady observations
 	Next   int          `json:"next"`   // where the next observation goes once the ring is full
@@ -67,10 +78,12 @@ type IterEstimator struct {
 	LastStep int64 `json:"last_step"`
 	HaveStep bool  `json:"have_step"`
 
-	Restarts    int `json:"restarts"`     // steps went back (resumed process)
-	LevelShifts int `json:"level_shifts"` // window restarted after a run of outliers
-	Resets      int `json:"resets"`       // Reset calls (new node type)
-	Ignored     int `json:"ignored"`      // duplicate steps, non-positive durations
+	Restarts     int `json:"restarts"`      // steps went back (resumed process)
+	LevelShifts  int `json:"level_shifts"`  // window restarted after a run of outliers
+	RegimeShifts int `json:"regime_shifts"` // window restarted from its recent part (new speed)
+	SinceRegime  int `json:"since_regime"`  // steady adds since the last regime check
+	Resets       int `json:"resets"`        // Reset calls (new node type)
+	Ignored      int `json:"ignored"`       // duplicate steps, non-positive durations
 
 	// the last Estimate and the state it was computed from: the coordinator
 	// asks at every report and for every job at every decision round, while
@@ -94,6 +107,7 @@ type iterEstKey struct {
 	outliers                int
 	steadySteps, lastStep   int64
 	restarts, levelShifts   int
+	regimeShifts            int
 	resets                  int
 }
 
@@ -102,7 +116,7 @@ func (e *IterEstimator) key() iterEstKey {
 		steady: e.Steady, warmN: e.WarmN, warmupSkipped: e.WarmupSkipped,
 		refMS: e.RefMS, excess: e.OutlierExcessMS, maxGap: e.MaxGapMS, outliers: e.Outliers,
 		steadySteps: e.SteadySteps, lastStep: e.LastStep,
-		restarts: e.Restarts, levelShifts: e.LevelShifts, resets: e.Resets}
+		restarts: e.Restarts, levelShifts: e.LevelShifts, regimeShifts: e.RegimeShifts, resets: e.Resets}
 }
 
 // IterEstimate is the estimator's answer. Times are milliseconds per step.
@@ -244,6 +258,60 @@ func (e *IterEstimator) addSteady(o Obs) {
 	if e.SinceRef >= refreshEvery {
 		e.refresh()
 	}
+	e.SinceRegime++
+	if e.SinceRegime >= regimeRecent {
+		e.SinceRegime = 0
+		e.checkRegime()
+	}
+}
+
+// recent returns the last n observations pushed, oldest first, in a new
+// slice.
+func (e *IterEstimator) recent(n int) Observations {
+	n = min(n, len(e.Window))
+	out := make(Observations, 0, n)
+	if len(e.Window) < WindowSize {
+		return append(out, e.Window[len(e.Window)-n:]...)
+	}
+	for i := range n {
+		out = append(out, e.Window[(e.Next-n+i+WindowSize)%WindowSize])
+	}
+	return out
+}
+
+// checkRegime restarts the window from its last regimeRecent observations
+// when they show the job running at another speed for good. Without it a
+// window of 512 observations follows a speed-up (a job that shared the
+// node ended) only once half of it is new, and the ETA stays late that
+// long; a slow-down under OutlierFactor is never a level shift either.
+func (e *IterEstimator) checkRegime() {
+	if len(e.Window) < 2*regimeRecent {
+		return // too little history to tell a new regime from the old
+	}
+	rec := e.recent(regimeRecent)
+	q := wquantiles(rec, 0.25, 0.5, 0.75)
+	med := e.windowQuantiles(0.5)[0]
+	if !(med > 0) || math.Abs(q[1]-med) <= regimeShift*med {
+		return
+	}
+	if q[0] <= med && med <= q[2] {
+		return // the recent spread still covers the old level: noise, not a regime
+	}
+	// the change may have come within the recent observations: the ones
+	// still on the old level's side of the midpoint belong to the old regime
+	mid := (q[1] + med) / 2
+	faster := q[1] < med
+	e.RegimeShifts++
+	steps := e.SteadySteps // the recent observations are counted already
+	e.Window, e.Next = nil, 0
+	for _, r := range rec {
+		if (faster && r.MS > mid) || (!faster && r.MS < mid) {
+			continue
+		}
+		e.push(r)
+	}
+	e.SteadySteps = steps
+	e.refresh()
 }
 
 // commitRun counts the pending outliers as periodic phases: a normal

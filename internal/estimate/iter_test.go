@@ -186,6 +186,37 @@ func TestIterEstimator(t *testing.T) {
 			},
 		},
 		{
+			// another job shared the node for the first 300 steps, then
+			// ended: the window must follow within a regime check, not
+			// after half of its 512 observations are new
+			name: "speed-up when a co-located job ends", its: append(constant(300, 200), constant(100, 100)...).reports(400, 1),
+			wantMS: 100, ovMS: 0, ovTol: 1e-9,
+			truth: append(constant(300, 200), constant(total-300, 100)...), etaTol: 0.01,
+			check: func(t *testing.T, est IterEstimate, e *IterEstimator) {
+				if e.RegimeShifts != 1 || e.LevelShifts != 0 {
+					t.Errorf("RegimeShifts %d, LevelShifts %d, want 1 and 0", e.RegimeShifts, e.LevelShifts)
+				}
+			},
+		},
+		{
+			name: "slow-down by 1.5x (under the outlier factor)", its: append(constant(300, 100), constant(100, 150).noisy(4, 0.05)...).reports(400, 1),
+			wantMS: 150, msTol: 0.05, ovMS: 0, ovTol: 3,
+			check: func(t *testing.T, est IterEstimate, e *IterEstimator) {
+				if e.RegimeShifts != 1 {
+					t.Errorf("RegimeShifts %d, want 1", e.RegimeShifts)
+				}
+			},
+		},
+		{
+			name: "noise ±40% is no regime", its: constant(3000, 100).noisy(5, 0.4).reports(3000, 1),
+			wantMS: 100, msTol: 0.06, ovMS: 0, ovTol: 5,
+			check: func(t *testing.T, est IterEstimate, e *IterEstimator) {
+				if e.RegimeShifts != 0 {
+					t.Errorf("RegimeShifts %d, want 0", e.RegimeShifts)
+				}
+			},
+		},
+		{
 			name: "loop clock preferred",
 			its: func() []report.Iter {
 				its := constant(200, 100).reports(200, 1)
