@@ -15,7 +15,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps check-tags build test test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
+.PHONY: help deps check-tags build test test-python test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -53,6 +53,11 @@ test: deps build cluster-up ## the README's test command: cluster up, hermetic +
 	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 50m ./...
 	$(MAKE) --no-print-directory fuzz-ci
 	$(MAKE) --no-print-directory soak-ci
+	$(MAKE) --no-print-directory test-python
+
+test-python: ## the Python package's tests (python/tests, stdlib unittest) and gpu-check's CPU self-test
+	/usr/bin/python3 -m unittest discover -s python/tests -t python/tests
+	scripts/gpu-check --self-test
 
 test-unit: check-tags ## hermetic tests only (no servers)
 	$(GO) test -race -count=1 ./...
@@ -122,10 +127,12 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo
 
-install: build ## install binaries to $(PREFIX)/bin, the Python helper to $(PREFIX)/share/isched, the TaskEpilog to $(PREFIX)/libexec
+install: build ## install binaries to $(PREFIX)/bin, the Python package to $(PREFIX)/share/isched (on PYTHONPATH: import isched), the TaskEpilog to $(PREFIX)/libexec
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isched $(DESTDIR)$(PREFIX)/libexec
 	for b in $(BINARIES); do install -m 0755 $(BIN)/$$b $(DESTDIR)$(PREFIX)/bin/$$b; done
+	install -d $(DESTDIR)$(PREFIX)/share/isched/isched
 	install -m 0644 scripts/isched.py $(DESTDIR)$(PREFIX)/share/isched/isched.py
+	install -m 0644 python/isched/*.py $(DESTDIR)$(PREFIX)/share/isched/isched/
 	install -m 0755 scripts/isched-task-epilog $(DESTDIR)$(PREFIX)/libexec/isched-task-epilog
 
 clean: ## remove build output
