@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +91,7 @@ type Summary struct {
 	CgroupPeak    int64            `json:"cgroup_peak_bytes,omitempty"`
 	CgroupLimit   int64            `json:"cgroup_limit_bytes,omitempty"`
 	PeakGPUBytes  map[string]int64 `json:"peak_gpu_bytes,omitempty"`
+	GPU           *GPUSummary      `json:"gpu,omitempty"`
 	GPUNoData     string           `json:"gpu_no_data,omitempty"`
 	Iterations    int64            `json:"iterations"`
 	LastStep      int64            `json:"last_step"`
@@ -118,6 +118,7 @@ type state struct {
 	cgPeak      int64
 	cgLimit     int64
 	peakGPU     map[string]int64
+	gpu         gpuTally
 	gpuNoData   string
 	ckpts       []string
 	ckptSeen    map[string]bool
@@ -622,20 +623,8 @@ func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *
 		if gs != nil {
 			st.lastGPU = gs
 			st.gpuNoData = gs.NoData
-			for _, dv := range gs.Devices {
-				key := dv.UUID
-				if key == "" {
-					key = strconv.Itoa(dv.Index)
-				}
-				used := int64(0)
-				for _, p := range gs.Procs {
-					if p.Device == dv.UUID {
-						used += p.UsedBytes
-					}
-				}
-				if used == 0 {
-					used = dv.UsedBytes
-				}
+			// the job's processes, or the device where NVML listed none
+			for key, used := range st.gpu.observe(gs) {
 				st.peakGPU[key] = max(st.peakGPU[key], used)
 			}
 		}
@@ -668,7 +657,8 @@ func (s *state) summary(opts Options, exit child.Exit, status int, reason, resum
 	defer s.mu.Unlock()
 	sum := Summary{Command: opts.Argv, ExitStatus: status, WallSeconds: exit.Wall.Seconds(), PeakRSSBytes: s.peakRSS,
 		CgroupPeak: s.cgPeak, CgroupLimit: s.cgLimit, GPUNoData: s.gpuNoData, Iterations: s.iterCount,
-		LastStep: s.lastStep, Checkpoints: append([]string{}, s.ckpts...), ResumedFrom: resume, Reason: reason}
+		LastStep: s.lastStep, Checkpoints: append([]string{}, s.ckpts...), ResumedFrom: resume, Reason: reason,
+		GPU: s.gpu.summary()}
 	if exit.Signaled {
 		sum.Signal = sigName(exit.Signal)
 	}
@@ -712,6 +702,11 @@ func writeSummary(w io.Writer, s Summary) {
 		slices.Sort(keys)
 		for _, k := range keys {
 			fmt.Fprintf(w, " gpu[%s]=%s", k, mb(s.PeakGPUBytes[k]))
+			if s.GPU != nil {
+				if i := slices.IndexFunc(s.GPU.Devices, func(d GPUDeviceSummary) bool { return d.UUID == k }); i >= 0 && s.GPU.Devices[i].Source != GPUSourceProcess {
+					fmt.Fprintf(w, "(%s-level)", s.GPU.Devices[i].Source)
+				}
+			}
 		}
 	} else if s.GPUNoData != "" {
 		fmt.Fprintf(w, " gpu=no-data(%s)", s.GPUNoData)
