@@ -11,8 +11,10 @@ generated on the fly, so nothing is downloaded. With --data digits it uses
 scikit-learn's bundled 8x8 digits instead (if scikit-learn is installed),
 upscaled to the input size.
 
-isched hooks (scripts/isched.py, found next to this file's repository, in
-$ISCHED_HELPER_DIR or on PYTHONPATH; without the isched wrapper every call
+This is the plain-PyTorch example. isched hooks (the isched package:
+installed with `pip install ./python`, else found in this repository's
+python/, in $ISCHED_HELPER_DIR (a directory with isched.py or the isched
+package) or in /usr/local/share/isched; without the isched wrapper every call
 is a no-op):
 
 - isched.step(step, total=...) after every optimizer step, so the wrapper
@@ -45,12 +47,12 @@ def _import_isched():
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.environ.get("ISCHED_HELPER_DIR"), os.path.join(here, "..", "scripts"), "/usr/local/share/isched"):
-        if d and os.path.exists(os.path.join(d, "isched.py")):
+    for d in (os.environ.get("ISCHED_HELPER_DIR"), os.path.join(here, "..", "python"), "/usr/local/share/isched"):
+        if d and (os.path.exists(os.path.join(d, "isched.py")) or os.path.exists(os.path.join(d, "isched", "__init__.py"))):
             sys.path.insert(0, d)
             import isched  # noqa: PLC0415
             return isched
-    sys.exit("train_mnistlike: isched.py not found (set ISCHED_HELPER_DIR or PYTHONPATH)")
+    sys.exit("train_mnistlike: the isched package was not found (pip install ./python, or set ISCHED_HELPER_DIR or PYTHONPATH)")
 
 
 isched = _import_isched()

@@ -120,3 +120,21 @@ func TestSummaryLabelsDeviceFallback(t *testing.T) {
 		t.Errorf("stderr summary does not label the device fallback:\n%s", stderr.String())
 	}
 }
+
+// TestGPUCheckFixtureIsASummary: the recorded summary scripts/gpu-check's
+// self-test reads has the wrapper's --summary-json schema, field for field.
+func TestGPUCheckFixtureIsASummary(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "testdata", "gpu-check", "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var sum Summary
+	if err := dec.Decode(&sum); err != nil {
+		t.Fatalf("scripts/testdata/gpu-check/summary.json is not a wrapper summary: %v", err)
+	}
+	if sum.GPU == nil || len(sum.GPU.Devices) != 1 || len(sum.GPU.Procs) != 1 || sum.GPU.Devices[0].Source != GPUSourceProcess {
+		t.Errorf("fixture gpu section %+v", sum.GPU)
+	}
+}
