@@ -19,7 +19,9 @@ for _pkg in (_os.path.join(_here, "..", "python", "isched"), _os.path.join(_here
     if _os.path.isfile(_src):
         break
 else:
-    raise ImportError("isched: package source not found beside %s (looked in ../python/isched and ./isched)" % _here)
+    raise ImportError("isched: package source not found beside %s (looked in ../python/isched and ./isched): "
+                      "this file alone is no longer the helper; copy the directory python/isched next to the "
+                      "training script, or pip install ./python" % _here)
 
 # A package's submodules are searched in __path__: isched.lightning, isched.hf.
 __path__ = [_os.path.normpath(_pkg)]

@@ -338,6 +338,17 @@ class Compat(unittest.TestCase):
         self.assertIn("isched.lightning", out)
 
 
+    def test_scripts_loader_alone_says_what_to_do(self):
+        import subprocess
+        scripts = os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts")
+        with tempfile.TemporaryDirectory() as d:
+            import shutil
+            shutil.copy(os.path.join(scripts, "isched.py"), d)
+            r = subprocess.run([sys.executable, "-c", "import isched"], cwd=d, capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("copy the directory python/isched", r.stderr)
+
+
 def _importable(name):
     try:
         importlib.import_module(name)
