@@ -373,5 +373,101 @@ class RealFrameworks(unittest.TestCase):
         self.assertTrue(issubclass(ihf.IschedCallback, TrainerCallback))
 
 
+HAVE_LIGHTNING = _importable("lightning.pytorch") or _importable("pytorch_lightning")
+HAVE_HF = _importable("transformers") and _importable("accelerate") and _importable("torch")
+
+
+@unittest.skipUnless(HAVE_LIGHTNING, "Lightning not installed here")
+class RealLightning(Base):
+    """The stand-in's save -> stop -> resume with the real Lightning, on the CPU."""
+
+    def test_request_save_resume(self):
+        import torch
+        pl = importlib.import_module("lightning.pytorch" if ilt.FRAMEWORK == "lightning" else "pytorch_lightning")
+
+        class M(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 1)
+
+            def training_step(self, batch, i):
+                x, y = batch
+                return torch.nn.functional.mse_loss(self.lin(x), y)
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        g = torch.Generator().manual_seed(0)
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(32, 4, generator=g), torch.randn(32, 1, generator=g)),
+                                           batch_size=4)
+
+        def trainer(epochs):
+            return pl.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, callbacks=[ilt.IschedCallback()], logger=False,
+                              enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                              default_root_dir=self.dir)
+        self.request()  # asked before the first batch: answered at step 1
+        t = trainer(1)
+        t.fit(M(), data)
+        self.assertEqual(self.steps(), list(range(1, 9)))
+        self.assertIn(" total=8 ", self.lines()[0] + " ")
+        (ck,) = self.kind("ckpt")
+        self.assertIn(" step=1 ", ck)
+        path = self.path_of(ck)
+        self.assertTrue(os.path.isfile(path) and not os.path.exists(path + ".tmp"))
+        os.unlink(self.progress)
+        self.fresh()
+        os.environ["ISCHED_RESUME_FROM"] = path
+        t2 = trainer(2)
+        t2.fit(M(), data, ckpt_path=ilt.resume_ckpt_path(self.dir))
+        (rs,) = self.kind("resume")
+        self.assertIn("isched1 resume step=1 ", rs)
+        self.assertGreaterEqual(t2.global_step, 9)
+
+
+@unittest.skipUnless(HAVE_HF, "transformers (with accelerate) not installed here")
+class RealHF(Base):
+    """The stand-in's save -> stop -> resume with the real Trainer."""
+
+    def test_request_save_resume(self):
+        import torch
+        from transformers import Trainer, TrainingArguments
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 2)
+
+            def forward(self, x, labels=None):
+                logits = self.lin(x)
+                return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+        g = torch.Generator().manual_seed(0)
+        xs, ys = torch.randn(32, 4, generator=g), torch.randint(0, 2, (32,), generator=g)
+        data = [{"x": xs[i], "labels": ys[i]} for i in range(32)]
+        out = os.path.join(self.dir, "out")
+
+        def trainer():
+            args = TrainingArguments(output_dir=out, max_steps=4, per_device_train_batch_size=4, save_strategy="no",
+                                     report_to=[], disable_tqdm=True, seed=0)
+            return Trainer(model=M(), args=args, train_dataset=data, callbacks=[ihf.IschedCallback()])
+        self.request()
+        t = trainer()
+        t.train()
+        self.assertEqual(self.steps(), [1, 2, 3, 4])
+        (ck,) = self.kind("ckpt")
+        self.assertIn(" step=1 ", ck)
+        self.assertEqual(ihf.read_pointer(self.path_of(ck)), os.path.join(out, "checkpoint-1"))
+        os.unlink(self.progress)
+        self.fresh()
+        os.environ["ISCHED_RESUME_FROM"] = self.path_of(ck)
+        d = ihf.resume_from_checkpoint()
+        t2 = trainer()
+        t2.train(resume_from_checkpoint=d)
+        (rs,) = self.kind("resume")
+        self.assertIn("isched1 resume step=1 ", rs)
+        self.assertEqual(t2.state.global_step, 4)
+        self.assertEqual(self.steps(), [2, 3, 4])
+
+
 if __name__ == "__main__":
     unittest.main()
