@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ type Options struct {
 	SpoolDir           string
 	QueueMax           int
 	LogLevel           string
+	// ResumeArg are the words appended to the command on an attempt that
+	// resumes ("{path}" in a word is replaced by the resume path); from
+	// --resume-arg, split on white space.
+	ResumeArg []string
 	// SendSpools: no command; send this user's leftover spool files and
 	// exit (for a Slurm TaskEpilog, a login or a cron job).
 	SendSpools bool
@@ -79,8 +84,15 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.IntVar(&o.QueueMax, "queue-max", 20000, "reports held while Redis is unreachable; past it the oldest samples are dropped (events never are)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.SendSpools, "send-spools", false, "run no command: send the reports this user's ended wrappers left undelivered (in --spool-dir, else under $TMPDIR) and exit 0 when none is left; for a TaskEpilog, a login or cron")
+	resumeArg := fs.String("resume-arg", getenv("ISCHED_RESUME_ARG"), "arguments appended to the command on an attempt that resumes, {path} replaced by the checkpoint, e.g. '--resume_from_checkpoint {path}' (split on white space, no shell, no quoting; ISCHED_RESUME_FROM is set either way)")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if *resumeArg != "" {
+		o.ResumeArg = strings.Fields(*resumeArg)
+		if len(o.ResumeArg) == 0 {
+			return o, fmt.Errorf("%w: --resume-arg %q: no words", ErrUsage, *resumeArg)
+		}
 	}
 	o.Argv = fs.Args()
 	if o.SendSpools {
@@ -215,4 +227,19 @@ func identity(getenv func(string) string, lineage string) (report.JobRef, bool, 
 	}
 	j.Node = strings.TrimSpace(j.Node)
 	return j, true, nil
+}
+
+// resumeArgv is the command of an attempt: argv, and when the attempt
+// resumes from path, the --resume-arg words with "{path}" replaced (inside
+// a word, so "--resume={path}" works too). The path stays one word
+// whatever it contains: nothing is split after the replacement.
+func resumeArgv(argv, words []string, path string) []string {
+	if path == "" || len(words) == 0 {
+		return argv
+	}
+	out := slices.Clip(argv)
+	for _, w := range words {
+		out = append(out, strings.ReplaceAll(w, "{path}", path))
+	}
+	return out
 }

@@ -195,6 +195,14 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 			log.Info("resuming from the lineage's newest intact checkpoint", attrs...)
 		}
 	}
+	if len(opts.ResumeArg) > 0 {
+		if resume != "" {
+			opts.Argv = resumeArgv(opts.Argv, opts.ResumeArg, resume)
+			log.Info("resume arguments appended to the command", "args", opts.Argv[len(opts.Argv)-len(opts.ResumeArg):])
+		} else {
+			log.Info("no resume point: the command runs without its resume arguments")
+		}
+	}
 	// cuda only when NVML sees a device: Slurm sets CUDA_VISIBLE_DEVICES for
 	// any GPU GRES, also on nodes whose "GPUs" are not real (emulated, or a
 	// driver that is missing), and a script told "cuda" there would crash
