@@ -9,27 +9,66 @@ import (
 
 // Script is a batch script for one isched job.
 type Script struct {
-	Header      []string // comment lines after the shebang (the plan)
-	JobName     string
-	Partitions  []string
-	Gres        string
-	CPUs        int           // --cpus-per-task; 0: Slurm's default
-	MemMiB      int64         // --mem; 0: Slurm's default
-	TimeLimit   time.Duration // --time; 0: the partition's default
-	Output      string        // --output, appended to across attempts
-	Chdir       string
-	Comment     string // the plan (report.Plan.FormatComment)
-	Env         [][2]string
-	Unset       []string
-	Wrapper     string
-	WrapperArgs []string
-	Argv        []string
+	Header     []string // comment lines after the shebang (the plan)
+	JobName    string
+	Partitions []string
+	Gres       string
+	CPUs       int           // --cpus-per-task; 0: Slurm's default
+	MemMiB     int64         // --mem; 0: Slurm's default
+	TimeLimit  time.Duration // --time; 0: the partition's default
+	Output     string        // --output, appended to across attempts
+	Chdir      string
+	Comment    string // the plan (report.Plan.FormatComment)
+	Env        [][2]string
+	Unset      []string
+	// CkptEstimate is the lineage's measured checkpoint time (0: none
+	// measured yet), for the signal lead.
+	CkptEstimate time.Duration
+	Wrapper      string
+	WrapperArgs  []string
+	Argv         []string
 }
 
-// WarnSeconds is how long before the time limit Slurm sends SIGUSR1 to the
-// job's steps (the wrapper under srun, which turns it into a checkpoint
-// request); it must cover a checkpoint.
-const WarnSeconds = 120
+// Signal lead: Slurm sends SIGUSR1 to the job's steps (the wrapper under
+// srun, which turns it into a checkpoint request) "lead" seconds before the
+// time limit, but its timer has a one-minute resolution: the signal may come
+// up to a minute earlier than asked.
+const (
+	slurmSignalResolution = time.Minute
+	// defaultCkpt is the checkpoint time assumed before one was measured.
+	defaultCkpt = time.Minute
+	// signalNotBefore: the signal never comes in an allocation's first
+	// minute (a checkpoint there ends a short run before it did anything).
+	signalNotBefore = time.Minute
+	maxSignalLead   = 65535 // seconds: Slurm's maximum
+)
+
+// SignalLead is the lead of `--signal=USR1@lead`, in seconds, for a job
+// with time limit limit (0: the partition's default, not known here) whose
+// checkpoints take ckpt (0: not measured yet, defaultCkpt assumed). The
+// lead covers the checkpoint with a quarter to spare (at least 10 s) plus
+// Slurm's one-minute resolution, so the checkpoint is done before the
+// limit however early in that minute the signal comes. It is capped so
+// that the earliest delivery (a minute before the lead) is not in the
+// first minute of the allocation; ok is false when the limit is too short
+// for any signal (2 minutes or less): the coordinator's own checkpoint
+// request is then the only one.
+func SignalLead(limit, ckpt time.Duration) (lead int, ok bool) {
+	if ckpt <= 0 {
+		ckpt = defaultCkpt
+	}
+	want := slurmSignalResolution + ckpt + max(ckpt/4, 10*time.Second)
+	secs := int64((want + time.Second - 1) / time.Second)
+	if limit > 0 {
+		// earliest delivery: limit - lead - resolution >= signalNotBefore
+		capSecs := int64((limit - slurmSignalResolution - signalNotBefore) / time.Second)
+		if capSecs <= 0 {
+			return 0, false
+		}
+		secs = min(secs, capSecs)
+	}
+	return int(min(secs, maxSignalLead)), true
+}
 
 // shellSafe are the bytes that need no quoting in a POSIX shell word.
 func shellSafe(c byte) bool {
@@ -113,7 +152,10 @@ func (s *Script) Render() ([]byte, error) {
 	// from the lineage's last checkpoint.
 	b.WriteString("#SBATCH --requeue\n")
 	// Without "B:" Slurm signals the job steps: the wrapper under srun.
-	fmt.Fprintf(&b, "#SBATCH --signal=USR1@%d\n", WarnSeconds)
+	limit := time.Duration((s.TimeLimit+time.Minute-1)/time.Minute) * time.Minute // as --time says it
+	if lead, ok := SignalLead(limit, s.CkptEstimate); ok {
+		fmt.Fprintf(&b, "#SBATCH --signal=USR1@%d\n", lead)
+	}
 	b.WriteString("#SBATCH --open-mode=append\n")
 	add("output", s.Output)
 	add("chdir", s.Chdir)

@@ -376,6 +376,7 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 		Output: o.output, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
 	}
+	s.CkptEstimate = a.measuredCkpt(o.lineage)
 	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", a.cluster()})
 	for _, k := range forwardEnv {
 		if v := a.Getenv(k); v != "" {

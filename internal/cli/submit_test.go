@@ -145,7 +145,7 @@ func TestSubmitSubmits(t *testing.T) {
 		t.Errorf("plan %+v", p)
 	}
 	script := string(h.slurm.submitted[0])
-	for _, want := range []string{"#SBATCH --partition=gpu\n", "#SBATCH --gres=gpu:1\n", "#SBATCH --requeue\n", "#SBATCH --signal=USR1@120\n",
+	for _, want := range []string{"#SBATCH --partition=gpu\n", "#SBATCH --gres=gpu:1\n", "#SBATCH --requeue\n", "#SBATCH --signal=USR1@135\n",
 		"#SBATCH --open-mode=append\n", "--checkpoint-signal file", "--total-iters 15630", "export ISCHED_LINEAGE=" + p.Lineage + "\n"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("script lacks %q:\n%s", want, script)

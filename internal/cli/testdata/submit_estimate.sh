@@ -12,7 +12,7 @@
 #SBATCH --mem=1280M
 #SBATCH --time=120
 #SBATCH --requeue
-#SBATCH --signal=USR1@120
+#SBATCH --signal=USR1@135
 #SBATCH --open-mode=append
 #SBATCH --output=/home/alice/proj/isched-lab-train_mnistlike-abababab.out
 #SBATCH --chdir=/home/alice/proj

@@ -10,7 +10,7 @@
 #SBATCH --mem=2048M
 #SBATCH --time=30
 #SBATCH --requeue
-#SBATCH --signal=USR1@120
+#SBATCH --signal=USR1@135
 #SBATCH --open-mode=append
 #SBATCH --output=/home/alice/proj/isched-lab-train-abababab.out
 #SBATCH --chdir=/home/alice/proj
