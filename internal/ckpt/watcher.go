@@ -11,6 +11,10 @@
 // Stat is not called on every Write event: a checkpoint written in 64 KiB
 // chunks produces thousands, and a stat on a parallel file system can cost a
 // round trip to the metadata server.
+//
+// Directories are checkpoints too (Hugging Face's checkpoint-<step>/,
+// torch.distributed.checkpoint, DeepSpeed's global_step<N>/): see dirs.go
+// for when one is complete.
 package ckpt
 
 import (
@@ -34,11 +38,14 @@ import (
 const (
 	DefaultDebounce = 2 * time.Second
 	DefaultDirPoll  = time.Second
+	// DefaultDirQuiesce is how long a directory checkpoint of no known
+	// layout must stay unchanged to count as complete.
+	DefaultDirQuiesce = 30 * time.Second
 )
 
 // DefaultIgnore are the temporary-file patterns never reported: the halves of
 // write-then-rename and editor or rsync droppings.
-var DefaultIgnore = []string{"*.tmp", "*.partial", ".*"}
+var DefaultIgnore = []string{"*.tmp", "*.partial", ".*", "tmp-*"}
 
 // Config configures a Watcher. Only Dir is required.
 type Config struct {
@@ -54,10 +61,14 @@ type Config struct {
 	// Ignore lists base-name patterns never reported; nil means
 	// DefaultIgnore, an empty non-nil slice ignores nothing.
 	Ignore []string
-	Logger *slog.Logger
+	// DirQuiesce is how long a directory checkpoint without a known
+	// layout's marker must stay unchanged (every name, size and mtime in
+	// it) to count as complete. Default DefaultDirQuiesce.
+	DirQuiesce time.Duration
+	Logger     *slog.Logger
 }
 
-// Event is a complete checkpoint file.
+// Event is a complete checkpoint: a file, or a directory (Dir).
 type Event struct {
 	Path  string // absolute (the directory made absolute, symlinks not resolved)
 	Size  int64
@@ -70,6 +81,13 @@ type Event struct {
 	// existed when Run started: checkpoints of an earlier run, not this one.
 	Existing bool
 	At       time.Time // when the file was found complete
+	// Dir marks a directory checkpoint: Size is the bytes of its files,
+	// MTime the newest modification in it, Tree its Tree.Digest and Layout
+	// the layout whose marker (or, for LayoutUnknown, the quiet period)
+	// confirmed it.
+	Dir    bool
+	Tree   string
+	Layout string
 }
 
 // Stats are counters of a Watcher, safe to read while it runs.
@@ -87,6 +105,7 @@ type Watcher struct {
 	glob     string
 	ignore   []string
 	debounce time.Duration
+	quiesce  time.Duration
 	dirPoll  time.Duration
 	logger   *slog.Logger
 	events   chan Event
@@ -106,8 +125,20 @@ type Watcher struct {
 	done    chan struct{}
 
 	// owned by Run
-	pending  map[string]*pending
-	reported map[string]fileID
+	pending      map[string]*pending
+	reported     map[string]fileID
+	dirs         map[string]*dirPending // directory checkpoints being written
+	reportedDirs map[string]string      // name -> Tree.Digest reported
+}
+
+// dirPending is a directory checkpoint not yet complete. Writes inside it
+// raise no event on the watched directory: it is re-read every debounce
+// period until its marker is there and it stopped changing.
+type dirPending struct {
+	tree     Tree
+	changed  time.Time // when tree was last seen different
+	next     time.Time // next read
+	existing bool
 }
 
 type fileID struct {
@@ -150,6 +181,9 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = DefaultDebounce
 	}
+	if cfg.DirQuiesce <= 0 {
+		cfg.DirQuiesce = DefaultDirQuiesce
+	}
 	if cfg.DirPoll <= 0 {
 		cfg.DirPoll = DefaultDirPoll
 	}
@@ -159,7 +193,7 @@ func New(cfg Config) (*Watcher, error) {
 	}
 	stopCtx, stop := context.WithCancel(context.Background())
 	return &Watcher{
-		dir: dir, glob: cfg.Glob, ignore: ignore, debounce: cfg.Debounce, dirPoll: cfg.DirPoll,
+		dir: dir, glob: cfg.Glob, ignore: ignore, debounce: cfg.Debounce, quiesce: cfg.DirQuiesce, dirPoll: cfg.DirPoll,
 		logger: logger.With("component", "ckpt", "dir", dir),
 		events: make(chan Event, 64),
 		newFS:  fsnotify.NewWatcher,
@@ -217,6 +251,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 
 	w.pending = make(map[string]*pending)
 	w.reported = make(map[string]fileID)
+	w.dirs = make(map[string]*dirPending)
+	w.reportedDirs = make(map[string]string)
 	existedAtStart := w.dirExists()
 	for first := true; ; first = false {
 		if !w.waitForDir(ctx) {
@@ -229,6 +265,8 @@ func (w *Watcher) Run(ctx context.Context) error {
 		// The directory went away: its files are no longer pending.
 		clear(w.pending)
 		clear(w.reported)
+		clear(w.dirs)
+		clear(w.reportedDirs)
 	}
 }
 
@@ -339,8 +377,8 @@ func (w *Watcher) watch(ctx context.Context, existing bool) {
 func (w *Watcher) Pending() int { return int(w.nPending.Load()) }
 
 func (w *Watcher) armTimer(t *time.Timer) {
-	w.nPending.Store(int64(len(w.pending)))
-	if len(w.pending) == 0 {
+	w.nPending.Store(int64(len(w.pending) + len(w.dirs)))
+	if len(w.pending) == 0 && len(w.dirs) == 0 {
 		t.Stop()
 		return
 	}
@@ -348,6 +386,11 @@ func (w *Watcher) armTimer(t *time.Timer) {
 	for _, p := range w.pending {
 		if d := p.last.Add(w.debounce); next.IsZero() || d.Before(next) {
 			next = d
+		}
+	}
+	for _, p := range w.dirs {
+		if next.IsZero() || p.next.Before(next) {
+			next = p.next
 		}
 	}
 	t.Reset(max(time.Until(next), 0))
@@ -382,6 +425,10 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 	}
 	switch {
 	case ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write):
+		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+			w.addDir(name, false, time.Now())
+			return true
+		}
 		if p := w.pending[name]; p != nil {
 			p.last, p.dirty, p.existing = time.Now(), true, false
 			return true
@@ -395,6 +442,8 @@ func (w *Watcher) handle(ev fsnotify.Event) bool {
 		// Rename is the old name moving away; the new name gets a Create.
 		delete(w.pending, name)
 		delete(w.reported, name)
+		delete(w.dirs, name)
+		delete(w.reportedDirs, name)
 	}
 	return true
 }
@@ -433,6 +482,10 @@ func (w *Watcher) scan(existing bool) bool {
 	now := time.Now()
 	for _, e := range entries {
 		name := e.Name()
+		if e.IsDir() && w.candidate(name) {
+			w.addDir(name, existing, now)
+			continue
+		}
 		if !e.Type().IsRegular() || !w.candidate(name) {
 			continue
 		}
@@ -472,6 +525,9 @@ func (w *Watcher) checkPending(ctx context.Context) bool {
 		case id.size == 0:
 			// Created but not written; a Write event brings it back.
 			delete(w.pending, name)
+		case isDeepSpeedLatest(w.dir, name):
+			// DeepSpeed's tag file: the marker of a directory, not a checkpoint
+			delete(w.pending, name)
 		default:
 			delete(w.pending, name)
 			if r, ok := w.reported[name]; ok && r == id {
@@ -485,14 +541,21 @@ func (w *Watcher) checkPending(ctx context.Context) bool {
 			if n, from, ok := ParseStep(name); ok {
 				ev.Step, ev.StepFrom = &n, from
 			}
-			select {
-			case w.events <- ev:
-				w.nEvents.Add(1)
-				w.logger.Debug("checkpoint complete", "path", ev.Path, "size", ev.Size, "existing", ev.Existing)
-			case <-ctx.Done():
+			if !w.send(ctx, ev) {
 				return false
 			}
 		}
 	}
-	return true
+	return w.checkDirs(ctx, now)
+}
+
+func (w *Watcher) send(ctx context.Context, ev Event) bool {
+	select {
+	case w.events <- ev:
+		w.nEvents.Add(1)
+		w.logger.Debug("checkpoint complete", "path", ev.Path, "size", ev.Size, "dir", ev.Dir, "existing", ev.Existing)
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
