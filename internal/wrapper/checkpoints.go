@@ -2,13 +2,16 @@ package wrapper
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"github.com/isched/isched/internal/ckpt"
 	"github.com/isched/isched/internal/progress"
 	"github.com/isched/isched/internal/report"
 )
@@ -18,9 +21,16 @@ import (
 // the next newest intact one is the resume point, not the start of the run.
 const resumeKeep = 5
 
-// resumePoint is one confirmed, complete checkpoint of a lineage.
+// maxResumeFile bounds the lineage resume file read (it holds resumeKeep
+// entries: a few KiB).
+const maxResumeFile = 1 << 20
+
+// resumePoint is one confirmed, complete checkpoint of a lineage: a file,
+// or a directory (Dir) whose tree had the digest Tree.
 type resumePoint struct {
 	Path       string `json:"path"`
+	Dir        bool   `json:"dir,omitempty"`
+	Tree       string `json:"tree,omitempty"`
 	Size       int64  `json:"size"`
 	MTimeMS    int64  `json:"mtime_ms"`
 	Step       *int64 `json:"step,omitempty"`
@@ -42,44 +52,103 @@ func resumeFile(dir, lineage string) string {
 	return filepath.Join(dir, ".isched-lineage-"+lineage+".json")
 }
 
-// readResume reads the lineage's resume state; a missing or unreadable file
-// is an empty state (the run starts from scratch, as without isched).
-func readResume(dir, lineage string) resumeState {
+// readResume reads the lineage's resume state. A missing or garbled file
+// is an empty state (the run starts from scratch, as without isched); a
+// file that is not the job user's own regular file, not writable by group
+// or others, is refused (err says why): another user may have planted it
+// to hand this job a checkpoint of theirs. Entries naming a path outside
+// dir are dropped, and said in err.
+func readResume(dir, lineage string) (resumeState, error) {
 	empty := resumeState{Lineage: lineage}
-	b, err := os.ReadFile(resumeFile(dir, lineage))
+	b, err := readOwnedFile(resumeFile(dir, lineage), maxResumeFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return empty, nil
+	}
 	if err != nil {
-		return empty
+		return empty, fmt.Errorf("lineage resume file refused: %w", err)
 	}
 	var r resumeState
 	if err := json.Unmarshal(b, &r); err != nil || r.Lineage != lineage {
-		return empty
+		return empty, nil
 	}
-	r.Checkpoints = slices.DeleteFunc(r.Checkpoints, func(p resumePoint) bool { return !filepath.IsAbs(p.Path) })
-	return r
+	var outside []string
+	r.Checkpoints = slices.DeleteFunc(r.Checkpoints, func(p resumePoint) bool {
+		if !inDir(dir, p.Path) {
+			outside = append(outside, p.Path)
+			return true
+		}
+		return false
+	})
+	if len(outside) > 0 {
+		return r, fmt.Errorf("lineage resume file names %q, outside the checkpoint directory %s: ignored", outside, dir)
+	}
+	return r, nil
 }
 
-// intact says whether the file is still the checkpoint that was confirmed:
-// there, regular, not empty, and of the recorded size and modification time
-// (truncated, rewritten or replaced since, it is not).
-func (p resumePoint) intact() bool {
+// inDir says whether path is an entry of dir (absolute and clean).
+func inDir(dir, path string) bool {
+	return filepath.IsAbs(path) && filepath.Clean(path) == path && filepath.Dir(path) == dir
+}
+
+// check says why the checkpoint is not (any longer) the one confirmed, nil
+// when it is: in dir, the job user's, not writable by others, and
+// unchanged — a file of the recorded size and modification time, a
+// directory whose whole tree has the recorded digest.
+func (p resumePoint) check(dir string) error {
+	if !inDir(dir, p.Path) {
+		return fmt.Errorf("%s is not in the checkpoint directory %s", p.Path, dir)
+	}
 	fi, err := os.Lstat(p.Path)
-	return err == nil && fi.Mode().IsRegular() && fi.Size() > 0 && fi.Size() == p.Size && fi.ModTime().UnixMilli() == p.MTimeMS
+	if err != nil {
+		return err
+	}
+	uid := os.Getuid()
+	if !p.Dir {
+		if err := checkOwned(p.Path, fi, 0, uid, 0o002); err != nil {
+			return err
+		}
+		if fi.Size() == 0 || fi.Size() != p.Size || fi.ModTime().UnixMilli() != p.MTimeMS {
+			return fmt.Errorf("%s changed since it was confirmed (size %d, was %d)", p.Path, fi.Size(), p.Size)
+		}
+		return nil
+	}
+	if err := checkOwned(p.Path, fi, fs.ModeDir, uid, 0o002); err != nil {
+		return err
+	}
+	t, err := ckpt.ReadTree(p.Path)
+	switch {
+	case err != nil:
+		return err
+	case len(t.Owners) != 1 || t.Owners[0] != uid:
+		return fmt.Errorf("%s holds files of uid %v, not only this job's user's (uid %d)", p.Path, t.Owners, uid)
+	case t.OthersWritable != "":
+		return fmt.Errorf("%s: %s may be written by others than its owner", p.Path, t.OthersWritable)
+	case t.Files == 0 || t.Digest != p.Tree:
+		return fmt.Errorf("%s changed since it was confirmed (%d files, %d bytes, was %d bytes)", p.Path, t.Files, t.Size, p.Size)
+	}
+	return nil
+}
+
+// rejected is a recorded checkpoint not resumed from, and why.
+type rejected struct {
+	p   resumePoint
+	err error
 }
 
 // loadResume returns the newest of the lineage's confirmed checkpoints that
-// is still intact, and the damaged ones newer than it (to be said in the
-// log).
-func loadResume(dir, lineage string) (resumePoint, []resumePoint, bool) {
-	r := readResume(dir, lineage)
-	var damaged []resumePoint
+// is still intact, and the newer ones rejected (to be said in the log);
+// stateErr says why the resume file itself was refused.
+func loadResume(dir, lineage string) (p resumePoint, rejects []rejected, ok bool, stateErr error) {
+	r, stateErr := readResume(dir, lineage)
 	for i := len(r.Checkpoints) - 1; i >= 0; i-- {
 		p := r.Checkpoints[i]
-		if p.intact() {
-			return p, damaged, true
+		err := p.check(dir)
+		if err == nil {
+			return p, rejects, true, stateErr
 		}
-		damaged = append(damaged, p)
+		rejects = append(rejects, rejected{p, err})
 	}
-	return resumePoint{}, damaged, false
+	return resumePoint{}, rejects, false, stateErr
 }
 
 // record adds a confirmed checkpoint as the newest, replacing an older entry
@@ -114,23 +183,14 @@ func saveResume(dir string, r resumeState) error {
 	if err != nil {
 		return err
 	}
-	path := resumeFile(dir, r.Lineage)
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+	return writeFileAtomic(resumeFile(dir, r.Lineage), b, 0o600)
 }
 
 // checkpointSeen records a complete checkpoint: the summary, the lineage's
 // resume state, and a checkpoint report sent at once. A file that shrank in
 // place since it was confirmed is neither recorded nor reported.
 func checkpointSeen(ev CheckpointEvent, st *state, rep *reporter, opts Options, job report.JobRef, log *slog.Logger) {
-	key := fmt.Sprintf("%s|%d|%d", ev.Path, ev.Size, ev.MTime.UnixNano())
+	key := fmt.Sprintf("%s|%d|%d|%s", ev.Path, ev.Size, ev.MTime.UnixNano(), ev.Tree)
 	st.mu.Lock()
 	if st.ckptSeen[key] {
 		st.mu.Unlock()
@@ -148,7 +208,7 @@ func checkpointSeen(ev CheckpointEvent, st *state, rep *reporter, opts Options, 
 	st.mu.Lock()
 	st.ckpts = append(st.ckpts, ev.Path)
 	st.mu.Unlock()
-	log.Info("checkpoint complete", "path", ev.Path, "size", ev.Size)
+	log.Info("checkpoint complete", "path", ev.Path, "size", ev.Size, "dir", ev.Dir)
 	if rep != nil {
 		e := report.NewEnvelope(report.KindCheckpoint, time.Now())
 		e.Checkpoint = &report.Checkpoint{Path: ev.Path, Size: ev.Size, Step: ev.Step, MTimeMS: ev.MTime.UnixMilli(), Complete: true}
@@ -157,13 +217,22 @@ func checkpointSeen(ev CheckpointEvent, st *state, rep *reporter, opts Options, 
 }
 
 // recordResume adds ev to the lineage's resume state; false when the file
-// is damaged (shrank in place) and must not be taken for a checkpoint.
+// is damaged (shrank in place) or not the job user's, and must not be taken
+// for a checkpoint.
 func recordResume(dir string, ev CheckpointEvent, st *state, job report.JobRef, log *slog.Logger) bool {
 	st.resumeMu.Lock()
 	defer st.resumeMu.Unlock()
-	r := readResume(dir, job.Lineage)
-	damage := r.record(resumePoint{Path: ev.Path, Size: ev.Size, MTimeMS: ev.MTime.UnixMilli(), Step: ev.Step,
-		JobID: job.JobID, Attempt: job.Attempt, RecordedMS: time.Now().UnixMilli()})
+	p := resumePoint{Path: ev.Path, Dir: ev.Dir, Tree: ev.Tree, Size: ev.Size, MTimeMS: ev.MTime.UnixMilli(), Step: ev.Step,
+		JobID: job.JobID, Attempt: job.Attempt, RecordedMS: time.Now().UnixMilli()}
+	if err := p.check(dir); err != nil {
+		log.Warn("checkpoint refused: not a resume point", "path", ev.Path, "err", err)
+		return false
+	}
+	r, err := readResume(dir, job.Lineage)
+	if err != nil {
+		log.Warn("lineage resume file refused; writing a new one", "err", err)
+	}
+	damage := r.record(p)
 	// saved either way: a damaged file's old entry is gone from the state
 	if err := saveResume(dir, r); err != nil {
 		log.Warn("resume state not saved", "err", err)
@@ -182,15 +251,25 @@ func checkpointFromLoop(ev progress.Event, st *state, rep *reporter, opts Option
 	if !filepath.IsAbs(path) {
 		return
 	}
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
-		log.Warn("checkpoint reported by the loop is not a complete file", "path", path)
-		return
-	}
+	path = filepath.Clean(path)
 	var step *int64
 	if ev.Step >= 0 {
 		s := ev.Step
 		step = &s
 	}
-	checkpointSeen(CheckpointEvent{Path: filepath.Clean(path), Size: fi.Size(), MTime: fi.ModTime(), Step: step}, st, rep, opts, job, log)
+	fi, err := os.Lstat(path)
+	if err == nil && fi.IsDir() {
+		t, err := ckpt.ReadTree(path)
+		if err != nil || t.Files == 0 {
+			log.Warn("checkpoint directory reported by the loop is not readable or empty", "path", path, "err", err)
+			return
+		}
+		checkpointSeen(CheckpointEvent{Path: path, Dir: true, Tree: t.Digest, Size: t.Size, MTime: t.MTime, Step: step}, st, rep, opts, job, log)
+		return
+	}
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		log.Warn("checkpoint reported by the loop is not a complete file", "path", path)
+		return
+	}
+	checkpointSeen(CheckpointEvent{Path: path, Size: fi.Size(), MTime: fi.ModTime(), Step: step}, st, rep, opts, job, log)
 }

@@ -54,7 +54,7 @@ func (w *ckptWorld) seen(p string, step int64) {
 }
 
 func (w *ckptWorld) resume() (string, int64) {
-	p, _, ok := loadResume(w.dir, w.job.Lineage)
+	p, _, ok, _ := loadResume(w.dir, w.job.Lineage)
 	if !ok {
 		return "", -1
 	}
@@ -116,7 +116,7 @@ func TestResumePoint(t *testing.T) {
 			for i := 1; i <= resumeKeep+3; i++ {
 				w.save("c"+strings.Repeat("0", i)+".pt", 4000, int64(i), at(i))
 			}
-			st := readResume(w.dir, w.job.Lineage)
+			st, _ := readResume(w.dir, w.job.Lineage)
 			if len(st.Checkpoints) != resumeKeep || *st.Checkpoints[0].Step != 4 {
 				t.Errorf("kept %d, oldest step %v; want %d from step 4", len(st.Checkpoints), st.Checkpoints[0].Step, resumeKeep)
 			}

@@ -241,7 +241,7 @@ func TestRemoveTmp(t *testing.T) {
 		}
 		return ""
 	}
-	dir, created := jobTmpDir(getenv, job, true)
+	dir, created := jobTmpDir(getenv, job, true, quiet)
 	if !created || dir == "" {
 		t.Fatalf("jobTmpDir = %q, %v", dir, created)
 	}
@@ -251,7 +251,7 @@ func TestRemoveTmp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	again, created2 := jobTmpDir(getenv, job, true)
+	again, created2 := jobTmpDir(getenv, job, true, quiet)
 	if again != dir || created2 {
 		t.Fatalf("second jobTmpDir = %q, %v; want %q, false", again, created2, dir)
 	}

@@ -24,6 +24,7 @@ type Options struct {
 	CheckpointDir      string
 	CheckpointGlob     string
 	CheckpointDebounce time.Duration
+	CheckpointQuiesce  time.Duration
 	SignalMap          string
 	CheckpointSignal   string
 	Grace              time.Duration
@@ -64,6 +65,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", getenv("ISCHED_CHECKPOINT_DIR"), "directory the training loop writes checkpoints to (watched)")
 	fs.StringVar(&o.CheckpointGlob, "checkpoint-glob", "*", "checkpoint file names to watch")
 	fs.DurationVar(&o.CheckpointDebounce, "checkpoint-debounce", 2*time.Second, "a checkpoint is complete when unchanged this long")
+	fs.DurationVar(&o.CheckpointQuiesce, "checkpoint-quiesce", 30*time.Second, "a checkpoint directory of no known layout (not Hugging Face, torch.distributed.checkpoint or DeepSpeed, whose last-written file marks them complete) is complete when its whole tree is unchanged this long")
 	fs.StringVar(&o.SignalMap, "signal-map", getenv("ISCHED_SIGNAL_MAP"), "how received signals reach the child, e.g. USR1=TERM or USR1=file:/path")
 	fs.StringVar(&o.CheckpointSignal, "checkpoint-signal", "", "shorthand: 'file' delivers SIGUSR1 as the control file ISCHED_CONTROL_FILE (for loops where NCCL swallows USR1), or a signal name")
 	fs.DurationVar(&o.Grace, "grace", 20*time.Second, "stop grace period before SIGKILL of the child's group (keep below Slurm's KillWait)")

@@ -32,9 +32,13 @@ type GPUSampler interface {
 	Sample(pids []int32) *report.GPUStat
 }
 
-// CheckpointEvent is a checkpoint file found complete in the watched directory.
+// CheckpointEvent is a checkpoint found complete in the watched directory:
+// a file, or a directory (Dir) whose tree has the digest Tree (Size: its
+// files' bytes, MTime: its newest change).
 type CheckpointEvent struct {
 	Path     string
+	Dir      bool
+	Tree     string
 	Size     int64
 	MTime    time.Time
 	Step     *int64
@@ -61,7 +65,7 @@ type Deps struct {
 	Munger  auth.Munger
 	GPU     GPUSampler
 	// NewCheckpointWatcher builds the watcher of dir (nil: no watching).
-	NewCheckpointWatcher func(dir, glob string, debounce time.Duration, log *slog.Logger) (CheckpointWatcher, error)
+	NewCheckpointWatcher func(dir, glob string, debounce, quiesce time.Duration, log *slog.Logger) (CheckpointWatcher, error)
 	// MemCgroup resolves the child's memory cgroup (nil: none is read, and
 	// an OOM kill is told only from the sampled peak).
 	MemCgroup OpenMemCgroup
@@ -148,7 +152,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		log = log.With("job", job.JobID, "rank", job.Rank)
 	}
 
-	tmp, tmpCreated := jobTmpDir(getenv, job, inSlurm)
+	tmp, tmpCreated := jobTmpDir(getenv, job, inSlurm, log)
 	env := os.Environ()
 	setenv := func(k, v string) {
 		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, k+"=") })
@@ -181,9 +185,12 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	}
 	var resume string
 	if inSlurm && opts.CheckpointDir != "" {
-		r, damaged, ok := loadResume(opts.CheckpointDir, job.Lineage)
-		for _, p := range damaged {
-			log.Warn("confirmed checkpoint changed or gone since; not resuming from it", "path", p.Path, "size", p.Size)
+		r, rejects, ok, stateErr := loadResume(opts.CheckpointDir, job.Lineage)
+		if stateErr != nil {
+			log.Error("the lineage's resume state is not trusted (another user may have planted it)", "err", stateErr)
+		}
+		for _, x := range rejects {
+			log.Warn("confirmed checkpoint changed, gone or not this user's; not resuming from it", "path", x.p.Path, "err", x.err)
 		}
 		if ok {
 			resume = r.Path
@@ -353,7 +360,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		}
 		// checkpoints
 		if opts.CheckpointDir != "" && d.NewCheckpointWatcher != nil {
-			w, err := d.NewCheckpointWatcher(opts.CheckpointDir, opts.CheckpointGlob, opts.CheckpointDebounce, log)
+			w, err := d.NewCheckpointWatcher(opts.CheckpointDir, opts.CheckpointGlob, opts.CheckpointDebounce, opts.CheckpointQuiesce, log)
 			if err != nil {
 				log.Warn("checkpoint directory not watched", "dir", opts.CheckpointDir, "err", err)
 			} else {
@@ -391,7 +398,8 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	// is the resume point of the next attempt: let the watcher confirm it
 	// (its debounce period, bounded) before it stops
 	if ckptPending != nil {
-		for until := time.Now().Add(opts.CheckpointDebounce + 250*time.Millisecond); ckptPending.Pending() > 0 && time.Now().Before(until); {
+		// (a directory needs its marker, then a period without change: two)
+		for until := time.Now().Add(2*opts.CheckpointDebounce + 250*time.Millisecond); ckptPending.Pending() > 0 && time.Now().Before(until); {
 			time.Sleep(25 * time.Millisecond)
 		}
 	}
@@ -467,26 +475,6 @@ func joinSpec(a, b string) string {
 		return b
 	}
 	return a + "," + b
-}
-
-// jobTmpDir is a private directory for this task's progress file, control
-// file and spool: under TMPDIR (Slurm sets a per-job one on many sites).
-// created is false when it existed already (a previous attempt's, kept for
-// its undelivered reports).
-func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool) (dir string, created bool) {
-	base := tmpBase(getenv)
-	name := fmt.Sprintf("isched-%d-%d", os.Getpid(), time.Now().UnixNano())
-	if inSlurm {
-		name = fmt.Sprintf("isched-%d-%s-r%d", job.JobID, strings.ReplaceAll(job.StepID, "/", "_"), job.Rank)
-	}
-	dir = filepath.Join(base, name)
-	if err := os.Mkdir(dir, 0o700); err == nil {
-		return dir, true
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", false
-	}
-	return dir, false
 }
 
 // tmpBase is the parent of the wrappers' tmp directories.

@@ -25,8 +25,8 @@ func AddSystemDeps(d *Deps) {
 		d.MemCgroup = SystemMemCgroup
 	}
 	if d.NewCheckpointWatcher == nil {
-		d.NewCheckpointWatcher = func(dir, glob string, debounce time.Duration, log *slog.Logger) (CheckpointWatcher, error) {
-			w, err := ckpt.New(ckpt.Config{Dir: dir, Glob: glob, Debounce: debounce, Logger: log})
+		d.NewCheckpointWatcher = func(dir, glob string, debounce, quiesce time.Duration, log *slog.Logger) (CheckpointWatcher, error) {
+			w, err := ckpt.New(ckpt.Config{Dir: dir, Glob: glob, Debounce: debounce, DirQuiesce: quiesce, Logger: log})
 			if err != nil {
 				return nil, err
 			}
@@ -69,7 +69,7 @@ func (c ckptWatcher) Run(ctx context.Context, emit func(CheckpointEvent)) error 
 	done := make(chan error, 1)
 	go func() { done <- c.w.Run(ctx) }()
 	for ev := range c.w.Events() {
-		emit(CheckpointEvent{Path: ev.Path, Size: ev.Size, MTime: ev.MTime, Step: ev.Step, Existing: ev.Existing})
+		emit(CheckpointEvent{Path: ev.Path, Dir: ev.Dir, Tree: ev.Tree, Size: ev.Size, MTime: ev.MTime, Step: ev.Step, Existing: ev.Existing})
 	}
 	return <-done
 }

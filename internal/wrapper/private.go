@@ -1,0 +1,171 @@
+package wrapper
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// Files and directories the wrapper trusts must be the job user's: a second
+// user on the node can pre-create a predictable name in a shared directory
+// (/tmp, a 1777 checkpoint directory) and wait (issue 18, items 6 and 7).
+
+// ownerOf is the uid owning fi; ok is false where the platform does not say.
+func ownerOf(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// checkOwned says why fi (of path, not followed: from Lstat or an
+// O_NOFOLLOW open) is not to be trusted: not of kind want (fs.ModeDir, or
+// 0 for a regular file), not owned by uid, or with a permission bit of
+// forbid set.
+func checkOwned(path string, fi fs.FileInfo, want fs.FileMode, uid int, forbid fs.FileMode) error {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link", path)
+	case fi.Mode().Type() != want:
+		return fmt.Errorf("%s is a %s, want a %s", path, kindName(fi.Mode().Type()), kindName(want))
+	}
+	owner, ok := ownerOf(fi)
+	if !ok {
+		return fmt.Errorf("%s: owner unknown", path)
+	}
+	if owner != uid {
+		return fmt.Errorf("%s is owned by uid %d, not by this job's user (uid %d)", path, owner, uid)
+	}
+	if fi.Mode().Perm()&forbid != 0 {
+		return fmt.Errorf("%s has mode %#o: others than its owner may change it", path, fi.Mode().Perm())
+	}
+	return nil
+}
+
+func kindName(m fs.FileMode) string {
+	switch m {
+	case 0:
+		return "regular file"
+	case fs.ModeDir:
+		return "directory"
+	case fs.ModeSymlink:
+		return "symbolic link"
+	}
+	return "special file"
+}
+
+// jobTmpDir is a private directory for this task's progress file, control
+// file and spool: under TMPDIR (Slurm's per-job one where the site sets
+// it), named after the job so a later attempt finds the spool an earlier
+// one left. created is false when it existed already (a previous
+// attempt's). An existing directory that is not the job user's with mode
+// 0700 (another user may have made it, to read or feed the job's progress)
+// is refused, logged, and replaced by a new directory with a random name:
+// the training runs the same, only a leftover spool there is not adopted.
+func jobTmpDir(getenv func(string) string, job report.JobRef, inSlurm bool, log *slog.Logger) (dir string, created bool) {
+	base := tmpBase(getenv)
+	if !inSlurm {
+		return privateTmp(base, log)
+	}
+	dir = filepath.Join(base, fmt.Sprintf("isched-%d-%s-r%d", job.JobID, strings.ReplaceAll(job.StepID, "/", "_"), job.Rank))
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(base, 0o700); err == nil {
+			err = os.Mkdir(dir, 0o700)
+		}
+	}
+	if err == nil {
+		return dir, true
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		log.Warn("job temporary directory not created; no progress file or control file", "dir", dir, "err", err)
+		return "", false
+	}
+	fi, err := os.Lstat(dir)
+	if err == nil {
+		err = checkOwned(dir, fi, fs.ModeDir, os.Getuid(), 0o077)
+	}
+	if err != nil {
+		log.Error("job temporary directory refused: it is not this user's private directory (another user may have made it); using a new one",
+			"dir", dir, "err", err)
+		return privateTmp(base, log)
+	}
+	return dir, false
+}
+
+// privateTmp makes a new 0700 directory with a random name under base.
+func privateTmp(base string, log *slog.Logger) (string, bool) {
+	dir, err := os.MkdirTemp(base, "isched-")
+	if err != nil {
+		log.Warn("no job temporary directory; no progress file or control file", "base", base, "err", err)
+		return "", false
+	}
+	return dir, true
+}
+
+// randomName is 16 random hex digits, for temporary names nobody can
+// predict (and so plant a link at).
+func randomName() string {
+	var b [8]byte
+	_, _ = io.ReadFull(rand.Reader, b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// writeFileAtomic writes b to path through a new temporary file beside it
+// (random name, O_EXCL|O_NOFOLLOW: never an existing file nor a planted
+// link) and a rename, which replaces path itself, never a file a link at
+// path points to.
+func writeFileAtomic(path string, b []byte, perm fs.FileMode) error {
+	tmp := path + "." + randomName() + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// readOwnedFile reads a file that must be the job user's regular file, not
+// writable by group or others, opened without following a link (and
+// without blocking on a planted FIFO), at most max bytes.
+func readOwnedFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOwned(path, fi, 0, os.Getuid(), 0o022); err != nil {
+		return nil, err
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes, more than %d", path, fi.Size(), max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}
