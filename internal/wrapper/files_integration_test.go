@@ -153,3 +153,136 @@ func TestDirectoryCheckpointsUnderSrun(t *testing.T) {
 		})
 	}
 }
+
+// TestBobPlantsAResumePoint (issue 18 item 7): in a shared 1777 checkpoint
+// directory bob plants a lineage resume file naming his own file, or a
+// link at its name to a file of alice's. Alice's next attempt is handed
+// no resume point, and her file is not overwritten.
+func TestBobPlantsAResumePoint(t *testing.T) {
+	alice, bob := lookupUser(t, "alice"), lookupUser(t, "bob")
+	work := testutil.WorkDir(t, "isched-plant")
+	shared := filepath.Join(work, "shared")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	home := alice.dirOf(t, filepath.Join(work, "alice"), 0o755)
+	evil := filepath.Join(shared, "evil.pt")
+	bob.fileOf(t, evil, []byte("a pickle that runs code"), 0o644)
+	fi, _ := os.Stat(evil)
+	state := func(lineage string) []byte {
+		return fmt.Appendf(nil, `{"lineage":%q,"checkpoints":[{"path":%q,"size":%d,"mtime_ms":%d,"step":1000}]}`,
+			lineage, evil, fi.Size(), fi.ModTime().UnixMilli())
+	}
+	resumeOf := func(t *testing.T, lineage string) (string, string) {
+		t.Helper()
+		out := filepath.Join(home, lineage+".resume")
+		log := srunAs(t, alice, nil, []string{"--checkpoint-dir", shared, "--lineage", lineage},
+			"/bin/sh", "-c", `printf '%s' "${ISCHED_RESUME_FROM:-}" > "$0"`, out)
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		return string(b), log
+	}
+	t.Run("bob's lineage file naming bob's file", func(t *testing.T) {
+		lineage := fmt.Sprintf("plant-a-%d", time.Now().UnixNano()%1e9)
+		bob.fileOf(t, filepath.Join(shared, ".isched-lineage-"+lineage+".json"), state(lineage), 0o644)
+		got, log := resumeOf(t, lineage)
+		if got != "" {
+			t.Fatalf("alice was handed ISCHED_RESUME_FROM=%s\n%s", got, log)
+		}
+		if !strings.Contains(log, "resume state is not trusted") || !strings.Contains(log, "owned by uid "+strconv.Itoa(bob.uid)) {
+			t.Errorf("refusal not logged:\n%s", log)
+		}
+	})
+	t.Run("alice's lineage file naming bob's file", func(t *testing.T) {
+		lineage := fmt.Sprintf("plant-b-%d", time.Now().UnixNano()%1e9)
+		alice.fileOf(t, filepath.Join(shared, ".isched-lineage-"+lineage+".json"), state(lineage), 0o600)
+		got, log := resumeOf(t, lineage)
+		if got != "" {
+			t.Fatalf("alice was handed ISCHED_RESUME_FROM=%s\n%s", got, log)
+		}
+		if !strings.Contains(log, "not resuming from it") || !strings.Contains(log, evil) {
+			t.Errorf("refusal not logged:\n%s", log)
+		}
+	})
+	t.Run("bob's link at the resume file's name", func(t *testing.T) {
+		lineage := fmt.Sprintf("plant-c-%d", time.Now().UnixNano()%1e9)
+		precious := filepath.Join(home, "precious")
+		alice.fileOf(t, precious, []byte("alice's data"), 0o600)
+		rf := filepath.Join(shared, ".isched-lineage-"+lineage+".json")
+		for _, name := range []string{rf, rf + ".1.tmp", rf + ".tmp"} {
+			if err := os.Symlink(precious, name); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(name, bob.uid, bob.gid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ckpt := filepath.Join(shared, lineage+"-c10.pt")
+		log := srunAs(t, alice, nil, []string{"--checkpoint-dir", shared, "--lineage", lineage},
+			"/bin/sh", "-c", `printf weights > "$0"; sleep 2`, ckpt)
+		if b, _ := os.ReadFile(precious); string(b) != "alice's data" {
+			t.Fatalf("alice's file was overwritten through bob's link: %q\n%s", b, log)
+		}
+		if !strings.Contains(log, "symbolic link") {
+			t.Errorf("the planted link was not noticed:\n%s", log)
+		}
+		t.Logf("wrapper log:\n%s", log)
+	})
+}
+
+// TestBobsTmpDirRefused (issue 18 item 6): bob pre-creates alice's job's
+// temp dir name (0777, with his own progress file) before her job starts.
+// The wrapper refuses it, and alice's training runs and writes its progress
+// in a private directory of her own.
+func TestBobsTmpDirRefused(t *testing.T) {
+	testutil.NeedSlurm(t)
+	alice, bob := lookupUser(t, "alice"), lookupUser(t, "bob")
+	work := testutil.WorkDir(t, "isched-tmpdir")
+	tmpBase := filepath.Join(work, "tmp")
+	if err := os.Mkdir(tmpBase, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmpBase, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	home := alice.dirOf(t, filepath.Join(work, "alice"), 0o755)
+	facts := filepath.Join(home, "progress-path")
+	bin := buildWrapper(t)
+	script := filepath.Join(home, "job.sh")
+	alice.fileOf(t, script, []byte("#!/bin/bash\nexec srun "+bin+` --no-report -- /bin/sh -c 'echo "isched1 step=1" >> "$ISCHED_PROGRESS_FILE"; printf "%s" "$ISCHED_PROGRESS_FILE" > "$0"' `+facts+"\n"), 0o755)
+	out := filepath.Join(home, "out.txt")
+	cmd := exec.Command("runuser", "-u", "alice", "--", "sbatch", "--parsable", "-H", "-p", "cpu", "-t", "3", "--mem=1G",
+		"-J", "isched-wrapperfiles-test", "-o", out, "--export=ALL,TMPDIR="+tmpBase, script)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch as alice: %v: %s", err, b)
+	}
+	id := strings.TrimSpace(strings.Split(string(b), ";")[0])
+	t.Cleanup(func() { _ = exec.Command("scancel", id).Run() })
+	planted := bob.dirOf(t, filepath.Join(tmpBase, "isched-"+id+"-0-r0"), 0o777)
+	bobsProgress := filepath.Join(planted, "progress")
+	bob.fileOf(t, bobsProgress, []byte("bob\n"), 0o666)
+	testutil.Run(t, 30*time.Second, "scontrol", "release", id)
+	waitJobEnd(t, id, 4*time.Minute)
+	log, _ := os.ReadFile(out)
+	pb, err := os.ReadFile(facts)
+	if err != nil {
+		t.Fatalf("alice's job wrote no facts: %v\n%s", err, log)
+	}
+	progress := string(pb)
+	if progress == "" || strings.HasPrefix(progress, planted+"/") {
+		t.Fatalf("alice's progress file is %q, in bob's directory %s\n%s", progress, planted, log)
+	}
+	if b, _ := os.ReadFile(bobsProgress); string(b) != "bob\n" {
+		t.Errorf("bob's progress file got alice's progress: %q", b)
+	}
+	if !strings.Contains(string(log), "job temporary directory refused") || !strings.Contains(string(log), planted) {
+		t.Errorf("refusal not logged:\n%s", log)
+	}
+	t.Logf("alice's progress went to %s", progress)
+}
