@@ -80,7 +80,7 @@ func TestDirectoryCheckpoints(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			w := start(t, Config{Dir: dir, DirQuiesce: dirQuiesce})
-			waitWatching(t)
+			waitWatching(t, w, 1)
 			c.write(t, dir)
 			if c.finish != nil {
 				// however long it stays quiet, no marker: not complete
@@ -119,7 +119,7 @@ func TestDirectoryCheckpointWrittenAfterMarker(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	w := start(t, Config{Dir: dir, DirQuiesce: time.Hour})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	ck := filepath.Join(dir, "checkpoint-20")
 	slowly(t, ck, "trainer_state.json", "model.safetensors", "optimizer.pt", "scheduler.pt")
 	ev := next(t, w)
@@ -135,7 +135,7 @@ func TestDirectoriesThatAreNotCheckpoints(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	w := start(t, Config{Dir: dir, DirQuiesce: 2 * debounce})
-	waitWatching(t)
+	waitWatching(t, w, 1)
 	slowly(t, filepath.Join(dir, "checkpoint-900"), "model.safetensors")
 	slowly(t, filepath.Join(dir, "runs", "Nov25_host"), "events.out.tfevents")
 	slowly(t, filepath.Join(dir, "tmp-checkpoint-950"), "model.safetensors", "trainer_state.json")
@@ -178,8 +178,11 @@ func TestExistingDirectoryCheckpoint(t *testing.T) {
 		t.Errorf("event %+v, want an existing directory", ev)
 	}
 	slowly(t, filepath.Join(dir, "checkpoint-20"), "model.safetensors")
-	if n := w.Pending(); n != 1 {
-		t.Errorf("Pending = %d while checkpoint-20 is written, want 1", n)
+	// no marker: it stays pending (the watcher sees it within waitLong)
+	for deadline := time.Now().Add(waitLong); w.Pending() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Pending = %d while checkpoint-20 is written, want 1", w.Pending())
+		}
 	}
 }
 
