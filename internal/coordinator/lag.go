@@ -2,9 +2,45 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/isched/isched/internal/stream"
 )
+
+// repairer puts a damaged ingest stream right (optional, as lagReader).
+type repairer interface {
+	RepairGroup(ctx context.Context, stream, group string, now time.Time, skew time.Duration) (stream.Repair, error)
+}
+
+// futureSkew: an ingest entry id further ahead of the coordinator's clock
+// than this was chosen by its writer (wrappers let Redis choose, "*").
+const futureSkew = 10 * time.Minute
+
+// repairIngest finds and undoes what a hostile writer can do to the ingest
+// stream's ids and group: the stream or the group deleted, an explicit id
+// far ahead (the last possible one exhausts the stream: every wrapper's
+// XADD fails, and the group, having read it, sits at the end). Logged and
+// counted (isched_coordinator_ingest_repairs_total).
+func (c *Coordinator) repairIngest(ctx context.Context) {
+	rp, ok := c.store.(repairer)
+	if !ok {
+		return
+	}
+	r, err := rp.RepairGroup(ctx, c.keys.Ingest(), group, c.now(), futureSkew)
+	if err != nil {
+		c.log.Warn("ingest stream not checked for damage", "err", err)
+		return
+	}
+	if r.Recreated != "" {
+		c.metrics.repairs.WithLabelValues("recreated-" + r.Recreated).Inc()
+		c.log.Warn("ingest stream damaged: created again", "missing", r.Recreated)
+	}
+	if r.FutureIDs > 0 {
+		c.metrics.repairs.WithLabelValues("future-ids").Inc()
+		c.log.Warn("ingest stream damaged: entries with ids from the future deleted, last id and group position set back",
+			"deleted", r.FutureIDs, "last_id", r.LastID)
+	}
+}
 
 // lagReader is the store's view of the ingest stream's counters (optional:
 // a store without it, such as a test double, skips the check).
@@ -18,6 +54,7 @@ type lagReader interface {
 // here they are counted (isched_coordinator_ingest_trimmed_unread_total)
 // and each tick that finds a new loss logs a warning.
 func (c *Coordinator) checkLag(ctx context.Context) {
+	c.repairIngest(ctx)
 	lr, ok := c.store.(lagReader)
 	if !ok {
 		return

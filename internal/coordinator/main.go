@@ -17,6 +17,7 @@ import (
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/profiling"
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -186,6 +187,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return 2
 	}
 	rcfg.Private = true // refuse a password file readable by others
+	// wrappers' reports are at most report.MaxPayload: a larger entry
+	// (a hostile writer's) is deleted inside Redis, never read
+	rcfg.MaxEntry = report.MaxPayload
 	var store *stream.Client
 	for backoff := 200 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
 		store, err = stream.Open(ctx, rcfg)

@@ -26,6 +26,7 @@ type Metrics struct {
 	tracked       prometheus.Gauge
 	ingestLag     prometheus.Gauge
 	trimmed       prometheus.Counter
+	repairs       *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -59,9 +60,11 @@ func NewMetrics() *Metrics {
 			Help: "Entries added to the ingest stream and not yet read by the coordinators' group (Redis's lag, read each tick)."}),
 		trimmed: prometheus.NewCounter(prometheus.CounterOpts{Name: "isched_coordinator_ingest_trimmed_unread_total",
 			Help: "Reports the ingest stream's MAXLEN removed before the coordinator read them (lost), seen at ticks."}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_ingest_repairs_total",
+			Help: "Damage to the ingest stream the coordinator undid, by kind (recreated-stream, recreated-group, future-ids)."}, []string{"what"}),
 	}
 	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency, m.pollAge, m.pollSuccess,
-		m.leader, m.tracked, m.ingestLag, m.trimmed, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}

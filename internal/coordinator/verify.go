@@ -29,13 +29,16 @@ const (
 	RejectReplay         = "replay"
 	RejectUnknownSession = "unknown-session"
 	RejectUnknownJob     = "unknown-job"
+	// RejectOversize: an entry over the size any report can have; Redis
+	// deleted it before sending it (stream.Config.MaxEntry).
+	RejectOversize = "oversize"
 )
 
 func isNotFound(err error) bool { return errors.Is(err, stream.ErrNotFound) }
 
 // RejectReasons lists every reason, for metrics.
 var RejectReasons = []string{RejectMalformed, RejectNotReport, RejectForeignCluster, RejectUnauth, RejectBadCred,
-	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob, RejectOverBudget}
+	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob, RejectOverBudget, RejectOversize}
 
 // session is a wrapper run whose key the coordinator holds.
 type session struct {
@@ -104,6 +107,9 @@ func entryAge(id string, now time.Time) time.Duration {
 // session it belongs to; a rejected entry that decoded comes back with its
 // envelope too, for the log.
 func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex, now time.Time) (*report.Envelope, *session, verdict, string, error) {
+	if e.Oversize {
+		return nil, nil, rejected, RejectOversize, nil
+	}
 	env, err := report.Decode(e.Payload)
 	if err != nil {
 		return nil, nil, rejected, RejectMalformed, nil

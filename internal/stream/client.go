@@ -27,13 +27,17 @@ type Entry struct {
 	// Claim), so delivered to a consumer of the group before; a new entry
 	// (ReadGroup) is not.
 	Redelivered bool
+	// Oversize: the entry was larger than Config.MaxEntry; Redis deleted
+	// it and sent its id only.
+	Oversize bool
 }
 
 // Client is a connection pool for one ACL user.
 type Client struct {
-	rdb  redis.UniversalClient
-	keys Keys
-	op   time.Duration
+	rdb      redis.UniversalClient
+	keys     Keys
+	op       time.Duration
+	maxEntry int
 }
 
 // slogPrintf routes go-redis's own messages (pool dial failures) through
@@ -86,7 +90,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		opts.ReadTimeout = 3 * time.Second
 		opts.WriteTimeout = 3 * time.Second
 	}
-	c := &Client{rdb: redis.NewUniversalClient(opts), keys: Keys{Cluster: cfg.Cluster}, op: opts.ReadTimeout}
+	c := &Client{rdb: redis.NewUniversalClient(opts), keys: Keys{Cluster: cfg.Cluster}, op: opts.ReadTimeout, maxEntry: cfg.MaxEntry}
 	if err := c.Ping(ctx); err != nil {
 		_ = c.rdb.Close()
 		return nil, err
@@ -200,6 +204,9 @@ func (c *Client) ReadGroup(ctx context.Context, stream, group, consumer string, 
 	if block <= 0 {
 		block = time.Millisecond
 	}
+	if c.maxEntry > 0 {
+		return c.readGroupBounded(ctx, stream, group, consumer, count, block)
+	}
 	res, err := c.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: count, Block: block,
 	}).Result()
@@ -230,8 +237,12 @@ func (c *Client) Ack(ctx context.Context, stream, group string, ids ...string) e
 }
 
 // Claim takes over entries idle for at least minIdle from dead consumers
-// (XAUTOCLAIM), up to count.
+// (XAUTOCLAIM), up to count. With Config.MaxEntry set it returns their
+// ids only: read them with ReadOwnPending.
 func (c *Client) Claim(ctx context.Context, stream, group, consumer string, minIdle time.Duration, count int64) ([]Entry, error) {
+	if c.maxEntry > 0 {
+		return c.claimIDs(ctx, stream, group, consumer, minIdle, count)
+	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	msgs, _, err := c.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{

@@ -26,6 +26,12 @@ type Config struct {
 	DialTimeout time.Duration
 	// OpTimeout bounds every call that has no deadline of its own.
 	OpTimeout time.Duration
+	// MaxEntry, when > 0, makes consumer-group reads (ReadGroup,
+	// ReadOwnPending) check each entry inside Redis before it is sent:
+	// an entry with a field over MaxEntry bytes is deleted and returned
+	// as Oversize, without its fields; Claim then returns ids only. For a
+	// reader of a stream that untrusted users write (the coordinator).
+	MaxEntry int
 }
 
 // ErrConfig marks a configuration problem.

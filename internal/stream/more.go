@@ -82,6 +82,10 @@ func (c *Client) List(ctx context.Context, key string) ([][]byte, error) {
 // ReadOwnPending re-reads entries delivered to consumer but not acked
 // (XREADGROUP from id 0), oldest first.
 func (c *Client) ReadOwnPending(ctx context.Context, stream, group, consumer string, count int64) ([]Entry, error) {
+	if c.maxEntry > 0 {
+		es, err := c.readBounded(ctx, stream, group, consumer, count, "0")
+		return redelivered(es), err
+	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	res, err := c.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
