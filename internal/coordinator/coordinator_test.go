@@ -76,7 +76,7 @@ func (m *fakeMunger) Decode(_ context.Context, cred string) ([]byte, int, int, e
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	mr    *miniredis.Miniredis
 	store *stream.Client
 	c     *Coordinator
@@ -84,7 +84,7 @@ type env struct {
 	now   time.Time
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	mr := miniredis.RunT(t)
 	pw := filepath.Join(t.TempDir(), "pw")
