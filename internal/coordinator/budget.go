@@ -139,11 +139,7 @@ func (c *Coordinator) confirmPending(ctx context.Context, s *session) (string, e
 		return "", nil
 	}
 	c.dropPending(s)
-	reason, err := c.keepSession(ctx, s)
-	if err != nil || reason != "" {
-		return reason, err
-	}
-	return "", nil
+	return c.keepSession(ctx, s)
 }
 
 // dropPending forgets a pending session (refused, or confirmed and counted
