@@ -16,7 +16,7 @@ import (
 	"github.com/isched/isched/internal/testutil"
 )
 
-func openBounded(t *testing.T, r testutil.Redis, cluster string, maxEntry int) *stream.Client {
+func openBounded(t testing.TB, r testutil.Redis, cluster string, maxEntry int) *stream.Client {
 	t.Helper()
 	env := map[string]string{"ISCHED_REDIS_ADDR": r.Addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"), "ISCHED_CLUSTER": cluster}
 	cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, "coordinator")
@@ -129,5 +129,44 @@ func TestRepairGroupKeepsUndeliveredEntries(t *testing.T) {
 	}
 	if _, err := c.Append(ctx, k.Ingest(), []byte("new"), "m", 0); err != nil {
 		t.Fatalf("append after the repair: %v", err)
+	}
+}
+
+// BenchmarkGroupRead compares a consumer group read of 512 reports of
+// 1.5 KiB (a sample report's size) plain and bounded (MaxEntry: one
+// XREADGROUP per entry inside a script), on the dev cluster's Redis.
+//
+//	ISCHED_INTEGRATION=1 go test -tags integration,libmunge -run '^$' -bench GroupRead ./internal/stream
+func BenchmarkGroupRead(b *testing.B) {
+	r := testutil.NeedRedis(b)
+	ctx := context.Background()
+	payload := bytes.Repeat([]byte("x"), 1536)
+	for _, maxEntry := range []int{0, 64 << 10} {
+		name := "plain"
+		if maxEntry > 0 {
+			name = "bounded"
+		}
+		b.Run(name, func(b *testing.B) {
+			c := openBounded(b, r, fmt.Sprintf("benchread%d", os.Getpid()), maxEntry)
+			k := c.Keys()
+			b.Cleanup(func() { _ = c.Del(context.Background(), k.Ingest()) })
+			if err := c.EnsureGroup(ctx, k.Ingest(), "g"); err != nil {
+				b.Fatal(err)
+			}
+			for range b.N {
+				b.StopTimer()
+				for range 512 {
+					if _, err := c.Append(ctx, k.Ingest(), payload, "mac", 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				got, err := c.ReadGroup(ctx, k.Ingest(), "g", "c1", 512, time.Millisecond)
+				if err != nil || len(got) != 512 {
+					b.Fatalf("read %d: %v", len(got), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/512, "µs/entry")
+		})
 	}
 }
