@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -216,5 +217,57 @@ func TestLimitsDefaults(t *testing.T) {
 		if v <= 0 {
 			t.Errorf("%s default %d", name, v)
 		}
+	}
+}
+
+// TestUserCapsSpanJobs: the per-user caps hold across a user's jobs: at
+// most LineagesPerUID lineages in progress and SessionsPerUID sessions,
+// whatever the jobs; another user is not affected.
+func TestUserCapsSpanJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.c.cfg.Limits.LineagesPerUID = 3
+	e.c.cfg.Limits.SessionsPerUID = 5
+	var jobs []report.Job
+	for id := uint64(70); id < 78; id++ {
+		jobs = append(jobs, job(id, 1002, "bob", "RUNNING", "cpu", ""))
+	}
+	jobs = append(jobs, job(80, 1001, "alice", "RUNNING", "cpu", ""))
+	e.publish(jobs, nil)
+	for id := uint64(70); id < 78; id++ {
+		e.start(e.wrapper(id, 1002, "bob", fmt.Sprintf("bob-%d", id), "cpu"))
+	}
+	e.start(e.wrapper(80, 1001, "alice", "alice-80", "cpu"))
+	e.rounds(1)
+	bobs, alices := 0, 0
+	for name, l := range e.c.lineages {
+		switch uid, _ := l.owner(); uid {
+		case 1002:
+			bobs++
+		case 1001:
+			alices++
+		default:
+			t.Errorf("lineage %s owned by %d", name, uid)
+		}
+	}
+	if bobs != 3 || alices != 1 {
+		t.Errorf("lineages: bob %d (cap 3), alice %d (want 1)", bobs, alices)
+	}
+	saved := map[int]int{}
+	for _, v := range e.savedSessions() {
+		var s session
+		if err := json.Unmarshal([]byte(v), &s); err != nil {
+			t.Fatal(err)
+		}
+		saved[s.UID]++
+	}
+	if saved[1002] != 3 || saved[1001] != 1 {
+		t.Errorf("sessions saved per uid: %v, want bob's 3 (with a lineage), alice's 1", saved)
+	}
+	if e.c.quota.perUID[1002] != 5 {
+		t.Errorf("bob's sessions counted: %d, want the cap 5 (the rest refused)", e.c.quota.perUID[1002])
+	}
+	if got := e.counter(RejectOverBudget); got != 5 {
+		t.Errorf("over-budget: %v, want 5 (2 over the lineage cap, 3 over the session cap)", got)
 	}
 }
