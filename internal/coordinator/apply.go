@@ -171,6 +171,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		st.TotalIters = env.Start.TotalIters
 	}
 	if j, ok := jobs[job.JobID]; ok {
+		st.User = j.User // Slurm's word; the report's user name is only the wrapper's
 		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
 			st.Plan = &p
 			if st.TotalIters == 0 {
