@@ -111,6 +111,7 @@ func (h *harness) app() *App {
 		Executable: func() (string, error) { return "/opt/isched/bin/isched", nil },
 		Getwd:      func() (string, error) { return "/home/alice/proj", nil },
 		Username:   func() string { return "alice" },
+		UID:        func() int { return 1001 },
 		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
 		Terminal:   func(io.Writer) bool { return false },
 	}
