@@ -150,3 +150,43 @@ func TestUnrestrictedStartCredential(t *testing.T) {
 		t.Errorf("a credential restricted to the coordinator's uid: status %+v", st)
 	}
 }
+
+func TestConfirmRun(t *testing.T) {
+	t.Parallel()
+	const t0 = int64(1_800_000_000_000)
+	uid := 1001
+	plan := report.Plan{Lineage: "L", Ideal: "cpu", Model: "resnet18-1:sgd:fp32", Batch: 16}
+	good := report.Job{JobID: 5, UID: 1001, Comment: plan.FormatComment(), SubmitMS: t0, StartMS: t0 + 10_000}
+	r := report.Receipt{Model: plan.Model, Batch: 16, IterMS: 100, Iters: 1000, UID: &uid}
+	run := ranFor{StartedMS: t0 + 12_000, AttemptStartMS: t0 + 12_000, EndedMS: t0 + 130_000, NowMS: t0 + 131_000}
+	other := 1002
+	for name, tc := range map[string]struct {
+		mutate func(j *report.Job, r *report.Receipt, run *ranFor)
+		ok     bool
+	}{
+		"consistent": {func(*report.Job, *report.Receipt, *ranFor) {}, true},
+		"clock skew within 60 s": {func(_ *report.Job, _ *report.Receipt, run *ranFor) {
+			run.StartedMS, run.AttemptStartMS = t0-30_000, t0-20_000
+		}, true},
+		"another owner":          {func(j *report.Job, _ *report.Receipt, _ *ranFor) { j.UID = 1002 }, false},
+		"no owner recorded":      {func(_ *report.Job, r *report.Receipt, _ *ranFor) { r.UID = nil }, false},
+		"receipt of another uid": {func(_ *report.Job, r *report.Receipt, _ *ranFor) { r.UID = &other }, false},
+		"no plan comment":        {func(j *report.Job, _ *report.Receipt, _ *ranFor) { j.Comment = "" }, false},
+		"another model":          {func(_ *report.Job, r *report.Receipt, _ *ranFor) { r.Model = "vgg:sgd:fp32" }, false},
+		"another batch":          {func(_ *report.Job, r *report.Receipt, _ *ranFor) { r.Batch = 32 }, false},
+		"never started":          {func(j *report.Job, _ *report.Receipt, _ *ranFor) { j.StartMS = 0 }, false},
+		"before submission":      {func(_ *report.Job, _ *report.Receipt, run *ranFor) { run.StartedMS = t0 - 3_600_000 }, false},
+		"attempt before start":   {func(_ *report.Job, _ *report.Receipt, run *ranFor) { run.AttemptStartMS = t0 - 120_000 }, false},
+		"ended after Slurm":      {func(j *report.Job, _ *report.Receipt, _ *ranFor) { j.EndMS = t0 + 20_000 }, false},
+		"too much work":          {func(_ *report.Job, r *report.Receipt, _ *ranFor) { r.Iters = 100_000 }, false},
+	} {
+		j, rr, rn := good, r, run
+		tc.mutate(&j, &rr, &rn)
+		if ok, why := confirmRun(j, true, rr, rn); ok != tc.ok {
+			t.Errorf("%s: confirmed %v (%s), want %v", name, ok, why, tc.ok)
+		}
+	}
+	if ok, _ := confirmRun(good, false, r, run); ok {
+		t.Error("a job missing from the job table confirmed")
+	}
+}
