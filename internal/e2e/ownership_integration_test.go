@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/testutil"
@@ -28,6 +30,10 @@ import (
 // before those jobs exist; alice's job, submitted next, then runs with its
 // default lineage. Every claim of bob's is refused, alice's job is tracked
 // as hers, and `isched status <her job>` shows her job, not bob's.
+//
+// An unrestricted start credential (item 8): bob seals a session in a
+// credential made without --restrict-uid; the coordinator refuses it as
+// unrestricted-credential.
 //
 // Poisoned receipts (item 5): bob runs a tiny trainer under a ResNet-18
 // plan comment (batch 16), 2 ms iterations and a few MiB of RSS. The
@@ -95,6 +101,14 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 		t.Errorf("isched status %s as alice, want %q:\n%s", aliceJob, want, out)
 	}
 
+	// item 8: a start credential bob made without --restrict-uid (anyone
+	// could decode it and read the session key), for his own job
+	sendUnrestrictedStart(t, w, sq, bobUID)
+	waitFor(t, w, 30*time.Second, "the coordinator to refuse bob's unrestricted credential", func() bool {
+		log, _ := os.ReadFile(filepath.Join(w.dir, "coordinator.log"))
+		return bytes.Contains(log, []byte(`"reason":"unrestricted-credential"`))
+	})
+
 	// bob's tiny run under ResNet-18's plan comment
 	model := filepath.Join(testutil.RepoRoot(), "internal/cli/testdata/resnet18_128.json")
 	b, err := os.ReadFile(model)
@@ -142,6 +156,58 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 	}
 	if own := cpuRow(t, runCLI(t, w, cli, "bob", estimate...)); own.Source != plan.Measured || own.MemoryBytes >= static.MemoryBytes {
 		t.Errorf("bob's own estimate: %s %d bytes, want measured from his receipt (below the static %d)", own.Source, own.MemoryBytes, static.MemoryBytes)
+	}
+}
+
+// mungeAsBob makes credentials as bob with the munge command, without
+// --restrict-uid when restrict is negative.
+type mungeAsBob struct{}
+
+func (mungeAsBob) Encode(ctx context.Context, p []byte, restrict int, _ time.Duration) (string, error) {
+	args := []string{"-u", "bob", "--", "munge", "--ttl=60"}
+	if restrict >= 0 {
+		args = append(args, "--restrict-uid="+strconv.Itoa(restrict))
+	}
+	cmd := exec.CommandContext(ctx, "runuser", args...)
+	cmd.Stdin = bytes.NewReader(p)
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+func (mungeAsBob) Decode(context.Context, string) (auth.Decoded, error) {
+	return auth.Decoded{}, errors.New("not used")
+}
+
+// sendUnrestrictedStart appends, with the reporter's login every job has, a
+// start report of bob's job sealed in a credential bob made without a uid
+// restriction.
+func sendUnrestrictedStart(t *testing.T, w *world, job, uid int) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := auth.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := report.JobRef{Cluster: w.cluster, JobID: uint64(job), Lineage: fmt.Sprintf("%s-u%d-open", w.cluster, uid), User: "bob", UID: uid,
+		Partition: "cpu", Node: "cpu1"}
+	cred, err := auth.Issue(ctx, mungeAsBob{}, s, ref.Cluster, ref.JobID, ref.Lineage, auth.NoRestriction, time.Minute, time.Now())
+	if err != nil {
+		t.Fatalf("munge as bob: %v", err)
+	}
+	e := report.NewEnvelope(report.KindStart, time.Now())
+	e.Job, e.SID, e.Seq = &ref, s.SID, 1
+	e.Start = &report.Start{Argv: []string{"python3", "train.py"}, Host: "cpu1", PID: 1, WrapperVersion: "bob", Cred: cred}
+	b, err := report.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := w.client("reporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Append(ctx, c.Keys().Ingest(), b, s.Sign(b), 100000); err != nil {
+		t.Fatal(err)
 	}
 }
 
