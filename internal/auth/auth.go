@@ -44,7 +44,14 @@ var (
 	// caller who knows it is reading the same message again (a stream entry
 	// delivered a second time after a crash) can use OpenRedelivered.
 	ErrReplayed = errors.New("auth: credential replayed")
+	// ErrUnrestricted: the credential is not restricted to the uid that
+	// opens it (anybody, or root only because it is root, could open it
+	// and read the session key).
+	ErrUnrestricted = errors.New("auth: credential not restricted to this uid")
 )
+
+// NoRestriction is Decoded.RestrictUID of a credential any uid may decode.
+const NoRestriction = -1
 
 // Session is one wrapper run's identity and key.
 type Session struct {
@@ -101,14 +108,43 @@ type Verified struct {
 	Claims
 	UID int
 	GID int
-	Key []byte
+	// RestrictUID is the only uid (besides root) MUNGE lets decode the
+	// credential; NoRestriction: any uid may.
+	RestrictUID int
+	Key         []byte
+}
+
+// RestrictedTo checks that only uid could open the credential: a
+// credential anybody may decode (made without --restrict-uid) or
+// restricted to another uid (opened here only because uid is root)
+// exposes its session key to others, so whoever holds a copy could sign
+// reports as the session.
+func (v Verified) RestrictedTo(uid int) error {
+	if v.RestrictUID == NoRestriction {
+		return fmt.Errorf("%w: any uid may decode it (want restricted to uid %d)", ErrUnrestricted, uid)
+	}
+	if v.RestrictUID != uid {
+		return fmt.Errorf("%w: restricted to uid %d, not %d", ErrUnrestricted, v.RestrictUID, uid)
+	}
+	return nil
+}
+
+// Decoded is what MUNGE says of a credential it opened.
+type Decoded struct {
+	Payload  []byte
+	UID, GID int // who made it
+	// RestrictUID is the uid the maker restricted decoding to;
+	// NoRestriction when none.
+	RestrictUID int
 }
 
 // Munger is the part of MUNGE used here (the munge/unmunge commands in
 // production, a fake in tests).
 type Munger interface {
 	Encode(ctx context.Context, payload []byte, restrictUID int, ttl time.Duration) (string, error)
-	Decode(ctx context.Context, cred string) (payload []byte, uid, gid int, err error)
+	// Decode opens a credential. With ErrReplayed it still returns what
+	// MUNGE decoded (the payload non-nil).
+	Decode(ctx context.Context, cred string) (Decoded, error)
 }
 
 // Issue seals the session in a credential only restrictUID can open.
@@ -148,7 +184,8 @@ func open(ctx context.Context, m Munger, cred string, replayOK bool) (Verified, 
 	if len(cred) == 0 || len(cred) > 8<<10 {
 		return Verified{}, fmt.Errorf("%w: credential length %d", ErrCredential, len(cred))
 	}
-	payload, uid, gid, err := m.Decode(ctx, cred)
+	d, err := m.Decode(ctx, cred)
+	payload := d.Payload
 	if err != nil && !(replayOK && errors.Is(err, ErrReplayed) && payload != nil) {
 		return Verified{}, fmt.Errorf("%w: %w", ErrCredential, err)
 	}
@@ -171,7 +208,7 @@ func open(ctx context.Context, m Munger, cred string, replayOK bool) (Verified, 
 	if err != nil || len(key) != KeySize {
 		return Verified{}, fmt.Errorf("%w: claims field \"key\" malformed", ErrCredential)
 	}
-	return Verified{Claims: c, UID: uid, GID: gid, Key: key}, nil
+	return Verified{Claims: c, UID: d.UID, GID: d.GID, RestrictUID: d.RestrictUID, Key: key}, nil
 }
 
 // ExecMunger runs the munge and unmunge commands (no shell; the payload goes
@@ -222,7 +259,7 @@ func (e ExecMunger) Encode(ctx context.Context, payload []byte, restrictUID int,
 
 // Decode implements Munger. unmunge prints "KEY: value" metadata lines, a
 // blank line, then the payload.
-func (e ExecMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, error) {
+func (e ExecMunger) Decode(ctx context.Context, cred string) (Decoded, error) {
 	bin := e.Unmunge
 	if bin == "" {
 		bin = "unmunge"
@@ -231,14 +268,14 @@ func (e ExecMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, 
 	var exit *exec.ExitError
 	if errors.As(err, &exit) && exit.ExitCode() == mungeCredReplayed {
 		// unmunge still prints what it decoded
-		payload, uid, gid, perr := parseUnmunge(out, true)
+		d, perr := parseUnmunge(out, true)
 		if perr != nil {
-			return nil, 0, 0, fmt.Errorf("%w: %w", err, perr)
+			return Decoded{}, fmt.Errorf("%w: %w", err, perr)
 		}
-		return payload, uid, gid, fmt.Errorf("%w: %w", ErrReplayed, err)
+		return d, fmt.Errorf("%w: %w", ErrReplayed, err)
 	}
 	if err != nil {
-		return nil, 0, 0, err
+		return Decoded{}, err
 	}
 	return parseUnmunge(out, false)
 }
@@ -248,13 +285,14 @@ func (e ExecMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, 
 const mungeCredReplayed = 17
 
 // parseUnmunge reads unmunge --numeric's output; replayed: the status must
-// be EMUNGE_CRED_REPLAYED instead of success.
-func parseUnmunge(out []byte, replayed bool) ([]byte, int, int, error) {
+// be EMUNGE_CRED_REPLAYED instead of success. unmunge prints
+// UID_RESTRICTION only for a restricted credential.
+func parseUnmunge(out []byte, replayed bool) (Decoded, error) {
 	meta, payload, ok := bytes.Cut(out, []byte("\n\n"))
 	if !ok {
-		return nil, 0, 0, errors.New("unmunge: no payload separator")
+		return Decoded{}, errors.New("unmunge: no payload separator")
 	}
-	uid, gid := -1, -1
+	uid, gid, restrict := -1, -1, NoRestriction
 	status := ""
 	for _, line := range strings.Split(string(meta), "\n") {
 		k, v, ok := strings.Cut(line, ":")
@@ -269,20 +307,24 @@ func parseUnmunge(out []byte, replayed bool) ([]byte, int, int, error) {
 			uid = atoiPrefix(v)
 		case "GID":
 			gid = atoiPrefix(v)
+		case "UID_RESTRICTION":
+			if restrict = atoiPrefix(v); restrict < 0 {
+				return Decoded{}, fmt.Errorf("unmunge: UID_RESTRICTION %q", v)
+			}
 		}
 	}
 	switch {
 	case replayed:
 		if status != strconv.Itoa(mungeCredReplayed) && !strings.HasPrefix(status, "Replayed") {
-			return nil, 0, 0, fmt.Errorf("unmunge: status %q, want replayed", status)
+			return Decoded{}, fmt.Errorf("unmunge: status %q, want replayed", status)
 		}
 	case !strings.HasPrefix(status, "Success") && status != "0":
-		return nil, 0, 0, fmt.Errorf("unmunge: status %q", status)
+		return Decoded{}, fmt.Errorf("unmunge: status %q", status)
 	}
 	if uid < 0 || gid < 0 {
-		return nil, 0, 0, errors.New("unmunge: no UID/GID in metadata")
+		return Decoded{}, errors.New("unmunge: no UID/GID in metadata")
 	}
-	return payload, uid, gid, nil
+	return Decoded{Payload: payload, UID: uid, GID: gid, RestrictUID: restrict}, nil
 }
 
 // atoiPrefix reads the leading number of "0" or "1001 (alice)"-style values.

@@ -13,26 +13,27 @@ import (
 
 // fakeMunger seals payloads in memory, recording who made each credential.
 type fakeMunger struct {
-	uid   int
-	creds map[string][]byte
-	uids  map[string]int
+	uid      int
+	creds    map[string][]byte
+	uids     map[string]int
+	restrict map[string]int
 }
 
-func (f *fakeMunger) Encode(_ context.Context, p []byte, _ int, _ time.Duration) (string, error) {
+func (f *fakeMunger) Encode(_ context.Context, p []byte, restrict int, _ time.Duration) (string, error) {
 	if f.creds == nil {
-		f.creds, f.uids = map[string][]byte{}, map[string]int{}
+		f.creds, f.uids, f.restrict = map[string][]byte{}, map[string]int{}, map[string]int{}
 	}
 	c := "MUNGE:" + string(rune('a'+len(f.creds))) + ":"
-	f.creds[c], f.uids[c] = append([]byte(nil), p...), f.uid
+	f.creds[c], f.uids[c], f.restrict[c] = append([]byte(nil), p...), f.uid, restrict
 	return c, nil
 }
 
-func (f *fakeMunger) Decode(_ context.Context, c string) ([]byte, int, int, error) {
+func (f *fakeMunger) Decode(_ context.Context, c string) (Decoded, error) {
 	p, ok := f.creds[c]
 	if !ok {
-		return nil, 0, 0, errors.New("invalid credential")
+		return Decoded{}, errors.New("invalid credential")
 	}
-	return p, f.uids[c], f.uids[c], nil
+	return Decoded{Payload: p, UID: f.uids[c], GID: f.uids[c], RestrictUID: f.restrict[c]}, nil
 }
 
 func TestIssueOpenRoundTrip(t *testing.T) {
@@ -107,29 +108,35 @@ func TestOpenRejects(t *testing.T) {
 func TestParseUnmunge(t *testing.T) {
 	t.Parallel()
 	ok := "STATUS:          0\nENCODE_HOST:     127.0.0.1\nUID:             1001\nGID:             1002\nUID_RESTRICTION: 0\nLENGTH:          3\n\nabc"
-	p, uid, gid, err := parseUnmunge([]byte(ok), false)
-	if err != nil || string(p) != "abc" || uid != 1001 || gid != 1002 {
-		t.Fatalf("parse: %q %d %d %v", p, uid, gid, err)
+	d, err := parseUnmunge([]byte(ok), false)
+	if err != nil || string(d.Payload) != "abc" || d.UID != 1001 || d.GID != 1002 || d.RestrictUID != 0 {
+		t.Fatalf("parse: %+v %v", d, err)
+	}
+	// no UID_RESTRICTION line: made without --restrict-uid, anyone may open it
+	open := strings.Replace(ok, "UID_RESTRICTION: 0\n", "", 1)
+	if d, err := parseUnmunge([]byte(open), false); err != nil || d.RestrictUID != NoRestriction {
+		t.Errorf("unrestricted: %+v %v, want RestrictUID %d", d, err, NoRestriction)
 	}
 	for name, in := range map[string]string{
 		"no separator": "STATUS: 0\nUID: 1\nGID: 1\n",
 		"failed":       "STATUS: Replayed credential (17)\nUID: 1\nGID: 1\n\nabc",
 		"no uid":       "STATUS: 0\nGID: 1\n\nabc",
 		"bad uid":      "STATUS: 0\nUID: x\nGID: 1\n\nabc",
+		"bad restrict": "STATUS: 0\nUID: 1\nGID: 1\nUID_RESTRICTION: any\n\nabc",
 	} {
-		if _, _, _, err := parseUnmunge([]byte(in), false); err == nil {
+		if _, err := parseUnmunge([]byte(in), false); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// a replayed credential's output: read only when asked for
 	replayed := strings.Replace(ok, "STATUS:          0", "STATUS:          17", 1)
-	if p, uid, _, err := parseUnmunge([]byte(replayed), true); err != nil || string(p) != "abc" || uid != 1001 {
-		t.Errorf("replayed: %q %d %v", p, uid, err)
+	if d, err := parseUnmunge([]byte(replayed), true); err != nil || string(d.Payload) != "abc" || d.UID != 1001 {
+		t.Errorf("replayed: %+v %v", d, err)
 	}
-	if _, _, _, err := parseUnmunge([]byte(ok), true); err == nil {
+	if _, err := parseUnmunge([]byte(ok), true); err == nil {
 		t.Error("a success status read as a replay")
 	}
-	if _, _, _, err := parseUnmunge([]byte("STATUS: 15\nUID: 1\nGID: 1\n\nabc"), true); err == nil {
+	if _, err := parseUnmunge([]byte("STATUS: 15\nUID: 1\nGID: 1\n\nabc"), true); err == nil {
 		t.Error("an expired credential (15) read as a replay")
 	}
 }
@@ -141,19 +148,19 @@ type replayMunger struct {
 	opened map[string]bool
 }
 
-func (r *replayMunger) Decode(ctx context.Context, c string) ([]byte, int, int, error) {
-	p, uid, gid, err := r.fakeMunger.Decode(ctx, c)
+func (r *replayMunger) Decode(ctx context.Context, c string) (Decoded, error) {
+	d, err := r.fakeMunger.Decode(ctx, c)
 	if err != nil {
-		return nil, 0, 0, err
+		return Decoded{}, err
 	}
 	if r.opened[c] {
-		return p, uid, gid, fmt.Errorf("%w: unmunge: exit status 17", ErrReplayed)
+		return d, fmt.Errorf("%w: unmunge: exit status 17", ErrReplayed)
 	}
 	if r.opened == nil {
 		r.opened = map[string]bool{}
 	}
 	r.opened[c] = true
-	return p, uid, gid, nil
+	return d, nil
 }
 
 // A credential opened once is refused by Open and accepted by
@@ -186,5 +193,32 @@ func TestOpenRedelivered(t *testing.T) {
 	_, _ = Open(ctx, m, bad)
 	if _, err := OpenRedelivered(ctx, m, bad); !errors.Is(err, ErrCredential) {
 		t.Errorf("OpenRedelivered of malformed claims: %v", err)
+	}
+}
+
+// RestrictedTo accepts only a credential restricted to the given uid: one
+// anybody may open, or one restricted to another uid (opened only because
+// the opener is root), exposes the session key.
+func TestRestrictedTo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		restrict int
+		ok       bool
+	}{{500, true}, {NoRestriction, false}, {0, false}, {1001, false}} {
+		m := &fakeMunger{uid: 1001}
+		s, _ := NewSession()
+		cred, err := Issue(ctx, m, s, "lab", 7, "run", tc.restrict, time.Minute, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Open(ctx, m, cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = v.RestrictedTo(500)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrUnrestricted)) {
+			t.Errorf("restricted to %d, opened by 500: %v, want ok=%v (ErrUnrestricted)", tc.restrict, err, tc.ok)
+		}
 	}
 }

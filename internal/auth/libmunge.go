@@ -11,6 +11,7 @@ package auth
 static munge_err_t ctx_set_str(munge_ctx_t ctx, int opt, const char *v) { return munge_ctx_set(ctx, opt, v); }
 static munge_err_t ctx_set_int(munge_ctx_t ctx, int opt, int v) { return munge_ctx_set(ctx, opt, v); }
 static munge_err_t ctx_set_uid(munge_ctx_t ctx, int opt, uid_t v) { return munge_ctx_set(ctx, opt, v); }
+static munge_err_t ctx_get_uid(munge_ctx_t ctx, int opt, uid_t *v) { return munge_ctx_get(ctx, opt, v); }
 */
 import "C"
 
@@ -104,14 +105,15 @@ func (m LibMunger) Encode(ctx context.Context, payload []byte, restrictUID int, 
 	return C.GoString(cred), nil
 }
 
-// Decode implements Munger.
-func (m LibMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, error) {
+// Decode implements Munger. The uid restriction is read from the context
+// munge_decode filled (MUNGE_OPT_UID_RESTRICTION; MUNGE_UID_ANY when none).
+func (m LibMunger) Decode(ctx context.Context, cred string) (Decoded, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, 0, 0, err
+		return Decoded{}, err
 	}
 	mc, err := m.newCtx()
 	if err != nil {
-		return nil, 0, 0, err
+		return Decoded{}, err
 	}
 	defer C.munge_ctx_destroy(mc)
 	cs := C.CString(cred)
@@ -132,12 +134,20 @@ func (m LibMunger) Decode(ctx context.Context, cred string) ([]byte, int, int, e
 	} else if e == C.EMUNGE_SUCCESS || e == C.EMUNGE_CRED_REPLAYED {
 		payload = []byte{}
 	}
-	switch e {
-	case C.EMUNGE_SUCCESS:
-		return payload, int(uid), int(gid), nil
-	case C.EMUNGE_CRED_REPLAYED:
-		// MUNGE still decoded it: OpenRedelivered may use what it says
-		return payload, int(uid), int(gid), fmt.Errorf("%w: %w", ErrReplayed, ctxError(mc, e, "decode"))
+	if e != C.EMUNGE_SUCCESS && e != C.EMUNGE_CRED_REPLAYED {
+		return Decoded{}, ctxError(mc, e, "decode")
 	}
-	return nil, 0, 0, ctxError(mc, e, "decode")
+	d := Decoded{Payload: payload, UID: int(uid), GID: int(gid), RestrictUID: NoRestriction}
+	var r C.uid_t
+	if ge := C.ctx_get_uid(mc, C.MUNGE_OPT_UID_RESTRICTION, &r); ge != C.EMUNGE_SUCCESS {
+		return Decoded{}, ctxError(mc, ge, "uid restriction")
+	}
+	if r != ^C.uid_t(0) { // MUNGE_UID_ANY
+		d.RestrictUID = int(r)
+	}
+	if e == C.EMUNGE_CRED_REPLAYED {
+		// MUNGE still decoded it: OpenRedelivered may use what it says
+		return d, fmt.Errorf("%w: %w", ErrReplayed, ctxError(mc, e, "decode"))
+	}
+	return d, nil
 }

@@ -106,22 +106,22 @@ func TestLibMungeMatchesTheCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, uid, _, err := lib.Decode(ctx, cred); err != nil || len(p) != 0 || uid != 0 {
-		t.Errorf("empty payload: %q uid %d %v", p, uid, err)
+	if d, err := lib.Decode(ctx, cred); err != nil || len(d.Payload) != 0 || d.UID != 0 || d.RestrictUID != 0 {
+		t.Errorf("empty payload: %+v %v", d, err)
 	}
 	for _, bad := range []string{"MUNGE:garbage:", "not a credential", cred[:len(cred)/2] + ":"} {
-		if p, _, _, err := lib.Decode(ctx, bad); err == nil || errors.Is(err, auth.ErrReplayed) || p != nil || !strings.Contains(err.Error(), "munge error") {
-			t.Errorf("decode %q: payload %q, %v; want a MUNGE error", bad, p, err)
+		if d, err := lib.Decode(ctx, bad); err == nil || errors.Is(err, auth.ErrReplayed) || d.Payload != nil || !strings.Contains(err.Error(), "munge error") {
+			t.Errorf("decode %q: payload %q, %v; want a MUNGE error", bad, d.Payload, err)
 		}
 	}
 	// a socket no munged listens on: an error naming it, not a hang
 	dead := auth.LibMunger{Socket: t.TempDir() + "/none.socket"}
-	if _, _, _, err := dead.Decode(ctx, cred); err == nil || !strings.Contains(err.Error(), "munge error") {
+	if _, err := dead.Decode(ctx, cred); err == nil || !strings.Contains(err.Error(), "munge error") {
 		t.Errorf("decode on a dead socket: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, _, _, err := lib.Decode(cctx, cred); !errors.Is(err, context.Canceled) {
+	if _, err := lib.Decode(cctx, cred); !errors.Is(err, context.Canceled) {
 		t.Errorf("decode with a cancelled context: %v", err)
 	}
 }
@@ -174,4 +174,11 @@ func BenchmarkOpenCredential(b *testing.B) {
 			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 		})
 	}
+}
+
+// TestLibMungeRestrictionSeen: libmunge's MUNGE_OPT_UID_RESTRICTION after
+// a decode says what unmunge's UID_RESTRICTION says (checkRestrictions).
+func TestLibMungeRestrictionSeen(t *testing.T) {
+	testutil.NeedSlurm(t)
+	checkRestrictions(t, auth.LibMunger{})
 }

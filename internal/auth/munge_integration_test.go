@@ -5,6 +5,7 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"os/user"
 	"strconv"
@@ -23,8 +24,13 @@ type asUser struct {
 	auth.ExecMunger
 }
 
+// A negative restrict makes a credential without --restrict-uid.
 func (a asUser) Encode(ctx context.Context, p []byte, restrict int, ttl time.Duration) (string, error) {
-	cmd := exec.CommandContext(ctx, "runuser", "-u", a.name, "--", "munge", "--restrict-uid="+strconv.Itoa(restrict), "--ttl=60")
+	args := []string{"-u", a.name, "--", "munge", "--ttl=60"}
+	if restrict >= 0 {
+		args = append(args, "--restrict-uid="+strconv.Itoa(restrict))
+	}
+	cmd := exec.CommandContext(ctx, "runuser", args...)
 	cmd.Stdin = strings.NewReader(string(p))
 	out, err := cmd.Output()
 	return strings.TrimSpace(string(out)), err
@@ -78,5 +84,55 @@ func TestMungeBindsTheRealUser(t *testing.T) {
 	cmd.Stdin = strings.NewReader(cred)
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Errorf("alice opened a credential restricted to root: %s", out)
+	}
+}
+
+// TestMungeRestrictionSeen: the uid restriction bob puts on (or leaves off)
+// a credential is what the unmunge command path reads, so the coordinator
+// can refuse a start credential it did not need to be itself to open.
+func TestMungeRestrictionSeen(t *testing.T) {
+	testutil.NeedSlurm(t) // munged runs with the cluster
+	checkRestrictions(t, auth.ExecMunger{})
+}
+
+// checkRestrictions has bob make credentials restricted to nobody, to
+// alice and to this process's uid, opens them with m and checks the
+// restriction m reports and RestrictedTo's verdict for this process. This
+// munged refuses even root a credential restricted to another uid (MUNGE
+// error 18), so only an unrestricted one opens and must be refused.
+func checkRestrictions(t *testing.T, m auth.Munger) {
+	t.Helper()
+	ctx := context.Background()
+	self := os.Geteuid()
+	alice := uidOf(t, "alice")
+	for _, tc := range []struct {
+		restrict int
+		ok       bool
+	}{{-1, false}, {alice, false}, {self, true}} {
+		s, _ := auth.NewSession()
+		cred, err := auth.Issue(ctx, asUser{name: "bob"}, s, "lab", 9, "bob-run", tc.restrict, time.Minute, time.Now())
+		if err != nil {
+			t.Fatalf("bob issues (restrict %d): %v", tc.restrict, err)
+		}
+		v, err := auth.Open(ctx, m, cred)
+		if tc.restrict == alice {
+			if err == nil && v.RestrictedTo(self) == nil {
+				t.Errorf("%T: a credential restricted to alice opened and passed as restricted to uid %d", m, self)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%T opens bob's credential (restrict %d): %v", m, tc.restrict, err)
+		}
+		want := tc.restrict
+		if want < 0 {
+			want = auth.NoRestriction
+		}
+		if v.RestrictUID != want || v.UID != uidOf(t, "bob") {
+			t.Errorf("%T: bob's credential restricted to %d read as uid %d restricted to %d", m, tc.restrict, v.UID, v.RestrictUID)
+		}
+		if err := v.RestrictedTo(self); (err == nil) != tc.ok || (err != nil && !errors.Is(err, auth.ErrUnrestricted)) {
+			t.Errorf("%T: restricted to %d, opened by uid %d: %v, want ok=%v", m, tc.restrict, self, err, tc.ok)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -113,4 +114,4 @@ func TestTableCapacity(t *testing.T) {
 type nopMunger struct{}
 
 func (nopMunger) Encode(context.Context, []byte, int, time.Duration) (string, error) { return "", nil }
-func (nopMunger) Decode(context.Context, string) ([]byte, int, int, error)           { return nil, 0, 0, nil }
+func (nopMunger) Decode(context.Context, string) (auth.Decoded, error)               { return auth.Decoded{}, nil }

@@ -65,6 +65,9 @@ type App struct {
 	Getwd func() (string, error)
 	// Username is who runs the CLI (default: os/user, else $USER).
 	Username func() string
+	// UID is the uid that runs the CLI (default os.Getuid): the namespace
+	// of the lineages it makes, and whose receipts it trusts.
+	UID func() int
 	// Random returns n random bytes (lineage ids); default crypto/rand.
 	Random func(n int) []byte
 	// Terminal reports whether w is a terminal (status --watch clears it).
@@ -181,6 +184,9 @@ func (a *App) defaults() {
 			}
 			return a.Getenv("USER")
 		}
+	}
+	if a.UID == nil {
+		a.UID = os.Getuid
 	}
 	if a.Random == nil {
 		a.Random = cryptoRandom

@@ -111,6 +111,7 @@ func (h *harness) app() *App {
 		Executable: func() (string, error) { return "/opt/isched/bin/isched", nil },
 		Getwd:      func() (string, error) { return "/home/alice/proj", nil },
 		Username:   func() string { return "alice" },
+		UID:        func() int { return 1001 },
 		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
 		Terminal:   func(io.Writer) bool { return false },
 	}
@@ -238,8 +239,9 @@ func TestEstimateLabWithStateAndReceipts(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := m.Fingerprint() + ":momentum:fp32"
+	alice := 1001 // the harness's user: her own receipts
 	for _, b := range []int{8, 16} {
-		r := report.Receipt{Model: key, Batch: b, Partition: "cpu", IterMS: 20 + 2*float64(b), PeakRSS: int64(600+b) << 19, Iters: 100}
+		r := report.Receipt{Model: key, Batch: b, Partition: "cpu", IterMS: 20 + 2*float64(b), PeakRSS: int64(600+b) << 19, Iters: 100, UID: &alice}
 		v, _ := json.Marshal(r)
 		if _, err := h.mr.RPush("isched:lab:coord:receipts", string(v)); err != nil {
 			t.Fatal(err)

@@ -28,6 +28,9 @@ type inputs struct {
 	optimizer, precision string
 	receipts, state      string
 	overhead             time.Duration
+	// pooled: other users' Slurm-confirmed receipts may inform the
+	// estimate (robustly: plan.Request.Pooled)
+	pooled bool
 }
 
 func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
@@ -39,6 +42,7 @@ func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
 	fs.StringVar(&in.optimizer, "optimizer", "adam", "optimizer: sgd, momentum, nesterov, rmsprop, adagrad, adam, adamw, lamb")
 	fs.StringVar(&in.precision, "precision", "fp32", "training precision: fp32, bf16 or fp16 (autocast)")
 	fs.StringVar(&in.receipts, "receipts", "auto", "receipts of finished runs: auto (Redis when reachable), redis, none, or a JSON file")
+	fs.BoolVar(&in.pooled, "pooled", true, "also use other users' Slurm-confirmed receipts from Redis (median per user, never below the static estimate unless 3 users agree); false: your own only")
 	fs.StringVar(&in.state, "state", "auto", "cluster state: auto (the agent's snapshot in Redis, else Slurm), redis, slurm, none")
 	fs.DurationVar(&in.overhead, "migration-overhead", plan.DefaultMigrationOverhead, "wall time one move costs (checkpoint, requeue, restart)")
 }
@@ -149,12 +153,15 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	if l.site, err = loadSite(l.sitePath); err != nil {
 		return nil, err
 	}
-	receipts, src, err := a.loadReceipts(ctx, in.receipts)
+	receipts, pooled, src, err := a.loadReceipts(ctx, in.receipts)
 	if err != nil {
 		return nil, err
 	}
+	if !in.pooled {
+		pooled = nil
+	}
 	l.receiptsSrc = src
-	l.req = plan.Request{Model: l.model, Training: tr, Samples: in.samples, Epochs: in.epochs, Batches: batches, Receipts: receipts}
+	l.req = plan.Request{Model: l.model, Training: tr, Samples: in.samples, Epochs: in.epochs, Batches: batches, Receipts: receipts, Pooled: pooled}
 	if l.rows, err = l.site.Estimate(l.req); err != nil {
 		return nil, usageErr("%v", err)
 	}

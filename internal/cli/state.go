@@ -148,10 +148,13 @@ func readStatus(ctx context.Context, st Store, lineage string) (*report.JobStatu
 
 // loadReceipts reads receipts: "auto" (Redis when reachable, else none),
 // "redis", "none", or a file (a JSON array of receipts, or one per line).
-func (a *App) loadReceipts(ctx context.Context, from string) ([]report.Receipt, string, error) {
+// From Redis, own are this uid's receipts and pooled other users'
+// Slurm-confirmed ones (plan.SplitReceipts; the rest are not used); a
+// file's are all own: the user chose them.
+func (a *App) loadReceipts(ctx context.Context, from string) (own, pooled []report.Receipt, src string, err error) {
 	switch from {
 	case "none":
-		return nil, "none", nil
+		return nil, nil, "none", nil
 	case "auto", "redis":
 		st, err := a.openStore(ctx)
 		if err == nil {
@@ -159,27 +162,31 @@ func (a *App) loadReceipts(ctx context.Context, from string) ([]report.Receipt, 
 			vals, err = st.List(ctx, st.Keys().Coordinator("receipts"))
 			if err == nil {
 				rs, bad := decodeReceipts(vals)
-				src := fmt.Sprintf("%d in Redis", len(rs))
+				own, pooled, ignored := plan.SplitReceipts(rs, a.UID())
+				src := fmt.Sprintf("%d in Redis: %d yours, %d of other users confirmed by Slurm", len(rs), len(own), len(pooled))
+				if ignored > 0 {
+					src += fmt.Sprintf(", %d unconfirmed ignored", ignored)
+				}
 				if bad > 0 {
 					src += fmt.Sprintf(" (%d unreadable skipped)", bad)
 				}
-				return rs, src, nil
+				return own, pooled, src, nil
 			}
 		}
 		if from == "redis" {
-			return nil, "", fmt.Errorf("receipts: %w", err)
+			return nil, nil, "", fmt.Errorf("receipts: %w", err)
 		}
-		return nil, "none (Redis: " + shortErr(err) + ")", nil
+		return nil, nil, "none (Redis: " + shortErr(err) + ")", nil
 	}
 	b, err := readFile(from)
 	if err != nil {
-		return nil, "", fmt.Errorf("receipts: %w", err)
+		return nil, nil, "", fmt.Errorf("receipts: %w", err)
 	}
 	var rs []report.Receipt
 	t := bytes.TrimSpace(b)
 	if len(t) > 0 && t[0] == '[' {
 		if err := json.Unmarshal(t, &rs); err != nil {
-			return nil, "", fmt.Errorf("receipts %s: %w", from, err)
+			return nil, nil, "", fmt.Errorf("receipts %s: %w", from, err)
 		}
 	} else {
 		for n, line := range bytes.Split(t, []byte("\n")) {
@@ -188,12 +195,12 @@ func (a *App) loadReceipts(ctx context.Context, from string) ([]report.Receipt, 
 			}
 			var r report.Receipt
 			if err := json.Unmarshal(line, &r); err != nil {
-				return nil, "", fmt.Errorf("receipts %s: line %d: %w", from, n+1, err)
+				return nil, nil, "", fmt.Errorf("receipts %s: line %d: %w", from, n+1, err)
 			}
 			rs = append(rs, r)
 		}
 	}
-	return rs, strconv.Itoa(len(rs)) + " from " + from, nil
+	return rs, nil, strconv.Itoa(len(rs)) + " from " + from, nil
 }
 
 func decodeReceipts(vals [][]byte) ([]report.Receipt, int) {

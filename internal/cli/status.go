@@ -53,6 +53,35 @@ type target struct {
 	lineage string
 	job     *report.Job // from the job table, when listed there
 	how     string      // how the lineage was found
+	// for a job id: the id, its owner's uid as Slurm says (-1 unknown),
+	// and whether the lineage is the wrapper's default name (only that
+	// job reports into it)
+	jobArg   string
+	ownerUID int
+	dflt     bool
+}
+
+// mismatch says why a lineage's record is not the job's that was asked
+// for, "" when it is (or nothing tells): the record of a lineage another
+// uid owns, or a default-named lineage that tracks another job. The
+// coordinator lets nobody else's job into a job's lineage; this keeps a
+// record written before that rule, or a lineage name a job's comment
+// shares with another user's, from being shown as the job's.
+func (t target) mismatch(s *report.JobStatus) string {
+	if t.jobArg == "" || s.JobID == 0 {
+		return ""
+	}
+	if t.ownerUID >= 0 && s.UID != t.ownerUID {
+		return fmt.Sprintf("lineage %s tracks job %d of uid %d, but job %s belongs to uid %d", t.lineage, s.JobID, s.UID, t.jobArg, t.ownerUID)
+	}
+	id := t.jobArg
+	if t.job != nil {
+		id = strconv.FormatUint(t.job.JobID, 10)
+	}
+	if t.dflt && !strings.Contains(id, "_") && strconv.FormatUint(s.JobID, 10) != id {
+		return fmt.Sprintf("lineage %s tracks job %d, not job %s", t.lineage, s.JobID, t.jobArg)
+	}
+	return ""
 }
 
 func isJobID(s string) bool { return slurm.ValidJobID(s) }
@@ -82,21 +111,23 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 				continue
 			}
 			if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil && p.Lineage != "" {
-				return target{lineage: p.Lineage, job: j, how: "plan in the job's comment"}, nil
+				return target{lineage: p.Lineage, job: j, how: "plan in the job's comment", jobArg: arg, ownerUID: j.UID}, nil
 			}
-			return target{lineage: a.cluster() + "-" + strconv.FormatUint(j.JobID, 10), job: j, how: "no isched plan in the comment: the wrapper's default"}, nil
+			return target{lineage: a.cluster() + "-" + jobKey(j), job: j, how: "no isched plan in the comment: the wrapper's default",
+				jobArg: arg, ownerUID: j.UID, dflt: true}, nil
 		}
 	}
+	owner := -1
 	if info, err := a.Slurm.ShowJob(ctx, arg); err == nil {
+		owner = info.UID
 		if p, ok, err := report.ParsePlanComment(info.Comment); ok && err == nil && p.Lineage != "" {
-			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)"}, nil
+			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner}, nil
 		}
 	}
 	if l := a.recall(arg); l != "" {
-		return target{lineage: l, how: "from your submission history " + a.historyPath()}, nil
+		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner}, nil
 	}
-	id, _, _ := strings.Cut(arg, "_")
-	return target{lineage: a.cluster() + "-" + id, how: "the wrapper's default (job not in the job table)"}, nil
+	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true}, nil
 }
 
 func jobKey(j *report.Job) string {
@@ -136,6 +167,14 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	s, err := readStatus(ctx, st, t.lineage)
 	if err != nil && !errors.Is(err, stream.ErrNotFound) {
 		return nil, err
+	}
+	if s != nil {
+		if why := t.mismatch(s); why != "" {
+			return nil, fmt.Errorf("%s: not shown as job %s's status", why, arg)
+		}
+		if t.job != nil && t.jobArg == "" && t.job.UID != s.UID && s.JobID != 0 {
+			t.job = nil // another user's job names the lineage in its comment: not this record's
+		}
 	}
 	if asJSON {
 		if s == nil {

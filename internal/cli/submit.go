@@ -93,7 +93,7 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
 	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
 	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
-	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-<name>-<random>)")
+	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
 	fs.Int64Var(&o.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
@@ -489,10 +489,12 @@ func jobName(argv []string) string {
 	return "isched-job"
 }
 
-// newLineage makes <cluster>-<name>-<8 hex>, at most 64 characters.
+// newLineage makes <cluster>-u<uid>-<name>-<8 hex>, at most 64
+// characters. The coordinator reserves a name of this form for that uid,
+// so another user who reads it in squeue cannot claim it first.
 func (a *App) newLineage(name string) string {
 	suffix := hex.EncodeToString(a.Random(4))
-	prefix := a.cluster() + "-" + name
+	prefix := a.cluster() + "-u" + strconv.Itoa(a.UID()) + "-" + name
 	if len(prefix) > 64-9 {
 		prefix = prefix[:64-9]
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestSubmitOnCluster(t *testing.T) {
 		t.Fatalf("comment %q: plan %v, %v", info.Comment, isPlan, err)
 	}
 	if p.Ideal != "cpu" || len(p.Fallbacks) != 1 || p.Fallbacks[0] != "dev" || p.Total != 5 || p.Batch != 8 || !p.Migrate ||
-		!strings.HasPrefix(p.Lineage, cluster+"-isched-cli-it-") || !strings.HasSuffix(p.Model, ":momentum:fp32") {
+		!strings.HasPrefix(p.Lineage, cluster+"-u"+strconv.Itoa(os.Getuid())+"-isched-cli-it-") || !strings.HasSuffix(p.Model, ":momentum:fp32") {
 		t.Errorf("plan %+v", p)
 	}
 	for key, want := range map[string]string{

@@ -177,6 +177,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		st.TotalIters = env.Start.TotalIters
 	}
 	if j, ok := jobs[job.JobID]; ok {
+		st.User = j.User // Slurm's word; the report's user name is only the wrapper's
 		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
 			st.Plan = &p
 			if st.TotalIters == 0 {
@@ -340,6 +341,20 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 		r := report.Receipt{Model: st.Plan.Model, Batch: st.Plan.Batch, Partition: st.Partition, IterMS: est.MS,
 			PeakRSS: max(rss, st.PeakRSSBytes), PeakGPU: gpu, Iters: st.Step, User: st.User,
 			WallS: float64(atMS-st.StartedMS) / 1000, EndedMS: atMS}
+		if uid, known := l.owner(); known {
+			r.UID = &uid
+		}
+		j, listed := c.jobs[st.JobID]
+		run := ranFor{StartedMS: st.StartedMS, EndedMS: atMS, NowMS: c.now().UnixMilli()}
+		if sp := l.span(st.JobID, st.Attempt); sp != nil {
+			run.AttemptStartMS = sp.StartMS
+		}
+		var why string
+		if r.Confirmed, why = confirmRun(j, listed, r, run); !r.Confirmed {
+			c.log.Info("receipt not confirmed by Slurm: kept for its owner's estimates only", "lineage", st.Lineage, "job", st.JobID, "why", why)
+		} else {
+			r.User = j.User
+		}
 		if b, err := json.Marshal(r); err == nil {
 			c.receipts = append(c.receipts, b)
 		}

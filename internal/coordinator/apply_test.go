@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +125,8 @@ func TestPreemptedAttemptDoesNotEndTheLineage(t *testing.T) {
 	}
 	if r := e.receipts(); len(r) != 1 {
 		t.Errorf("receipts %v, want one for the whole run", r)
+	} else if !strings.Contains(r[0], `"uid":1001`) {
+		t.Errorf("receipt %s: the owner's uid not recorded", r[0])
 	}
 	if !slices.ContainsFunc(st.Events, func(ev report.StatusEvent) bool { return ev.Kind == "requeued" }) {
 		t.Errorf("events %+v: no \"requeued\"", st.Events)

@@ -112,6 +112,7 @@ type Coordinator struct {
 	cfg     Config
 	store   Store
 	munger  auth.Munger
+	uid     int // this process's: start credentials must be restricted to it
 	keys    stream.Keys
 	log     *slog.Logger
 	metrics *Metrics
@@ -177,7 +178,7 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	if m == nil {
 		m = NewMetrics()
 	}
-	return &Coordinator{cfg: cfg, store: store, munger: munger, keys: store.Keys(), metrics: m,
+	return &Coordinator{cfg: cfg, store: store, munger: munger, uid: os.Geteuid(), keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
 		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
 		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}, quota: newQuota()}

@@ -29,9 +29,10 @@ type fakeMunger struct {
 }
 
 type fakeCred struct {
-	payload []byte
-	uid     int
-	opened  bool
+	payload  []byte
+	uid      int
+	restrict int
+	opened   bool
 }
 
 type mungeAs struct {
@@ -39,7 +40,7 @@ type mungeAs struct {
 	uid int
 }
 
-func (a mungeAs) Encode(_ context.Context, p []byte, _ int, _ time.Duration) (string, error) {
+func (a mungeAs) Encode(_ context.Context, p []byte, restrict int, _ time.Duration) (string, error) {
 	a.m.mu.Lock()
 	defer a.m.mu.Unlock()
 	if a.m.creds == nil {
@@ -47,32 +48,33 @@ func (a mungeAs) Encode(_ context.Context, p []byte, _ int, _ time.Duration) (st
 	}
 	a.m.n++
 	id := fmt.Sprintf("MUNGE:%d:", a.m.n)
-	a.m.creds[id] = fakeCred{payload: append([]byte(nil), p...), uid: a.uid}
+	a.m.creds[id] = fakeCred{payload: append([]byte(nil), p...), uid: a.uid, restrict: restrict}
 	return id, nil
 }
 
-func (a mungeAs) Decode(context.Context, string) ([]byte, int, int, error) {
-	return nil, 0, 0, errors.New("not used")
+func (a mungeAs) Decode(context.Context, string) (auth.Decoded, error) {
+	return auth.Decoded{}, errors.New("not used")
 }
 
 func (m *fakeMunger) Encode(context.Context, []byte, int, time.Duration) (string, error) {
 	return "", errors.New("not used")
 }
 
-func (m *fakeMunger) Decode(_ context.Context, cred string) ([]byte, int, int, error) {
+func (m *fakeMunger) Decode(_ context.Context, cred string) (auth.Decoded, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.creds[cred]
 	if !ok {
-		return nil, 0, 0, errors.New("invalid credential")
+		return auth.Decoded{}, errors.New("invalid credential")
 	}
+	d := auth.Decoded{Payload: c.payload, UID: c.uid, GID: c.uid, RestrictUID: c.restrict}
 	if c.opened {
 		// as MUNGE: refused, with what it decoded
-		return c.payload, c.uid, c.uid, fmt.Errorf("%w: replayed credential", auth.ErrReplayed)
+		return d, fmt.Errorf("%w: replayed credential", auth.ErrReplayed)
 	}
 	c.opened = true
 	m.creds[cred] = c
-	return c.payload, c.uid, c.uid, nil
+	return d, nil
 }
 
 type env struct {
@@ -119,7 +121,7 @@ type wrapperSession struct {
 func (e *env) wrapper(jobID uint64, uid int, user, lineage, partition string) *wrapperSession {
 	s, _ := auth.NewSession()
 	w := &wrapperSession{sess: s, job: report.JobRef{Cluster: "lab", JobID: jobID, Lineage: lineage, User: user, UID: uid, Partition: partition, Node: partition + "1"}}
-	cred, err := auth.Issue(context.Background(), mungeAs{e.m, uid}, s, "lab", jobID, lineage, 0, time.Minute, e.now)
+	cred, err := auth.Issue(context.Background(), mungeAs{e.m, uid}, s, "lab", jobID, lineage, os.Geteuid(), time.Minute, e.now)
 	if err != nil {
 		e.t.Fatal(err)
 	}

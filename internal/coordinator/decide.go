@@ -160,13 +160,19 @@ func (c *Coordinator) loadTracked(ctx context.Context) error {
 }
 
 // logForeignLineage says (rate-limited) that a job names a lineage another
-// user owns; it is not tracked.
-func (c *Coordinator) logForeignLineage(j report.Job, lineage string, owner int) {
+// user owns, or one reserved for another job or user (why); it is not
+// tracked.
+func (c *Coordinator) logForeignLineage(j report.Job, lineage string, owner int, why string) {
 	const key = "job:" + RejectForeignLineage
 	if t, ok := c.rejectLogAt[key]; ok && time.Since(t) < 10*time.Second {
 		return
 	}
 	c.rejectLogAt[key] = time.Now()
+	if why != "" {
+		c.log.Warn("job ignored: its plan names a lineage reserved for another job or user", "job", j.JobID, "user", j.User, "uid", j.UID,
+			"lineage", lineage, "reserved", why)
+		return
+	}
 	c.log.Warn("job ignored: its plan names a lineage another user owns", "job", j.JobID, "user", j.User, "uid", j.UID,
 		"lineage", lineage, "owner_uid", owner)
 }
@@ -195,6 +201,10 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 		if _, tracked := byJob[j.JobID]; tracked || slurmEnded(j.State) {
 			continue
 		}
+		if foreign, why := reserved(c.keys.Cluster, p.Lineage, j); foreign {
+			c.logForeignLineage(j, p.Lineage, 0, why)
+			continue
+		}
 		l, err := c.getLineage(ctx, p.Lineage)
 		if err != nil {
 			continue
@@ -206,7 +216,7 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 			owner := j.UID
 			l.OwnerUID = &owner
 		} else if uid != j.UID {
-			c.logForeignLineage(j, p.Lineage, uid)
+			c.logForeignLineage(j, p.Lineage, uid, "")
 			continue
 		}
 		st := &l.Status

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ func (e *env) attemptWrapper(jobID uint64, lineage string, attempt int) *wrapper
 	e.t.Helper()
 	w := e.wrapper(jobID, 1001, "alice", lineage, "cpu")
 	w.job.Attempt = attempt
-	cred, err := auth.Issue(context.Background(), mungeAs{e.m, 1001}, w.sess, "lab", jobID, lineage, attempt, time.Minute, e.now)
+	cred, err := auth.Issue(context.Background(), mungeAs{e.m, 1001}, w.sess, "lab", jobID, lineage, os.Geteuid(), time.Minute, e.now)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -32,13 +32,18 @@ const (
 	// RejectOversize: an entry over the size any report can have; Redis
 	// deleted it before sending it (stream.Config.MaxEntry).
 	RejectOversize = "oversize"
+	// RejectUnrestricted: a start credential that is not restricted to
+	// the coordinator's uid (any uid, or root only because it is root,
+	// could open it and learn the session key).
+	RejectUnrestricted = "unrestricted-credential"
 )
 
 func isNotFound(err error) bool { return errors.Is(err, stream.ErrNotFound) }
 
 // RejectReasons lists every reason, for metrics.
 var RejectReasons = []string{RejectMalformed, RejectNotReport, RejectForeignCluster, RejectUnauth, RejectBadCred,
-	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob, RejectOverBudget, RejectOversize}
+	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob, RejectOverBudget, RejectOversize,
+	RejectUnrestricted}
 
 // session is a wrapper run whose key the coordinator holds.
 type session struct {
@@ -144,6 +149,9 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 			if err != nil {
 				return env, nil, rejected, RejectBadCred, nil
 			}
+			if v.RestrictedTo(c.uid) != nil {
+				return env, nil, rejected, RejectUnrestricted, nil
+			}
 			if v.SID != env.SID || v.JobID != env.Job.JobID || v.Lineage != env.Job.Lineage || v.Cluster != env.Job.Cluster || v.UID != env.Job.UID {
 				return env, nil, rejected, RejectForged, nil
 			}
@@ -202,6 +210,17 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 		}
 		s.Confirmed = true
 	}
+	// a name reserved for another job or uid (see reserved) is refused
+	// before its state is looked up; without the job in the table an
+	// array task's name cannot be told, so only a claim is refused then
+	j, listed := jobs[s.JobID]
+	if !listed {
+		j = report.Job{JobID: s.JobID, UID: s.UID}
+	}
+	foreign, _ := reserved(c.keys.Cluster, s.Lineage, j)
+	if foreign && listed {
+		return env, nil, rejected, RejectForeignLineage, nil
+	}
 	if ok, err := c.admitLineage(ctx, s); err != nil || !ok {
 		return env, nil, rejected, RejectOverBudget, err
 	}
@@ -210,6 +229,9 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 		return nil, nil, rejected, "", err
 	}
 	if uid, known := l.owner(); !known {
+		if foreign {
+			return env, nil, rejected, RejectForeignLineage, nil
+		}
 		uid := s.UID
 		l.OwnerUID, l.dirty = &uid, true
 	} else if uid != s.UID {

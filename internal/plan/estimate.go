@@ -34,8 +34,14 @@ type Request struct {
 	Epochs   int
 	Batches  []int
 	// Receipts of finished runs; only those of ConfigKey(Model, Training)
-	// are used.
+	// are used. These are trusted as they are: the user's own (or a file
+	// the user gave).
 	Receipts []report.Receipt
+	// Pooled are other users' receipts that Slurm confirmed
+	// (SplitReceipts). A node type with no receipt of the user's own uses
+	// them robustly: the median of each user's median, and never below
+	// the static estimate unless MinPoolUsers distinct users agree.
+	Pooled []report.Receipt
 }
 
 // ConfigKey names a model trained one way, for receipts (report.Plan.Model):
@@ -125,6 +131,11 @@ func (s *Site) Estimate(req Request) ([]Row, error) {
 		return nil, err
 	}
 	cal := s.calibrate(ConfigKey(req.Model, req.Training), req.Receipts)
+	for name, c := range s.calibratePooled(ConfigKey(req.Model, req.Training), req.Pooled) {
+		if cal[name] == nil {
+			cal[name] = c // the user's own receipts first
+		}
+	}
 	var rows []Row
 	for _, b := range req.Batches {
 		for i := range s.NodeTypes {
@@ -140,10 +151,13 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	r := Row{Batch: batch, NodeType: nt, Static: st, MemCap: nt.MemCapacity(), Source: Static}
 	r.Mem = st.Total()
 	r.IterSeconds = s.StaticIterSeconds(req.Model, nt, req.Training, batch)
+	staticIter := r.IterSeconds
 	if c := cal[nt.Name]; c != nil {
 		s.fromOwn(&r, req, c)
+		floorPooled(&r, c, r.Static.Total(), staticIter)
 	} else if c := s.donor(nt, cal); c != nil {
 		s.fromOther(&r, req, c)
+		floorPooled(&r, c, r.Static.Total(), staticIter)
 	}
 	if nt.Kind == KindGPU && !nt.Emulated {
 		r.HostMem = StaticHostMemory(req.Model)
@@ -208,6 +222,10 @@ type calibration struct {
 	iter    []xy // batch, iteration ms
 	batches []int
 	n       int
+	// pooled: made of other users' receipts (calibratePooled), users the
+	// fewest distinct users behind any of its figures
+	pooled bool
+	users  int
 }
 
 type xy struct{ x, y float64 }

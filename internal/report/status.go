@@ -88,4 +88,13 @@ type Receipt struct {
 	User      string  `json:"user"`
 	WallS     float64 `json:"wall_s"`
 	EndedMS   int64   `json:"ended_ms"`
+	// UID is the run's owner: the lineage's owner, authenticated by MUNGE
+	// and matched to the job's owner in Slurm. nil in receipts written
+	// before it was recorded (trusted by nobody's estimate but a file's).
+	UID *int `json:"uid,omitempty"`
+	// Confirmed: Slurm's job table, read by the agent, backs the run: the
+	// job is the owner's, its comment names this model and batch, and the
+	// reported run fits in the time Slurm gave the job. Only confirmed
+	// receipts are pooled into other users' estimates.
+	Confirmed bool `json:"slurm_confirmed,omitempty"`
 }
