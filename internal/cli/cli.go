@@ -54,7 +54,10 @@ type Slurm interface {
 // App is the CLI with its dependencies. Zero fields get the real ones.
 type App struct {
 	Getenv func(string) string
-	Now    func() time.Time
+	// Environ is the whole environment (default os.Environ): submit passes
+	// its SBATCH_* variables on to sbatch.
+	Environ func() []string
+	Now     func() time.Time
 	// OpenStore connects to Redis (default: stream.Open with
 	// stream.ConfigFromEnv(Getenv, "viewer")).
 	OpenStore func(ctx context.Context) (Store, error)
@@ -152,6 +155,9 @@ func usageErr(format string, a ...any) error {
 func (a *App) defaults() {
 	if a.Getenv == nil {
 		a.Getenv = os.Getenv
+	}
+	if a.Environ == nil {
+		a.Environ = os.Environ
 	}
 	if a.Now == nil {
 		a.Now = time.Now
