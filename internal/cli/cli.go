@@ -27,6 +27,7 @@ import (
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/version"
 )
 
 // Exit codes.
@@ -124,6 +125,9 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = a.status(ctx, rest)
 	case "report":
 		err = a.report(ctx, rest)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.String("isched"))
+		return ExitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
