@@ -93,6 +93,7 @@ commands:
   submit     generate the batch script (--dry-run shows it) and submit it: isched submit [flags] -- CMD ARGS...
   status     a job's partitions, progress, ETA, memory, checkpoints and decisions
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
+  version    print the version (also --version)
 
 'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default
 viewer), ISCHED_REDIS_PASSWORD_FILE, ISCHED_CLUSTER. Site catalogue: --site or ISCHED_SITE.

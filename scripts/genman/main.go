@@ -67,8 +67,9 @@ func ParseDefaults(help string) []Flag {
 	return flags
 }
 
-// roffEscape makes s safe as roff text: backslashes, a leading '.' or
-// '\'', and hyphens (as \-, so they copy-paste as ASCII).
+// roffEscape makes s safe as roff text: backslashes, a leading dot or
+// apostrophe (a roff request), and hyphens (as \-, so they copy-paste as
+// ASCII).
 func roffEscape(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
 	s = strings.ReplaceAll(s, "-", `\-`)
@@ -121,9 +122,9 @@ func Roff(p Program, version, date string) string {
 	section("FILES", p.Files)
 	b.WriteString(".SH SEE ALSO\n")
 	var see []string
-	for _, o := range []string{"isched(1)", "isched-wrapper(1)", "isched-agent(8)", "isched-coordinator(8)", "sbatch(1)"} {
-		if !strings.HasPrefix(o, p.Name+"(") {
-			see = append(see, `\fB`+roffEscape(strings.TrimSuffix(o[:strings.Index(o, "(")], ""))+`\fR`+o[strings.Index(o, "("):])
+	for _, o := range [][2]string{{"isched", "1"}, {"isched-wrapper", "1"}, {"isched-agent", "8"}, {"isched-coordinator", "8"}, {"sbatch", "1"}} {
+		if o[0] != p.Name {
+			see = append(see, `\fB`+roffEscape(o[0])+`\fR(`+o[1]+`)`)
 		}
 	}
 	b.WriteString(strings.Join(see, ", ") + "\n.PP\n/usr/share/doc/isched/ (README.md, deployment.md, design.md)\n")
