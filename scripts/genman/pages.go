@@ -19,7 +19,7 @@ func programs() []Program {
 isched submit takes the site's sbatch options (--account, --qos, --mail-type, --mail-user, --constraint, --ntasks, --nodes and a repeatable --sbatch-arg=--name[=value]) and keeps the user's SBATCH_* environment, except the variables that would override a line isched writes; see /usr/share/doc/isched/deployment.md. Run python3 /usr/share/isched/model_summary.py to describe a model (model.json). isched version prints the version.`,
 			Environment: append([][2]string{{"ISCHED_SITE", "site catalogue (default for --site)"}, {"SBATCH_*", "passed to sbatch unless the script sets the option"}}, redis...),
 			Files: [][2]string{{"/etc/isched/site.json", "site catalogue example: partitions, node types, prices"},
-				{"/usr/share/isched/isched.py", "Python helper for training loops (progress, checkpoint requests, resume)"},
+				{"/usr/share/isched/isched/", "the Python package for training loops (progress, checkpoint requests, resume; Lightning and HF callbacks): PYTHONPATH=/usr/share/isched, import isched"},
 				{"/usr/share/isched/model_summary.py", "writes model.json for estimate, plan and submit"}},
 		},
 		{
