@@ -3,7 +3,27 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 GO ?= go
 BIN ?= bin
+# Install layout (make install; make deb stages the same with PREFIX=/usr).
 PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+BINDIR = $(PREFIX)/bin
+LIBEXECDIR = $(PREFIX)/libexec
+DATADIR = $(PREFIX)/share
+DOCDIR = $(DATADIR)/doc/isched
+MANDIR = $(DATADIR)/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR ?= $(if $(filter /usr,$(PREFIX)),$(DATADIR)/zsh/vendor-completions,$(DATADIR)/zsh/site-functions)
+# The version every binary prints (-version), stamped from git: a v* tag
+# (v1.2.3-4-gabc -> 1.2.3+4+gabc), else 0.0~git<commit time>.<hash>;
+# +dirty for uncommitted changes. Also the Debian package's version.
+VERSION ?= $(shell d=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); \
+  if [ -n "$$d" ]; then v=$$(echo "$${d\#v}" | tr - +); else v="0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null).$$(git rev-parse --short HEAD 2>/dev/null)"; fi; \
+  git diff --quiet HEAD 2>/dev/null || v="$$v+dirty"; echo "$$v")
+LDFLAGS := -X github.com/isched/isched/internal/version.Version=$(VERSION)
+DEBARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
 APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc
 # Build tags of every go command make runs (the builds tests start too, through
@@ -15,7 +35,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps check-tags build test test-python test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
+.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -31,10 +51,13 @@ deps: ## install what the tests and the demo need (apt packages as root, Go modu
 
 build: check-tags ## build the four binaries into ./bin
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/isched-wrapper ./wrapper
-	$(GO) build -o $(BIN)/isched-agent ./agent
-	$(GO) build -o $(BIN)/isched-coordinator ./coordinator
-	$(GO) build -o $(BIN)/isched ./isched
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-wrapper ./wrapper
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-agent ./agent
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-coordinator ./coordinator
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched ./isched
+
+man: build ## man pages and bash/zsh completion, generated from the built binaries' flags (into $(BIN)/share)
+	$(GO) run ./scripts/genman -bin $(BIN) -out $(BIN)/share -version '$(VERSION)'
 
 check-tags:
 	@if [[ ",$(GOTAGS)," == *",libmunge,"* ]] && [ ! -e /usr/include/munge.h ]; then \
@@ -54,6 +77,7 @@ test: deps build cluster-up ## the README's test command: cluster up, hermetic +
 	$(MAKE) --no-print-directory fuzz-ci
 	$(MAKE) --no-print-directory soak-ci
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory deb-test
 
 test-python: ## the Python package's tests (python/tests, stdlib unittest) and gpu-check's CPU self-test
 	/usr/bin/python3 -m unittest discover -s python/tests -t python/tests
@@ -122,18 +146,50 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	shellcheck scripts/dev-cluster scripts/demo scripts/bench/wrapper-overhead scripts/isched-task-epilog .ci/run
+	shellcheck scripts/dev-cluster scripts/demo scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
 
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo
 
-install: build ## install binaries to $(PREFIX)/bin, the Python package to $(PREFIX)/share/isched (on PYTHONPATH: import isched), the TaskEpilog to $(PREFIX)/libexec
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/isched $(DESTDIR)$(PREFIX)/libexec
-	for b in $(BINARIES); do install -m 0755 $(BIN)/$$b $(DESTDIR)$(PREFIX)/bin/$$b; done
-	install -d $(DESTDIR)$(PREFIX)/share/isched/isched
-	install -m 0644 scripts/isched.py $(DESTDIR)$(PREFIX)/share/isched/isched.py
-	install -m 0644 python/isched/*.py $(DESTDIR)$(PREFIX)/share/isched/isched/
-	install -m 0755 scripts/isched-task-epilog $(DESTDIR)$(PREFIX)/libexec/isched-task-epilog
+# What a site needs, for make install and the Debian package alike: the
+# binaries, the TaskEpilog, the units (paths rewritten to PREFIX), the
+# sysusers.d entry, /etc/isched examples (never over an existing file),
+# the Python helper and model_summary.py, man pages, completion, docs.
+# The Python package goes to share/isched/isched (PYTHONPATH=share/isched:
+# import isched), scripts/isched.py beside it.
+install: build man ## install what a site needs under DESTDIR/PREFIX (default /usr/local; /etc/isched examples only where missing)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DATADIR)/isched $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+	  $(DESTDIR)$(SYSCONFDIR)/isched $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
+	for b in $(BINARIES); do install -m 0755 $(BIN)/$$b $(DESTDIR)$(BINDIR)/$$b; done
+	install -d $(DESTDIR)$(DATADIR)/isched/isched
+	install -m 0644 scripts/isched.py scripts/model_summary.py $(DESTDIR)$(DATADIR)/isched/
+	install -m 0644 python/isched/*.py $(DESTDIR)$(DATADIR)/isched/isched/
+	sed 's|/usr/local/bin/isched-wrapper|$(BINDIR)/isched-wrapper|g' scripts/isched-task-epilog > $(BIN)/isched-task-epilog
+	install -m 0755 $(BIN)/isched-task-epilog $(DESTDIR)$(LIBEXECDIR)/isched-task-epilog
+	for u in isched-agent isched-coordinator; do \
+	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/isched/|$(DOCDIR)/|g' -e 's|/etc/isched|$(SYSCONFDIR)/isched|g' systemd/$$u.service > $(BIN)/$$u.service; \
+	  install -m 0644 $(BIN)/$$u.service $(DESTDIR)$(UNITDIR)/$$u.service; done
+	install -m 0644 systemd/isched.sysusers $(DESTDIR)$(SYSUSERSDIR)/isched.conf
+	@set -e; etc=$(DESTDIR)$(SYSCONFDIR)/isched; \
+	for f in coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600; do \
+	  IFS=: read -r src dst mode <<< "$$f"; \
+	  if [ -e "$$etc/$$dst" ]; then echo "kept $$etc/$$dst"; else install -m "$$mode" "systemd/$$src" "$$etc/$$dst"; fi; done
+	for p in $(BIN)/share/man/man1/*.1 $(BIN)/share/man/man8/*.8; do \
+	  s=$${p##*.}; gzip -9n -c "$$p" > $(DESTDIR)$(MANDIR)/man$$s/$$(basename "$$p").gz; chmod 0644 $(DESTDIR)$(MANDIR)/man$$s/$$(basename "$$p").gz; done
+	install -m 0644 $(BIN)/share/bash-completion/isched $(DESTDIR)$(BASHCOMPDIR)/isched
+	for b in isched-wrapper isched-agent isched-coordinator; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
+	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 examples/README.md examples/*.json examples/*.py $(DESTDIR)$(DOCDIR)/examples/
+
+deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a staged make install)
+	rm -rf $(BIN)/deb-root
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(BIN)/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system SYSUSERSDIR=/usr/lib/sysusers.d VERSION='$(VERSION)'
+	rm -f $(BIN)/isched_*.deb
+	scripts/mkdeb $(BIN)/deb-root '$(VERSION)' $(DEBARCH) $(DEB)
+
+deb-test: deb ## install the package here with apt, check binaries, units (systemd-analyze verify), users, man, completion; remove it
+	scripts/deb-test $(DEB)
 
 clean: ## remove build output
 	rm -rf $(BIN)

@@ -31,6 +31,8 @@ func main() {
 				return "agent"
 			case "ISCHED_REDIS_PASSWORD_FILE":
 				return os.Getenv("ISCHED_AGENT_REDIS_PASSWORD_FILE")
+			case "NOTIFY_SOCKET":
+				return "" // the coordinator tells systemd (one process, one READY=1)
 			}
 			return os.Getenv(k)
 		}

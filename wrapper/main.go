@@ -18,6 +18,7 @@ import (
 	"os"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/version"
 	"github.com/isched/isched/internal/wrapper"
 )
 
@@ -32,6 +33,10 @@ func run(args []string) int {
 			fmt.Fprintf(os.Stderr, "isched-wrapper: %v\n", err)
 		}
 		return 2
+	}
+	if opts.Version {
+		fmt.Println(version.String("isched-wrapper"))
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(opts.LogLevel)); err != nil {

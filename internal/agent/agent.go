@@ -64,6 +64,9 @@ type Config struct {
 
 	Logger *slog.Logger     // default slog.Default()
 	Now    func() time.Time // default time.Now
+	// Heartbeat, if set, is called once per poll round, failed or not (the
+	// systemd watchdog: a poll loop that stops calling it is restarted).
+	Heartbeat func()
 }
 
 func (c *Config) defaults() error {
@@ -187,6 +190,9 @@ func (a *Agent) pollLoop(ctx context.Context) {
 	for {
 		if !sleep(ctx, delay) {
 			return
+		}
+		if a.cfg.Heartbeat != nil {
+			a.cfg.Heartbeat()
 		}
 		start := time.Now()
 		err := a.PublishOnce(ctx)

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/isched/isched/internal/profiling"
+	"github.com/isched/isched/internal/retry"
+	"github.com/isched/isched/internal/sdnotify"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/version"
 )
 
 // Exit codes of Main.
@@ -41,12 +45,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		logFormat = fs.String("log-format", "json", "log format: json or text")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		pprofAddr = fs.String("pprof-listen", "", "serve Go's /debug/pprof/ on this address (off by default; for diagnosing, keep it on loopback)")
+		showVer   = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return ExitOK
 		}
 		return ExitUsage
+	}
+	if *showVer {
+		fmt.Fprintln(os.Stdout, version.String("isched-agent"))
+		return ExitOK
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "isched-agent: unexpected arguments %q\n", fs.Args())
@@ -96,16 +105,29 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return ExitUsage
 	}
 	rcfg.Private = true
-	rdb, err := stream.Open(ctx, rcfg)
+	// Redis away at start (a boot order, a restart): retry with jitter
+	// here rather than exit and let systemd restart us in lockstep; a
+	// configuration error (a password file readable by others) exits 2.
+	var rdb *stream.Client
+	b := &retry.Backoff{Min: time.Second, Max: 30 * time.Second, Log: log, What: "redis connection", Level: slog.LevelError}
+	err = retry.Do(ctx, b, func(ctx context.Context) (err error) {
+		rdb, err = stream.Open(ctx, rcfg)
+		return err
+	}, func(err error) bool { return errors.Is(err, stream.ErrConfig) })
+	if errors.Is(err, stream.ErrConfig) {
+		log.Error("redis configuration", "err", err, "addrs", rcfg.Addrs, "user", rcfg.User)
+		return ExitUsage
+	}
 	if err != nil {
-		log.Error("redis", "err", err, "addrs", rcfg.Addrs, "user", rcfg.User)
-		return ExitError
+		log.Info("stopped before Redis answered", "err", err)
+		return ExitOK
 	}
 	defer rdb.Close()
 
+	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	a, err := New(Config{
 		Cluster: name, PollInterval: *poll, SnapshotTTL: *ttl, MaxActionAge: *maxAge,
-		AllowRootSubmit: *rootSub, Logger: log,
+		AllowRootSubmit: *rootSub, Logger: log, Heartbeat: func() { _ = notify.Watchdog() },
 	}, sc, rdb)
 	if err != nil {
 		log.Error("configuration", "err", err)
@@ -119,6 +141,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return ExitOK
 	}
 	log.Info("started", "poll", poll.String(), "redis", rcfg.Addrs, "redis_user", rcfg.User)
+	// ready: configured and connected to Redis (Type=notify); a Slurm that
+	// does not answer yet is retried by the poll loop, not a failed start
+	if err := notify.Ready("polling " + name); err != nil {
+		log.Warn("systemd notify", "err", err)
+	}
+	defer func() { _ = notify.Stopping() }()
 	if err := a.Run(ctx); err != nil {
 		log.Error("stopped", "err", err)
 		return ExitError

@@ -27,6 +27,7 @@ import (
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/version"
 )
 
 // Exit codes.
@@ -54,7 +55,10 @@ type Slurm interface {
 // App is the CLI with its dependencies. Zero fields get the real ones.
 type App struct {
 	Getenv func(string) string
-	Now    func() time.Time
+	// Environ is the whole environment (default os.Environ): submit passes
+	// its SBATCH_* variables on to sbatch.
+	Environ func() []string
+	Now     func() time.Time
 	// OpenStore connects to Redis (default: stream.Open with
 	// stream.ConfigFromEnv(Getenv, "viewer")).
 	OpenStore func(ctx context.Context) (Store, error)
@@ -92,6 +96,7 @@ commands:
   submit     generate the batch script (--dry-run shows it) and submit it: isched submit [flags] -- CMD ARGS...
   status     a job's partitions, progress, ETA, memory, checkpoints and decisions
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
+  version    print the version (also --version)
 
 'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default
 viewer), ISCHED_REDIS_PASSWORD_FILE, ISCHED_CLUSTER. Site catalogue: --site or ISCHED_SITE.
@@ -124,6 +129,9 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = a.status(ctx, rest)
 	case "report":
 		err = a.report(ctx, rest)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.String("isched"))
+		return ExitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
@@ -155,6 +163,9 @@ func usageErr(format string, a ...any) error {
 func (a *App) defaults() {
 	if a.Getenv == nil {
 		a.Getenv = os.Getenv
+	}
+	if a.Environ == nil {
+		a.Environ = os.Environ
 	}
 	if a.Now == nil {
 		a.Now = time.Now

@@ -103,8 +103,16 @@ func (h *harness) app() *App {
 			return stream.Open(ctx, cfg)
 		}
 	}
+	environ := func() []string {
+		var kv []string
+		for k, v := range h.env {
+			kv = append(kv, k+"="+v)
+		}
+		return kv
+	}
 	return &App{
 		Getenv:     getenv,
+		Environ:    environ,
 		OpenStore:  open,
 		Now:        func() time.Time { return now },
 		Slurm:      h.slurm,

@@ -18,7 +18,10 @@ type Script struct {
 	TimeLimit  time.Duration // --time; 0: the partition's default
 	Output     string        // --output, appended to across attempts
 	Chdir      string
-	Comment    string // the plan (report.Plan.FormatComment)
+	Comment    string      // the plan (report.Plan.FormatComment)
+	Nodes      string      // --nodes, N or MIN-MAX; "" is 1
+	Ntasks     int         // --ntasks; 0 is 1
+	Site       []Directive // the site's options (--account, --sbatch-arg, ...), checked by siteOpts
 	Env        [][2]string
 	Unset      []string
 	// CkptEstimate is the lineage's measured checkpoint time (0: none
@@ -138,7 +141,9 @@ func (s *Script) Render() ([]byte, error) {
 	add("job-name", s.JobName)
 	add("partition", strings.Join(s.Partitions, ","))
 	add("gres", s.Gres)
-	b.WriteString("#SBATCH --nodes=1\n#SBATCH --ntasks=1\n")
+	nodes, ntasks := s.counts()
+	add("nodes", nodes)
+	add("ntasks", ntasks)
 	if s.CPUs > 0 {
 		add("cpus-per-task", strconv.Itoa(s.CPUs))
 	}
@@ -160,6 +165,9 @@ func (s *Script) Render() ([]byte, error) {
 	add("output", s.Output)
 	add("chdir", s.Chdir)
 	add("comment", s.Comment)
+	if err := s.siteLines(&b); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errs[0]
 	}
@@ -207,4 +215,41 @@ func envName(s string) bool {
 		}
 	}
 	return true
+}
+
+// counts are the --nodes and --ntasks values: 1 and 1 unless the user
+// asked for more (isched submit --nodes, --ntasks).
+func (s *Script) counts() (nodes, ntasks string) {
+	nodes, ntasks = s.Nodes, strconv.Itoa(s.Ntasks)
+	if nodes == "" {
+		nodes = "1"
+	}
+	if s.Ntasks <= 0 {
+		ntasks = "1"
+	}
+	return nodes, ntasks
+}
+
+// siteLines writes the site's #SBATCH lines (account, QOS, mail,
+// constraint, --sbatch-arg), after isched's own. Their values were checked
+// by siteOpts; the #SBATCH parser's rules are checked here again.
+func (s *Script) siteLines(b *strings.Builder) error {
+	for _, d := range s.Site {
+		if !optNameRE.MatchString(d.Name) {
+			return fmt.Errorf("sbatch option name %q", d.Name)
+		}
+		if !d.HasValue {
+			b.WriteString("#SBATCH --" + d.Name + "\n")
+			continue
+		}
+		v, err := directiveValue(d.Name, d.Value)
+		if err != nil {
+			return err
+		}
+		if strings.ContainsRune(v, '#') {
+			return fmt.Errorf("%s %q: '#' ends an #SBATCH argument", d.Name, d.Value)
+		}
+		b.WriteString("#SBATCH --" + d.Name + "=" + v + "\n")
+	}
+	return nil
 }

@@ -54,6 +54,8 @@ type submitOpts struct {
 	noMigrate   bool
 	asUser      string
 	argv        []string
+	site        siteOpts
+	siteDirs    []Directive
 
 	// flags that override the estimate
 	fIdeal, fFallback, fGres, fTime, fMem string
@@ -98,6 +100,7 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
+	o.site.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -115,15 +118,26 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	env, dropped, err := sbatchEnv(a.Environ(), scriptOptions(script))
+	if err != nil {
+		return err
+	}
+	for _, d := range dropped {
+		fmt.Fprintf(a.stderr, "isched submit: %s\n", d)
+	}
 	if o.dryRun {
 		fmt.Fprintf(a.stdout, "%s", script)
-		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE --comment=%s < script)\n", ShellQuote(comment))
+		with := ""
+		if len(env) > 0 {
+			with = ", with " + strings.Join(env, " ") + " from your environment"
+		}
+		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE --comment=%s < script%s)\n", ShellQuote(comment), with)
 		return nil
 	}
 	if err := os.MkdirAll(o.ckptDir, 0o750); err != nil {
 		return fmt.Errorf("checkpoint directory: %w", err)
 	}
-	id, err := a.Slurm.SubmitWith(ctx, script, slurm.SubmitSpec{User: o.asUser, Comment: comment})
+	id, err := a.Slurm.SubmitWith(ctx, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
 	if err != nil {
 		return err
 	}
@@ -156,6 +170,9 @@ func (a *App) decide(ctx context.Context, o *submitOpts) error {
 		o.lineage = a.newLineage(o.name)
 	} else if !stream.ValidName(o.lineage) {
 		return usageErr("--lineage %q: want 1-64 of [A-Za-z0-9._-]", o.lineage)
+	}
+	if o.siteDirs, err = o.site.directives(); err != nil {
+		return err
 	}
 	if o.totalIters < 0 || o.fCPUs < 0 {
 		return usageErr("--total-iters and --cpus must not be negative")
@@ -375,6 +392,7 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 		JobName: o.name, Partitions: o.partitions, Gres: o.gres, CPUs: o.cpus, MemMiB: o.memMiB, TimeLimit: o.timeLimit,
 		Output: o.output, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
+		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs,
 	}
 	s.CkptEstimate = a.measuredCkpt(o.lineage)
 	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", a.cluster()})

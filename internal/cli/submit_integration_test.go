@@ -139,3 +139,72 @@ func waitGone(t *testing.T, id string, limit time.Duration) {
 		return strings.TrimSpace(testutil.Run(t, 10*time.Second, "squeue", "-h", "-j", id, "-o", "%i")) == ""
 	})
 }
+
+// TestSubmitSiteOptionsOnCluster: `isched submit --account A --qos Q
+// --sbatch-arg=--exclusive` (and the other site options) on the real
+// Slurm, submitted held: what scontrol shows of each. The user's
+// SBATCH_ACCOUNT applies when --account is not given; SBATCH_PARTITION
+// never moves isched's partition.
+func TestSubmitSiteOptionsOnCluster(t *testing.T) {
+	testutil.NeedSlurm(t)
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o755)
+	environ := []string{"SBATCH_ACCOUNT=envacct", "SBATCH_PARTITION=gpu"}
+	env := map[string]string{"ISCHED_CLUSTER": "lab", "HOME": dir, "PATH": os.Getenv("PATH")}
+	app := &App{Getenv: func(k string) string { return env[k] }, Environ: func() []string { return environ }, Getwd: func() (string, error) { return dir, nil }}
+	accounting := ""
+	for _, line := range strings.Split(testutil.Run(t, 10*time.Second, "scontrol", "show", "config"), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && strings.TrimSpace(k) == "AccountingStorageType" {
+			accounting = strings.TrimSpace(v)
+		}
+	}
+	submit := func(extra ...string) *slurm.JobInfo {
+		t.Helper()
+		args := append([]string{"submit", "--partition-ideal", "dev", "--time", "2", "--wrapper", "/bin/true", "--job-name", "isched-site-it",
+			"--sbatch-arg=--hold", "--constraint", "dev", "--mail-type", "END,FAIL", "--mail-user", "alice"}, extra...)
+		args = append(args, "--", "/bin/true")
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if code := app.Run(ctx, args, &out, &errb); code != 0 {
+			t.Fatalf("submit %q: exit %d: %s", extra, code, errb.String())
+		}
+		id, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "Submitted batch job ")
+		if !ok {
+			t.Fatalf("submit printed %q", out.String())
+		}
+		t.Cleanup(func() { _ = testutil.Run(t, 10*time.Second, "scancel", id) })
+		if !strings.Contains(errb.String(), "SBATCH_PARTITION ignored: the script sets --partition") {
+			t.Errorf("no note on SBATCH_PARTITION: %s", errb.String())
+		}
+		infos, err := slurm.ParseShowJob([]byte(testutil.Run(t, 10*time.Second, "scontrol", "show", "job", "-o", id)))
+		if err != nil || len(infos) != 1 {
+			t.Fatalf("scontrol show job %s: %v (%d records)", id, err, len(infos))
+		}
+		return &infos[0]
+	}
+	// --qos: without accounting (the dev cluster: accounting_storage/none)
+	// slurmctld 22.05 accepts any QOS name and keeps none (QOS=(null));
+	// with slurmdbd it must name a QOS there ("normal" always exists).
+	qos, wantQOS := "normal", "normal"
+	if accounting == "accounting_storage/none" {
+		qos, wantQOS = "high", "(null)"
+	}
+	info := submit("--account", "physics", "--qos", qos, "--sbatch-arg=--exclusive", "--nodes", "1", "--ntasks", "2")
+	for key, want := range map[string]string{
+		"Account": "physics", "QOS": wantQOS, "OverSubscribe": "NO", "Partition": "dev", "Features": "dev", "MailUser": "alice",
+		"MailType": "END,FAIL", "NumTasks": "2", "Reason": "JobHeldUser",
+	} {
+		if got := info.Fields[key]; got != want {
+			t.Errorf("scontrol: %s=%q, want %q (accounting %s)", key, got, want, accounting)
+		}
+	}
+	// no --account: the user's SBATCH_ACCOUNT applies
+	info = submit()
+	if got := info.Fields["Account"]; got != "envacct" {
+		t.Errorf("SBATCH_ACCOUNT not applied: Account=%q", got)
+	}
+	if got := info.Fields["OverSubscribe"]; got == "NO" {
+		t.Errorf("OverSubscribe=NO without --exclusive")
+	}
+}

@@ -53,6 +53,9 @@ type Config struct {
 	Now    func() time.Time
 	// ID names this coordinator (consumer name, lock owner); default host-pid-random.
 	ID string
+	// Heartbeat, if set, is called once per round, failed or not (the
+	// systemd watchdog: a loop that stops calling it is restarted).
+	Heartbeat func()
 }
 
 func (c *Config) defaults() {
@@ -223,6 +226,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			c.stepDown()
 			return err
+		}
+		if c.cfg.Heartbeat != nil {
+			c.cfg.Heartbeat()
 		}
 		err := c.round(ctx, &lastTick)
 		if err == nil {

@@ -18,7 +18,10 @@ import (
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/profiling"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/retry"
+	"github.com/isched/isched/internal/sdnotify"
 	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/version"
 )
 
 // FileConfig is the coordinator's optional config file (JSON, strict): see
@@ -143,12 +146,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
 		tick       = fs.Duration("tick", 0, "decision interval (default 2s)")
 		pprofOn    = fs.Bool("pprof", false, "also serve Go's /debug/pprof/ on the metrics address (for diagnosing; keep the address on loopback)")
+		showVer    = fs.Bool("version", false, "print the version and exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *showVer {
+		fmt.Fprintln(os.Stdout, version.String("isched-coordinator"))
+		return 0
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -191,21 +199,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	// (a hostile writer's) is deleted inside Redis, never read
 	rcfg.MaxEntry = report.MaxPayload
 	var store *stream.Client
-	for backoff := 200 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+	b := &retry.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second, Log: log, What: "redis connection"}
+	err = retry.Do(ctx, b, func(ctx context.Context) (err error) {
 		store, err = stream.Open(ctx, rcfg)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, stream.ErrConfig) {
-			fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
-			return 2
-		}
-		log.Warn("redis not reachable; retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return 0
-		case <-time.After(backoff):
-		}
+		return err
+	}, func(err error) bool { return errors.Is(err, stream.ErrConfig) })
+	if errors.Is(err, stream.ErrConfig) {
+		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+		return 2
+	}
+	if err != nil {
+		return 0 // stopped while Redis was away
 	}
 	defer store.Close()
 	m := NewMetrics()
@@ -228,7 +232,15 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	// credentials of start reports: libmunge in-process where built with
 	// it (make's default), else the unmunge command
 	log.Info("munge", "via", auth.MungerKind)
+	notify := sdnotify.FromEnv(getenv, os.Getpid())
+	cfg.Heartbeat = func() { _ = notify.Watchdog() }
 	c := New(cfg, store, auth.DefaultMunger(""), m)
+	// ready: configuration read, Redis connected, metrics listening
+	// (Type=notify); leading or standing by is decided in Run
+	if err := notify.Ready("cluster " + rcfg.Cluster); err != nil {
+		log.Warn("systemd notify", "err", err)
+	}
+	defer func() { _ = notify.Stopping() }()
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("coordinator stopped", "err", err)
 		return 1

@@ -1,12 +1,21 @@
-// Package retry is the capped exponential backoff, with a rate-limited log
-// of the failures and of the recovery, that every isched loop talking to an
-// outside party (Redis, slurmctld) uses until its context ends: the agent's
-// poll and action loops, the coordinator's rounds, the wrapper's reporter.
+// Package retry is the capped exponential backoff with jitter, and a
+// rate-limited log of the failures and of the recovery, that every isched
+// loop talking to an outside party (Redis, slurmctld) uses until its context
+// ends: the agent's and the coordinator's first connection to Redis, the
+// agent's poll and action loops, the coordinator's rounds, the wrapper's
+// reporter.
+//
+// Jitter: a thousand wrappers that lose Redis together would otherwise
+// retry in lockstep, each retry a thundering herd. Each wait is drawn from
+// [d/2, d] where d is the capped exponential value ("equal jitter"): the
+// retries spread over half the interval, and a loop still waits at least
+// half of it, so a failing party is never hammered.
 package retry
 
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 )
 
@@ -26,6 +35,9 @@ type Backoff struct {
 	LogEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Rand returns a number in [0, 1] that places the wait in [d/2, d]
+	// (default math/rand/v2's Float64; tests inject their own).
+	Rand func() float64
 
 	cur      time.Duration
 	failures int
@@ -40,7 +52,16 @@ func (b *Backoff) now() time.Time {
 	return time.Now()
 }
 
-// Failed records a failure and returns how long to wait before trying again.
+// Jitter returns the wait for the exponential value d and a random r in
+// [0, 1]: d/2 + r·d/2 (r outside [0, 1] is clamped).
+func Jitter(d time.Duration, r float64) time.Duration {
+	r = min(max(r, 0), 1)
+	half := d / 2
+	return half + time.Duration(r*float64(d-half))
+}
+
+// Failed records a failure and returns how long to wait before trying
+// again: the doubled, capped value with jitter (see Jitter).
 func (b *Backoff) Failed(err error) time.Duration {
 	lo, hi, every := b.Min, b.Max, b.LogEvery
 	if lo <= 0 {
@@ -58,16 +79,21 @@ func (b *Backoff) Failed(err error) time.Duration {
 		b.since = now
 	}
 	b.cur = min(max(2*b.cur, lo), max(hi, lo))
+	rnd := b.Rand
+	if rnd == nil {
+		rnd = rand.Float64
+	}
+	wait := Jitter(b.cur, rnd())
 	if b.Log != nil && (b.failures == 1 || now.Sub(b.lastLog) >= every) {
 		level := b.Level
 		if level == 0 {
 			level = slog.LevelWarn
 		}
 		b.Log.Log(context.Background(), level, b.What+" failing; retrying", "err", err, "failures", b.failures,
-			"since", b.since.Format(time.RFC3339), "retry_in", b.cur)
+			"since", b.since.Format(time.RFC3339), "retry_in", wait)
 		b.lastLog = now
 	}
-	return b.cur
+	return wait
 }
 
 // OK records a success: after failures it logs the recovery, and the next
@@ -81,3 +107,29 @@ func (b *Backoff) OK() {
 
 // Failures is the number of failures since the last success.
 func (b *Backoff) Failures() int { return b.failures }
+
+// Do calls f until it succeeds, ctx ends, or permanent(err) says an error
+// is not worth a retry (a configuration error); it waits b.Failed(err)
+// between tries. It returns f's last error or ctx's.
+func Do(ctx context.Context, b *Backoff, f func(context.Context) error, permanent func(error) bool) error {
+	for {
+		err := f(ctx)
+		if err == nil {
+			b.OK()
+			return nil
+		}
+		if permanent != nil && permanent(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t := time.NewTimer(b.Failed(err))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -188,6 +188,11 @@ type SubmitSpec struct {
 	TimeLimit time.Duration // rounded up to whole minutes
 	Hold      bool          // submit held (`--hold`)
 	Comment   string        // `--comment`, replaces the script's
+	// Env are SBATCH_* variables ("SBATCH_ACCOUNT=physics") passed to
+	// sbatch, which the runner otherwise strips: the user's own, which
+	// beat the script's #SBATCH lines. Refused: other names, control
+	// characters.
+	Env []string
 }
 
 // Submit submits a batch script as asUser (see SubmitWith).
@@ -252,7 +257,13 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 		}
 		args = append(args, "--comment="+spec.Comment)
 	}
-	out, err := c.run(ctx, or(c.Sbatch, "sbatch"), args, script)
+	for _, kv := range spec.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !sbatchEnvRE.MatchString(k) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return "", fmt.Errorf("%w: sbatch environment %q: want SBATCH_NAME=value without control characters", ErrInvalid, kv)
+		}
+	}
+	out, err := c.runEnv(ctx, or(c.Sbatch, "sbatch"), args, script, spec.Env)
 	if err != nil {
 		return "", err
 	}

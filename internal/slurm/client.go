@@ -29,6 +29,12 @@ type Runner interface {
 	Run(ctx context.Context, name string, args []string, stdin []byte) (stdout []byte, err error)
 }
 
+// EnvRunner is a Runner that can add environment variables to one
+// command (ExecRunner: the user's SBATCH_* variables for sbatch).
+type EnvRunner interface {
+	RunEnv(ctx context.Context, name string, args []string, stdin []byte, env []string) (stdout []byte, err error)
+}
+
 // RunnerFunc adapts a function to Runner (fakes in tests).
 type RunnerFunc func(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error)
 
@@ -115,6 +121,12 @@ func or(s, def string) string {
 }
 
 func (c *Client) run(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+	return c.runEnv(ctx, name, args, stdin, nil)
+}
+
+// runEnv is run with env added to the command's environment; the Runner
+// must be an EnvRunner when env is not empty.
+func (c *Client) runEnv(ctx context.Context, name string, args []string, stdin []byte, env []string) ([]byte, error) {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -125,7 +137,15 @@ func (c *Client) run(ctx context.Context, name string, args []string, stdin []by
 	if r == nil {
 		r = ExecRunner{}
 	}
-	out, err := r.Run(ctx, name, args, stdin)
+	var out []byte
+	var err error
+	if len(env) == 0 {
+		out, err = r.Run(ctx, name, args, stdin)
+	} else if er, ok := r.(EnvRunner); ok {
+		out, err = er.RunEnv(ctx, name, args, stdin, env)
+	} else {
+		return nil, fmt.Errorf("slurm: %s: the runner cannot pass environment variables (%T)", name, r)
+	}
 	if err == nil {
 		return out, nil
 	}
@@ -156,8 +176,13 @@ type ExecRunner struct {
 
 // Run implements Runner.
 func (r ExecRunner) Run(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+	return r.RunEnv(ctx, name, args, stdin, nil)
+}
+
+// RunEnv implements EnvRunner: env is added after the filtered environment.
+func (r ExecRunner) RunEnv(ctx context.Context, name string, args []string, stdin []byte, env []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = CommandEnv(os.Environ())
+	cmd.Env = append(CommandEnv(os.Environ()), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -241,6 +266,8 @@ var (
 	partRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}(,[A-Za-z0-9._-]{1,128})*$`)
 	gresRE   = regexp.MustCompile(`^[A-Za-z0-9._:/=-]{1,256}(,[A-Za-z0-9._:/=-]{1,256})*$`)
 	userRE   = regexp.MustCompile(`^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$`)
+	// sbatchEnvRE: SBATCH_* names only (SLURM_CONF and the others stay ours)
+	sbatchEnvRE = regexp.MustCompile(`^SBATCH_[A-Z0-9_]{1,64}$`)
 )
 
 // ValidJobID reports whether id is a Slurm job id we accept as an argument:

@@ -410,3 +410,37 @@ func TestClusterName(t *testing.T) {
 		t.Errorf("%q %v", name, err)
 	}
 }
+
+// TestSubmitWithEnv runs a fake sbatch through the real ExecRunner: the
+// spec's SBATCH_* variables reach it, our own process's are still removed.
+func TestSubmitWithEnv(t *testing.T) {
+	t.Setenv("SBATCH_PARTITION", "gpu") // ours: never passed on
+	dir := t.TempDir()
+	record := filepath.Join(dir, "env")
+	fake := filepath.Join(dir, "sbatch")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nenv | grep '^SBATCH_' | sort > '"+record+"'\necho 9\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{Sbatch: fake}
+	id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), SubmitSpec{Env: []string{"SBATCH_ACCOUNT=physics", "SBATCH_RESERVATION=r 1"}})
+	if err != nil || id != "9" {
+		t.Fatalf("%q %v", id, err)
+	}
+	got, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "SBATCH_ACCOUNT=physics\nSBATCH_RESERVATION=r 1\n"; string(got) != want {
+		t.Errorf("sbatch saw %q, want %q", got, want)
+	}
+	for _, bad := range [][]string{{"SLURM_CONF=/tmp/x"}, {"SBATCH_ACCOUNT"}, {"SBATCH_ACCOUNT=a\nb"}, {"sbatch_account=a"}} {
+		if _, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), SubmitSpec{Env: bad}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	// a runner that cannot pass an environment refuses rather than drop it
+	c.Runner = RunnerFunc(func(context.Context, string, []string, []byte) ([]byte, error) { return []byte("1\n"), nil })
+	if _, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), SubmitSpec{Env: []string{"SBATCH_ACCOUNT=a"}}); err == nil {
+		t.Error("env dropped silently by a plain Runner")
+	}
+}

@@ -43,6 +43,7 @@ type Options struct {
 	// SendSpools: no command; send this user's leftover spool files and
 	// exit (for a Slurm TaskEpilog, a login or a cron job).
 	SendSpools bool
+	Version    bool // --version: print it and exit
 	Argv       []string
 }
 
@@ -87,6 +88,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.SendSpools, "send-spools", false, "run no command: send the reports this user's ended wrappers left undelivered (in --spool-dir, else under $TMPDIR) and exit 0 when none is left; for a TaskEpilog, a login or cron")
 	resumeArg := fs.String("resume-arg", getenv("ISCHED_RESUME_ARG"), "arguments appended to the command on an attempt that resumes, {path} replaced by the checkpoint, e.g. '--resume_from_checkpoint {path}' (split on white space, no shell, no quoting; ISCHED_RESUME_FROM is set either way)")
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
@@ -97,6 +99,9 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 		}
 	}
 	o.Argv = fs.Args()
+	if o.Version {
+		return o, nil
+	}
 	if o.SendSpools {
 		if len(o.Argv) > 0 {
 			return o, fmt.Errorf("%w: --send-spools runs no command, got %q", ErrUsage, o.Argv[0])

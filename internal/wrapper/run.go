@@ -21,10 +21,12 @@ import (
 	"github.com/isched/isched/internal/progress"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/version"
 )
 
-// Version is the wrapper's build version (set by the linker or left "dev").
-var Version = "dev"
+// Version is the wrapper's build version (internal/version, stamped by the
+// linker or left "dev"); its start report carries it.
+var Version = version.Version
 
 // GPUSampler measures the GPUs of a process tree. It never fails: without
 // NVML it returns a stat whose NoData says why.

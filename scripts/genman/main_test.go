@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// a flag.PrintDefaults listing as isched-agent prints it (captured)
+const agentHelp = `Usage of isched-agent:
+  -cluster string
+    	cluster name in every Redis key (default: $ISCHED_CLUSTER, else Slurm's ClusterName)
+  -once
+    	publish one snapshot and exit (no actions)
+  -poll duration
+    	how often to publish the cluster snapshot (default 5s)
+  -x	a one-letter flag keeps its usage on the line
+  -version
+    	print the version and exit
+`
+
+func TestParseDefaults(t *testing.T) {
+	got := ParseDefaults(agentHelp)
+	want := []Flag{
+		{"cluster", "string", "cluster name in every Redis key (default: $ISCHED_CLUSTER, else Slurm's ClusterName)"},
+		{"once", "", "publish one snapshot and exit (no actions)"},
+		{"poll", "duration", "how often to publish the cluster snapshot (default 5s)"},
+		{"x", "", "a one-letter flag keeps its usage on the line"},
+		{"version", "", "print the version and exit"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestRoffEscapes(t *testing.T) {
+	p := Program{Name: "isched-agent", Section: "8", Summary: "s", Description: ".starts with a dot\n\n'quote and back\\slash",
+		Commands: []Command{{Flags: []Flag{{"log-level", "string", `.x \fB bold`}}}}}
+	page := Roff(p, "1.0", "2026-11-25")
+	for _, want := range []string{".TH ISCHED-AGENT 8", `\&.starts with a dot`, `\&'quote and back\eslash`, `.B \-\-log\-level \fIstring\fR`, `\&.x \efB bold`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+}
+
+// TestGenerateFromBinaries builds the four binaries, generates the pages
+// and completions, and checks them with man and bash: every flag of the
+// build is in its page, and the completion offers it.
+func TestGenerateFromBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds four binaries")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	for _, p := range []string{"wrapper", "agent", "coordinator", "isched"} {
+		name := map[string]string{"wrapper": "isched-wrapper", "agent": "isched-agent", "coordinator": "isched-coordinator", "isched": "isched"}[p]
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), "../../"+p).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", p, err, out)
+		}
+	}
+	out := filepath.Join(dir, "share")
+	if err := run(bin, out, "9.9.9", "2026-11-25"); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(out, "man", "man1", "isched.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`.B \-\-account \fIstring\fR`, `.B \-\-sbatch\-arg \fIvalue\fR`, ".SH COMMAND: SUBMIT", ".SH COMMAND: STATUS", `isched 9.9.9`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("isched.1 lacks %q", want)
+		}
+	}
+	if _, err := exec.LookPath("man"); err == nil {
+		cmd := exec.Command("man", "-l", filepath.Join(out, "man", "man8", "isched-agent.8"))
+		cmd.Env = append(os.Environ(), "MANPAGER=cat", "MANWIDTH=100")
+		text, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(text), "--pprof-listen") || !strings.Contains(string(text), "--version") {
+			t.Errorf("man -l isched-agent.8: %v\n%s", err, text)
+		}
+	}
+	// bash: source the completion and ask it for "isched submit --acc"
+	script := `source "$1"; COMP_WORDS=(isched submit --acc); COMP_CWORD=2; _isched; printf '%s\n' "${COMPREPLY[@]}"`
+	got, err := exec.Command("bash", "-c", script, "bash", filepath.Join(out, "bash-completion", "isched")).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != "--account" {
+		t.Errorf("bash completion of 'isched submit --acc': %q %v", got, err)
+	}
+	if zsh, err := exec.LookPath("zsh"); err == nil {
+		if out, err := exec.Command(zsh, "-n", filepath.Join(out, "zsh", "_isched")).CombinedOutput(); err != nil {
+			t.Errorf("zsh -n: %v\n%s", err, out)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package main
+
+// programs are the four man pages' fixed text; the flags come from the
+// binaries.
+func programs() []Program {
+	redis := [][2]string{
+		{"ISCHED_REDIS_ADDR", "Redis address host:port (a comma-separated list for Sentinel or Cluster)"},
+		{"ISCHED_REDIS_USER", "Redis ACL user"},
+		{"ISCHED_REDIS_PASSWORD_FILE", "file holding the user's password (first line)"},
+		{"ISCHED_REDIS_CA", "CA certificate: speak TLS to Redis and verify the server against it"},
+		{"ISCHED_REDIS_MASTER", "Sentinel master name (the addresses are Sentinels)"},
+		{"ISCHED_CLUSTER", "cluster name in every Redis key"},
+	}
+	return []Program{
+		{
+			Name: "isched", Section: "1", Summary: "estimate, plan, submit and follow DNN training jobs on Slurm",
+			Description: `isched is the user's command of isched, which makes DNN training on Slurm cheaper: it estimates a model's memory and run time per batch size and node type, plans where to run it, writes and submits the batch script (the training command runs under isched-wrapper), and shows a job's progress, ETA, memory, checkpoints and the coordinator's decisions.
+
+isched submit takes the site's sbatch options (--account, --qos, --mail-type, --mail-user, --constraint, --ntasks, --nodes and a repeatable --sbatch-arg=--name[=value]) and keeps the user's SBATCH_* environment, except the variables that would override a line isched writes; see /usr/share/doc/isched/deployment.md. Run python3 /usr/share/isched/model_summary.py to describe a model (model.json). isched version prints the version.`,
+			Environment: append([][2]string{{"ISCHED_SITE", "site catalogue (default for --site)"}, {"SBATCH_*", "passed to sbatch unless the script sets the option"}}, redis...),
+			Files: [][2]string{{"/etc/isched/site.json", "site catalogue example: partitions, node types, prices"},
+				{"/usr/share/isched/isched/", "the Python package for training loops (progress, checkpoint requests, resume; Lightning and HF callbacks): PYTHONPATH=/usr/share/isched, import isched"},
+				{"/usr/share/isched/model_summary.py", "writes model.json for estimate, plan and submit"}},
+		},
+		{
+			Name: "isched-wrapper", Section: "1", Summary: "run a training command under isched and report what it does",
+			Description: `isched-wrapper runs the training command as its child (srun isched-wrapper -- python train.py ...), measures its memory, CPU and GPU use, iteration times and checkpoints, reports them to Redis as the reporter user, relays Slurm's signals as checkpoint requests, and exits with the child's status. Its stdout is the child's; its own logs go to stderr.
+
+With --send-spools it runs no command: it sends the reports this user's ended wrappers left undelivered (for a Slurm TaskEpilog, /usr/libexec/isched-task-epilog).`,
+			Environment: append([][2]string{{"ISCHED_COORDINATOR_UID", "uid of the coordinator (the MUNGE credential is restricted to it)"},
+				{"ISCHED_SPOOL_DIR", "where undelivered reports are spooled"}, {"ISCHED_LINEAGE", "lineage id (set by isched submit)"}}, redis...),
+		},
+		{
+			Name: "isched-agent", Section: "8", Summary: "publish Slurm's state and execute the coordinator's actions",
+			Description: `isched-agent is the only part of isched that changes Slurm jobs: it publishes the cluster's state (squeue, sinfo, scontrol) to Redis every poll and executes the coordinator's actions (requeue, hold, update, release, signal, submit) through the Slurm commands, without a shell. It runs as a service user that Slurm knows as an operator (isched-agent.service).
+
+Exit status: 0 when stopped by SIGTERM, 1 when it could not run, 2 on a configuration error (which the unit does not restart). Under systemd it sends READY=1 once connected to Redis and feeds the watchdog from its poll loop.`,
+			Environment: redis,
+			Files:       [][2]string{{"/etc/isched/agent.env", "environment of isched-agent.service"}},
+		},
+		{
+			Name: "isched-coordinator", Section: "8", Summary: "learn from running training jobs and decide checkpoints and migrations",
+			Description: `isched-coordinator reads the wrappers' reports and the agent's snapshot from Redis, estimates each job's memory and end time, and decides checkpoints, continuations and migrations, which the agent executes. It opens the wrappers' MUNGE credentials (restricted to its uid: run it as a fixed system user, isched). Several may run; one leads. It serves Prometheus metrics on -metrics-listen. With -with-agent it also runs the agent in the same process.
+
+Exit status: 0 when stopped by SIGTERM, 1 on a runtime failure, 2 on a configuration error (which the unit does not restart). Under systemd it sends READY=1 once connected and feeds the watchdog from its rounds.`,
+			Environment: append([][2]string{{"ISCHED_COORDINATOR_CONFIG", "config file (default for -config)"}, {"ISCHED_AGENT_REDIS_PASSWORD_FILE", "the agent's password file under -with-agent"}}, redis...),
+			Files: [][2]string{{"/etc/isched/coordinator.json", "policy: speed factors, margins, dev partitions"},
+				{"/etc/isched/coordinator.env", "environment of isched-coordinator.service"}},
+		},
+	}
+}
