@@ -294,6 +294,9 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	case s.TotalIters > 0:
 		fmt.Fprintf(w, "progress:   %s %d/%d iterations (%.1f%%)\n", ProgressBar(step, s.TotalIters, 30), step, s.TotalIters,
 			100*float64(step)/float64(s.TotalIters))
+		if s.LoopTotal > 0 && s.PlanTotal > 0 && s.LoopTotal != s.PlanTotal {
+			fmt.Fprintf(w, "total:      %d (your loop says; the plan computed %d)\n", s.LoopTotal, s.PlanTotal)
+		}
 	case s.Step >= 0:
 		fmt.Fprintf(w, "progress:   %d iterations (total unknown)\n", step)
 	default:

@@ -223,9 +223,10 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 		st.JobID, st.User, st.UID, st.Plan, st.Partition = j.JobID, j.User, j.UID, &p, j.Partition
 		st.State = j.State
 		l.Ended = false
-		if st.TotalIters == 0 {
-			st.TotalIters = p.Total
+		if st.PlanTotal == 0 {
+			st.PlanTotal = p.Total
 		}
+		l.setTotal()
 		l.dirty = true
 		byJob[j.JobID] = l
 	}

@@ -21,9 +21,14 @@ type JobStatus struct {
 
 	History []Span `json:"history"`
 
-	Step       int64   `json:"step"`        // last step seen (-1: none)
-	TotalIters int64   `json:"total_iters"` // 0: unknown
-	IterMS     float64 `json:"iter_ms"`     // robust iteration time estimate
+	Step       int64 `json:"step"`        // last step seen (-1: none)
+	TotalIters int64 `json:"total_iters"` // 0: unknown; the loop's own total when it says one, else the plan's
+	// LoopTotal is the total the training loop itself printed (0: it never
+	// said); PlanTotal the one computed from the plan (--total-iters, or
+	// --samples/--epochs/--batch). TotalIters is LoopTotal when known.
+	LoopTotal  int64   `json:"loop_total,omitempty"`
+	PlanTotal  int64   `json:"plan_total,omitempty"`
+	IterMS     float64 `json:"iter_ms"` // robust iteration time estimate
 	IterLowMS  float64 `json:"iter_low_ms"`
 	IterHighMS float64 `json:"iter_high_ms"`
 	ETAMS      int64   `json:"eta_ms"` // predicted end (unix ms), 0: unknown
