@@ -345,7 +345,7 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 		}
 	}
 	if j != nil {
-		if j.Ended() && act.Type != report.ActionSubmit {
+		if j.Ended() && act.Type != report.ActionSubmit && !(act.Type == report.ActionRequeue && act.Ended && j.State != "CANCELLED") {
 			return refuse("job %d already ended (%s): nothing to %s", act.JobID, j.State, act.Type)
 		}
 		if j.User == "" || j.User != act.User {
@@ -362,7 +362,12 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 		}
 	case report.ActionRequeue:
 		placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0
-		if j.State != "RUNNING" && !(j.State == "PENDING" && placement) {
+		if act.Ended && j.State == "PENDING" {
+			// the job is queued again already (it requeued itself after
+			// saving, or Slurm did): requeueing it too would be a double action
+			return refuse("job %d is PENDING (restart %d): requeued already, by the job itself or by Slurm; nothing to do", act.JobID, j.Restarts)
+		}
+		if j.State != "RUNNING" && !j.Ended() && !(j.State == "PENDING" && placement) {
 			return refuse("job %d is %s: requeue needs a running job (or a pending one and a new partition, gres or time limit)", act.JobID, j.State)
 		}
 	case report.ActionRelease:
@@ -397,7 +402,7 @@ func isRoot(name string) bool {
 }
 
 func placementSpec(act *report.Action) slurm.MoveSpec {
-	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold}
+	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold, Ended: act.Ended}
 }
 
 // run executes a checked action; j is the job as checked (nil for a submit
@@ -591,6 +596,8 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 		switch {
 		case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
 			return retry() // the requeue never reached Slurm
+		case act.Ended && j.Ended() && j.State != "CANCELLED" && j.State == m.State && j.Restarts == m.Restarts:
+			return retry() // the requeue of the ended job never reached Slurm
 		case j.Ended():
 			return failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
 		case j.State == "PENDING" && j.Held() && !m.Held:

@@ -213,6 +213,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		l.closeOpenSpan(env.TimeMS, "requeued")
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
 			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+		l.CkptsAtStart = l.Ckpts
 		l.newProcess()
 	}
 	if prevPartition != "" && prevPartition != job.Partition {
@@ -278,13 +279,10 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 		c.finish(l, "ENDED", env.TimeMS, &code)
 		return
 	}
-	done := end.ExitCode == 0 && st.TotalIters == 0
-	if !done && end.ExitCode != 0 && end.Signal == "" {
-		done = true // the job failed on its own: nothing to continue
-	}
 	// Not the end yet: Slurm may requeue the job (a preempted trainer
-	// exits 0 after its SIGTERM checkpoint). syncWithJobTable settles it.
-	l.End = &attemptEnd{JobID: job.JobID, Attempt: job.Attempt, AtMS: env.TimeMS, ExitCode: end.ExitCode, Done: done}
+	// exits 0 after its SIGTERM checkpoint, a script requeues itself), or
+	// rule 5 continues it. syncWithJobTable settles it from Slurm's state.
+	l.End = &attemptEnd{JobID: job.JobID, Attempt: job.Attempt, AtMS: env.TimeMS, ExitCode: end.ExitCode, Signal: end.Signal}
 }
 
 // setTotal sets the lineage's total from what is known: the loop's own
