@@ -226,6 +226,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 			l.Moves++
 		} else {
 			l.Conts++
+			st.Continuations = l.Conts
 		}
 		l.RequeueRule = ""
 		l.LastMoveMS = now.UnixMilli()

@@ -470,6 +470,9 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 	if l.Ckpt.N > 0 {
 		j.CkptDur = l.Ckpt.Estimate() // else 0: the policy's configured default
 	}
+	if sp := l.span(st.JobID, st.Attempt); sp != nil && sp.EndMS == 0 {
+		j.NoStepYet = st.Step <= sp.StartStep
+	}
 	j.Iter, j.HaveIter = l.Iter.Estimate()
 	if cp := st.LastCheckpoint; cp != nil {
 		j.LastCkptAt = time.UnixMilli(cp.MTimeMS)

@@ -20,6 +20,10 @@ type JobStatus struct {
 	ExitStatus *int   `json:"exit_status,omitempty"`
 
 	History []Span `json:"history"`
+	// Continuations counts the attempts isched started after one ended
+	// with work left or ran into its time limit (requeues other than
+	// migrations); Slurm's own requeues (preemption) are not counted.
+	Continuations int `json:"continuations,omitempty"`
 
 	Step       int64 `json:"step"`        // last step seen (-1: none)
 	TotalIters int64 `json:"total_iters"` // 0: unknown; the loop's own total when it says one, else the plan's

@@ -27,8 +27,6 @@ import subprocess
 import sys
 import time
 
-import torch
-
 p = argparse.ArgumentParser()
 p.add_argument("--convention", required=True)
 p.add_argument("--steps", type=int, required=True)
@@ -37,6 +35,22 @@ p.add_argument("--ckpt-dir", required=True)
 p.add_argument("--ckpt-every", type=int, default=100)
 p.add_argument("--facts", required=True)
 a = p.parse_args()
+
+# Handlers first, before the heavy imports: a SIGUSR1 or SIGTERM that
+# arrives while torch is importing would otherwise end the process (the
+# default action) with nothing saved. Slurm may send --signal's warning up
+# to a minute early.
+asked = []
+if a.convention in ("usr1-exit0", "usr1-exit143", "requeue-self"):
+    signal.signal(signal.SIGUSR1, lambda s, f: asked.append(s))
+elif a.convention == "sigterm":
+    signal.signal(signal.SIGTERM, lambda s, f: asked.append(s))
+elif a.convention == "helper":
+    sys.path.insert(0, os.environ["ISCHED_HELPER_DIR"])
+    import isched
+    isched.install_signal_handlers()
+
+import torch  # noqa: E402
 
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -65,9 +79,6 @@ def record(how, code):
 start = 0
 resume = os.environ.get("ISCHED_RESUME_FROM")
 if a.convention == "helper":
-    sys.path.insert(0, os.environ["ISCHED_HELPER_DIR"])
-    import isched
-    isched.install_signal_handlers()
     resume = isched.resume_path()
 if resume:
     state = torch.load(resume)
@@ -91,12 +102,6 @@ def save(step):
         os.replace(tmp, path)
     facts["saved"] = step
 
-
-asked = []
-if a.convention in ("usr1-exit0", "usr1-exit143", "requeue-self"):
-    signal.signal(signal.SIGUSR1, lambda s, f: asked.append(s))
-elif a.convention == "sigterm":
-    signal.signal(signal.SIGTERM, lambda s, f: asked.append(s))
 
 for step in range(start + 1, a.steps + 1):
     loss = torch.nn.functional.mse_loss(model(x), y)
