@@ -167,7 +167,6 @@ func decisionReasons(st report.JobStatus) []string {
 	return out
 }
 
-
 // TestConventionUSR1SaveExit0: SIGUSR1 -> save -> exit 0 (submitit, many
 // site guides); Slurm records COMPLETED with work left: issue 14's run.
 func TestConventionUSR1SaveExit0(t *testing.T) {

@@ -41,13 +41,13 @@ type Action struct {
 	Gres         string `json:"gres,omitempty"`
 	TimeLimitMin int64  `json:"time_limit_min,omitempty"`
 
-	Hold   bool   `json:"hold,omitempty"`   // requeue, submit: keep the job held
+	Hold bool `json:"hold,omitempty"` // requeue, submit: keep the job held
 	// Ended (requeue only): the job may have ended by the time the agent
 	// acts (a script that saves on a checkpoint request and exits, Slurm's
 	// TIMEOUT or NODE_FAIL): requeue it from its final state too, while
 	// slurmctld still holds it (MinJobAge). Never a CANCELLED job (the
 	// user's word), nor one already pending again (it requeued itself).
-	Ended bool `json:"ended,omitempty"`
+	Ended  bool   `json:"ended,omitempty"`
 	Script string `json:"script,omitempty"` // submit only: the batch script, starting with "#!"
 
 	Reason   string `json:"reason,omitempty"` // for the audit trail and the user
