@@ -95,6 +95,14 @@ func runConvention(t *testing.T, c convention) {
 		st, ok = w.status(lineage)
 		return ok && st.EndedMS != 0
 	})
+	// the run's end report can come before Slurm is done with the job
+	waitFor(t, w, time.Minute, "Slurm's final state of the job", func() bool {
+		switch slurmJob(id)["JobState"] {
+		case "RUNNING", "COMPLETING", "PENDING", "REQUEUED":
+			return false
+		}
+		return true
+	})
 	out, _ := os.ReadFile(filepath.Join(dir, "out.txt"))
 	s := slurmJob(id)
 	if st.State != "ENDED" || st.Step != convSteps || s["JobState"] != "COMPLETED" {
