@@ -221,8 +221,12 @@ func TestActions(t *testing.T) {
 			}, status: report.StatusRefused, msg: "already ended (CANCELLED)"},
 		{name: "continuation of a job that requeued itself: no double action", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
 			action: func(e *env) *report.Action {
-				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended, a.Partition = true, "cpu" })
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended, a.TimeLimitMin = true, 0 })
 			}, status: report.StatusRefused, msg: "requeued already, by the job itself or by Slurm"},
+		{name: "continuation of a job that requeued itself: its new time limit only", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended, a.TimeLimitMin = true, 3 })
+			}, status: report.StatusOK, msg: "re-placed pending job 12 to time limit 3 min", calls: []string{"move 12"}},
 		{name: "update time limit", action: func(e *env) *report.Action { return e.action(report.ActionUpdate, 12) },
 			status: report.StatusOK, msg: "time limit 45 min", calls: []string{"update 12"}},
 		{name: "update partition of a running job: Slurm's refusal", action: func(e *env) *report.Action {
