@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -41,6 +42,34 @@ func (c *Coordinator) endOrContinue(ctx context.Context, name string, l *lineage
 	// one exited if the continuation fails (continuationFailed)
 	l.CompletedMS = 0
 	l.closeOpenSpan(atMS, "ended "+state)
+	return c.issue(ctx, name, l, d, now)
+}
+
+// selfRequeued follows an attempt that ended with work left and whose job
+// is pending again without an action of ours (the script requeued itself
+// after saving, as Lightning's auto-requeue does): no second requeue, but
+// when rule 5 would give the rest of the run a longer time limit than the
+// job has, the pending job gets it (an update, not a restart). Without
+// it a script that requeues itself on Slurm's early warning keeps a short
+// allocation for ever.
+func (c *Coordinator) selfRequeued(ctx context.Context, name string, l *lineage, j report.Job, e *attemptEnd, now time.Time) error {
+	st := &l.Status
+	if j.State != "PENDING" || j.TimeLimitMin == nil || e.JobID != st.JobID || e.Attempt != st.Attempt {
+		return nil
+	}
+	end := policy.End{State: "REQUEUED", NewCkpts: l.Ckpts - l.CkptsAtStart, Signal: e.Signal}
+	code := e.ExitCode
+	end.Exit = &code
+	if sp := l.span(st.JobID, st.Attempt); sp != nil {
+		end.ResumeStep = sp.StartStep
+	}
+	d := policy.AfterEnd(c.cfg.Policy, c.policyJob(l, now), end, c.snap, now)
+	if d.Kind != policy.Requeue || d.TimeLimit <= time.Duration(*j.TimeLimitMin)*time.Minute || d.Target != j.Partition {
+		return nil
+	}
+	d.Kind, d.Gres = policy.MovePending, ""
+	d.Reason = fmt.Sprintf("the job requeued itself (restart %d): no second requeue; its time limit %d min is short for the rest: %s",
+		j.RestartCount, *j.TimeLimitMin, d.Reason)
 	return c.issue(ctx, name, l, d, now)
 }
 

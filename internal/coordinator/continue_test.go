@@ -193,3 +193,45 @@ func TestNoContinuationWhenCancelledOrWithoutProgress(t *testing.T) {
 		}
 	}
 }
+
+// A script that requeues itself after saving (Lightning's auto-requeue):
+// no second requeue, but the pending job gets the time limit the rest of
+// the run needs, once.
+func TestSelfRequeuedJobGetsTheRestsTimeLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-63"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 900}
+	j := job(63, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	one := int64(1)
+	j.TimeLimitMin = &one
+	e.publish([]report.Job{j}, nil)
+	w := e.attemptWrapper(63, lin, 0)
+	e.start(w)
+	e.sampleTotal(w, 1, 30, 900)
+	e.checkpoint(w, "/ck/ckpt-30.pt", 30)
+	e.end(w, 0)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	j.State, j.RestartCount = "PENDING", 1
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionUpdate || acts[0].TimeLimitMin <= 1 || acts[0].JobID != 63 {
+		t.Fatalf("actions %+v, want one update of the pending job's time limit", acts)
+	}
+	st := e.status(lin)
+	if d := st.Decisions[len(st.Decisions)-1]; !strings.Contains(d.Reason, "the job requeued itself (restart 1): no second requeue") {
+		t.Errorf("decision %q", d.Reason)
+	}
+	e.result(acts[0].ID, report.StatusOK)
+	e.now = e.now.Add(time.Second)
+	e.publish([]report.Job{j}, nil)
+	e.rounds(2)
+	if n := len(e.actions()); n != 1 {
+		t.Errorf("%d actions, want 1", n)
+	}
+	if st := e.status(lin); st.Continuations != 1 || st.EndedMS != 0 {
+		t.Errorf("continuations %d ended %d", st.Continuations, st.EndedMS)
+	}
+}

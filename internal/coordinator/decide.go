@@ -324,8 +324,9 @@ func (c *Coordinator) settleEnd(ctx context.Context, name string, l *lineage, j 
 	after := c.jobsAt.UnixMilli() >= e.AtMS
 	if listed && j.JobID == e.JobID && requeuedSince(j, e, after) {
 		l.End, l.dirty = nil, true
-		if l.Phase == PhaseNone {
+		if l.Phase == PhaseNone && l.Pending == nil {
 			l.event(now, "requeued", fmt.Sprintf("Slurm requeued the job after attempt %d ended (exit %d): the run goes on", e.Attempt, e.ExitCode))
+			return false, c.selfRequeued(ctx, name, l, j, e, now)
 		}
 		return false, nil
 	}
@@ -427,7 +428,7 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	if p.Decision.Kind == policy.Extend && r.Status != report.StatusOK {
 		l.NoExtend = true // do not ask again: checkpoint and requeue instead
 	}
-	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue {
+	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue && p.Decision.Kind == policy.Requeue {
 		c.continuationFailed(l, res, now)
 		return
 	}
@@ -442,7 +443,12 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	switch report.ActionType(p.Type) {
 	case report.ActionUpdate:
 		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
-		l.Moves++
+		if p.Decision.Rule == policy.RuleContinue {
+			l.Conts++ // a self-requeued job's longer time limit
+			l.Status.Continuations = l.Conts
+		} else {
+			l.Moves++
+		}
 		l.LastMoveMS = now.UnixMilli()
 	case report.ActionRequeue:
 		// stays requeue-issued until the new attempt's start report

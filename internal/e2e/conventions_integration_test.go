@@ -134,7 +134,7 @@ func runConvention(t *testing.T, c convention) {
 		}
 		atts = append(atts, a)
 	}
-	sort.Slice(atts, func(i, j int) bool { return atts[i].Restart < atts[j].Restart })
+	sort.Slice(atts, func(i, j int) bool { return len(atts[i].Restart) < len(atts[j].Restart) || atts[i].Restart < atts[j].Restart })
 	restarts := fmt.Sprint(len(atts) - 1)
 	if len(atts) < 2 || s["Restarts"] != restarts || len(st.History) != len(atts) {
 		t.Fatalf("%s: %d attempts (facts %+v), Slurm restarts %s, %d history spans: want at least one continuation, one restart and one span per attempt",
@@ -144,7 +144,15 @@ func runConvention(t *testing.T, c convention) {
 	var added []string
 	for i := 1; i < len(atts); i++ {
 		prev, cur := atts[i-1], atts[i]
-		if cur.Start != prev.Saved || cur.Start == 0 {
+		want := cur.Start == prev.Saved
+		if c.name == "requeue-self" {
+			// Slurm kills the job's processes as soon as the script's own
+			// requeue lands, possibly before the wrapper has confirmed the
+			// checkpoint saved just before it (--checkpoint-debounce): the
+			// newest confirmed one, at most one period older, is resumed
+			want = cur.Start <= prev.Saved && cur.Start >= prev.Saved-convEvery
+		}
+		if !want || cur.Start == 0 {
 			t.Errorf("%s: attempt %d resumed at step %d, the one before saved step %d last", c.name, i, cur.Start, prev.Saved)
 		}
 		if st.History[i].StartStep != cur.Start {
@@ -165,7 +173,7 @@ func runConvention(t *testing.T, c convention) {
 	// the figures of the closing note
 	t.Logf("status at the end: %s at step %d of %d; attempts %d (Slurm restarts %s), continuations %d; history %+v; decisions %v",
 		st.State, st.Step, st.TotalIters, len(st.History), s["Restarts"], st.Continuations, st.History, decisionReasons(st))
-	t.Logf("CONVENTION %s: attempts %d, continuations by isched %d, Slurm restarts %s, steps redone %d (beyond the last checkpoint: 0), gap between attempts %s, wall %s; ends: %v",
+	t.Logf("CONVENTION %s: attempts %d, continuations by isched %d, Slurm restarts %s, steps redone %d, gap between attempts %s, wall %s; ends: %v",
 		c.name, len(atts), conts, s["Restarts"], lost, strings.Join(added, ","), time.Since(w.started).Round(time.Second), attemptEnds(atts))
 }
 

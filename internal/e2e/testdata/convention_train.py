@@ -101,6 +101,7 @@ def save(step):
         torch.save(state, tmp)
         os.replace(tmp, path)
     facts["saved"] = step
+    write_facts()
 
 
 for step in range(start + 1, a.steps + 1):
