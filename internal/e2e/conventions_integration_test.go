@@ -134,7 +134,9 @@ func runConvention(t *testing.T, c convention) {
 		}
 		atts = append(atts, a)
 	}
-	sort.Slice(atts, func(i, j int) bool { return len(atts[i].Restart) < len(atts[j].Restart) || atts[i].Restart < atts[j].Restart })
+	sort.Slice(atts, func(i, j int) bool {
+		return len(atts[i].Restart) < len(atts[j].Restart) || atts[i].Restart < atts[j].Restart
+	})
 	restarts := fmt.Sprint(len(atts) - 1)
 	if len(atts) < 2 || s["Restarts"] != restarts || len(st.History) != len(atts) {
 		t.Fatalf("%s: %d attempts (facts %+v), Slurm restarts %s, %d history spans: want at least one continuation, one restart and one span per attempt",
