@@ -135,7 +135,11 @@ func runConvention(t *testing.T, c convention) {
 		atts = append(atts, a)
 	}
 	sort.Slice(atts, func(i, j int) bool {
-		return len(atts[i].Restart) < len(atts[j].Restart) || atts[i].Restart < atts[j].Restart
+		a, b := atts[i].Restart, atts[j].Restart
+		if len(a) != len(b) {
+			return len(a) < len(b) // numerically: "9" before "10"
+		}
+		return a < b
 	})
 	restarts := fmt.Sprint(len(atts) - 1)
 	if len(atts) < 2 || s["Restarts"] != restarts || len(st.History) != len(atts) {
