@@ -170,17 +170,11 @@ func runConvention(t *testing.T, c convention) {
 	if last := atts[len(atts)-1]; last.End != c.steps || last.How != "done" {
 		t.Errorf("%s: last attempt %+v, want done at %d", c.name, last, c.steps)
 	}
-	conts := 0
-	for _, d := range st.Decisions {
-		if strings.HasPrefix(d.Reason, "continue:") || strings.HasPrefix(d.Reason, "time limit: checkpoint at step") {
-			conts++
-		}
-	}
 	// the figures of the closing note
 	t.Logf("status at the end: %s at step %d of %d; attempts %d (Slurm restarts %s), continuations %d; history %+v; decisions %v",
 		st.State, st.Step, st.TotalIters, len(st.History), s["Restarts"], st.Continuations, st.History, decisionReasons(st))
 	t.Logf("CONVENTION %s: attempts %d, continuations by isched %d, Slurm restarts %s, steps redone %d, gap between attempts %s, wall %s; ends: %v",
-		c.name, len(atts), conts, s["Restarts"], lost, strings.Join(added, ","), time.Since(w.started).Round(time.Second), attemptEnds(atts))
+		c.name, len(atts), st.Continuations, s["Restarts"], lost, strings.Join(added, ","), time.Since(w.started).Round(time.Second), attemptEnds(atts))
 }
 
 func attemptEnds(atts []attemptFacts) []string {
