@@ -20,7 +20,8 @@
 // checkpoints (TestCheckpointDamageNeverResumed); and issue 14's
 // conventions matrix (TestConvention*, a real PyTorch loop with a 1-minute
 // limit under each common checkpoint and signal convention, run in
-// parallel: about 3.5 minutes together) with the opt-in
+// parallel: 2.5 minutes with -parallel 6, 6.5 at go test's default of
+// two at a time on a 2-core machine) with the opt-in
 // TestIssue14Scenario (ISCHED_E2E_SCENARIO=1, about 9 minutes).
 //
 // ISCHED_E2E_KEEP=1 keeps each test's directory (job outputs, trainer facts
