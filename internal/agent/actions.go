@@ -344,8 +344,19 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 			return a.result(act.ID, report.StatusFailed, fmt.Sprintf("check job %d: %v", act.JobID, err), err), nil
 		}
 	}
+	if j != nil && act.Type == report.ActionRequeue && act.Ended && j.State == "COMPLETING" {
+		// the attempt is ending (it exited after saving, or requeued
+		// itself): Slurm's next state says what there is to do
+		var err error
+		if j, err = a.awaitSettled(ctx, jobID(act), j); err != nil {
+			if errors.Is(err, slurm.ErrNotFound) {
+				return a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d is gone", act.JobID), err), nil
+			}
+			return nil, transient(err)
+		}
+	}
 	if j != nil {
-		if j.Ended() && act.Type != report.ActionSubmit {
+		if j.Ended() && act.Type != report.ActionSubmit && !(act.Type == report.ActionRequeue && act.Ended && j.State != "CANCELLED") {
 			return refuse("job %d already ended (%s): nothing to %s", act.JobID, j.State, act.Type)
 		}
 		if j.User == "" || j.User != act.User {
@@ -362,7 +373,12 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 		}
 	case report.ActionRequeue:
 		placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0
-		if j.State != "RUNNING" && !(j.State == "PENDING" && placement) {
+		if act.Ended && j.State == "PENDING" && !placement {
+			// the job is queued again already (it requeued itself after
+			// saving, or Slurm did): requeueing it too would be a double action
+			return refuse("job %d is PENDING (restart %d): requeued already, by the job itself or by Slurm; nothing to do", act.JobID, j.Restarts)
+		}
+		if j.State != "RUNNING" && !j.Ended() && !(j.State == "PENDING" && placement) {
 			return refuse("job %d is %s: requeue needs a running job (or a pending one and a new partition, gres or time limit)", act.JobID, j.State)
 		}
 	case report.ActionRelease:
@@ -397,7 +413,7 @@ func isRoot(name string) bool {
 }
 
 func placementSpec(act *report.Action) slurm.MoveSpec {
-	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold}
+	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold, Ended: act.Ended}
 }
 
 // run executes a checked action; j is the job as checked (nil for a submit
@@ -574,23 +590,17 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 		// the job shows COMPLETING (restart count already moved) for up to
 		// KillWait. Wait until it settles (held PENDING, or ended), or the
 		// move is left half-done with the job held for ever.
-		for start := time.Now(); j.State == "COMPLETING"; {
-			if time.Since(start) > a.cfg.ActionTimeout {
-				return nil, transient(fmt.Errorf("requeue job %s: still COMPLETING %s after an agent restart", id, time.Since(start).Round(time.Second)))
+		if j, err = a.awaitSettled(ctx, id, j); err != nil {
+			if errors.Is(err, slurm.ErrNotFound) {
+				return failed("the agent stopped during this requeue and job " + id + " is gone: not retried")
 			}
-			if !sleep(ctx, 500*time.Millisecond) {
-				return nil, ctx.Err()
-			}
-			if j, err = a.slurm.ShowJob(ctx, id); err != nil {
-				if errors.Is(err, slurm.ErrNotFound) {
-					return failed("the agent stopped during this requeue and job " + id + " is gone: not retried")
-				}
-				return nil, transient(err)
-			}
+			return nil, transient(err)
 		}
 		switch {
 		case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
 			return retry() // the requeue never reached Slurm
+		case act.Ended && j.Ended() && j.State != "CANCELLED" && j.State == m.State && j.Restarts == m.Restarts:
+			return retry() // the requeue of the ended job never reached Slurm
 		case j.Ended():
 			return failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
 		case j.State == "PENDING" && j.Held() && !m.Held:
@@ -624,6 +634,25 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 		return failed(fmt.Sprintf("the agent stopped during this requeue; job %s is now %s in %s with restart count %d (was %d): not retried", id, j.State, j.Partition, j.Restarts, m.Restarts))
 	}
 	return failed("the agent stopped during this action: not retried")
+}
+
+// awaitSettled polls a COMPLETING job (j) until Slurm settles it (pending
+// again, or ended), for at most ActionTimeout; an error matching
+// slurm.ErrNotFound when the job is gone.
+func (a *Agent) awaitSettled(ctx context.Context, id string, j *slurm.JobInfo) (*slurm.JobInfo, error) {
+	var err error
+	for start := time.Now(); j.State == "COMPLETING"; {
+		if time.Since(start) > a.cfg.ActionTimeout {
+			return nil, fmt.Errorf("job %s: still COMPLETING after %s", id, time.Since(start).Round(time.Second))
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+		if j, err = a.slurm.ShowJob(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
 }
 
 // updated reports whether the job shows every change of an update action.

@@ -209,6 +209,24 @@ func TestActions(t *testing.T) {
 		}, status: report.StatusOK, msg: "requeued job 12 (restart 1) to partition gpu, gres gpu:1, released", calls: []string{"move 12"}},
 		{name: "requeue of a pending job without placement", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
 			action: func(e *env) *report.Action { return e.action(report.ActionRequeue, 12) }, status: report.StatusRefused, msg: "requeue needs a running job"},
+		{name: "continuation: requeue of an ended job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "COMPLETED" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended = true })
+			}, status: report.StatusOK, msg: "requeued job 12 (restart 1)", calls: []string{"move 12"}},
+		{name: "requeue of an ended job without Ended", setup: func(f *fakeSlurm) { f.jobs["12"].State = "TIMEOUT" },
+			action: func(e *env) *report.Action { return e.action(report.ActionRequeue, 12) }, status: report.StatusRefused, msg: "already ended (TIMEOUT)"},
+		{name: "continuation of a cancelled job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "CANCELLED" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended = true })
+			}, status: report.StatusRefused, msg: "already ended (CANCELLED)"},
+		{name: "continuation of a job that requeued itself: no double action", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended, a.TimeLimitMin = true, 0 })
+			}, status: report.StatusRefused, msg: "requeued already, by the job itself or by Slurm"},
+		{name: "continuation of a job that requeued itself: its new time limit only", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Ended, a.TimeLimitMin = true, 3 })
+			}, status: report.StatusOK, msg: "re-placed pending job 12 to time limit 3 min", calls: []string{"move 12"}},
 		{name: "update time limit", action: func(e *env) *report.Action { return e.action(report.ActionUpdate, 12) },
 			status: report.StatusOK, msg: "time limit 45 min", calls: []string{"update 12"}},
 		{name: "update partition of a running job: Slurm's refusal", action: func(e *env) *report.Action {

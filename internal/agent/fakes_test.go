@@ -164,7 +164,7 @@ func (f *fakeSlurm) Move(ctx context.Context, id string, spec slurm.MoveSpec) (s
 	var res slurm.MoveResult
 	err := f.do("move", id, func(j *slurm.JobInfo) error {
 		res.From = j.Partition
-		if j.State == "RUNNING" {
+		if j.State == "RUNNING" || spec.Ended && slurm.Ended(j.State) {
 			j.Restarts++
 			res.Requeued = true
 		}

@@ -89,6 +89,14 @@ func (a *App) report(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, ", peak GPU %s", plan.FormatBytes(sum.peakGPU))
 	}
 	fmt.Fprintln(a.stdout)
+	if status != nil {
+		if c := chain(status); c != "" {
+			fmt.Fprintln(a.stdout, "attempts: "+c)
+		}
+		if status.EndedMS > 0 {
+			fmt.Fprintf(a.stdout, "ended: %s at step %d of %d\n", clean(status.State), max(status.Step, 0), status.TotalIters)
+		}
+	}
 	if *out == "" {
 		return nil
 	}

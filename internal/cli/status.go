@@ -294,6 +294,9 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	case s.TotalIters > 0:
 		fmt.Fprintf(w, "progress:   %s %d/%d iterations (%.1f%%)\n", ProgressBar(step, s.TotalIters, 30), step, s.TotalIters,
 			100*float64(step)/float64(s.TotalIters))
+		if s.LoopTotal > 0 && s.PlanTotal > 0 && s.LoopTotal != s.PlanTotal {
+			fmt.Fprintf(w, "total:      %d (your loop says; the plan computed %d)\n", s.LoopTotal, s.PlanTotal)
+		}
 	case s.Step >= 0:
 		fmt.Fprintf(w, "progress:   %d iterations (total unknown)\n", step)
 	default:
@@ -374,6 +377,9 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 			fmt.Fprintln(tw, line)
 		}
 		tw.Flush()
+		if c := chain(s); c != "" {
+			fmt.Fprintln(w, "attempts:   "+c)
+		}
 	}
 	if len(s.Decisions) > 0 {
 		fmt.Fprintln(w, "decisions:")
@@ -501,4 +507,25 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", jobKey(r.job), r.plan.Lineage, clean(r.job.State), clean(r.job.Partition), prog, e)
 	}
 	return tw.Flush()
+}
+
+// chain says how a lineage's attempts follow each other (job ids and
+// attempts, isched's continuations): "" for a single attempt.
+func chain(s *report.JobStatus) string {
+	if len(s.History) < 2 {
+		return ""
+	}
+	ids := make([]string, len(s.History))
+	for i, sp := range s.History {
+		ids[i] = fmt.Sprintf("job %d.%d", sp.JobID, sp.Attempt)
+	}
+	out := fmt.Sprintf("%d (%s)", len(s.History), strings.Join(ids, " → "))
+	switch s.Continuations {
+	case 0:
+	case 1:
+		out += ", continued once by isched"
+	default:
+		out += fmt.Sprintf(", continued %d times by isched", s.Continuations)
+	}
+	return out
 }

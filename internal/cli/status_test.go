@@ -210,3 +210,24 @@ func TestReportPlot(t *testing.T) {
 		t.Errorf("missing series: exit %d %q", code, errOut)
 	}
 }
+
+// The loop's own total wins over the plan's; a disagreement is shown, and
+// the chain of attempts with isched's continuations.
+func TestStatusLoopTotalDisagrees(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	st := movedStatus()
+	st.Step, st.TotalIters, st.LoopTotal, st.PlanTotal = 233, 3000, 3000, 57
+	st.Continuations = 1
+	h.setJSON("isched:lab:job:{lab-train-abababab}:status", st)
+	code, out, errOut := h.run("status", "42")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"233/3000 iterations (7.8%)", "total:      3000 (your loop says; the plan computed 57)\n",
+		"attempts:   2 (job 42.0 → job 42.1), continued once by isched\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+}

@@ -87,6 +87,10 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				if !stale { // an old process's steps would read as a restart
 					l.Iter.Add(it)
 				}
+				if it.Total > 0 && it.Total != st.LoopTotal {
+					st.LoopTotal = it.Total
+					l.setTotal()
+				}
 				if it.Step > st.Step {
 					st.Step = it.Step
 				}
@@ -171,17 +175,18 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	if st.StartedMS == 0 {
 		st.StartedMS = env.TimeMS
 	}
+	defer l.setTotal()
 	st.State, st.EndedMS, st.ExitStatus = "RUNNING", 0, nil
 	l.Ended = false
 	if env.Start.TotalIters > 0 {
-		st.TotalIters = env.Start.TotalIters
+		st.PlanTotal = env.Start.TotalIters
 	}
 	if j, ok := jobs[job.JobID]; ok {
 		st.User = j.User // Slurm's word; the report's user name is only the wrapper's
 		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
 			st.Plan = &p
-			if st.TotalIters == 0 {
-				st.TotalIters = p.Total
+			if env.Start.TotalIters == 0 && p.Total > 0 {
+				st.PlanTotal = p.Total
 			}
 		}
 		if j.TimeLimitMin != nil && *j.TimeLimitMin > 0 {
@@ -208,6 +213,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		l.closeOpenSpan(env.TimeMS, "requeued")
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
 			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+		l.CkptsAtStart = l.Ckpts
 		l.newProcess()
 	}
 	if prevPartition != "" && prevPartition != job.Partition {
@@ -220,6 +226,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 			l.Moves++
 		} else {
 			l.Conts++
+			st.Continuations = l.Conts
 		}
 		l.RequeueRule = ""
 		l.LastMoveMS = now.UnixMilli()
@@ -273,13 +280,24 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 		c.finish(l, "ENDED", env.TimeMS, &code)
 		return
 	}
-	done := end.ExitCode == 0 && st.TotalIters == 0
-	if !done && end.ExitCode != 0 && end.Signal == "" {
-		done = true // the job failed on its own: nothing to continue
-	}
 	// Not the end yet: Slurm may requeue the job (a preempted trainer
-	// exits 0 after its SIGTERM checkpoint). syncWithJobTable settles it.
-	l.End = &attemptEnd{JobID: job.JobID, Attempt: job.Attempt, AtMS: env.TimeMS, ExitCode: end.ExitCode, Done: done}
+	// exits 0 after its SIGTERM checkpoint, a script requeues itself), or
+	// rule 5 continues it. syncWithJobTable settles it from Slurm's state.
+	l.End = &attemptEnd{JobID: job.JobID, Attempt: job.Attempt, AtMS: env.TimeMS, ExitCode: end.ExitCode, Signal: end.Signal}
+}
+
+// setTotal sets the lineage's total from what is known: the loop's own
+// total when it printed one (it knows its length; a total computed from
+// --samples/--epochs/--batch may count something else), else the plan's.
+func (l *lineage) setTotal() {
+	st := &l.Status
+	t := st.PlanTotal
+	if st.LoopTotal > 0 {
+		t = st.LoopTotal
+	}
+	if t > 0 && t != st.TotalIters {
+		st.TotalIters, l.dirty = t, true
+	}
 }
 
 // closeOpenSpan ends the last history span if it is still open, at atMS

@@ -21,7 +21,7 @@ func TestFileConfig(t *testing.T) {
 	if err := fc.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Tick != 2*time.Second || cfg.Policy.MinGain != 1.5 || cfg.Policy.Speed["gpu"] != 8 {
+	if cfg.Tick != 2*time.Second || cfg.Policy.MinGain != 1.5 || cfg.Policy.Speed["gpu"] != 8 || cfg.Policy.MaxContinuations != 20 {
 		t.Errorf("config %+v", cfg)
 	}
 	// min_interval "0s" turns hysteresis off (negative in policy.Config);

@@ -41,7 +41,9 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	if err := c.loadTracked(ctx); err != nil {
 		return err
 	}
-	c.syncWithJobTable(ctx, now)
+	if err := c.syncWithJobTable(ctx, now); err != nil {
+		return err
+	}
 	if err := c.pruneSessions(ctx, now); err != nil {
 		return err
 	}
@@ -50,7 +52,7 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	}
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
-		if l.Ended || l.End != nil {
+		if l.Ended || l.End != nil && l.Phase == PhaseNone {
 			continue // ended, or its attempt did and Slurm has the next word
 		}
 		if err := c.decide(ctx, name, l, fresh, now); err != nil {
@@ -179,9 +181,9 @@ func (c *Coordinator) logForeignLineage(j report.Job, lineage string, owner int,
 
 // syncWithJobTable starts tracking planned jobs (pending ones have sent no
 // report yet) and follows Slurm's state of tracked ones.
-func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
+func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) error {
 	if c.jobs == nil || now.Sub(c.jobsAt) > c.cfg.StaleAfter {
-		return
+		return nil
 	}
 	byJob := map[uint64]*lineage{}
 	for _, l := range c.lineages {
@@ -223,20 +225,26 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 		st.JobID, st.User, st.UID, st.Plan, st.Partition = j.JobID, j.User, j.UID, &p, j.Partition
 		st.State = j.State
 		l.Ended = false
-		if st.TotalIters == 0 {
-			st.TotalIters = p.Total
+		if st.PlanTotal == 0 {
+			st.PlanTotal = p.Total
 		}
+		l.setTotal()
 		l.dirty = true
 		byJob[j.JobID] = l
 	}
-	for _, l := range c.lineages {
+	for name, l := range c.lineages {
 		if l.Ended || l.Status.JobID == 0 {
 			continue
 		}
 		st := &l.Status
 		j, ok := c.jobs[st.JobID]
-		if l.End != nil && c.settleEnd(l, j, ok, now) {
-			continue
+		if l.End != nil {
+			if settled, err := c.settleEnd(ctx, name, l, j, ok, now); err != nil || settled {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		if !ok {
 			continue // MinJobAge passed or not yet listed: the end report tells
@@ -266,65 +274,85 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) {
 					j.JobID, j.RestartCount, st.Attempt, reason))
 			}
 		}
-		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" {
+		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
 			// ended without the wrapper saying so (killed, node failure,
-			// timeout), or after an attempt's end that did not finish the run
-			c.finish(l, j.State, now.UnixMilli(), l.attemptExit())
-			l.event(now, "ended", "Slurm reports the job "+j.State)
+			// timeout): continued from its checkpoint, or over
+			if err := c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now); err != nil {
+				return err
+			}
 			continue
 		}
-		c.settleCompleted(l, j, now)
+		if err := c.settleCompleted(ctx, name, l, j, now); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// settleCompleted ends a lineage whose job Slurm reports COMPLETED while
-// no end report settled it: a report is usually just late (the job table
-// can be younger than the last reports), so only after EndGrace. Without
-// it, a run whose wrapper never said goodbye (killed, or not the last step
-// of the batch script) would show RUNNING for ever.
-func (c *Coordinator) settleCompleted(l *lineage, j report.Job, now time.Time) {
+// settleCompleted settles a lineage whose job Slurm reports COMPLETED
+// while no end report settled it: a report is usually just late (the job
+// table can be younger than the last reports), so only after EndGrace.
+// Without it, a run whose wrapper never said goodbye (killed, or not the
+// last step of the batch script) would show RUNNING for ever.
+func (c *Coordinator) settleCompleted(ctx context.Context, name string, l *lineage, j report.Job, now time.Time) error {
 	if j.State != "COMPLETED" || l.Phase != PhaseNone {
 		if l.CompletedMS != 0 {
 			l.CompletedMS, l.dirty = 0, true
 		}
-		return
+		return nil
 	}
 	if l.CompletedMS == 0 {
 		l.CompletedMS, l.dirty = now.UnixMilli(), true
-		return
+		return nil
 	}
 	if now.UnixMilli()-l.CompletedMS < c.cfg.EndGrace.Milliseconds() {
-		return
+		return nil
 	}
-	c.finish(l, "COMPLETED", now.UnixMilli(), l.attemptExit())
-	l.event(now, "ended", fmt.Sprintf("Slurm reports the job COMPLETED and no end report settled the run within %s", c.cfg.EndGrace))
+	l.event(now, "completed", fmt.Sprintf("Slurm reports the job COMPLETED and no end report settled the run within %s", c.cfg.EndGrace))
+	return c.endOrContinue(ctx, name, l, "COMPLETED", "COMPLETED", now.UnixMilli(), now)
 }
 
 // settleEnd decides what an attempt's end report meant, from the job
-// table (j, listed): the run's end once Slurm is done with the job, or
-// nothing when Slurm started the job again (a preemption requeues it: the
-// trainer saved on SIGTERM and exited 0, yet the run goes on). It reports
-// whether the lineage ended.
-func (c *Coordinator) settleEnd(l *lineage, j report.Job, listed bool, now time.Time) bool {
+// table (j, listed): nothing when Slurm started the job again (a
+// preemption requeues it: the trainer saved on SIGTERM and exited 0, yet
+// the run goes on; a script requeued itself after saving), else, once
+// Slurm is done with the job, the run's continuation or its end
+// (endOrContinue). It reports whether the attempt was settled.
+func (c *Coordinator) settleEnd(ctx context.Context, name string, l *lineage, j report.Job, listed bool, now time.Time) (bool, error) {
 	e := l.End
 	// a table taken before the end report says nothing about it
 	after := c.jobsAt.UnixMilli() >= e.AtMS
 	if listed && j.JobID == e.JobID && requeuedSince(j, e, after) {
 		l.End, l.dirty = nil, true
-		l.event(now, "requeued", fmt.Sprintf("Slurm requeued the job after attempt %d ended (exit %d): the run goes on", e.Attempt, e.ExitCode))
-		return false
+		if l.Phase == PhaseNone && l.Pending == nil {
+			l.event(now, "requeued", fmt.Sprintf("Slurm requeued the job after attempt %d ended (exit %d): the run goes on", e.Attempt, e.ExitCode))
+			return false, c.selfRequeued(ctx, name, l, j, e, now)
+		}
+		return false, nil
 	}
-	if !e.Done {
-		return false // not the run's end: Slurm's final state tells (below)
+	if l.Phase != PhaseNone {
+		return false, nil // an action of ours is under way: its outcome tells
 	}
-	final := listed && after && slurmEnded(j.State)
 	graceOver := now.UnixMilli()-e.AtMS >= c.cfg.EndGrace.Milliseconds()
-	if !final && !(graceOver && after && (!listed || j.State == "PREEMPTED")) {
-		return false
+	var state string
+	switch {
+	case listed && after && slurmEnded(j.State):
+		state = j.State
+	case listed && after && graceOver && j.State == "PREEMPTED":
+		state = j.State // preempted and not requeued by Slurm (PreemptMode=CANCEL)
+	case !listed && graceOver:
+		// slurmctld forgot the job (MinJobAge) before a table showed its end
+	default:
+		return false, nil
 	}
-	code := e.ExitCode
-	c.finish(l, "ENDED", e.AtMS, &code)
-	return true
+	// the run's own end (exit 0 with no total to fall short of, or a
+	// failure of its own) is ENDED; an attempt's end short of the total
+	// keeps Slurm's word for how the job ended, if it is not continued
+	endState := state
+	if endState == "" || e.ExitCode == 0 && l.Status.TotalIters == 0 || e.ExitCode != 0 && e.Signal == "" {
+		endState = "ENDED"
+	}
+	return true, c.endOrContinue(ctx, name, l, state, endState, e.AtMS, now)
 }
 
 // requeuedSince: the job table shows the job started again (or queued
@@ -400,6 +428,10 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	if p.Decision.Kind == policy.Extend && r.Status != report.StatusOK {
 		l.NoExtend = true // do not ask again: checkpoint and requeue instead
 	}
+	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue && p.Decision.Kind == policy.Requeue {
+		c.continuationFailed(l, res, now)
+		return
+	}
 	if r.Status != report.StatusOK {
 		// reversible: the job stays where it was (the agent releases a
 		// held job whose move failed); try again later
@@ -411,7 +443,12 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	switch report.ActionType(p.Type) {
 	case report.ActionUpdate:
 		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
-		l.Moves++
+		if p.Decision.Rule == policy.RuleContinue {
+			l.Conts++ // a self-requeued job's longer time limit
+			l.Status.Continuations = l.Conts
+		} else {
+			l.Moves++
+		}
 		l.LastMoveMS = now.UnixMilli()
 	case report.ActionRequeue:
 		// stays requeue-issued until the new attempt's start report
@@ -438,6 +475,9 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 	}
 	if l.Ckpt.N > 0 {
 		j.CkptDur = l.Ckpt.Estimate() // else 0: the policy's configured default
+	}
+	if sp := l.span(st.JobID, st.Attempt); sp != nil && sp.EndMS == 0 {
+		j.NoStepYet = st.Step <= sp.StartStep
 	}
 	j.Iter, j.HaveIter = l.Iter.Estimate()
 	if cp := st.LastCheckpoint; cp != nil {
@@ -530,6 +570,10 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	case policy.Requeue:
 		a.Type, a.Partition, a.Gres = report.ActionRequeue, d.Target, d.Gres
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+		// a continuation follows an attempt that ended, or one whose script
+		// may exit right after the checkpoint it was asked for (USR1 ->
+		// save -> exit 0): the agent requeues the job from its final state
+		a.Ended = d.Rule == policy.RuleContinue || d.Rule == policy.RuleTimeLimit
 	case policy.MovePending:
 		a.Type, a.Partition, a.Gres = report.ActionUpdate, d.Target, d.Gres
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)

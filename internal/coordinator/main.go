@@ -38,17 +38,20 @@ type FileConfig struct {
 
 // PolicyConfig is the policy part of the config file.
 type PolicyConfig struct {
-	Margin        string             `json:"margin"`
-	MinGain       float64            `json:"min_gain"`
-	MoveCost      string             `json:"move_cost"`
-	MinInterval   string             `json:"min_interval"`
-	MaxMoves      int                `json:"max_moves"`
-	Speed         map[string]float64 `json:"speed"`
-	DevPartitions []string           `json:"dev_partitions"`
-	AllowExtend   bool               `json:"allow_extend"`
-	DefaultCkpt   string             `json:"default_ckpt"`
-	MinPending    string             `json:"min_pending"`
-	DevWindows    []string           `json:"dev_windows"`
+	Margin      string  `json:"margin"`
+	MinGain     float64 `json:"min_gain"`
+	MoveCost    string  `json:"move_cost"`
+	MinInterval string  `json:"min_interval"`
+	MaxMoves    int     `json:"max_moves"`
+	// MaxContinuations bounds continuations per lineage (rules 1 and 5);
+	// 0 or absent: the default (20); negative: unbounded.
+	MaxContinuations int                `json:"max_continuations"`
+	Speed            map[string]float64 `json:"speed"`
+	DevPartitions    []string           `json:"dev_partitions"`
+	AllowExtend      bool               `json:"allow_extend"`
+	DefaultCkpt      string             `json:"default_ckpt"`
+	MinPending       string             `json:"min_pending"`
+	DevWindows       []string           `json:"dev_windows"`
 }
 
 // LoadFileConfig reads and checks a config file; errors name the field.
@@ -111,6 +114,9 @@ func (fc FileConfig) apply(cfg *Config) error {
 		}
 		if p.MaxMoves > 0 {
 			cfg.Policy.MaxMoves = p.MaxMoves
+		}
+		if p.MaxContinuations != 0 {
+			cfg.Policy.MaxContinuations = p.MaxContinuations
 		}
 		for k, v := range p.Speed {
 			if v <= 0 {

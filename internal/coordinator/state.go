@@ -47,7 +47,8 @@ type lineage struct {
 	NoExtend     bool                   `json:"no_extend,omitempty"`
 	LastIterMS   int64                  `json:"last_iter_ms"`
 	NonFinite    bool                   `json:"nonfinite"`
-	CkptAtReq    int64                  `json:"ckpt_at_req"` // checkpoints seen when the request went out
+	CkptAtReq    int64                  `json:"ckpt_at_req"`              // checkpoints seen when the request went out
+	CkptsAtStart int64                  `json:"ckpts_at_start,omitempty"` // checkpoints seen when the current attempt began
 	Ckpts        int64                  `json:"ckpts"`
 	PeakETA      int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
 	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
@@ -86,9 +87,7 @@ type attemptEnd struct {
 	Attempt  int    `json:"attempt"`
 	AtMS     int64  `json:"at_ms"`
 	ExitCode int    `json:"exit_code"`
-	// Done: the run looks finished (exit 0 with no total known, or a
-	// failure of its own), unless Slurm starts it again.
-	Done bool `json:"done"`
+	Signal   string `json:"signal,omitempty"` // that killed the training command
 }
 
 // owner returns the lineage's owner: the recorded one, else (state saved

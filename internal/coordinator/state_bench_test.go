@@ -213,7 +213,7 @@ func TestEncodeStateIsMarshal(t *testing.T) {
 	pend.Pending = &pending{ID: "a1", Type: "requeue", IssuedMS: 5, Action: json.RawMessage(`{"v":1}`)}
 	pend.Phase, pend.RankRSS = PhaseRequeueIssued, map[string]int64{"0": 1, "1": 2}
 	ended := warmLineage()
-	ended.Ended, ended.End = true, &attemptEnd{JobID: 1, AtMS: 9, ExitCode: 1, Done: true}
+	ended.Ended, ended.End = true, &attemptEnd{JobID: 1, AtMS: 9, ExitCode: 1, Signal: "SIGTERM"}
 	ended.Status.Node, ended.Status.Events[0].Message = hostile, hostile
 	ended.Status.GPUBytes = map[string]int64{`iter":null,"mem`: 1}
 	uid := 1001

@@ -17,7 +17,12 @@
 // gang migrating as one (TestGangMigration), a dev chunk
 // (TestDevChunk); and issue 8's CI subset: the coordinator SIGKILLed during
 // a migration (TestChaosCoordinatorKilledDuringMigration) and damaged
-// checkpoints (TestCheckpointDamageNeverResumed).
+// checkpoints (TestCheckpointDamageNeverResumed); and issue 14's
+// conventions matrix (TestConvention*, a real PyTorch loop with a 1-minute
+// limit under each common checkpoint and signal convention, run in
+// parallel: 2.5 minutes with -parallel 6, 6.5 at go test's default of
+// two at a time on a 2-core machine) with the opt-in
+// TestIssue14Scenario (ISCHED_E2E_SCENARIO=1, about 9 minutes).
 //
 // ISCHED_E2E_KEEP=1 keeps each test's directory (job outputs, trainer facts
 // per attempt, agent and coordinator logs) for a post-mortem.

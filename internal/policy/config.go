@@ -64,7 +64,7 @@ type Config struct {
 	// given up.
 	CkptTimeoutFactor float64
 	MinCkptTimeout    time.Duration
-	// MaxContinuations bounds rule 1 requeues per lineage: a script that
+	// MaxContinuations bounds rule 1 and rule 5 requeues per lineage: a script that
 	// ignores ISCHED_RESUME_FROM would otherwise restart from scratch after
 	// every requeue, forever. Negative: unbounded.
 	MaxContinuations int

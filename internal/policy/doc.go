@@ -41,6 +41,16 @@
 //     window). Rule 1 then checkpoints it before the dev limit and
 //     requeues it back onto its ideal partition.
 //  4. CPU until GPU is rule 2 with the fallback cpu.
+//  5. Continuation (AfterEnd, called by the coordinator when an attempt
+//     has ended, not by Decide): steps left after a confirmed checkpoint
+//     and the job ended (exit 0 after saving, a non-zero exit, TIMEOUT,
+//     PREEMPTED, NODE_FAIL): requeue the ended job onto rule 1's
+//     continuation target, unless it was CANCELLED, crashed without a new
+//     checkpoint, made no progress since it resumed, or MaxContinuations
+//     is reached.
+//
+// Rule 1 sends no checkpoint request before the current attempt's first
+// step (Job.NoStepYet), until half its time limit has passed.
 //
 // A job holding GPUs only moves to partitions with GPUs (Slurm 22.05
 // cannot drop a GPU request); a plan without GRES never gets one. A nil

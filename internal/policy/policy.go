@@ -76,6 +76,10 @@ type Job struct {
 	HaveIter bool
 	CkptDur  time.Duration // learned (estimate.CkptTimer); 0: Config.DefaultCkpt
 
+	// NoStepYet: the current attempt has reported no step yet (it is
+	// starting up: importing, loading data, resuming).
+	NoStepYet bool
+
 	LastCkptStep int64     // step of the last complete checkpoint
 	LastCkptAt   time.Time // zero: none yet
 
@@ -288,6 +292,13 @@ func (v *view) timeLimit() (d Decision, ok bool, status string) {
 	if v.now.Before(deadline) {
 		return d, false, fmt.Sprintf("%s, time limit %s: will checkpoint at %s (limit − checkpoint %s − margin %s)",
 			pred, v.at(limitAt), v.at(deadline), dur(v.ckpt), dur(v.cfg.Margin))
+	}
+	if half := j.StartedAt.Add(j.TimeLimit / 2); j.NoStepYet && v.now.Before(half) {
+		// A short allocation is past its deadline from the start. A request
+		// now finds nothing new to save, and a script still importing has
+		// not installed its handler: the signal's default action ends it.
+		return d, false, fmt.Sprintf("%s, time limit %s: this attempt has reported no step yet; no checkpoint request before its first step (or %s, half its time limit)",
+			pred, v.at(limitAt), v.at(half))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "time limit: %s; the time limit is %s (%s from %s); a checkpoint takes ~%s and the margin is %s, so checkpointing now",

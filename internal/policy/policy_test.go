@@ -166,6 +166,22 @@ func TestDecideTimeLimit(t *testing.T) {
 				reason: []string{"its ideal partition gpu (end of a dev chunk) with gres gpu:1, the plan's time limit 4h"}},
 		},
 		{
+			name: "a 1-minute allocation still starting up: no request before its first step",
+			job: func(j *Job) {
+				j.StartedAt, j.TimeLimit, j.NoStepYet, j.HaveIter = now.Add(-10*time.Second), time.Minute, true, false
+			},
+			check: check{want: Decision{Kind: None}, reason: []string{
+				"this attempt has reported no step yet; no checkpoint request before its first step (or 14:00:20, half its time limit)"}},
+		},
+		{
+			name: "no step yet but half its time limit gone: insurance",
+			job: func(j *Job) {
+				j.StartedAt, j.TimeLimit, j.NoStepYet, j.HaveIter = now.Add(-31*time.Second), time.Minute, true, false
+			},
+			check: check{want: Decision{Kind: Checkpoint, Rule: RuleTimeLimit, Then: Requeue, Target: "gpu"},
+				reason: []string{"as insurance"}},
+		},
+		{
 			name: "no estimate yet counts as unknown",
 			job:  func(j *Job) { j.HaveIter = false },
 			check: check{want: Decision{Kind: Checkpoint, Rule: RuleTimeLimit, Then: Requeue, Target: "gpu"},

@@ -41,7 +41,13 @@ type Action struct {
 	Gres         string `json:"gres,omitempty"`
 	TimeLimitMin int64  `json:"time_limit_min,omitempty"`
 
-	Hold   bool   `json:"hold,omitempty"`   // requeue, submit: keep the job held
+	Hold bool `json:"hold,omitempty"` // requeue, submit: keep the job held
+	// Ended (requeue only): the job may have ended by the time the agent
+	// acts (a script that saves on a checkpoint request and exits, Slurm's
+	// TIMEOUT or NODE_FAIL): requeue it from its final state too, while
+	// slurmctld still holds it (MinJobAge). Never a CANCELLED job (the
+	// user's word), nor one already pending again (it requeued itself).
+	Ended  bool   `json:"ended,omitempty"`
 	Script string `json:"script,omitempty"` // submit only: the batch script, starting with "#!"
 
 	Reason   string `json:"reason,omitempty"` // for the audit trail and the user
@@ -58,11 +64,12 @@ type actionRule struct {
 	placement bool // partition, gres, time_limit_min permitted
 	hold      bool // permitted
 	script    bool // required
+	ended     bool // permitted
 }
 
 var actionRules = map[ActionType]actionRule{
 	ActionSignal:  {jobID: true, signal: true, steps: true},
-	ActionRequeue: {jobID: true, placement: true, hold: true},
+	ActionRequeue: {jobID: true, placement: true, hold: true, ended: true},
 	ActionUpdate:  {jobID: true, placement: true},
 	ActionCancel:  {jobID: true},
 	ActionSubmit:  {placement: true, hold: true, script: true},
@@ -110,6 +117,7 @@ func (a *Action) Validate() error {
 		absent("gres", a.Gres != "", rule.placement),
 		absent("time_limit_min", a.TimeLimitMin != 0, rule.placement),
 		absent("hold", a.Hold, rule.hold),
+		absent("ended", a.Ended, rule.ended),
 		absent("script", a.Script != "", rule.script),
 	); err != nil {
 		return err

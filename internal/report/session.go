@@ -223,6 +223,11 @@ type Iter struct {
 	DurMS         float64 `json:"dur_ms"`                // wrapper-measured time since the previous step
 	LoopDurMS     float64 `json:"loop_dur_ms,omitempty"` // the training loop's own measurement
 	Source        string  `json:"source"`                // SourceFile, SourcePattern or SourceHelper
+	// Total is the loop's own total of steps as it printed it with this
+	// step (a pattern's total group, tqdm's n/total, the helper's total=);
+	// 0 when the loop does not say. It wins over a total computed from the
+	// plan: the loop knows its own length.
+	Total int64 `json:"total,omitempty"`
 }
 
 // Validate checks one iteration.
@@ -231,8 +236,12 @@ func (it *Iter) Validate() error {
 		nonNeg("step", it.Step),
 		nonNeg("epoch", it.Epoch),
 		nonNeg("samples", it.Samples),
+		nonNeg("total", it.Total),
 	); err != nil {
 		return err
+	}
+	if it.Total > 0 && it.Step > it.Total {
+		return fail("total", "step %d is past the loop's total %d", it.Step, it.Total)
 	}
 	if it.Loss != nil {
 		if err := finite("loss", *it.Loss); err != nil {

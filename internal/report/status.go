@@ -20,10 +20,19 @@ type JobStatus struct {
 	ExitStatus *int   `json:"exit_status,omitempty"`
 
 	History []Span `json:"history"`
+	// Continuations counts the attempts isched started after one ended
+	// with work left or ran into its time limit (requeues other than
+	// migrations); Slurm's own requeues (preemption) are not counted.
+	Continuations int `json:"continuations,omitempty"`
 
-	Step       int64   `json:"step"`        // last step seen (-1: none)
-	TotalIters int64   `json:"total_iters"` // 0: unknown
-	IterMS     float64 `json:"iter_ms"`     // robust iteration time estimate
+	Step       int64 `json:"step"`        // last step seen (-1: none)
+	TotalIters int64 `json:"total_iters"` // 0: unknown; the loop's own total when it says one, else the plan's
+	// LoopTotal is the total the training loop itself printed (0: it never
+	// said); PlanTotal the one computed from the plan (--total-iters, or
+	// --samples/--epochs/--batch). TotalIters is LoopTotal when known.
+	LoopTotal  int64   `json:"loop_total,omitempty"`
+	PlanTotal  int64   `json:"plan_total,omitempty"`
+	IterMS     float64 `json:"iter_ms"` // robust iteration time estimate
 	IterLowMS  float64 `json:"iter_low_ms"`
 	IterHighMS float64 `json:"iter_high_ms"`
 	ETAMS      int64   `json:"eta_ms"` // predicted end (unix ms), 0: unknown

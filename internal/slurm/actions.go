@@ -304,6 +304,11 @@ type MoveSpec struct {
 	// SlowStart keeps Slurm's own restart delay (cred_expire+1 s) instead of
 	// setting StartTime=now+2 once the job is pending.
 	SlowStart bool
+	// Ended also requeues a job that has ended (COMPLETED, FAILED,
+	// TIMEOUT, PREEMPTED, NODE_FAIL, ...; never CANCELLED): Slurm 22.05's
+	// requeue takes a finished batch job back to PENDING while slurmctld
+	// still holds its record (MinJobAge), same job id, restart count + 1.
+	Ended bool
 	// Settle bounds the wait for the requeued job to leave COMPLETING (a job
 	// that ignores SIGTERM holds on until KillWait); default 2 min.
 	Settle time.Duration
@@ -365,6 +370,16 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 	weHeld := false
 	switch {
 	case j.State == "RUNNING":
+		if err := c.Requeue(ctx, jobID, true); err != nil {
+			return res, err
+		}
+		res.Requeued, weHeld = true, true
+		if j, err = c.waitPending(ctx, jobID, spec.Settle); err != nil {
+			return res, err
+		}
+		res.Pending = time.Since(start)
+		res.Restarts = j.Restarts
+	case spec.Ended && j.Ended() && j.State != "CANCELLED":
 		if err := c.Requeue(ctx, jobID, true); err != nil {
 			return res, err
 		}

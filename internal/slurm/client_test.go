@@ -290,6 +290,27 @@ func TestMove(t *testing.T) {
 		}
 		s.done()
 	})
+	t.Run("ended job with Ended: requeued from its final state (a continuation)", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "COMPLETED", "")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: strings.Replace(showLine("12", "PENDING", ""), "Restarts=0", "Restarts=1", 1)},
+			call{argv: "scontrol update JobId=12 TimeLimit=3 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{TimeLimit: 3 * time.Minute, Ended: true})
+		if err != nil || !res.Requeued || !res.Released || res.Restarts != 1 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("cancelled job is never requeued, even with Ended", func(t *testing.T) {
+		c, s := newScript(t, call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "CANCELLED", "")})
+		if _, err := c.Move(ctx, "12", MoveSpec{Ended: true}); !errors.Is(err, ErrState) {
+			t.Fatalf("%v", err)
+		}
+		s.done()
+	})
 	t.Run("job ends while completing", func(t *testing.T) {
 		c, s := newScript(t,
 			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},

@@ -118,6 +118,7 @@ type state struct {
 	iterCount   int64
 	lastStep    int64
 	totalIters  int64
+	loopTotal   int64 // the loop's own total, from its progress lines; 0: it never said
 	epochs      int
 	perEpoch    int64
 	peakRSS     int64
@@ -522,7 +523,7 @@ func (s *state) observe(clock *progress.IterClock, evs []progress.Event) {
 			continue
 		}
 		if ev.Total > 0 {
-			s.totalIters = ev.Total
+			s.totalIters, s.loopTotal = ev.Total, ev.Total
 		}
 		if ev.Epochs > 0 {
 			s.epochs = ev.Epochs
@@ -573,6 +574,9 @@ func (s *state) observe(clock *progress.IterClock, evs []progress.Event) {
 		}
 		if ri.Source == "" {
 			ri.Source = report.SourceFile
+		}
+		if s.loopTotal >= ri.Step {
+			ri.Total = s.loopTotal // a loop counting past its own total says nothing reliable about it
 		}
 		if len(s.iters) < 4096 {
 			s.iters = append(s.iters, ri)

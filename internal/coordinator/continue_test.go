@@ -1,0 +1,237 @@
+package coordinator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// sampleTotal sends n iterations from fromStep, each carrying the loop's
+// own total.
+func (e *env) sampleTotal(w *wrapperSession, fromStep, n, total int64) {
+	env := report.NewEnvelope(report.KindSample, e.now)
+	env.Sample = &report.Sample{}
+	for i := int64(0); i < n; i++ {
+		env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: fromStep + i, AtMS: e.now.UnixMilli(), DurMS: 100,
+			Source: report.SourcePattern, Total: total})
+	}
+	e.send(w, env)
+}
+
+// The loop's own total (step N/T) wins over the one the plan computed from
+// --samples/--epochs/--batch; both stay in the status.
+func TestLoopTotalWinsOverThePlans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-60"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 57}
+	e.publish([]report.Job{job(60, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())}, nil)
+	w := e.attemptWrapper(60, lin, 0)
+	e.start(w)
+	e.sample(w, 1, 10, 100)
+	e.rounds(1)
+	if st := e.status(lin); st.TotalIters != 57 || st.PlanTotal != 57 || st.LoopTotal != 0 {
+		t.Fatalf("before the loop says: total %d plan %d loop %d, want the plan's 57", st.TotalIters, st.PlanTotal, st.LoopTotal)
+	}
+	e.sampleTotal(w, 11, 223, 3000)
+	e.rounds(1)
+	st := e.status(lin)
+	if st.TotalIters != 3000 || st.PlanTotal != 57 || st.LoopTotal != 3000 {
+		t.Errorf("total %d plan %d loop %d, want the loop's 3000 (plan 57)", st.TotalIters, st.PlanTotal, st.LoopTotal)
+	}
+	if st.Step != 233 {
+		t.Errorf("step %d, want 233", st.Step)
+	}
+}
+
+func decisionKinds(st report.JobStatus) []string {
+	var k []string
+	for _, d := range st.Decisions {
+		k = append(k, d.Kind)
+	}
+	return k
+}
+
+func (e *env) checkpoint(w *wrapperSession, path string, step int64) {
+	ck := report.NewEnvelope(report.KindCheckpoint, e.now)
+	ck.Checkpoint = &report.Checkpoint{Path: path, Size: 10, Step: &step, MTimeMS: e.now.UnixMilli(), Complete: true}
+	e.send(w, ck)
+}
+
+// startResumed sends w's start report resuming from path.
+func (e *env) startResumed(w *wrapperSession, path string) {
+	env := report.NewEnvelope(report.KindStart, e.now)
+	env.Start = &report.Start{Argv: []string{"python3", "train.py"}, Host: "h", PID: 1, Cred: w.cred, GPUs: []string{}, ResumeFrom: path}
+	e.send(w, env)
+}
+
+// Issue 14's run: USR1 -> save -> exit 0 with steps left, Slurm says
+// COMPLETED. The run is continued (a requeue of the ended job, same job
+// id) from its checkpoint, once per attempt that made progress; an
+// attempt that crashes with no new checkpoint is not continued, and the
+// status says why.
+func TestContinueAfterAnEndWithWorkLeft(t *testing.T) {
+	t.Parallel()
+	for _, slurmState := range []string{"COMPLETED", "TIMEOUT", "FAILED", "NODE_FAIL"} {
+		e := newEnv(t)
+		const lin = "lab-61"
+		plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 3000}
+		j := job(61, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+		e.publish([]report.Job{j}, nil)
+		w := e.attemptWrapper(61, lin, 0)
+		e.start(w)
+		e.sampleTotal(w, 1, 294, 3000)
+		e.checkpoint(w, "/ck/ckpt-294.pt", 294)
+		e.end(w, 0)
+		e.rounds(1)
+		if acts := e.actions(); len(acts) != 0 {
+			t.Fatalf("%s: acted before Slurm's final state: %+v", slurmState, acts)
+		}
+		e.now = e.now.Add(time.Second)
+		j.State = slurmState
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		acts := e.actions()
+		if len(acts) != 1 || acts[0].Type != report.ActionRequeue || !acts[0].Ended || acts[0].JobID != 61 || acts[0].Partition != "cpu" {
+			t.Fatalf("%s: actions %+v, want one requeue of the ended job 61 onto cpu", slurmState, acts)
+		}
+		st := e.status(lin)
+		if st.State == "ENDED" || st.EndedMS != 0 {
+			t.Fatalf("%s: the lineage ended (%s) with 2706 steps left", slurmState, st.State)
+		}
+		if d := st.Decisions[len(st.Decisions)-1]; !strings.HasPrefix(d.Reason, "continue: the attempt ended "+slurmState) ||
+			!strings.Contains(d.Reason, "the checkpoint at step 294") {
+			t.Errorf("%s: decision %q", slurmState, d.Reason)
+		}
+		e.rounds(2)
+		if n := len(e.actions()); n != 1 {
+			t.Errorf("%s: %d actions while the first is out, want 1 (no double action)", slurmState, n)
+		}
+		// the agent requeued it: attempt 1 resumes from the checkpoint
+		e.result(acts[0].ID, report.StatusOK)
+		e.now = e.now.Add(5 * time.Second)
+		j.State, j.RestartCount = "RUNNING", 1
+		e.publish([]report.Job{j}, nil)
+		w1 := e.attemptWrapper(61, lin, 1)
+		e.startResumed(w1, "/ck/ckpt-294.pt")
+		e.sampleTotal(w1, 295, 10, 3000)
+		e.rounds(1)
+		if l := e.lineage(lin); l.Conts != 1 || l.Phase != PhaseNone {
+			t.Errorf("%s: continuations %d phase %q after the new attempt started", slurmState, l.Conts, l.Phase)
+		}
+		// attempt 1 crashes with no new checkpoint: not continued blindly
+		e.end(w1, 1)
+		e.rounds(1)
+		e.now = e.now.Add(time.Second)
+		j.State = "FAILED"
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		if n := len(e.actions()); n != 1 {
+			t.Errorf("%s: a crash without a new checkpoint was continued (%d actions)", slurmState, n)
+		}
+		st = e.status(lin)
+		if st.State != "ENDED" || st.ExitStatus == nil || *st.ExitStatus != 1 {
+			t.Errorf("%s: after the crash: state %s exit %v", slurmState, st.State, st.ExitStatus)
+		}
+		if d := st.Decisions[len(st.Decisions)-1]; d.Kind != "not-continued" || !strings.Contains(d.Reason, "a crash (exit 1) with no new checkpoint") {
+			t.Errorf("%s: last decision %+v", slurmState, d)
+		}
+		if len(st.History) != 2 || st.History[1].StartStep != 294 {
+			t.Errorf("%s: history %+v", slurmState, st.History)
+		}
+	}
+}
+
+// A CANCELLED job is the user's word: never continued. An attempt that
+// checkpointed nothing new since it resumed is not continued either.
+func TestNoContinuationWhenCancelledOrWithoutProgress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, state string
+		newCkpt     bool
+		want        string
+	}{
+		{"cancelled", "CANCELLED", true, "cancelled (scancel)"},
+		{"no-progress", "TIMEOUT", false, "no progress since the previous attempt"},
+	} {
+		e := newEnv(t)
+		const lin = "lab-62"
+		plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 3000}
+		j := job(62, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+		j.RestartCount = 1
+		e.publish([]report.Job{j}, nil)
+		w := e.attemptWrapper(62, lin, 0)
+		e.start(w)
+		e.sampleTotal(w, 1, 100, 3000)
+		e.checkpoint(w, "/ck/ckpt-100.pt", 100)
+		e.rounds(1)
+		w1 := e.attemptWrapper(62, lin, 1)
+		e.startResumed(w1, "/ck/ckpt-100.pt")
+		e.sampleTotal(w1, 101, 50, 3000)
+		if tc.newCkpt {
+			e.checkpoint(w1, "/ck/ckpt-150.pt", 150)
+		}
+		end := report.NewEnvelope(report.KindEnd, e.now) // killed at the time limit
+		end.End = &report.End{ExitCode: 143, Signal: "SIGTERM", Reason: report.EndSignaled}
+		e.send(w1, end)
+		e.rounds(1)
+		e.now = e.now.Add(time.Second)
+		j.State = tc.state
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		if acts := e.actions(); len(acts) != 0 {
+			t.Errorf("%s: continued: %+v", tc.name, acts)
+		}
+		st := e.status(lin)
+		if st.EndedMS == 0 {
+			t.Errorf("%s: not ended", tc.name)
+		}
+		if d := st.Decisions[len(st.Decisions)-1]; d.Kind != "not-continued" || !strings.Contains(d.Reason, tc.want) {
+			t.Errorf("%s: last decision %+v, want %q", tc.name, d, tc.want)
+		}
+	}
+}
+
+// A script that requeues itself after saving (Lightning's auto-requeue):
+// no second requeue, but the pending job gets the time limit the rest of
+// the run needs, once.
+func TestSelfRequeuedJobGetsTheRestsTimeLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-63"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 900}
+	j := job(63, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	one := int64(1)
+	j.TimeLimitMin = &one
+	e.publish([]report.Job{j}, nil)
+	w := e.attemptWrapper(63, lin, 0)
+	e.start(w)
+	e.sampleTotal(w, 1, 30, 900)
+	e.checkpoint(w, "/ck/ckpt-30.pt", 30)
+	e.end(w, 0)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	j.State, j.RestartCount = "PENDING", 1
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionUpdate || acts[0].TimeLimitMin <= 1 || acts[0].JobID != 63 {
+		t.Fatalf("actions %+v, want one update of the pending job's time limit", acts)
+	}
+	st := e.status(lin)
+	if d := st.Decisions[len(st.Decisions)-1]; !strings.Contains(d.Reason, "the job requeued itself (restart 1): no second requeue") {
+		t.Errorf("decision %q", d.Reason)
+	}
+	e.result(acts[0].ID, report.StatusOK)
+	e.now = e.now.Add(time.Second)
+	e.publish([]report.Job{j}, nil)
+	e.rounds(2)
+	if n := len(e.actions()); n != 1 {
+		t.Errorf("%d actions, want 1", n)
+	}
+	if st := e.status(lin); st.Continuations != 1 || st.EndedMS != 0 {
+		t.Errorf("continuations %d ended %d", st.Continuations, st.EndedMS)
+	}
+}
