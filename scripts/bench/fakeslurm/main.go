@@ -1,7 +1,8 @@
 // Command fakeslurm stands in for squeue, sinfo and scontrol in the ingest
 // benchmark (scripts/bench/ingest -agent real): one binary, linked under each
 // name into a directory the real isched-agent uses (-slurm-bin-dir). It
-// serves what the benchmark wrote beside it (internal/bench.FakeSlurm):
+// serves what the benchmark wrote beside it
+// (scripts/bench/internal/bench.FakeSlurm):
 //
 //	squeue ... --json           squeue.json
 //	squeue ... --start ...      start.txt

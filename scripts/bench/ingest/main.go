@@ -4,8 +4,8 @@
 // isched-coordinator process and (-agent real, the default) a real
 // isched-agent whose Slurm commands are scripts/bench/fakeslurm, for
 // N = 1k, 5k, 10k by default. -soak judges memory growth over a long run
-// (make soak, make soak-ci). See internal/bench for what is simulated and
-// how latency is measured.
+// (make soak, make soak-ci). See scripts/bench/internal/bench for what is
+// simulated and how latency is measured.
 //
 //	go run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
 //
@@ -41,9 +41,9 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
-	"github.com/isched/isched/internal/bench"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/scripts/bench/internal/bench"
 )
 
 func main() {

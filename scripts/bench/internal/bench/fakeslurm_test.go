@@ -12,13 +12,16 @@ import (
 	"github.com/isched/isched/internal/slurm"
 )
 
+// slurmTestdata is the captured 22.05 output in internal/slurm.
+const slurmTestdata = "../../../../internal/slurm/testdata/22.05"
+
 // TestFakeSlurmQueueParses: the queue the fake squeue serves is what the
 // agent's parser reads back, job for job, and the sinfo and scontrol files
 // are the captured ones.
 func TestFakeSlurmQueueParses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	f, err := NewFakeSlurm(dir, "../slurm/testdata/22.05")
+	f, err := NewFakeSlurm(dir, slurmTestdata)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +63,7 @@ func TestFakeSlurmQueueParses(t *testing.T) {
 	}
 	for _, name := range []string{"sinfo.json", "partitions.txt", "start.txt"} {
 		a, _ := os.ReadFile(filepath.Join(dir, name))
-		b, _ := os.ReadFile(filepath.Join("../slurm/testdata/22.05", name))
+		b, _ := os.ReadFile(filepath.Join(slurmTestdata, name))
 		if len(a) == 0 || string(a) != string(b) {
 			t.Errorf("%s: not the captured file", name)
 		}
