@@ -234,180 +234,240 @@ func New(cfg Config) (*Bench, error) {
 // when Run returns; the coordinator is left running (stop it, then Cleanup).
 func (b *Bench) Run(ctx context.Context) (*Result, error) {
 	cfg := b.cfg
-	log := cfg.Log
-	res := &Result{Jobs: cfg.Jobs, Aged: cfg.Aged, Every: cfg.Every, Iters: cfg.Iters, Window: cfg.Duration}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup // the publisher and the simulated wrappers
-	var probes sync.WaitGroup
-	var once sync.Once
-	// closeProbes ends the probe watchers once nothing can send to them
-	// any more; each finishes the samples it still waits for first.
-	closeProbes := func() {
-		once.Do(func() {
-			stop()
-			wg.Wait()
-			for _, s := range b.sims {
-				if s.probe != nil {
-					close(s.probe)
-				}
-			}
-		})
-	}
-	defer probes.Wait()
-	defer closeProbes()
+	r := &runner{Bench: b, goSignal: make(chan struct{}),
+		res: &Result{Jobs: cfg.Jobs, Aged: cfg.Aged, Every: cfg.Every, Iters: cfg.Iters, Window: cfg.Duration}}
+	r.runCtx, r.stop = context.WithCancel(ctx)
+	defer r.probes.Wait()
+	defer r.closeProbes()
 
-	// the agent's part: snapshot and job table, rewritten every AgentPoll
-	// (a real agent: from the fake Slurm's queue, empty so far)
-	if err := b.publish(ctx); err != nil {
-		return nil, fmt.Errorf("publish job table: %w", err)
-	}
-	if cfg.Slurm == nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(cfg.AgentPoll)
-			defer t.Stop()
-			for {
-				select {
-				case <-runCtx.Done():
-					return
-				case <-t.C:
-					if err := b.publish(runCtx); err != nil && runCtx.Err() == nil {
-						log.Warn("job table not published", "err", err)
-					}
-				}
-			}
-		}()
-	}
-	for _, s := range b.sims {
-		if s.probe != nil {
-			probes.Add(1)
-			go func() { defer probes.Done(); b.watchProbe(ctx, s) }()
-		}
-	}
-
-	capacity, need, err := tableCapacity(cfg.Cluster, b.rows(b.sims), time.Now())
-	if err != nil {
+	if err := r.startAgentAndProbes(ctx); err != nil {
 		return nil, err
 	}
-	res.TableCapacity, res.TableBytesNeeded = capacity, need
-	log.Info("job table", "sessions", len(b.sims), "fit_in_one_envelope", capacity, "bytes_for_all", need, "max_bytes", report.MaxTablePayload)
-
-	// ramp: starts only, one job-table-sized batch at a time (a burst of
-	// starts is not the steady state being measured); samples begin together
-	// once every session is accepted
-	goSignal := make(chan struct{})
-	rampStart := time.Now()
-	var issueTime time.Duration
-	for next := 0; next < len(b.sims); {
-		n, _, err := tableCapacity(cfg.Cluster, b.rows(b.sims[next:]), time.Now())
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return nil, errors.New("bench: not even one job fits a job table")
-		}
-		batch := b.sims[next:min(next+n, len(b.sims))]
-		b.setWindow(batch)
-		if cfg.Slurm != nil { // a real agent lists every job started so far
-			b.setWindow(b.sims[:next+len(batch)])
-		}
-		published := time.Now()
-		if err := b.publish(ctx); err != nil {
-			return nil, fmt.Errorf("publish job table: %w", err)
-		}
-		if cfg.Slurm != nil {
-			if published, err = b.awaitAgentTable(ctx, published); err != nil {
-				return nil, err
-			}
-		}
-		t0 := time.Now()
-		if err := b.issue(ctx, batch); err != nil {
-			return nil, err
-		}
-		issueTime += time.Since(t0)
-		// the coordinator reads the table at its next tick
-		if err := sleep(ctx, time.Until(published.Add(cfg.CoordTick+300*time.Millisecond))); err != nil {
-			return nil, err
-		}
-		for _, s := range batch {
-			wg.Add(1)
-			go func() { defer wg.Done(); b.simulate(runCtx, s, goSignal) }()
-		}
-		if err := b.awaitStarts(ctx, batch); err != nil {
-			return nil, err
-		}
-		next += len(batch)
-		log.Info("batch accepted", "started", next, "of", len(b.sims), "elapsed", time.Since(rampStart).Round(time.Millisecond))
+	if err := r.ramp(ctx); err != nil {
+		return nil, err
 	}
-	res.Ramp = time.Since(rampStart)
-	res.CredIssue = issueTime
 	b.goAt = time.Now()
-	close(goSignal)
-	log.Info("sampling", "sessions", len(b.sims), "every", cfg.Every, "settle", cfg.Settle)
+	close(r.goSignal)
+	cfg.Log.Info("sampling", "sessions", len(b.sims), "every", cfg.Every, "settle", cfg.Settle)
 	if err := sleep(ctx, cfg.Settle); err != nil {
 		return nil, err
 	}
+	if err := r.measure(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.drain(ctx); err != nil {
+		return nil, err
+	}
+	return r.finish(ctx)
+}
 
-	// the measured window
-	m0, err := cfg.Observer.Metrics(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
+// runner is one Run in progress: the simulated wrappers' context and the
+// goroutines that must end before the probe channels close.
+type runner struct {
+	*Bench
+	res      *Result
+	runCtx   context.Context // the publisher's and the simulated wrappers'
+	stop     context.CancelFunc
+	wg       sync.WaitGroup // the publisher and the simulated wrappers
+	probes   sync.WaitGroup // the probe watchers
+	once     sync.Once
+	goSignal chan struct{} // closed when every session is accepted: samples begin
+}
+
+// closeProbes ends the probe watchers once nothing can send to them any
+// more; each finishes the samples it still waits for first.
+func (r *runner) closeProbes() {
+	r.once.Do(func() {
+		r.stop()
+		r.wg.Wait()
+		for _, s := range r.sims {
+			if s.probe != nil {
+				close(s.probe)
+			}
+		}
+	})
+}
+
+// startAgentAndProbes publishes the agent's part (snapshot and job table;
+// with a real agent, from the fake Slurm's queue, empty so far), rewrites it
+// every AgentPoll when the agent is simulated, and starts the probe watchers.
+func (r *runner) startAgentAndProbes(ctx context.Context) error {
+	if err := r.publish(ctx); err != nil {
+		return fmt.Errorf("publish job table: %w", err)
 	}
-	p0, err := cfg.Observer.Proc()
-	if err != nil {
-		return nil, err
+	if r.cfg.Slurm == nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.publishEvery(r.runCtx, r.cfg.AgentPoll)
+		}()
 	}
-	g0 := selfCPU()
-	r0, _ := b.redisProc()
-	a0, s0, err := b.agentFigures()
+	for _, s := range r.sims {
+		if s.probe != nil {
+			r.probes.Add(1)
+			go func() { defer r.probes.Done(); r.watchProbe(ctx, s) }()
+		}
+	}
+	return nil
+}
+
+// publishEvery rewrites the snapshot and job table every period until ctx ends.
+func (b *Bench) publishEvery(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := b.publish(ctx); err != nil && ctx.Err() == nil {
+				b.cfg.Log.Warn("job table not published", "err", err)
+			}
+		}
+	}
+}
+
+// ramp sends starts only, one job-table-sized batch at a time (a burst of
+// starts is not the steady state being measured); samples begin together
+// once every session is accepted (goSignal).
+func (r *runner) ramp(ctx context.Context) error {
+	cfg, log := r.cfg, r.cfg.Log
+	capacity, need, err := tableCapacity(cfg.Cluster, r.rows(r.sims), time.Now())
 	if err != nil {
-		return nil, err
+		return err
+	}
+	r.res.TableCapacity, r.res.TableBytesNeeded = capacity, need
+	log.Info("job table", "sessions", len(r.sims), "fit_in_one_envelope", capacity, "bytes_for_all", need, "max_bytes", report.MaxTablePayload)
+
+	rampStart := time.Now()
+	for next := 0; next < len(r.sims); {
+		n, _, err := tableCapacity(cfg.Cluster, r.rows(r.sims[next:]), time.Now())
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errors.New("bench: not even one job fits a job table")
+		}
+		batch := r.sims[next:min(next+n, len(r.sims))]
+		if err := r.startBatch(ctx, r.sims[:next+len(batch)], batch); err != nil {
+			return err
+		}
+		next += len(batch)
+		log.Info("batch accepted", "started", next, "of", len(r.sims), "elapsed", time.Since(rampStart).Round(time.Millisecond))
+	}
+	r.res.Ramp = time.Since(rampStart)
+	return nil
+}
+
+// startBatch publishes a job table with the batch (a real agent lists
+// started, every job started so far), sends the batch's start reports a
+// coordinator tick later, starts its simulated wrappers and waits until the
+// coordinator accepted every start.
+func (r *runner) startBatch(ctx context.Context, started, batch []*sim) error {
+	r.setWindow(batch)
+	if r.cfg.Slurm != nil {
+		r.setWindow(started)
+	}
+	published := time.Now()
+	if err := r.publish(ctx); err != nil {
+		return fmt.Errorf("publish job table: %w", err)
+	}
+	if r.cfg.Slurm != nil {
+		var err error
+		if published, err = r.awaitAgentTable(ctx, published); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	if err := r.issue(ctx, batch); err != nil {
+		return err
+	}
+	r.res.CredIssue += time.Since(t0)
+	// the coordinator reads the table at its next tick
+	if err := sleep(ctx, time.Until(published.Add(r.cfg.CoordTick+300*time.Millisecond))); err != nil {
+		return err
+	}
+	for _, s := range batch {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.simulate(r.runCtx, s, r.goSignal) }()
+	}
+	return r.awaitStarts(ctx, batch)
+}
+
+// figures is what the measured window is the difference of.
+type figures struct {
+	metrics Metrics
+	coord   Proc
+	gen     time.Duration // this process's CPU
+	redis   Proc
+	agent   Proc
+	calls   map[string]int64 // Slurm commands run so far
+}
+
+func (b *Bench) figures(ctx context.Context) (figures, error) {
+	var f figures
+	var err error
+	if f.metrics, err = b.cfg.Observer.Metrics(ctx); err != nil {
+		return f, fmt.Errorf("coordinator metrics: %w", err)
+	}
+	if f.coord, err = b.cfg.Observer.Proc(); err != nil {
+		return f, err
+	}
+	f.gen = selfCPU()
+	f.redis, _ = b.redisProc()
+	f.agent, f.calls, err = b.agentFigures()
+	return f, err
+}
+
+// measure runs the measured window (a soak samples memory through it),
+// then stops the simulated wrappers and records the window's figures.
+func (r *runner) measure(ctx context.Context) error {
+	f0, err := r.figures(ctx)
+	if err != nil {
+		return err
 	}
 	w0 := time.Now()
-	b.measuring.Store(true)
-	log.Info("measuring", "for", cfg.Duration)
-	if cfg.SoakEvery > 0 {
-		if res.Soak, err = b.soak(ctx, w0); err != nil {
-			return nil, err
+	r.measuring.Store(true)
+	r.cfg.Log.Info("measuring", "for", r.cfg.Duration)
+	if r.cfg.SoakEvery > 0 {
+		if r.res.Soak, err = r.soak(ctx, w0); err != nil {
+			return err
 		}
-	} else if err := sleep(ctx, cfg.Duration); err != nil {
-		return nil, err
+	} else if err := sleep(ctx, r.cfg.Duration); err != nil {
+		return err
 	}
-	b.measuring.Store(false)
-	m1, err := cfg.Observer.Metrics(ctx)
+	r.measuring.Store(false)
+	f1, err := r.figures(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator metrics: %w", err)
-	}
-	p1, err := cfg.Observer.Proc()
-	if err != nil {
-		return nil, err
-	}
-	g1 := selfCPU()
-	r1, _ := b.redisProc()
-	a1, s1, err := b.agentFigures()
-	if err != nil {
-		return nil, err
+		return err
 	}
 	win := time.Since(w0)
-	if cfg.Slurm != nil {
+	sentAtEnd := r.sent.Load()
+	r.closeProbes() // the wrappers stop; the coordinator works off what is queued
+	r.record(f0, f1, win, sentAtEnd)
+	return nil
+}
+
+// record fills the result's window figures: f1 minus f0 over win.
+func (r *runner) record(f0, f1 figures, win time.Duration, sentAtEnd int64) {
+	res, m0, m1 := r.res, f0.metrics, f1.metrics
+	perSec := func(d time.Duration) float64 { return d.Seconds() / win.Seconds() }
+	if r.cfg.Slurm != nil {
 		res.AgentReal = true
-		res.AgentRSS, res.AgentHWM = a1.RSS, a1.HWM
-		res.AgentCPU = (a1.CPU - a0.CPU).Seconds() / win.Seconds()
+		res.AgentRSS, res.AgentHWM = f1.agent.RSS, f1.agent.HWM
+		res.AgentCPU = perSec(f1.agent.CPU - f0.agent.CPU)
 		res.SlurmCalls = map[string]int64{}
 		var total int64
-		for k, v := range s1 {
-			if d := v - s0[k]; d > 0 {
+		for k, v := range f1.calls {
+			if d := v - f0.calls[k]; d > 0 {
 				res.SlurmCalls[k] = d
 				total += d
 			}
 		}
 		res.SlurmPerMin = float64(total) / win.Minutes()
 	}
-	sentAtEnd := b.sent.Load()
-	closeProbes() // the wrappers stop; the coordinator works off what is queued
 	res.Window = win
-	res.Offered = float64(b.winSent.Load()) / win.Seconds()
+	res.Offered = float64(r.winSent.Load()) / win.Seconds()
 	res.Accepted = (m1.Reports["accepted"] - m0.Reports["accepted"]) / win.Seconds()
 	res.RejectedInWindow = m1.Reports["rejected"] - m0.Reports["rejected"]
 	res.Rejected = m1.Rejected
@@ -419,58 +479,69 @@ func (b *Bench) Run(ctx context.Context) (*Result, error) {
 		res.WriteMeanMS = 1000 * (m1.WriteSum - m0.WriteSum) / dc
 	}
 	res.Backlog = float64(sentAtEnd) - (m1.Reports["accepted"] + m1.Reports["rejected"])
-	res.CoordRSS, res.CoordHWM = p1.RSS, p1.HWM
-	res.CoordCPU = (p1.CPU - p0.CPU).Seconds() / win.Seconds()
-	res.GenCPU = (g1 - g0).Seconds() / win.Seconds()
-	res.RedisCPU = (r1.CPU - r0.CPU).Seconds() / win.Seconds()
-	res.RedisRSS = r1.RSS
-	res.SendErrors = b.sendErrs.Load()
+	res.CoordRSS, res.CoordHWM = f1.coord.RSS, f1.coord.HWM
+	res.CoordCPU = perSec(f1.coord.CPU - f0.coord.CPU)
+	res.GenCPU = perSec(f1.gen - f0.gen)
+	res.RedisCPU = perSec(f1.redis.CPU - f0.redis.CPU)
+	res.RedisRSS = f1.redis.RSS
+	res.SendErrors = r.sendErrs.Load()
+}
 
-	// let the probes finish, and the coordinator catch up
-	log.Info("window over; waiting for outstanding probe samples and the backlog")
+// drain lets the probes finish and the coordinator catch up with what was
+// sent; Result.Drain is how long that took (-1: it did not).
+func (r *runner) drain(ctx context.Context) error {
+	cfg := r.cfg
+	cfg.Log.Info("window over; waiting for outstanding probe samples and the backlog")
 	drainStart := time.Now()
 	var lastJudged float64
 	still := 0 // metrics reads in a row with nothing new judged and no lag
 	for {
 		m, err := cfg.Observer.Metrics(ctx)
 		judged := m.Reports["accepted"] + m.Reports["rejected"]
-		if err == nil && judged >= float64(b.sent.Load()) {
-			res.Drain = time.Since(drainStart)
-			break
+		if err == nil && judged >= float64(r.sent.Load()) {
+			r.res.Drain = time.Since(drainStart)
+			return nil
 		}
 		// reports trimmed unread never arrive: stop once the coordinator
 		// has read everything there is (its lag, read each tick, holds
 		// only the lost reports)
 		if err == nil && judged == lastJudged && m.Lag <= m.Trimmed && time.Since(drainStart) > 2*cfg.CoordTick {
 			if still++; still >= 2*int(cfg.CoordTick/(500*time.Millisecond)) {
-				res.Drain = -1
-				break
+				r.res.Drain = -1
+				return nil
 			}
 		} else {
 			still = 0
 		}
 		lastJudged = judged
 		if time.Since(drainStart) > cfg.LatencyDeadline+30*time.Second {
-			res.Drain = -1
-			break
+			r.res.Drain = -1
+			return nil
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			return nil, err
+			return err
 		}
 	}
+}
+
+// finish records what is known once the backlog is drained: what was
+// trimmed or never judged, the soak's verdicts, the probes' latencies and
+// the Redis memory of the run.
+func (r *runner) finish(ctx context.Context) (*Result, error) {
+	res, cfg := r.res, r.cfg
 	if m, err := cfg.Observer.Metrics(ctx); err == nil {
 		res.Trimmed = m.Trimmed
-		res.Unjudged = max(float64(b.sent.Load())-(m.Reports["accepted"]+m.Reports["rejected"]), 0)
+		res.Unjudged = max(float64(r.sent.Load())-(m.Reports["accepted"]+m.Reports["rejected"]), 0)
 	}
 	if len(res.Soak) > 0 {
 		res.SoakVerdicts = JudgeSoak(res.Soak, cfg.WarmUp)
 	}
-	probes.Wait()
-	res.Latency = b.lat.summary()
+	r.probes.Wait()
+	res.Latency = r.lat.summary()
 	if p, err := cfg.Observer.Proc(); err == nil {
 		res.CoordHWM = p.HWM
 	}
-	mem, err := b.memory(ctx)
+	mem, err := r.memory(ctx)
 	if err != nil {
 		return nil, err
 	}
