@@ -1,7 +1,6 @@
 package wrapper
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/spool"
 )
 
 // countSink accepts okLeft appends (all when negative), then refuses, and
@@ -61,19 +61,19 @@ func (s *countSink) ids() []string {
 
 // testWrapper is one wrapper's reporter in a tmp directory under base, as
 // run.go sets it up.
-func testWrapper(t *testing.T, base string, jobID uint64, sink *countSink) (*reporter, spoolLayout) {
+func testWrapper(t *testing.T, base string, jobID uint64, sink *countSink) (*reporter, spool.Layout) {
 	t.Helper()
 	job := report.JobRef{Cluster: "lab", JobID: jobID, StepID: "batch", Lineage: fmt.Sprintf("lab-%d", jobID), User: "u"}
 	tmp := filepath.Join(base, fmt.Sprintf("isched-%d-batch-r0", jobID))
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	layout := newSpoolLayout("", tmp, base, job)
+	layout := spool.NewLayout("", tmp, base, job)
 	sess, err := auth.NewSession()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := newOutbox(1000, 1<<20, layout.path, quiet)
+	out := spool.NewQueue(1000, 1<<20, layout.Path, quiet)
 	r := newReporter(job, sess, out, func(context.Context) (appender, error) { return sink, nil }, "isched:lab:ingest", quiet)
 	return r, layout
 }
@@ -123,12 +123,16 @@ func TestLeftoverSpoolIsSentByTheNextWrapper(t *testing.T) {
 	if a.drain(300 * time.Millisecond) {
 		t.Fatal("drained while Redis was down")
 	}
-	a.out.finish()
-	left, err := readSpool(layoutA.path)
+	a.out.Finish()
+	left, err := spool.Read(layoutA.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := seqsOf(left); !slices.Equal(got, []uint64{3, 4, 5}) {
+	var got []uint64
+	for _, r := range left {
+		got = append(got, r.Seq)
+	}
+	if !slices.Equal(got, []uint64{3, 4, 5}) {
 		t.Fatalf("spool at exit holds %v, want the undelivered 3, 4, 5", got)
 	}
 	if got := sinkA.ids(); !slices.Equal(got, []string{"05:01", "05:02"}) {
@@ -136,16 +140,16 @@ func TestLeftoverSpoolIsSentByTheNextWrapper(t *testing.T) {
 	}
 
 	// too young: its wrapper may be between creating and locking it
-	if got := findLeftovers([]string{filepath.Join(base, "isched-*", "reports.spool*")}, "", os.Getuid(), time.Now(), leftoverMinAge); len(got) != 0 {
+	if got := spool.FindLeftovers([]string{filepath.Join(base, "isched-*", "reports.spool*")}, "", os.Getuid(), time.Now(), spool.LeftoverMinAge); len(got) != 0 {
 		t.Fatalf("a fresh spool listed as leftover: %v", got)
 	}
-	age(t, layoutA.path, time.Minute)
+	age(t, layoutA.Path, time.Minute)
 
 	sinkB := &countSink{okLeft: -1}
 	b, layoutB := testWrapper(t, base, 6, sinkB)
-	b.leftovers = findLeftovers(layoutB.patterns, layoutB.path, os.Getuid(), time.Now(), leftoverMinAge)
-	if !slices.Equal(b.leftovers, []string{layoutA.path}) {
-		t.Fatalf("leftovers %v, want [%s]", b.leftovers, layoutA.path)
+	b.leftovers = spool.FindLeftovers(layoutB.Patterns, layoutB.Path, os.Getuid(), time.Now(), spool.LeftoverMinAge)
+	if !slices.Equal(b.leftovers, []string{layoutA.Path}) {
+		t.Fatalf("leftovers %v, want [%s]", b.leftovers, layoutA.Path)
 	}
 	emitKind(b, report.KindStart)
 	if err := b.flush(context.Background()); err != nil {
@@ -160,10 +164,10 @@ func TestLeftoverSpoolIsSentByTheNextWrapper(t *testing.T) {
 	if b.hasLeftovers() {
 		t.Fatalf("still pending: %v", b.leftovers)
 	}
-	if _, err := os.Stat(filepath.Dir(layoutA.path)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Dir(layoutA.Path)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the leftover's emptied tmp directory stays: %v", err)
 	}
-	if _, err := os.Stat(filepath.Dir(layoutB.path)); err != nil {
+	if _, err := os.Stat(filepath.Dir(layoutB.Path)); err != nil {
 		t.Errorf("the replaying wrapper's own tmp directory: %v", err)
 	}
 }
@@ -188,19 +192,19 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	// a still alive: its spool is locked
 	sinkB := &countSink{okLeft: -1}
 	b, layoutB := testWrapper(t, base, 8, sinkB)
-	b.leftovers = findLeftovers(layoutB.patterns, layoutB.path, os.Getuid(), time.Now(), 0)
-	if !slices.Equal(b.leftovers, []string{layoutA.path}) {
+	b.leftovers = spool.FindLeftovers(layoutB.Patterns, layoutB.Path, os.Getuid(), time.Now(), 0)
+	if !slices.Equal(b.leftovers, []string{layoutA.Path}) {
 		t.Fatalf("leftovers %v", b.leftovers)
 	}
-	if _, _, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid()); !errors.Is(err, errLeftoverBusy) {
-		t.Fatalf("replaying a live wrapper's spool: %v, want errLeftoverBusy", err)
+	if _, _, err := b.replayLeftover(context.Background(), layoutA.Path, os.Getuid()); !errors.Is(err, spool.ErrBusy) {
+		t.Fatalf("replaying a live wrapper's spool: %v, want spool.ErrBusy", err)
 	}
 	if len(sinkB.got) != 0 {
 		t.Fatalf("sent from a live wrapper's spool: %v", sinkB.ids())
 	}
-	a.out.finish() // a exits
+	a.out.Finish() // a exits
 	// junk among the records
-	f, err := os.OpenFile(layoutA.path, os.O_APPEND|os.O_WRONLY, 0)
+	f, err := os.OpenFile(layoutA.Path, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,19 +214,19 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	f.Close()
 
 	sinkB.set(2)
-	sent, _, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
-	if !errors.Is(err, errLeftoverSend) || sent != 2 {
-		t.Fatalf("half-sent leftover: sent %d, err %v, want 2 and errLeftoverSend", sent, err)
+	sent, _, err := b.replayLeftover(context.Background(), layoutA.Path, os.Getuid())
+	if !errors.Is(err, spool.ErrSend) || sent != 2 {
+		t.Fatalf("half-sent leftover: sent %d, err %v, want 2 and spool.ErrSend", sent, err)
 	}
 	// the file keeps what was not sent, from the record that failed on
-	raw, err := os.ReadFile(layoutA.path)
+	raw, err := os.ReadFile(layoutA.Path)
 	if err != nil {
 		t.Fatalf("a half-sent leftover: %v", err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
 	var seqs []uint64
 	for _, l := range lines[:min(2, len(lines))] {
-		var r record
+		var r spool.Record
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("half-sent leftover line %q: %v", l, err)
 		}
@@ -231,11 +235,11 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	if len(lines) != 4 || !slices.Equal(seqs, []uint64{3, 4}) || lines[2] != "not json" {
 		t.Fatalf("half-sent leftover holds %q, want records 3 and 4 and the two junk lines (the unsent part)", lines)
 	}
-	if _, err := os.Stat(layoutA.path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(layoutA.Path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("rewrite left its tmp file: %v", err)
 	}
 	sinkB.set(-1)
-	sent, bad, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
+	sent, bad, err := b.replayLeftover(context.Background(), layoutA.Path, os.Getuid())
 	if err != nil || sent != 2 || bad != 2 {
 		t.Fatalf("second try: sent %d, unreadable %d, err %v; want 2, 2, nil", sent, bad, err)
 	}
@@ -247,16 +251,15 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	sinkC := &countSink{okLeft: -1}
 	c, _ := testWrapper(t, base, 10, sinkC)
 	c.job.Cluster = "other"
-	c.out.spoolPath = filepath.Join(base, "isched-10-batch-r0", "reports.spool")
 	emitKind(c, report.KindStart)
-	c.out.finish()
-	if _, _, err := b.replayLeftover(context.Background(), c.out.spoolPath, os.Getuid()); !errors.Is(err, errLeftoverForeign) {
-		t.Fatalf("another cluster's spool: %v, want errLeftoverForeign", err)
+	c.out.Finish()
+	if _, _, err := b.replayLeftover(context.Background(), c.out.Path(), os.Getuid()); !errors.Is(err, spool.ErrForeign) {
+		t.Fatalf("another cluster's spool: %v, want spool.ErrForeign", err)
 	}
-	if _, err := os.Stat(c.out.spoolPath); err != nil || len(sinkB.ids()) != 4 {
+	if _, err := os.Stat(c.out.Path()); err != nil || len(sinkB.ids()) != 4 {
 		t.Fatalf("another cluster's spool was sent or removed: %v, %v", err, sinkB.ids())
 	}
-	if err := os.Remove(c.out.spoolPath); err != nil {
+	if err := os.Remove(c.out.Path()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -275,89 +278,13 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "reports.spool.tmp"), []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(layoutB.path, []byte("x\n"), 0o600); err != nil {
+	if err := os.WriteFile(layoutB.Path, []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := findLeftovers(layoutB.patterns, layoutB.path, os.Getuid(), time.Now(), 0); len(got) != 0 {
+	if got := spool.FindLeftovers(layoutB.Patterns, layoutB.Path, os.Getuid(), time.Now(), 0); len(got) != 0 {
 		t.Fatalf("listed %v: want no leftovers", got)
 	}
-	if got := findLeftovers(layoutB.patterns, "", os.Getuid()+1, time.Now(), 0); len(got) != 0 {
+	if got := spool.FindLeftovers(layoutB.Patterns, "", os.Getuid()+1, time.Now(), 0); len(got) != 0 {
 		t.Fatalf("listed another uid's files %v", got)
-	}
-}
-
-// A sender that opened a leftover just before another sender sent it (and
-// removed it) or cut it to its unsent part (renamed a new file over it)
-// does not send the file it holds: it would repeat what Redis took.
-func TestLeftoverTakenBetweenOpenAndLock(t *testing.T) {
-	base := t.TempDir()
-	a, layoutA := testWrapper(t, base, 7, &countSink{okLeft: 0})
-	for _, k := range []report.Kind{report.KindStart, report.KindSample, report.KindEnd} {
-		emitKind(a, k)
-	}
-	_ = a.flush(context.Background())
-	a.out.finish()
-	sink := &countSink{okLeft: -1}
-	b, _ := testWrapper(t, base, 8, sink)
-	for _, tc := range []struct {
-		name  string
-		other func(path string)
-	}{
-		{"cut to its unsent part", func(path string) {
-			if err := rewriteSpool(path, func(w *bufio.Writer) error { _, err := w.WriteString("{}\n"); return err }); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"sent and removed", func(path string) {
-			if err := os.Remove(path); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	} {
-		raw, err := os.ReadFile(layoutA.path)
-		if err != nil || len(raw) == 0 {
-			t.Fatalf("%s: no spool to start from: %v", tc.name, err)
-		}
-		testHookLeftoverOpened = tc.other
-		_, _, err = b.replayLeftover(context.Background(), layoutA.path, os.Getuid())
-		testHookLeftoverOpened = func(string) {}
-		if !errors.Is(err, errLeftoverBusy) || len(sink.ids()) != 0 {
-			t.Fatalf("%s meanwhile: err %v, sent %v; want errLeftoverBusy and nothing sent", tc.name, err, sink.ids())
-		}
-		if err := os.WriteFile(layoutA.path, raw, 0o600); err != nil { // as before, for the next case
-			t.Fatal(err)
-		}
-	}
-	// undisturbed, the same file is sent
-	if _, _, err := b.replayLeftover(context.Background(), layoutA.path, os.Getuid()); err != nil || len(sink.ids()) != 3 {
-		t.Fatalf("undisturbed: err %v, sent %v", err, sink.ids())
-	}
-}
-
-// A requeued attempt on the same node finds its previous attempt's spool
-// at its own path: it is moved aside (spooling would truncate it) and is
-// the first leftover.
-func TestAdoptOwnSpool(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	layout := newSpoolLayout(dir, "", "", report.JobRef{Cluster: "lab", JobID: 12, StepID: "0/1", Rank: 3})
-	if want := filepath.Join(dir, "isched-lab-12-0_1-r3.spool"); layout.path != want {
-		t.Fatalf("spool path %s, want %s", layout.path, want)
-	}
-	if prev, err := adoptOwn(layout.path, time.Now()); err != nil || prev != "" {
-		t.Fatalf("nothing to adopt: %q %v", prev, err)
-	}
-	if err := os.WriteFile(layout.path, []byte("{}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	prev, err := adoptOwn(layout.path, time.Unix(0, 42))
-	if err != nil || prev != layout.path+".prev-42" {
-		t.Fatalf("adopt: %q %v", prev, err)
-	}
-	if _, err := os.Stat(layout.path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("own path still taken: %v", err)
-	}
-	if got := findLeftovers(layout.patterns, layout.path, os.Getuid(), time.Now(), 0); !slices.Equal(got, []string{prev}) {
-		t.Fatalf("leftovers %v, want [%s]", got, prev)
 	}
 }

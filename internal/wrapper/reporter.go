@@ -10,11 +10,26 @@ import (
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/retry"
+	"github.com/isched/isched/internal/spool"
 )
 
 // appender is the part of the Redis client the wrapper uses.
 type appender interface {
 	Append(ctx context.Context, stream string, payload []byte, mac string, maxLen int64) (string, error)
+}
+
+// queue is what the reporter needs of its spool.Queue: a bounded, ordered
+// queue of signed reports that mirrors itself to a spool file while they
+// are undelivered.
+type queue interface {
+	Push(spool.Record)
+	TakeDropped() int // samples dropped since the last call
+	Len() int
+	Head(n int) []spool.Record // in flight (never dropped) until Pop
+	Pop(delivered []spool.Record)
+	StartSpooling() // a send failed: mirror to the spool file
+	Finish()        // at exit: the spool file holds exactly what is queued
+	Path() string   // the spool file
 }
 
 // connectFunc opens the Redis connection; it may fail and is retried.
@@ -26,7 +41,7 @@ type connectFunc func(ctx context.Context) (appender, error)
 type reporter struct {
 	job     report.JobRef
 	sess    auth.Session
-	out     *outbox
+	out     queue
 	connect connectFunc
 	stream  string
 	maxLen  int64
@@ -44,7 +59,7 @@ type reporter struct {
 	sent int
 }
 
-func newReporter(job report.JobRef, sess auth.Session, out *outbox, connect connectFunc, stream string, log *slog.Logger) *reporter {
+func newReporter(job report.JobRef, sess auth.Session, out queue, connect connectFunc, stream string, log *slog.Logger) *reporter {
 	return &reporter{job: job, sess: sess, out: out, connect: connect, stream: stream, maxLen: 100000,
 		log: log, now: time.Now, kick: make(chan struct{}, 1), uid: os.Getuid()}
 }
@@ -59,7 +74,7 @@ func (r *reporter) emit(e *report.Envelope) {
 	r.seq++
 	e.Seq = r.seq
 	if e.Kind == report.KindSample && e.Sample != nil {
-		e.Sample.Dropped = r.out.takeDropped()
+		e.Sample.Dropped = r.out.TakeDropped()
 	}
 	b, err := report.Encode(e)
 	if err != nil {
@@ -68,11 +83,11 @@ func (r *reporter) emit(e *report.Envelope) {
 		r.log.Error("report not encodable; dropped", "kind", e.Kind, "err", err)
 		return
 	}
-	rec := record{Seq: e.Seq, Kind: e.Kind, Payload: b, MAC: r.sess.Sign(b)}
+	rec := spool.Record{Seq: e.Seq, Kind: e.Kind, Payload: b, MAC: r.sess.Sign(b)}
 	if e.Kind == report.KindSample && e.Sample != nil {
 		rec.Carried = e.Sample.Dropped
 	}
-	r.out.push(rec)
+	r.out.Push(rec)
 	r.mu.Unlock()
 	if e.Kind != report.KindSample {
 		r.wake()
@@ -119,19 +134,19 @@ func (r *reporter) run(ctx context.Context, interval time.Duration) {
 // flush sends everything queued, in order, stopping at the first failure.
 func (r *reporter) flush(ctx context.Context) error {
 	for {
-		if r.out.len() == 0 {
+		if r.out.Len() == 0 {
 			return nil
 		}
 		sink, err := r.sinkOrConnect(ctx)
 		if err != nil {
-			r.out.startSpool()
+			r.out.StartSpooling()
 			return err
 		}
-		batch := r.out.head(64) // in flight until pop: not dropped meanwhile
+		batch := r.out.Head(64) // in flight until pop: not dropped meanwhile
 		if len(batch) == 0 {
 			return nil
 		}
-		var done []record
+		var done []spool.Record
 		for _, rec := range batch {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err = sink.Append(cctx, r.stream, rec.Payload, rec.MAC, r.maxLen)
@@ -141,12 +156,12 @@ func (r *reporter) flush(ctx context.Context) error {
 			}
 			done = append(done, rec)
 		}
-		r.out.pop(done)
+		r.out.Pop(done)
 		r.mu.Lock()
 		r.sent += len(done)
 		r.mu.Unlock()
 		if err != nil {
-			r.out.startSpool()
+			r.out.StartSpooling()
 			return err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/isched/isched/internal/procstat"
 	"github.com/isched/isched/internal/progress"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/spool"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/version"
 )
@@ -246,20 +247,20 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 					log.Warn("spool directory not usable", "dir", opts.SpoolDir, "err", err)
 				}
 			}
-			spool := newSpoolLayout(opts.SpoolDir, tmp, tmpBase(getenv), job)
+			layout := spool.NewLayout(opts.SpoolDir, tmp, tmpBase(getenv), job)
 			var leftovers []string
-			if prev, err := adoptOwn(spool.path, time.Now()); err != nil {
-				log.Warn("spool path taken; not spooling", "path", spool.path, "err", err)
-				spool.path = ""
+			if prev, err := spool.AdoptOwn(layout.Path, time.Now()); err != nil {
+				log.Warn("spool path taken; not spooling", "path", layout.Path, "err", err)
+				layout.Path = ""
 			} else if prev != "" {
 				leftovers = append(leftovers, prev) // our previous attempt's, dead for sure
 			}
-			for _, p := range findLeftovers(spool.patterns, spool.path, os.Getuid(), time.Now(), leftoverMinAge) {
+			for _, p := range spool.FindLeftovers(layout.Patterns, layout.Path, os.Getuid(), time.Now(), spool.LeftoverMinAge) {
 				if !slices.Contains(leftovers, p) {
 					leftovers = append(leftovers, p)
 				}
 			}
-			out := newOutbox(opts.QueueMax, 32<<20, spool.path, log)
+			out := spool.NewQueue(opts.QueueMax, 32<<20, layout.Path, log)
 			connect := func(ctx context.Context) (appender, error) { return d.Connect(ctx, job.Cluster) }
 			keys := stream.Keys{Cluster: job.Cluster}
 			rep = newReporter(job, sess, out, connect, keys.Ingest(), log)
@@ -437,12 +438,12 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		}
 		rep.emit(e)
 		if !rep.drain(5 * time.Second) {
-			rep.out.finish()
-			log.Warn("reports left undelivered at exit; the next wrapper of this user on this node sends them", "queued", rep.out.len(), "spool", rep.out.spoolPath)
+			rep.out.Finish()
+			log.Warn("reports left undelivered at exit; the next wrapper of this user on this node sends them", "queued", rep.out.Len(), "spool", rep.out.Path())
 		}
-		sum.Reports, sum.ReportsQueued = rep.delivered(), rep.out.len()
+		sum.Reports, sum.ReportsQueued = rep.delivered(), rep.out.Len()
 	}
-	if rep != nil && rep.out.len() > 0 && filepath.Dir(rep.out.spoolPath) == tmp {
+	if rep != nil && rep.out.Len() > 0 && filepath.Dir(rep.out.Path()) == tmp {
 		tmpCreated = false // the spool of undelivered reports stays, for a post-mortem
 	}
 	removeTmp(tmp, tmpCreated, ours, log)

@@ -8,12 +8,13 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/spool"
 	"github.com/isched/isched/internal/stream"
 )
 
 // sendSpoolsMinAge: `--send-spools` takes a spool file only once it is
 // this old (its wrapper may be between creating and locking it; a wrapper
-// that finds its new file taken opens another, see openLockedSpool). It
+// that finds its new file taken opens another). It
 // waits for a younger file rather than leave it: a TaskEpilog runs
 // milliseconds after its task wrote the file.
 const sendSpoolsMinAge = time.Second
@@ -33,8 +34,8 @@ func SendSpools(ctx context.Context, opts Options, d Deps) int {
 	}
 	log = log.With("component", "wrapper", "mode", "send-spools")
 	cluster := clusterName(d.Getenv)
-	patterns := spoolPatterns(opts.SpoolDir, tmpBase(d.Getenv))
-	files := findLeftovers(patterns, "", os.Getuid(), time.Now(), 0)
+	patterns := spool.Patterns(opts.SpoolDir, tmpBase(d.Getenv))
+	files := spool.FindLeftovers(patterns, "", os.Getuid(), time.Now(), 0)
 	// at most sendSpoolsMinAge, even for a file stamped in the future
 	if wait := min(sendSpoolsMinAge-youngest(files, time.Now()), sendSpoolsMinAge); len(files) > 0 && wait > 0 {
 		select {

@@ -27,8 +27,8 @@ func leaveSpool(t *testing.T, base string, jobID uint64) string {
 	if w.drain(100 * time.Millisecond) {
 		t.Fatal("drained while Redis was down")
 	}
-	w.out.finish()
-	return layout.path
+	w.out.Finish()
+	return layout.Path
 }
 
 // `isched-wrapper --send-spools` sends every leftover of the user in order
@@ -48,7 +48,7 @@ func TestSendSpools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lockFile(hf); err != nil {
+	if err := syscall.Flock(int(hf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
 
@@ -147,73 +147,6 @@ func TestSendSpoolsFromSpoolDir(t *testing.T) {
 	}
 	if _, err := os.Stat(inTmp); err != nil {
 		t.Errorf("a spool outside --spool-dir was touched: %v", err)
-	}
-}
-
-// The race --send-spools' short minimum age opens: a sender takes a
-// wrapper's fresh spool file for a leftover, locks and removes it. The
-// wrapper's spool must then be a new file at its path, never the unlinked
-// one (whose records nobody would ever send).
-func TestOpenLockedSpoolRetakesATakenFile(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "reports.spool")
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sender, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lockFile(sender); err != nil {
-		t.Fatal(err)
-	}
-	sent := make(chan struct{})
-	go func() {
-		defer close(sent)
-		time.Sleep(20 * time.Millisecond)
-		_ = os.Remove(path) // what a sender does once it has sent the file
-		_ = sender.Close()
-	}()
-	f, err := openLockedSpool(path, createSpool, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-sent
-	checkHeldSpool(t, f, path)
-
-	// the sender takes the file between the wrapper's create and lock
-	path = filepath.Join(t.TempDir(), "reports.spool")
-	creates := 0
-	f, err = openLockedSpool(path, func(p string) (*os.File, error) {
-		creates++
-		f, err := createSpool(p)
-		if err == nil && creates == 1 {
-			_ = os.Remove(p) // locked, sent and removed by the sender
-		}
-		return f, err
-	}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkHeldSpool(t, f, path)
-	if creates != 2 {
-		t.Errorf("%d creates, want 2 (the taken file, then a new one)", creates)
-	}
-}
-
-// checkHeldSpool: f is the file at path, and it holds its lock.
-func checkHeldSpool(t *testing.T, f *os.File, path string) {
-	t.Helper()
-	t.Cleanup(func() { f.Close() })
-	held, _ := f.Stat()
-	named, err := os.Lstat(path)
-	if err != nil || !os.SameFile(held, named) {
-		t.Fatalf("the spool held is not the file at %s (%v)", path, err)
-	}
-	other, _ := os.Open(path)
-	defer other.Close()
-	if err := lockFile(other); !errors.Is(err, syscall.EWOULDBLOCK) {
-		t.Fatalf("the spool at its path is not locked by the wrapper: %v", err)
 	}
 }
 
