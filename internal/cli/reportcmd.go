@@ -24,17 +24,6 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// SeriesPoint is one point of a lineage's series, as the coordinator
-// appends it to isched:<cluster>:job:{<lineage>}:series (a Redis list of
-// JSON objects). Points without iter_ms are memory samples only.
-type SeriesPoint struct {
-	TMS    int64   `json:"t_ms"`
-	Step   int64   `json:"step"`
-	IterMS float64 `json:"iter_ms,omitempty"`
-	RSS    int64   `json:"rss"`
-	GPU    int64   `json:"gpu,omitempty"`
-}
-
 func (a *App) report(ctx context.Context, args []string) error {
 	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg]")
 	out := fs.String("plot", "", "write iteration time and memory over the run to this PNG or SVG file")
@@ -107,18 +96,18 @@ func (a *App) report(ctx context.Context, args []string) error {
 	return nil
 }
 
-func decodeSeries(vals [][]byte) ([]SeriesPoint, int) {
-	var out []SeriesPoint
+func decodeSeries(vals [][]byte) ([]report.SeriesPoint, int) {
+	var out []report.SeriesPoint
 	bad := 0
 	for _, v := range vals {
-		var p SeriesPoint
+		var p report.SeriesPoint
 		if err := json.Unmarshal(v, &p); err != nil || p.TMS <= 0 {
 			bad++
 			continue
 		}
 		out = append(out, p)
 	}
-	slices.SortStableFunc(out, func(a, b SeriesPoint) int {
+	slices.SortStableFunc(out, func(a, b report.SeriesPoint) int {
 		switch {
 		case a.TMS < b.TMS:
 			return -1
@@ -138,7 +127,7 @@ type seriesSummary struct {
 	peakRSS, peakGPU    int64
 }
 
-func summarize(pts []SeriesPoint) seriesSummary {
+func summarize(pts []report.SeriesPoint) seriesSummary {
 	var s seriesSummary
 	s.span = time.Duration(pts[len(pts)-1].TMS-pts[0].TMS) * time.Millisecond
 	var iters []float64
@@ -166,7 +155,7 @@ func summarize(pts []SeriesPoint) seriesSummary {
 // writePlot draws two stacked panels over minutes since the first point:
 // iteration time, and RSS and GPU memory. Partition changes from the
 // status history are marked on both.
-func writePlot(path, lineage string, pts []SeriesPoint, st *report.JobStatus, w, h vg.Length) error {
+func writePlot(path, lineage string, pts []report.SeriesPoint, st *report.JobStatus, w, h vg.Length) error {
 	t0 := pts[0].TMS
 	minutes := func(ms int64) float64 { return float64(ms-t0) / 60000 }
 	var iterXY, rssXY, gpuXY plotter.XYs

@@ -170,7 +170,7 @@ func TestReportPlot(t *testing.T) {
 	h.statusState()
 	key := "isched:lab:job:{lab-train-abababab}:series"
 	for i := 0; i < 120; i++ {
-		p := SeriesPoint{TMS: at(time.Duration(i-120) * 20 * time.Second), Step: int64(i * 60), IterMS: 200 + float64(i%7), RSS: int64(900+i) << 20}
+		p := report.SeriesPoint{TMS: at(time.Duration(i-120) * 20 * time.Second), Step: int64(i * 60), IterMS: 200 + float64(i%7), RSS: int64(900+i) << 20}
 		if i >= 60 {
 			p.GPU = 3 << 30
 			p.IterMS = 60 + float64(i%5)

@@ -14,15 +14,6 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// SeriesPoint is one point of a lineage's time series (for `isched report`).
-type SeriesPoint struct {
-	TMS    int64   `json:"t_ms"`
-	Step   int64   `json:"step"`
-	IterMS float64 `json:"iter_ms,omitempty"`
-	RSS    int64   `json:"rss"`
-	GPU    int64   `json:"gpu,omitempty"`
-}
-
 // apply folds an accepted report into its lineage.
 func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *session, jobs jobIndex, now time.Time) error {
 	l, err := c.getLineage(ctx, s.Lineage)
@@ -104,7 +95,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 			// batch), not per iteration: Redis memory per job stays bounded
 			// by SeriesLen points whatever the iteration rate
 			if (len(smp.Iters) > 0 || smp.CPU != nil) && !stale {
-				p := SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
+				p := report.SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
 				if n := len(smp.Iters); n > 0 {
 					d := make([]float64, n)
 					for i, it := range smp.Iters {

@@ -1,5 +1,17 @@
 package report
 
+// SeriesPoint is one point of a lineage's time series, as the coordinator
+// appends it to isched:<cluster>:job:{<lineage>}:series (a bounded Redis
+// list of JSON objects) and `isched report` reads it. Points without
+// iter_ms are memory samples only.
+type SeriesPoint struct {
+	TMS    int64   `json:"t_ms"`
+	Step   int64   `json:"step"`
+	IterMS float64 `json:"iter_ms,omitempty"`
+	RSS    int64   `json:"rss"`
+	GPU    int64   `json:"gpu,omitempty"`
+}
+
 // JobStatus is the coordinator's view of one lineage, stored at
 // isched:<cluster>:job:{<lineage>}:status and shown by `isched status`.
 // Zero values mean unknown; the CLI says so rather than inventing.
