@@ -53,7 +53,7 @@ func newCluster(t *testing.T) *cluster {
 	c := &cluster{name: name, admin: admin, keys: admin.Keys()}
 	t.Cleanup(func() {
 		k := c.keys
-		_ = admin.Del(context.Background(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(), k.Agent("cursor"), k.Agent("done"), k.Agent("inflight"))
+		_ = admin.Del(context.Background(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(), k.AgentCursor(), k.AgentDone(), k.AgentInflight())
 		admin.Close()
 	})
 	return c

@@ -50,7 +50,7 @@ func (a *App) report(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	key := st.Keys().Job(t.lineage, "series")
+	key := st.Keys().JobSeries(t.lineage)
 	vals, err := st.List(ctx, key)
 	if err != nil {
 		return err

@@ -130,7 +130,7 @@ func readStatus(ctx context.Context, st Store, lineage string) (*report.JobStatu
 	if !stream.ValidName(lineage) {
 		return nil, fmt.Errorf("lineage %q: want 1-64 of [A-Za-z0-9._-]", lineage)
 	}
-	b, err := st.Get(ctx, st.Keys().Job(lineage, "status"))
+	b, err := st.Get(ctx, st.Keys().JobStatus(lineage))
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (a *App) loadReceipts(ctx context.Context, from string) (own, pooled []repo
 		st, err := a.openStore(ctx)
 		if err == nil {
 			var vals [][]byte
-			vals, err = st.List(ctx, st.Keys().Coordinator("receipts"))
+			vals, err = st.List(ctx, st.Keys().Receipts())
 			if err == nil {
 				rs, bad := decodeReceipts(vals)
 				own, pooled, ignored := plan.SplitReceipts(rs, a.UID())

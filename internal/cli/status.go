@@ -178,7 +178,7 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	}
 	if asJSON {
 		if s == nil {
-			return nil, fmt.Errorf("no status for lineage %s (key %s): the coordinator has not seen the job yet", t.lineage, st.Keys().Job(t.lineage, "status"))
+			return nil, fmt.Errorf("no status for lineage %s (key %s): the coordinator has not seen the job yet", t.lineage, st.Keys().JobStatus(t.lineage))
 		}
 		return s, writeJSON(a.stdout, s)
 	}
@@ -198,7 +198,7 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 			fmt.Fprintf(a.stdout, "job table: unavailable (%s)\n", shortErr(jerr))
 		}
 		fmt.Fprintf(a.stdout, "no isched status yet (key %s): the coordinator has not seen the job start (is isched-coordinator running?)\n",
-			st.Keys().Job(t.lineage, "status"))
+			st.Keys().JobStatus(t.lineage))
 		return nil, nil
 	}
 	writeStatus(a.stdout, s, t.job, now)

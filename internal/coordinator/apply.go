@@ -116,7 +116,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
 			}
 		}
-		c.batch.PushList(seriesKey(c.keys, s.Lineage), c.cfg.SeriesLen, pts...) // sent by flush
+		c.batch.PushList(c.keys.JobSeries(s.Lineage), c.cfg.SeriesLen, pts...) // sent by flush
 		c.refreshEstimates(l, now)
 	case report.KindCheckpoint:
 		cp := *env.Checkpoint

@@ -83,7 +83,7 @@ func (c *Coordinator) loadQuota(ctx context.Context) error {
 	if c.quota.loaded {
 		return nil
 	}
-	all, err := c.store.HGetAll(ctx, sessionsKey(c.keys))
+	all, err := c.store.HGetAll(ctx, c.keys.Sessions())
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (c *Coordinator) admitLineage(ctx context.Context, s *session) (bool, error
 	if _, ok := c.lineages[s.Lineage]; ok {
 		return true, nil
 	}
-	if _, err := c.store.Get(ctx, stateKey(c.keys, s.Lineage)); err == nil {
+	if _, err := c.store.Get(ctx, c.keys.JobState(s.Lineage)); err == nil {
 		return true, nil
 	} else if !isNotFound(err) {
 		return false, err

@@ -53,7 +53,7 @@ func BenchmarkHostileFloodMemory(b *testing.B) {
 		e.mr.Del("isched:lab:ingest")
 		maxStatus := 0
 		for name := range e.c.lineages {
-			v, err := e.store.Get(context.Background(), statusKey(e.c.keys, name))
+			v, err := e.store.Get(context.Background(), e.c.keys.JobStatus(name))
 			if err == nil {
 				maxStatus = max(maxStatus, len(v))
 			}

@@ -254,7 +254,7 @@ func (c *Coordinator) stepDown() {
 	if c.leader {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = c.store.Unlock(ctx, c.keys.Coordinator("leader"), c.cfg.ID)
+		_ = c.store.Unlock(ctx, c.keys.Leader(), c.cfg.ID)
 		c.leader = false
 		c.metrics.leader.Set(0)
 	}
@@ -289,7 +289,7 @@ type decodedInput struct {
 
 // round is one pass: keep the lead, read reports, and on each tick decide.
 func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
-	ok, err := c.store.Lock(ctx, c.keys.Coordinator("leader"), c.cfg.ID, c.cfg.LeaderTTL)
+	ok, err := c.store.Lock(ctx, c.keys.Leader(), c.cfg.ID, c.cfg.LeaderTTL)
 	if err != nil {
 		return err
 	}
@@ -529,9 +529,9 @@ func (c *Coordinator) queueFlush(all bool) error {
 			}
 			fv = append(fv, sid, string(b))
 		}
-		c.batch.HSet(sessionsKey(c.keys), fv...)
+		c.batch.HSet(c.keys.Sessions(), fv...)
 	}
-	c.batch.PushList(c.keys.Coordinator("receipts"), 10000, c.receipts...)
+	c.batch.PushList(c.keys.Receipts(), 10000, c.receipts...)
 	clear(c.dirtySessions)
 	clear(c.touched)
 	c.receipts = nil

@@ -137,14 +137,14 @@ func (c *Coordinator) loadTracked(ctx context.Context) error {
 	if c.resultsID != "" {
 		return nil
 	}
-	names, err := c.store.HGetAll(ctx, lineagesKey(c.keys))
+	names, err := c.store.HGetAll(ctx, c.keys.Lineages())
 	if err != nil {
 		return err
 	}
 	var expired []string
 	for name := range names {
 		// a tracked name whose state expired (EndedTTL) is not revived
-		if _, err := c.store.Get(ctx, stateKey(c.keys, name)); errors.Is(err, stream.ErrNotFound) {
+		if _, err := c.store.Get(ctx, c.keys.JobState(name)); errors.Is(err, stream.ErrNotFound) {
 			expired = append(expired, name)
 			continue
 		}
@@ -153,7 +153,7 @@ func (c *Coordinator) loadTracked(ctx context.Context) error {
 		}
 	}
 	if len(expired) > 0 {
-		if err := c.store.HDel(ctx, lineagesKey(c.keys), expired...); err != nil {
+		if err := c.store.HDel(ctx, c.keys.Lineages(), expired...); err != nil {
 			return err
 		}
 	}

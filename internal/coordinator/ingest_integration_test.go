@@ -73,8 +73,8 @@ func TestHostileWriterCannotBlindTheCoordinator(t *testing.T) {
 	rep := openAs(t, r, "reporter", cluster, false, 0)
 	k := st.Keys()
 	t.Cleanup(func() {
-		_ = st.Del(context.Background(), k.Ingest(), k.Jobs(), k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"),
-			statusKey(k, "lin-77"), stateKey(k, "lin-77"), seriesKey(k, "lin-77"))
+		_ = st.Del(context.Background(), k.Ingest(), k.Jobs(), k.Leader(), k.Sessions(), k.Lineages(),
+			k.JobStatus("lin-77"), k.JobState("lin-77"), k.JobSeries("lin-77"))
 	})
 	jobs := report.NewEnvelope(report.KindJobs, time.Now())
 	jobs.Jobs = &report.JobTable{Cluster: cluster, TakenMS: time.Now().UnixMilli(), Jobs: []report.Job{job(77, 1001, "alice", "RUNNING", "cpu", "")}}
@@ -125,7 +125,7 @@ func TestHostileWriterCannotBlindTheCoordinator(t *testing.T) {
 	heard := func(want int64) {
 		t.Helper()
 		testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("alice's step %d in her status", want), func() bool {
-			b, err := st.Get(ctx, statusKey(k, "lin-77"))
+			b, err := st.Get(ctx, k.JobStatus("lin-77"))
 			var s report.JobStatus
 			return err == nil && json.Unmarshal(b, &s) == nil && s.Step >= want
 		})

@@ -21,7 +21,7 @@ func TestWarnsAboutReportsTrimmedUnread(t *testing.T) {
 	st := r.Client(t, "coordinator", fmt.Sprintf("lagit%d", os.Getpid()))
 	k := st.Keys()
 	t.Cleanup(func() {
-		_ = st.Del(context.Background(), k.Ingest(), k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"))
+		_ = st.Del(context.Background(), k.Ingest(), k.Leader(), k.Sessions(), k.Lineages())
 	})
 	// the group exists and has read what there was (a coordinator ran before)
 	if err := st.EnsureGroup(ctx, k.Ingest(), group); err != nil {

@@ -21,7 +21,7 @@ func (c *Coordinator) pruneSessions(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	c.sessionsSweptAt = now
-	all, err := c.store.HGetAll(ctx, sessionsKey(c.keys))
+	all, err := c.store.HGetAll(ctx, c.keys.Sessions())
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (c *Coordinator) pruneSessions(ctx context.Context, now time.Time) error {
 	}
 	for len(drop) > 0 {
 		n := min(len(drop), 1000)
-		if err := c.store.HDel(ctx, sessionsKey(c.keys), drop[:n]...); err != nil {
+		if err := c.store.HDel(ctx, c.keys.Sessions(), drop[:n]...); err != nil {
 			return err
 		}
 		for _, sid := range drop[:n] {

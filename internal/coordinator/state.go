@@ -102,24 +102,17 @@ func (l *lineage) owner() (int, bool) {
 	return 0, false
 }
 
-func stateKey(k stream.Keys, l string) string  { return k.Job(l, "state") }
-func statusKey(k stream.Keys, l string) string { return k.Job(l, "status") }
-func seriesKey(k stream.Keys, l string) string { return k.Job(l, "series") }
-
-// lineagesKey is the set (hash) of lineages the coordinator tracks.
-func lineagesKey(k stream.Keys) string { return k.Coordinator("lineages") }
-
 func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, error) {
 	if l, ok := c.lineages[name]; ok {
 		c.touched[name] = l
 		return l, nil
 	}
-	b, err := c.store.Get(ctx, stateKey(c.keys, name))
+	b, err := c.store.Get(ctx, c.keys.JobState(name))
 	l := &lineage{}
 	switch {
 	case errors.Is(err, stream.ErrNotFound):
 		l.Status = report.JobStatus{V: 1, Cluster: c.keys.Cluster, Lineage: name, Step: -1, History: []report.Span{}, Events: []report.StatusEvent{}, Decisions: []report.Decision{}}
-		if err := c.store.HSet(ctx, lineagesKey(c.keys), name, "1"); err != nil {
+		if err := c.store.HSet(ctx, c.keys.Lineages(), name, "1"); err != nil {
 			return nil, err
 		}
 	case err != nil:
@@ -169,8 +162,8 @@ func (c *Coordinator) queueSave(name string, l *lineage) error {
 	if l.Ended {
 		ttl = c.cfg.EndedTTL
 	}
-	c.batch.Set(stateKey(c.keys, name), b, ttl)
-	c.batch.Set(statusKey(c.keys, name), st, ttl)
+	c.batch.Set(c.keys.JobState(name), b, ttl)
+	c.batch.Set(c.keys.JobStatus(name), st, ttl)
 	return nil
 }
 
@@ -269,7 +262,7 @@ func (c *Coordinator) evictEnded(ctx context.Context, now time.Time) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	if err := c.store.HDel(ctx, lineagesKey(c.keys), gone...); err != nil {
+	if err := c.store.HDel(ctx, c.keys.Lineages(), gone...); err != nil {
 		return err
 	}
 	for _, name := range gone {

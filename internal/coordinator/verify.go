@@ -73,9 +73,6 @@ const (
 	duplicate // a second copy of the session's latest report: a retransmission
 )
 
-// sessionKey names the hash of sessions.
-func sessionsKey(k stream.Keys) string { return k.Coordinator("sessions") }
-
 // jobIndex is the agent's job table by job id.
 type jobIndex map[uint64]report.Job
 
@@ -83,7 +80,7 @@ func (c *Coordinator) loadSession(ctx context.Context, sid string) (*session, er
 	if s, ok := c.sessions[sid]; ok {
 		return s, nil
 	}
-	v, err := c.store.HGet(ctx, sessionsKey(c.keys), sid)
+	v, err := c.store.HGet(ctx, c.keys.Sessions(), sid)
 	if errors.Is(err, stream.ErrNotFound) {
 		return nil, nil
 	}

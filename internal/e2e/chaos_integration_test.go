@@ -121,7 +121,7 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 		t.Errorf("distinct actions %v: want one checkpoint signal and one requeue", ids)
 	}
 	if c, err := w.client("coordinator"); err == nil {
-		done, _ := c.HGetAll(context.Background(), c.Keys().Agent("done"))
+		done, _ := c.HGetAll(context.Background(), c.Keys().AgentDone())
 		c.Close()
 		for id := range ids {
 			if _, ok := done[id]; !ok {

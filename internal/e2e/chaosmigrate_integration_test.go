@@ -186,7 +186,7 @@ func TestChaosKillsDuringMigrations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := c.HGetAll(context.Background(), c.Keys().Agent("done"))
+	done, err := c.HGetAll(context.Background(), c.Keys().AgentDone())
 	c.Close()
 	if err != nil {
 		t.Fatal(err)

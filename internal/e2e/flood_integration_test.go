@@ -60,7 +60,7 @@ func TestStartFloodAsBob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	all, err := c.HGetAll(context.Background(), c.Keys().Coordinator("sessions"))
+	all, err := c.HGetAll(context.Background(), c.Keys().Sessions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func (w *world) status(lineage string) (report.JobStatus, bool) {
 		return report.JobStatus{}, false
 	}
 	defer c.Close()
-	b, err := c.Get(context.Background(), c.Keys().Job(lineage, "status"))
+	b, err := c.Get(context.Background(), c.Keys().JobStatus(lineage))
 	if err != nil {
 		return report.JobStatus{}, false
 	}

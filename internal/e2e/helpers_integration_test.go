@@ -45,11 +45,11 @@ func (w *world) dropRedisKeys() {
 	ctx := context.Background()
 	k := c.Keys()
 	keys := []string{k.Ingest(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(),
-		k.Agent("cursor"), k.Agent("done"), k.Agent("inflight"),
-		k.Coordinator("sessions"), k.Coordinator("lineages"), k.Coordinator("leader"), k.Coordinator("receipts")}
-	if names, err := c.HGetAll(ctx, k.Coordinator("lineages")); err == nil {
+		k.AgentCursor(), k.AgentDone(), k.AgentInflight(),
+		k.Sessions(), k.Lineages(), k.Leader(), k.Receipts()}
+	if names, err := c.HGetAll(ctx, k.Lineages()); err == nil {
 		for name := range names {
-			keys = append(keys, k.Job(name, "state"), k.Job(name, "status"), k.Job(name, "series"))
+			keys = append(keys, k.JobKeys(name)...)
 		}
 	}
 	_ = c.Del(ctx, keys...)
@@ -77,7 +77,7 @@ func (w *world) lineageState(lineage string) (lineageState, bool) {
 		return lineageState{}, false
 	}
 	defer c.Close()
-	b, err := c.Get(context.Background(), c.Keys().Job(lineage, "state"))
+	b, err := c.Get(context.Background(), c.Keys().JobState(lineage))
 	if err != nil {
 		return lineageState{}, false
 	}
@@ -103,7 +103,7 @@ func (w *world) sessions(lineage string) []sessionRec {
 		return nil
 	}
 	defer c.Close()
-	m, err := c.HGetAll(context.Background(), c.Keys().Coordinator("sessions"))
+	m, err := c.HGetAll(context.Background(), c.Keys().Sessions())
 	if err != nil {
 		return nil
 	}

@@ -134,7 +134,7 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 			return false
 		}
 		defer c.Close()
-		vals, _ := c.List(context.Background(), c.Keys().Coordinator("receipts"))
+		vals, _ := c.List(context.Background(), c.Keys().Receipts())
 		for _, v := range vals {
 			if json.Unmarshal(v, &rec) == nil && rec.Model == key && rec.UID != nil && *rec.UID == bobUID {
 				return true

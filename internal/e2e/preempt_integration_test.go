@@ -162,7 +162,7 @@ func checkPreempted(t *testing.T, w *world, job trainJob, lineage string, total 
 	// One run, one receipt for the planner, with the whole run in it.
 	var receipts []report.Receipt
 	if c, err := w.client("coordinator"); err == nil {
-		if l, err := c.List(context.Background(), c.Keys().Coordinator("receipts")); err == nil {
+		if l, err := c.List(context.Background(), c.Keys().Receipts()); err == nil {
 			for _, b := range l {
 				var r report.Receipt
 				if json.Unmarshal(b, &r) == nil && r.Model == lineage {

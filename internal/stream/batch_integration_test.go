@@ -21,7 +21,7 @@ func TestBatchWithAckOnRealRedis(t *testing.T) {
 	rep := open(t, r, "reporter", false)
 	coord := open(t, r, "coordinator", true)
 	k := coord.Keys()
-	state, sessions := k.Job("L1", "state"), k.Coordinator("sessions")
+	state, sessions := k.JobState("L1"), k.Sessions()
 	t.Cleanup(func() { _ = coord.Del(ctx, k.Ingest(), state, sessions) })
 
 	for _, p := range []string{"r1", "r2"} {

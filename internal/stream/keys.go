@@ -43,10 +43,49 @@ func (k Keys) Jobs() string { return k.prefix() + "jobs" }
 // Agent names the agent's private state key `name`.
 func (k Keys) Agent(name string) string { return k.prefix() + "agent:" + name }
 
-// Job names the coordinator's per-job key `name` for a lineage.
+// AgentCursor is the agent's place in the actions stream.
+func (k Keys) AgentCursor() string { return k.Agent("cursor") }
+
+// AgentDone is the agent's hash of executed actions and their results.
+func (k Keys) AgentDone() string { return k.Agent("done") }
+
+// AgentInflight is the action the agent is executing (its write-ahead).
+func (k Keys) AgentInflight() string { return k.Agent("inflight") }
+
+// Job names the coordinator's per-job key `name` for a lineage; JobState,
+// JobStatus and JobSeries are the three there are.
 func (k Keys) Job(lineage, name string) string {
 	return k.prefix() + "job:{" + lineage + "}:" + name
 }
 
-// Coordinator names a coordinator-wide key (leader lock, receipts, ...).
+// JobState is a lineage's coordinator state (status and estimators).
+func (k Keys) JobState(lineage string) string { return k.Job(lineage, "state") }
+
+// JobStatus is a lineage's report.JobStatus, read by `isched status`.
+func (k Keys) JobStatus(lineage string) string { return k.Job(lineage, "status") }
+
+// JobSeries is a lineage's bounded list of report.SeriesPoint, read by
+// `isched report`.
+func (k Keys) JobSeries(lineage string) string { return k.Job(lineage, "series") }
+
+// JobKeys are a lineage's keys: JobState, JobStatus, JobSeries.
+func (k Keys) JobKeys(lineage string) []string {
+	return []string{k.JobState(lineage), k.JobStatus(lineage), k.JobSeries(lineage)}
+}
+
+// Coordinator names a coordinator-wide key; Leader, Sessions, Lineages and
+// Receipts are the ones there are.
 func (k Keys) Coordinator(name string) string { return k.prefix() + "coord:" + name }
+
+// Leader is the coordinator's leader lock.
+func (k Keys) Leader() string { return k.Coordinator("leader") }
+
+// Sessions is the hash of wrapper sessions the coordinator accepted.
+func (k Keys) Sessions() string { return k.Coordinator("sessions") }
+
+// Lineages is the hash of lineages the coordinator tracks.
+func (k Keys) Lineages() string { return k.Coordinator("lineages") }
+
+// Receipts is the list of the coordinator's receipts (moves and their
+// outcomes), read by `isched status`.
+func (k Keys) Receipts() string { return k.Coordinator("receipts") }

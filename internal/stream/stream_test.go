@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,10 +39,23 @@ func TestKeys(t *testing.T) {
 		k.Agent("cursor"):     "isched:lab:agent:cursor",
 		k.Job("L1", "state"):  "isched:lab:job:{L1}:state",
 		k.Coordinator("lock"): "isched:lab:coord:lock",
+		k.AgentCursor():       "isched:lab:agent:cursor",
+		k.AgentDone():         "isched:lab:agent:done",
+		k.AgentInflight():     "isched:lab:agent:inflight",
+		k.JobState("L1"):      "isched:lab:job:{L1}:state",
+		k.JobStatus("L1"):     "isched:lab:job:{L1}:status",
+		k.JobSeries("L1"):     "isched:lab:job:{L1}:series",
+		k.Leader():            "isched:lab:coord:leader",
+		k.Sessions():          "isched:lab:coord:sessions",
+		k.Lineages():          "isched:lab:coord:lineages",
+		k.Receipts():          "isched:lab:coord:receipts",
 	} {
 		if got != want {
 			t.Errorf("key %q, want %q", got, want)
 		}
+	}
+	if got := k.JobKeys("L1"); !slices.Equal(got, []string{k.JobState("L1"), k.JobStatus("L1"), k.JobSeries("L1")}) {
+		t.Errorf("JobKeys %q", got)
 	}
 	for _, bad := range []string{"", "a b", "x:y", "$(id)", string(make([]byte, 65))} {
 		if _, err := NewKeys(bad); err == nil {

@@ -121,7 +121,7 @@ func TestLostReplyIsSentAgainAndCountedOnce(t *testing.T) {
 	st := r.Client(t, "coordinator", j.cluster)
 	k := st.Keys()
 	t.Cleanup(func() {
-		_ = st.Del(context.Background(), k.Jobs(), k.Snapshot(), k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"))
+		_ = st.Del(context.Background(), k.Jobs(), k.Snapshot(), k.Leader(), k.Sessions(), k.Lineages())
 	})
 	// the agent's job table lists the job as this uid's (what the
 	// coordinator checks a session's ownership against)

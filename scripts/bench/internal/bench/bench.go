@@ -645,7 +645,7 @@ func (b *Bench) awaitStarts(ctx context.Context, batch []*sim) error {
 	for {
 		var still []*sim
 		for _, s := range left {
-			if _, err := b.cfg.Admin.Get(ctx, b.keys.Job(s.job.Lineage, "status")); err != nil {
+			if _, err := b.cfg.Admin.Get(ctx, b.keys.JobStatus(s.job.Lineage)); err != nil {
 				if !errors.Is(err, stream.ErrNotFound) {
 					return err
 				}

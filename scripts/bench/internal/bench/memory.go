@@ -39,8 +39,8 @@ func (b *Bench) memory(ctx context.Context) (Memory, error) {
 	}
 	var jobs []job
 	for _, s := range b.sims {
-		for k, name := range []string{"state", "status", "series"} {
-			jobs = append(jobs, job{aged: s.aged, key: b.keys.Job(s.job.Lineage, name), kind: k})
+		for k, key := range b.keys.JobKeys(s.job.Lineage) {
+			jobs = append(jobs, job{aged: s.aged, key: key, kind: k})
 		}
 	}
 	var (
@@ -87,8 +87,8 @@ func (b *Bench) memory(ctx context.Context) (Memory, error) {
 		n, err = b.cfg.Admin.MemoryUsage(ctx, key)
 		return n
 	}
-	m.Sessions = usage(b.keys.Coordinator("sessions"))
-	m.Lineages = usage(b.keys.Coordinator("lineages"))
+	m.Sessions = usage(b.keys.Sessions())
+	m.Lineages = usage(b.keys.Lineages())
 	m.Stream = usage(b.keys.Ingest())
 	m.Agent = usage(b.keys.Jobs()) + usage(b.keys.Snapshot())
 	if err != nil {
@@ -111,7 +111,7 @@ func (b *Bench) memory(ctx context.Context) (Memory, error) {
 			if !s.aged {
 				continue
 			}
-			pts, err := b.cfg.Admin.List(ctx, b.keys.Job(s.job.Lineage, "series"))
+			pts, err := b.cfg.Admin.List(ctx, b.keys.JobSeries(s.job.Lineage))
 			if err != nil {
 				return Memory{}, err
 			}
@@ -120,7 +120,7 @@ func (b *Bench) memory(ctx context.Context) (Memory, error) {
 					Window []json.RawMessage `json:"window"`
 				} `json:"iter"`
 			}
-			raw, err := b.cfg.Admin.Get(ctx, b.keys.Job(s.job.Lineage, "state"))
+			raw, err := b.cfg.Admin.Get(ctx, b.keys.JobState(s.job.Lineage))
 			if err == nil {
 				err = json.Unmarshal(raw, &st)
 			}
@@ -143,12 +143,10 @@ func (b *Bench) memory(ctx context.Context) (Memory, error) {
 func (b *Bench) Keys() []string {
 	k := b.keys
 	out := []string{k.Ingest(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(),
-		k.Coordinator("leader"), k.Coordinator("sessions"), k.Coordinator("lineages"), k.Coordinator("receipts"),
-		k.Agent("cursor"), k.Agent("done"), k.Agent("inflight")}
+		k.Leader(), k.Sessions(), k.Lineages(), k.Receipts(),
+		k.AgentCursor(), k.AgentDone(), k.AgentInflight()}
 	for _, s := range b.sims {
-		for _, name := range []string{"state", "status", "series"} {
-			out = append(out, k.Job(s.job.Lineage, name))
-		}
+		out = append(out, k.JobKeys(s.job.Lineage)...)
 	}
 	return out
 }

@@ -219,7 +219,7 @@ func (b *Bench) send(ctx context.Context, s *sim, e *report.Envelope, lastStep i
 // watchProbe measures each probe sample: it reads the lineage's status until
 // the sample's last step is in it and records updated_ms − sent.
 func (b *Bench) watchProbe(ctx context.Context, s *sim) {
-	key := b.keys.Job(s.job.Lineage, "status")
+	key := b.keys.JobStatus(s.job.Lineage)
 	var st struct {
 		Step      int64 `json:"step"`
 		UpdatedMS int64 `json:"updated_ms"`
