@@ -71,9 +71,41 @@ func (a res) fits(b res) bool { return a.cpus <= b.cpus && a.gpus <= b.gpus }
 // small jobs); a pending job on several partitions is assumed to start here.
 func (s *Site) EstimateWait(cs ClusterState, part string, need Need, now time.Time) Wait {
 	w := Wait{Partition: part}
+	sp := checkPartition(cs, part, need, &w)
+	if sp == nil {
+		return w
+	}
+	releases := s.runningReleases(cs, sp, part, now)
+	queue := pendingQueue(cs, sp, part, &w)
+	w.Ahead = len(queue)
+	queue = append(queue, queued{r: res{need.CPUs, need.GPUs}, us: true})
+	return simulateWait(w, res{sp.CPUsIdle, gpuIdle(sp)}, queue, releases, now)
+}
+
+// release is what a running job (or a queued one, once started) gives back
+// at its end.
+type release struct {
+	at        time.Time
+	r         res
+	predicted bool // the end is the coordinator's prediction, not a time limit
+}
+
+// queued is a pending job ahead of the new one, in start order, holding its
+// resources for dur once started; us is the new job.
+type queued struct {
+	r   res
+	dur time.Duration
+	us  bool
+}
+
+// checkPartition answers what needs no queue model: the partition is
+// unknown or not up, the job fits its idle capacity now, it never fits, or
+// nothing says when the busy partition frees. It returns the partition
+// when the queue model must answer, else nil with w decided.
+func checkPartition(cs ClusterState, part string, need Need, w *Wait) *report.Partition {
 	if cs.Snapshot == nil {
 		w.Reason = "unknown: no cluster state"
-		return w
+		return nil
 	}
 	var sp *report.Partition
 	for i := range cs.Snapshot.Partitions {
@@ -83,79 +115,86 @@ func (s *Site) EstimateWait(cs ClusterState, part string, need Need, now time.Ti
 	}
 	if sp == nil {
 		w.Reason = "unknown: partition not in the cluster snapshot"
-		return w
+		return nil
 	}
 	if sp.State != "" && sp.State != "UP" {
 		w.Reason = "unknown: partition is " + sp.State
-		return w
+		return nil
 	}
 	free := res{sp.CPUsIdle, gpuIdle(sp)}
 	want := res{need.CPUs, need.GPUs}
 	if want.fits(free) && (!need.WholeNode || sp.NodesIdle > 0) {
 		w.Known, w.IdleNow = true, true
 		w.Reason = "idle now"
-		return w
+		return nil
 	}
 	if want.cpus > sp.CPUsTotal || want.gpus > gpuTotal(sp) {
 		w.Reason = fmt.Sprintf("never: the partition has %d CPUs and %d GPUs, the job needs %d and %d", sp.CPUsTotal, gpuTotal(sp), want.cpus, want.gpus)
-		return w
+		return nil
 	}
 	if cs.Jobs == nil {
 		w.Reason = "unknown: busy, and no job table to say when it frees"
-		return w
+		return nil
 	}
+	return sp
+}
+
+// runningReleases is what the jobs running on partition part (or on its
+// nodes, from an overlapping partition) give back, soonest first: at the
+// coordinator's predicted end, else at their time limit, else at the
+// partition's; a job past its end ends in a minute.
+func (s *Site) runningReleases(cs ClusterState, sp *report.Partition, part string, now time.Time) []release {
 	inPart := s.membership(part)
 	maxTime := minutesDur(sp.MaxTimeMin)
+	var releases []release
+	for i := range cs.Jobs.Jobs {
+		j := &cs.Jobs.Jobs[i]
+		if j.State != "RUNNING" && j.State != "COMPLETING" && j.State != "SUSPENDED" {
+			continue
+		}
+		k := inPart(j)
+		if k == 0 {
+			continue
+		}
+		end, predicted := time.Time{}, false
+		if p, ok := cs.PredictedEnd[j.JobID]; ok && !p.IsZero() {
+			end, predicted = p, true
+		} else if j.TimeLimitMin != nil && j.StartMS > 0 {
+			end = time.UnixMilli(j.StartMS).Add(time.Duration(*j.TimeLimitMin) * time.Minute)
+		} else if maxTime > 0 && j.StartMS > 0 {
+			end = time.UnixMilli(j.StartMS).Add(maxTime)
+		}
+		if end.IsZero() {
+			continue // never ends as far as we can tell
+		}
+		if !end.After(now) {
+			end = now.Add(time.Minute) // past its end: ending now
+		}
+		releases = append(releases, release{end, share(j, k), predicted})
+	}
+	slices.SortStableFunc(releases, func(a, b release) int { return a.at.Compare(b.at) })
+	return releases
+}
+
+// pendingQueue is the jobs pending on partition part ahead of a new one, in
+// submission order, each for its time limit (else the partition's default),
+// leaving out those blocked for reasons other than resources and those
+// that can never start there. It sets w.SlurmStart.
+func pendingQueue(cs ClusterState, sp *report.Partition, part string, w *Wait) []queued {
 	defTime := minutesDur(sp.DefaultTimeMin)
 	if defTime == 0 {
-		defTime = maxTime
+		defTime = minutesDur(sp.MaxTimeMin)
 	}
-
-	type release struct {
-		at        time.Time
-		r         res
-		predicted bool
-	}
-	var releases []release
-	type queued struct {
-		r   res
-		dur time.Duration
-		us  bool
-	}
-	var queue []queued
 	var pending []*report.Job
 	for i := range cs.Jobs.Jobs {
 		j := &cs.Jobs.Jobs[i]
-		switch j.State {
-		case "RUNNING", "COMPLETING", "SUSPENDED":
-			k := inPart(j)
-			if k == 0 {
-				continue
-			}
-			r := share(j, k)
-			end, predicted := time.Time{}, false
-			if p, ok := cs.PredictedEnd[j.JobID]; ok && !p.IsZero() {
-				end, predicted = p, true
-			} else if j.TimeLimitMin != nil && j.StartMS > 0 {
-				end = time.UnixMilli(j.StartMS).Add(time.Duration(*j.TimeLimitMin) * time.Minute)
-			} else if maxTime > 0 && j.StartMS > 0 {
-				end = time.UnixMilli(j.StartMS).Add(maxTime)
-			}
-			if end.IsZero() {
-				continue // never ends as far as we can tell
-			}
-			if !end.After(now) {
-				end = now.Add(time.Minute) // past its end: ending now
-			}
-			releases = append(releases, release{end, r, predicted})
-		case "PENDING":
-			if !slices.Contains(strings.Split(j.Partition, ","), part) || blocked(j.Reason) {
-				continue
-			}
-			pending = append(pending, j)
+		if j.State != "PENDING" || !slices.Contains(strings.Split(j.Partition, ","), part) || blocked(j.Reason) {
+			continue
 		}
+		pending = append(pending, j)
 	}
 	slices.SortStableFunc(pending, func(a, b *report.Job) int { return cmp.Compare(a.SubmitMS, b.SubmitMS) })
+	var queue []queued
 	for _, j := range pending {
 		d := defTime
 		if j.TimeLimitMin != nil {
@@ -172,10 +211,14 @@ func (s *Site) EstimateWait(cs ClusterState, part string, need Need, now time.Ti
 			}
 		}
 	}
-	w.Ahead = len(queue)
-	queue = append(queue, queued{r: want, us: true})
-	slices.SortStableFunc(releases, func(a, b release) int { return a.at.Compare(b.at) })
+	return queue
+}
 
+// simulateWait plays the partition forward from now: the queue starts in
+// order as soon as its head fits what is free, each started job releasing
+// its resources after its duration, until the new job (the queue's last)
+// starts or nothing is left to end.
+func simulateWait(w Wait, free res, queue []queued, releases []release, now time.Time) Wait {
 	t := now
 	ended, byPrediction := 0, 0
 	for {
