@@ -259,6 +259,21 @@ func ProgressBar(done, total int64, width int) string {
 }
 
 func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Time) {
+	writeStatusHeader(w, s, job, now)
+	writePlanLine(w, s.Plan)
+	writeProgress(w, s, now)
+	writeMemory(w, s)
+	writeCheckpoint(w, s, now)
+	writeHistory(w, s, now)
+	writeDecisionsAndEvents(w, s, now)
+	if s.UpdatedMS > 0 {
+		fmt.Fprintf(w, "updated %s ago\n", ago(now.Sub(time.UnixMilli(s.UpdatedMS))))
+	}
+}
+
+// writeStatusHeader writes the job's line (and what Slurm says of it while
+// it is pending).
+func writeStatusHeader(w io.Writer, s *report.JobStatus, job *report.Job, now time.Time) {
 	fmt.Fprintf(w, "job %d · lineage %s · user %s · %s", s.JobID, s.Lineage, clean(s.User), clean(s.State))
 	if s.Partition != "" {
 		fmt.Fprintf(w, " on %s", clean(s.Partition))
@@ -273,22 +288,31 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	if job != nil && job.State == "PENDING" {
 		writeSlurmJob(w, job, now)
 	}
-	if p := s.Plan; p != nil {
-		fmt.Fprintf(w, "plan:       ideal %s", clean(p.Ideal))
-		if p.IdealGres != "" {
-			fmt.Fprintf(w, " (%s)", clean(p.IdealGres))
-		}
-		if len(p.Fallbacks) > 0 {
-			fmt.Fprintf(w, ", fallbacks %s", clean(strings.Join(p.Fallbacks, ",")))
-		}
-		if p.Migrate {
-			fmt.Fprint(w, ", may move")
-		}
-		if p.Batch > 0 {
-			fmt.Fprintf(w, ", batch %d", p.Batch)
-		}
-		fmt.Fprintln(w)
+}
+
+// writePlanLine writes the plan the job was submitted with, if any.
+func writePlanLine(w io.Writer, p *report.Plan) {
+	if p == nil {
+		return
 	}
+	fmt.Fprintf(w, "plan:       ideal %s", clean(p.Ideal))
+	if p.IdealGres != "" {
+		fmt.Fprintf(w, " (%s)", clean(p.IdealGres))
+	}
+	if len(p.Fallbacks) > 0 {
+		fmt.Fprintf(w, ", fallbacks %s", clean(strings.Join(p.Fallbacks, ",")))
+	}
+	if p.Migrate {
+		fmt.Fprint(w, ", may move")
+	}
+	if p.Batch > 0 {
+		fmt.Fprintf(w, ", batch %d", p.Batch)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeProgress writes progress, speed, ETA and the time limit.
+func writeProgress(w io.Writer, s *report.JobStatus, now time.Time) {
 	step := max(s.Step, 0)
 	switch {
 	case s.TotalIters > 0:
@@ -309,6 +333,10 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	if s.LimitMS > 0 && s.State != "ENDED" {
 		fmt.Fprintf(w, "time limit: %s\n", when(time.UnixMilli(s.LimitMS), now))
 	}
+}
+
+// writeMemory writes the process's memory and each GPU's.
+func writeMemory(w io.Writer, s *report.JobStatus) {
 	if s.State == "ENDED" && s.PeakRSSBytes > 0 {
 		fmt.Fprintf(w, "memory:     peak RSS %s", plan.FormatBytes(s.PeakRSSBytes))
 		if s.MemLimitBytes > 0 {
@@ -342,6 +370,10 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	for _, id := range ids {
 		fmt.Fprintf(w, "  GPU %s: %s (peak %s)\n", clean(id), plan.FormatBytes(s.GPUBytes[id]), plan.FormatBytes(s.PeakGPUBytes[id]))
 	}
+}
+
+// writeCheckpoint writes the last checkpoint seen.
+func writeCheckpoint(w io.Writer, s *report.JobStatus, now time.Time) {
 	if c := s.LastCheckpoint; c != nil {
 		fmt.Fprintf(w, "checkpoint: %s", clean(c.Path))
 		if c.Step != nil {
@@ -360,6 +392,10 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	} else {
 		fmt.Fprintln(w, "checkpoint: none yet")
 	}
+}
+
+// writeHistory writes the partitions the lineage ran on.
+func writeHistory(w io.Writer, s *report.JobStatus, now time.Time) {
 	if len(s.History) > 0 {
 		fmt.Fprintln(w, "partitions:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -381,6 +417,11 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 			fmt.Fprintln(w, "attempts:   "+c)
 		}
 	}
+}
+
+// writeDecisionsAndEvents writes the coordinator's decisions and the job's
+// events.
+func writeDecisionsAndEvents(w io.Writer, s *report.JobStatus, now time.Time) {
 	if len(s.Decisions) > 0 {
 		fmt.Fprintln(w, "decisions:")
 		for _, d := range s.Decisions {
@@ -396,9 +437,6 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 		for _, e := range s.Events {
 			fmt.Fprintf(w, "  %s %s: %s\n", clock(e.AtMS, now), clean(e.Kind), clean(e.Message))
 		}
-	}
-	if s.UpdatedMS > 0 {
-		fmt.Fprintf(w, "updated %s ago\n", ago(now.Sub(time.UnixMilli(s.UpdatedMS))))
 	}
 }
 
