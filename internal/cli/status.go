@@ -266,6 +266,7 @@ func writeStatus(w io.Writer, s *report.JobStatus, job *report.Job, now time.Tim
 	writeCheckpoint(w, s, now)
 	writeHistory(w, s, now)
 	writeDecisionsAndEvents(w, s, now)
+	writeVerdict(w, s)
 	if s.UpdatedMS > 0 {
 		fmt.Fprintf(w, "updated %s ago\n", ago(now.Sub(time.UnixMilli(s.UpdatedMS))))
 	}
@@ -335,33 +336,9 @@ func writeProgress(w io.Writer, s *report.JobStatus, now time.Time) {
 	}
 }
 
-// writeMemory writes the process's memory and each GPU's.
+// writeMemory writes the process's memory, its cgroup's apart, and each GPU's.
 func writeMemory(w io.Writer, s *report.JobStatus) {
-	if s.State == "ENDED" && s.PeakRSSBytes > 0 {
-		fmt.Fprintf(w, "memory:     peak RSS %s", plan.FormatBytes(s.PeakRSSBytes))
-		if s.MemLimitBytes > 0 {
-			fmt.Fprintf(w, " (limit %s)", plan.FormatBytes(s.MemLimitBytes))
-		}
-		fmt.Fprintln(w)
-	} else if s.RSSBytes > 0 || s.PeakRSSBytes > 0 {
-		now := "RSS " + plan.FormatBytes(s.RSSBytes)
-		if s.RSSBytes == 0 {
-			// the last sample was of a process that had ended (an attempt
-			// between its end and the next one's first sample)
-			now = "no running process sampled yet"
-		}
-		fmt.Fprintf(w, "memory:     %s (peak %s", now, plan.FormatBytes(s.PeakRSSBytes))
-		if s.MemLimitBytes > 0 {
-			fmt.Fprintf(w, ", limit %s", plan.FormatBytes(s.MemLimitBytes))
-		}
-		fmt.Fprint(w, ")")
-		if s.RSSSlope > 0 {
-			fmt.Fprintf(w, ", growing %s/iteration", plan.FormatBytes(int64(s.RSSSlope)))
-		}
-		fmt.Fprintln(w)
-	} else {
-		fmt.Fprintln(w, "memory:     no sample yet")
-	}
+	writeProcessMemory(w, s)
 	ids := make([]string, 0, len(s.GPUBytes))
 	for id := range s.GPUBytes {
 		ids = append(ids, id)

@@ -54,6 +54,13 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 			// the job's peak: at least its largest summed RSS, and at
 			// least any rank's own peak (the kernel's, between samples)
 			st.PeakRSSBytes = max(st.PeakRSSBytes, sum, smp.CPU.PeakRSSBytes)
+			// the cgroup's charge apart: what cannot be reclaimed (the OOM
+			// risk) and page cache (rank 0's cgroup speaks for the node)
+			if job.Rank == 0 {
+				st.UnreclaimBytes, st.PageCacheBytes = smp.CPU.CgroupUnreclaimBytes, smp.CPU.CgroupFileBytes
+				st.PeakUnreclaimBytes = max(st.PeakUnreclaimBytes, st.UnreclaimBytes)
+				st.PeakPageCacheBytes = max(st.PeakPageCacheBytes, st.PageCacheBytes)
+			}
 		}
 		var gpuUsed int64
 		if smp.GPU != nil && len(smp.GPU.Devices) > 0 {
@@ -183,6 +190,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		if j.TimeLimitMin != nil && *j.TimeLimitMin > 0 {
 			st.LimitMS = env.TimeMS + *j.TimeLimitMin*60_000
 		}
+		l.Use.requested(j)
 	}
 	startStep := int64(0)
 	if st.LastCheckpoint != nil && st.LastCheckpoint.Step != nil && env.Start.ResumeFrom == st.LastCheckpoint.Path {
@@ -339,6 +347,7 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 	l.closeOpenSpan(atMS, strings.ToLower(state))
 	st.State, st.EndedMS, st.ExitStatus = state, atMS, exit
 	l.Ended, l.End, l.dirty = true, nil, true
+	l.judge()
 	if state != "ENDED" {
 		return // no run's end: nothing for the estimate metric or the planner
 	}
@@ -388,7 +397,9 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 	slope, _ := l.Mem.Slope()
 	st.RSSSlope = slope
 	predRSS, _ := l.Mem.PredictPeak(st.TotalIters)
-	h := estimate.Health{Est: est, HaveEst: ok, LossNonFinite: l.NonFinite, RSS: max(rss, st.RSSBytes), RSSLimit: st.MemLimitBytes,
+	// the OOM risk is what cannot be reclaimed: the processes' memory and
+	// the cgroup's unreclaimable part, never its page cache
+	h := estimate.Health{Est: est, HaveEst: ok, LossNonFinite: l.NonFinite, RSS: max(rss, st.RSSBytes, st.UnreclaimBytes), RSSLimit: st.MemLimitBytes,
 		Growing: l.Mem.Growing(), PredictedPeakRSS: predRSS}
 	if l.LastIterMS > 0 {
 		h.LastIterAt = time.UnixMilli(l.LastIterMS)

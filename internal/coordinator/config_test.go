@@ -21,7 +21,8 @@ func TestFileConfig(t *testing.T) {
 	if err := fc.apply(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Tick != 2*time.Second || cfg.Policy.MinGain != 1.5 || cfg.Policy.Speed["gpu"] != 8 || cfg.Policy.MaxContinuations != 20 {
+	if cfg.Tick != 2*time.Second || cfg.Policy.MinGain != 1.5 || cfg.Policy.Speed["gpu"] != 8 || cfg.Policy.MaxContinuations != 20 ||
+		cfg.EndedTTL != 30*24*time.Hour {
 		t.Errorf("config %+v", cfg)
 	}
 	// min_interval "0s" turns hysteresis off (negative in policy.Config);
@@ -47,6 +48,7 @@ func TestFileConfig(t *testing.T) {
 	for name, body := range map[string]string{
 		"unknown field":  `{"tick": "1s", "tik": "2s"}`,
 		"bad duration":   `{"tick": "soon"}`,
+		"bad ended_ttl":  `{"ended_ttl": "a week"}`,
 		"negative speed": `{"policy": {"speed": {"gpu": -1}}}`,
 		"bad window":     `{"policy": {"dev_windows": ["25:00-08:00"]}}`,
 	} {

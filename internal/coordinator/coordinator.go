@@ -36,7 +36,10 @@ type Config struct {
 	// RequeueWait: a requeued job not started again after this is no longer waited for.
 	RequeueWait time.Duration
 	SeriesLen   int64
-	EndedTTL    time.Duration
+	// EndedTTL: how long an ended job's status (its verdict included),
+	// state and series stay in Redis for `isched status`. Default 7 days;
+	// config file "ended_ttl".
+	EndedTTL time.Duration
 	// EndGrace: after an attempt's end report, how long the job may be
 	// missing from the job table (or preempted) before the lineage is
 	// taken as ended; a requeue within it continues the lineage. A final

@@ -33,6 +33,7 @@ type FileConfig struct {
 	StaleAfter    string        `json:"stale_after"`
 	LeaderTTL     string        `json:"leader_ttl"`
 	EndGrace      string        `json:"end_grace"`
+	EndedTTL      string        `json:"ended_ttl"`
 	Policy        *PolicyConfig `json:"policy"`
 }
 
@@ -87,7 +88,7 @@ func (fc FileConfig) apply(cfg *Config) error {
 		f, v string
 		p    *time.Duration
 	}{{"tick", fc.Tick, &cfg.Tick}, {"stale_after", fc.StaleAfter, &cfg.StaleAfter}, {"leader_ttl", fc.LeaderTTL, &cfg.LeaderTTL},
-		{"end_grace", fc.EndGrace, &cfg.EndGrace}} {
+		{"end_grace", fc.EndGrace, &cfg.EndGrace}, {"ended_ttl", fc.EndedTTL, &cfg.EndedTTL}} {
 		if err := dur(d.f, d.v, d.p); err != nil {
 			return err
 		}

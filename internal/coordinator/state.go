@@ -69,7 +69,9 @@ type lineage struct {
 	// report comes after all (it was only late, as after a preemption), it
 	// still tells when and why the attempt ended.
 	SlurmClosed *spanKey `json:"slurm_closed,omitempty"`
-	dirty       bool
+	// Use is what the attempts used, for the verdict at the end.
+	Use   jobUse `json:"use,omitzero"`
+	dirty bool
 }
 
 // spanKey names one attempt of one job: one history span.

@@ -3,6 +3,7 @@ package procstat
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ type cgroupStat struct {
 	path  string
 	peak  int64 // bytes; 0 when the kernel has no peak file
 	limit int64 // bytes; 0 when no limit is set on the path
+	mem   CgroupMemStat
 }
 
 // cgroupResolver finds the memory cgroup directory of a process. It caches
@@ -57,6 +59,15 @@ func readMemCgroup(r *reader, cg *memCgroup) (cgroupStat, error) {
 		errs = append(errs, err)
 	} else if ok {
 		st.peak = v
+	}
+	if b, err := r.read(cg.dirs[0] + "/memory.stat"); err == nil {
+		m, perr := ParseMemoryStat(b, cg.v2)
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", cg.dirs[0], perr))
+		}
+		st.mem = m
+	} else if !vanished(err) {
+		errs = append(errs, err)
 	}
 	// A limit anywhere above the process's cgroup applies to it: Slurm's
 	// task/cgroup sets the limit on job_<id> and step_<id>, not on task_<n>.

@@ -33,6 +33,9 @@ type CgroupMemory struct {
 	// OOMKillsKnown is false when the kernel does not count them.
 	OOMKills      int64
 	OOMKillsKnown bool
+	// Stat is the cgroup's charge split into anonymous memory and page
+	// cache (memory.stat) at the time of the reading.
+	Stat CgroupMemStat
 }
 
 // OpenMemCgroup resolves the memory cgroup of pid, reading procRoot
@@ -63,7 +66,7 @@ func (m *MemCgroup) Read() (CgroupMemory, error) {
 	var r reader
 	out := CgroupMemory{Path: m.cg.path}
 	st, err := readMemCgroup(&r, m.cg)
-	out.PeakBytes, out.LimitBytes = st.peak, st.limit
+	out.PeakBytes, out.LimitBytes, out.Stat = st.peak, st.limit, st.mem
 	errs := []error{err}
 	eventsFile, key := "memory.oom_control", "oom_kill"
 	if m.cg.v2 {

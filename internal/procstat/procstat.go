@@ -73,8 +73,14 @@ type Stat struct {
 	CgroupPath string
 	// CgroupPeakBytes is that cgroup's peak memory use as kept by the kernel
 	// (v2 memory.peak, Linux 5.19+; v1 memory.max_usage_in_bytes). It counts
-	// every process in the cgroup and page cache. 0 when not available.
+	// every process in the cgroup and page cache (the checkpoints the job
+	// wrote stay cached): it is not the job's memory need, PeakRSSBytes is.
+	// 0 when not available.
 	CgroupPeakBytes int64
+	// CgroupMem is the cgroup's current charge split into anonymous memory,
+	// page cache and unreclaimable kernel memory (memory.stat); Known is
+	// false when not available.
+	CgroupMem CgroupMemStat
 	// CgroupLimitBytes is the tightest memory limit on the cgroup or any of its
 	// ancestors (v2 memory.max, v1 memory.limit_in_bytes): under Slurm the
 	// limit is set on the job and step cgroups above the task's. 0 when
@@ -323,7 +329,7 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		out.CgroupPath, out.CgroupPeakBytes, out.CgroupLimitBytes = cg.path, cg.peak, cg.limit
+		out.CgroupPath, out.CgroupPeakBytes, out.CgroupLimitBytes, out.CgroupMem = cg.path, cg.peak, cg.limit, cg.mem
 	}
 	return out, errors.Join(errs...)
 }

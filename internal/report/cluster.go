@@ -159,6 +159,9 @@ type Job struct {
 	Requeue         bool   `json:"requeue"`
 	Comment         string `json:"comment,omitempty"`
 	ExpectedStartMS int64  `json:"expected_start_ms,omitempty"` // squeue --start
+	// MemPerNodeBytes is the memory the job asked per node (--mem, or
+	// --mem-per-cpu times its CPUs on a node); 0 when unknown or "all".
+	MemPerNodeBytes int64 `json:"mem_per_node_bytes,omitempty"`
 }
 
 // Validate checks one job row.
@@ -176,6 +179,7 @@ func (j *Job) Validate() error {
 		text("reason", j.Reason, MaxMessage, false),
 		text("nodes", j.Nodes, MaxMessage, false),
 		nonNeg("node_count", j.NodeCount),
+		nonNeg("mem_per_node_bytes", j.MemPerNodeBytes),
 		nonNeg("cpus", j.CPUs),
 		text("gres", j.Gres, MaxText, false),
 		nonNegPtr("time_limit_min", j.TimeLimitMin),

@@ -118,6 +118,13 @@ type CPUStat struct {
 	PSSBytes     int64   `json:"pss_bytes,omitempty"`
 	CPUPercent   float64 `json:"cpu_percent"` // 100 per busy core
 	Procs        int     `json:"procs"`
+	// CgroupUnreclaimBytes and CgroupFileBytes split the charge of the
+	// process's memory cgroup (memory.stat): what the kernel cannot
+	// reclaim (anonymous memory, shmem, unreclaimable kernel memory) and
+	// page cache (files the job wrote or read, checkpoints included). 0
+	// when unknown.
+	CgroupUnreclaimBytes int64 `json:"cgroup_unreclaimable_bytes,omitempty"`
+	CgroupFileBytes      int64 `json:"cgroup_page_cache_bytes,omitempty"`
 }
 
 // Validate checks the CPU statistics.
@@ -131,6 +138,8 @@ func (c *CPUStat) Validate() error {
 		nonNeg("pss_bytes", c.PSSBytes),
 		finiteNonNeg("cpu_percent", c.CPUPercent),
 		nonNeg("procs", c.Procs),
+		nonNeg("cgroup_unreclaimable_bytes", c.CgroupUnreclaimBytes),
+		nonNeg("cgroup_page_cache_bytes", c.CgroupFileBytes),
 	)
 }
 
@@ -339,9 +348,27 @@ type End struct {
 	// CgroupPeakBytes is the kernel's peak memory use of the command's
 	// memory cgroup, read after it ended (cgroup v2 memory.peak, v1
 	// memory.max_usage_in_bytes): unlike PeakRSSBytes, which comes from
-	// periodic samples, it includes an allocation made between two samples.
-	// 0 when unknown (no memory cgroup, or a kernel without the file).
+	// periodic samples, it includes an allocation made between two samples,
+	// but it also counts page cache (the checkpoints the job wrote), so it
+	// is not the job's memory need. 0 when unknown (no memory cgroup, or a
+	// kernel without the file).
 	CgroupPeakBytes int64 `json:"cgroup_peak_bytes,omitempty"`
+	// UnreclaimPeakBytes is the largest sampled part of the cgroup's charge
+	// that the kernel cannot reclaim (memory.stat: anonymous memory, shmem,
+	// unreclaimable kernel memory); PageCachePeakBytes the largest sampled
+	// page cache. 0 when unknown.
+	UnreclaimPeakBytes int64 `json:"unreclaimable_peak_bytes,omitempty"`
+	PageCachePeakBytes int64 `json:"page_cache_peak_bytes,omitempty"`
+	// CPUSeconds is the user+system CPU time of the command and the
+	// descendants it waited for; Cores the cores Slurm gave the job on the
+	// node (SLURM_CPUS_ON_NODE); MemRequestBytes what it asked for (--mem,
+	// --mem-per-cpu × cores). 0 when unknown.
+	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	Cores           int     `json:"cores,omitempty"`
+	MemRequestBytes int64   `json:"mem_request_bytes,omitempty"`
+	// GPUUtilPercent is each device's mean utilisation over the samples,
+	// by device uuid.
+	GPUUtilPercent map[string]float64 `json:"gpu_util_percent,omitempty"`
 	// MemLimitBytes is the tightest memory limit on that cgroup or its
 	// ancestors (Slurm's --mem, enforced by task/cgroup). 0 when unlimited
 	// or unknown.
@@ -377,8 +404,20 @@ func (e *End) Validate() error {
 		nonNeg("checkpoints", e.Checkpoints),
 		nonNeg("cgroup_peak_bytes", e.CgroupPeakBytes),
 		nonNeg("mem_limit_bytes", e.MemLimitBytes),
+		nonNeg("unreclaimable_peak_bytes", e.UnreclaimPeakBytes),
+		nonNeg("page_cache_peak_bytes", e.PageCachePeakBytes),
+		finiteNonNeg("cpu_seconds", e.CPUSeconds),
+		nonNeg("cores", e.Cores),
+		nonNeg("mem_request_bytes", e.MemRequestBytes),
 	); err != nil {
 		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.GPUUtilPercent)) {
+		f := joinPath("gpu_util_percent", index(k))
+		v := e.GPUUtilPercent[k]
+		if err := first(printable(f, k, maxName, true), finiteRange(f, &v, 0, 100)); err != nil {
+			return err
+		}
 	}
 	if e.Reason != "" {
 		return oneOf("reason", e.Reason, EndExited, EndSignaled, EndOOM, EndStartFailed)

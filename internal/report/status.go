@@ -58,12 +58,39 @@ type JobStatus struct {
 	RSSSlope      float64          `json:"rss_slope_bytes_per_iter"`
 	GPUBytes      map[string]int64 `json:"gpu_bytes,omitempty"`
 	PeakGPUBytes  map[string]int64 `json:"peak_gpu_bytes,omitempty"`
+	// The job's memory cgroup, apart from the process memory above
+	// (memory.stat): what the kernel cannot reclaim (the OOM risk) and page
+	// cache, now and at their sampled peaks, and the kernel's own peak of
+	// the cgroup, which counts both.
+	UnreclaimBytes     int64 `json:"unreclaimable_bytes,omitempty"`
+	PageCacheBytes     int64 `json:"page_cache_bytes,omitempty"`
+	PeakUnreclaimBytes int64 `json:"peak_unreclaimable_bytes,omitempty"`
+	PeakPageCacheBytes int64 `json:"peak_page_cache_bytes,omitempty"`
+	CgroupPeakBytes    int64 `json:"cgroup_peak_bytes,omitempty"`
+
+	// Verdict is the efficiency summary of an ended run (nil while it runs).
+	Verdict *Verdict `json:"verdict,omitempty"`
 
 	LastCheckpoint *Checkpoint   `json:"last_checkpoint,omitempty"`
 	CkptMS         float64       `json:"ckpt_ms"` // learned checkpoint duration
 	Events         []StatusEvent `json:"events"`
 	Decisions      []Decision    `json:"decisions"`
 	UpdatedMS      int64         `json:"updated_ms"`
+}
+
+// Verdict is the seff-like summary of an ended run: what it used against
+// what it asked for, and the advice for the next submission.
+type Verdict struct {
+	MemRequestBytes int64    `json:"mem_request_bytes,omitempty"`
+	MemFraction     float64  `json:"mem_fraction,omitempty"`
+	CPUSeconds      float64  `json:"cpu_seconds,omitempty"`
+	Cores           int      `json:"cores,omitempty"`
+	CPUEfficiency   float64  `json:"cpu_efficiency,omitempty"`
+	MoveLostS       float64  `json:"move_lost_s,omitempty"`
+	AskMemBytes     int64    `json:"ask_mem_bytes,omitempty"`
+	AskCores        int      `json:"ask_cores,omitempty"`
+	Recommendation  string   `json:"recommendation"`
+	Lines           []string `json:"lines"`
 }
 
 // Span is one stretch of a lineage on one partition.

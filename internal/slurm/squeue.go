@@ -36,6 +36,8 @@ type squeueJob struct {
 	Requeue      *bool    `json:"requeue"`
 	Comment      string   `json:"comment"`
 	GresDetail   []string `json:"gres_detail"`
+	MemPerNode   num      `json:"memory_per_node"`
+	MemPerCPU    num      `json:"memory_per_cpu"`
 }
 
 // ParseSqueue parses `squeue --json` output into job table rows. Fields
@@ -207,6 +209,10 @@ func (sj *squeueJob) member(s *scanner, key []byte) error {
 		err = s.text(&sj.Comment)
 	case "gres_detail":
 		err = s.textList(&sj.GresDetail)
+	case "memory_per_node":
+		err = s.num(&sj.MemPerNode)
+	case "memory_per_cpu":
+		err = s.num(&sj.MemPerCPU)
 	default:
 		return s.skip()
 	}
@@ -390,6 +396,7 @@ func (sj *squeueJob) job() (report.Job, error) {
 		t := int(sj.ArrayTaskID.V)
 		j.ArrayJobID, j.ArrayTaskID = uint64(sj.ArrayJobID.V), &t
 	}
+	j.MemPerNodeBytes = memPerNode(sj.MemPerNode, sj.MemPerCPU, j.CPUs, j.NodeCount)
 	if sj.TimeLimit.Set && !sj.TimeLimit.Inf {
 		v := sj.TimeLimit.V
 		j.TimeLimitMin = &v
@@ -445,4 +452,19 @@ func jsonErr(err error) error {
 		return fmt.Errorf("truncated JSON: %w", io.ErrUnexpectedEOF)
 	}
 	return err
+}
+
+// memPerNode is the memory the job asked per node, in bytes: --mem
+// (memory_per_node, MiB) or --mem-per-cpu (memory_per_cpu, MiB) times the
+// job's CPUs on one node. 0 when neither is set ("all the node's memory"
+// included).
+func memPerNode(perNode, perCPU num, cpus, nodes int) int64 {
+	const maxMiB = 1 << 40
+	switch {
+	case perNode.Set && !perNode.Inf && perNode.V > 0 && perNode.V < maxMiB:
+		return perNode.V << 20
+	case perCPU.Set && !perCPU.Inf && perCPU.V > 0 && perCPU.V < maxMiB && cpus > 0:
+		return perCPU.V << 20 * int64(cpus) / int64(max(nodes, 1))
+	}
+	return 0
 }

@@ -86,13 +86,17 @@ type memVerdict struct {
 
 // judgeEnd decides whether the child was OOM-killed and what the cgroup's
 // peak and limit were. sampledPeak and sampledLimit are what the periodic
-// samples saw of the cgroup while the child lived.
+// samples saw of the cgroup while the child lived; risk is the memory that
+// could not be reclaimed (memSplit.oomRisk), 0 when unknown.
 //
 // The kernel's word is the OOM-kill counter: a child that died of SIGKILL
 // (not ours) while the counter of its cgroup rose was the OOM killer's
 // victim, whatever the last sample saw. Only where the kernel keeps no
-// counter (v1 before Linux 4.13) does a peak within 5% of the limit stand in.
-func judgeEnd(reason string, exit child.Exit, before, after procstat.CgroupMemory, haveCg bool, sampledPeak, sampledLimit int64) memVerdict {
+// counter (v1 before Linux 4.13) does a peak within 5% of the limit stand in:
+// the peak of what could not be reclaimed when memory.stat told it, since the
+// cgroup's own peak counts page cache and sits at the limit of any job that
+// wrote more than its limit in files.
+func judgeEnd(reason string, exit child.Exit, before, after procstat.CgroupMemory, haveCg bool, sampledPeak, sampledLimit, risk int64) memVerdict {
 	v := memVerdict{reason: reason, peak: sampledPeak, limit: sampledLimit}
 	if haveCg {
 		v.peak = max(v.peak, after.PeakBytes)
@@ -106,6 +110,10 @@ func judgeEnd(reason string, exit child.Exit, before, after procstat.CgroupMemor
 	switch {
 	case haveCg && before.OOMKillsKnown && after.OOMKillsKnown:
 		if after.OOMKills > before.OOMKills {
+			v.reason = report.EndOOM
+		}
+	case v.limit > 0 && risk > 0:
+		if risk >= v.limit*95/100 {
 			v.reason = report.EndOOM
 		}
 	case v.limit > 0 && v.peak >= v.limit*95/100:

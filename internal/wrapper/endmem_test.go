@@ -32,6 +32,7 @@ func TestJudgeEnd(t *testing.T) {
 		before, after procstat.CgroupMemory
 		haveCg        bool
 		sPeak, sLimit int64
+		risk          int64 // unreclaimable peak (memory.stat), 0 unknown
 		want          memVerdict
 	}{{
 		name: "counter rose, last sample far below the limit", reason: report.EndSignaled, exit: killed,
@@ -62,6 +63,14 @@ func TestJudgeEnd(t *testing.T) {
 		before: procstat.CgroupMemory{}, after: procstat.CgroupMemory{PeakBytes: 290 * mib, LimitBytes: 300 * mib}, haveCg: true,
 		want: memVerdict{reason: report.EndOOM, peak: 290 * mib, limit: 300 * mib},
 	}, {
+		name: "no counter, peak at the limit from page cache, unreclaimable far below", reason: report.EndSignaled, exit: killed,
+		after: procstat.CgroupMemory{PeakBytes: 299 * mib, LimitBytes: 300 * mib}, haveCg: true, risk: 120 * mib,
+		want: memVerdict{reason: report.EndSignaled, peak: 299 * mib, limit: 300 * mib},
+	}, {
+		name: "no counter, unreclaimable at the limit", reason: report.EndSignaled, exit: killed,
+		after: procstat.CgroupMemory{PeakBytes: 300 * mib, LimitBytes: 300 * mib}, haveCg: true, risk: 290 * mib,
+		want: memVerdict{reason: report.EndOOM, peak: 300 * mib, limit: 300 * mib},
+	}, {
 		name: "no counter, peak far below", reason: report.EndSignaled, exit: killed,
 		after: procstat.CgroupMemory{PeakBytes: 100 * mib, LimitBytes: 300 * mib}, haveCg: true,
 		want: memVerdict{reason: report.EndSignaled, peak: 100 * mib, limit: 300 * mib},
@@ -79,7 +88,7 @@ func TestJudgeEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := judgeEnd(tt.reason, tt.exit, tt.before, tt.after, tt.haveCg, tt.sPeak, tt.sLimit)
+			got := judgeEnd(tt.reason, tt.exit, tt.before, tt.after, tt.haveCg, tt.sPeak, tt.sLimit, tt.risk)
 			if got != tt.want {
 				t.Errorf("judgeEnd = %+v, want %+v", got, tt.want)
 			}

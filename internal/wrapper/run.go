@@ -97,6 +97,8 @@ type Summary struct {
 	PeakRSSBytes  int64            `json:"peak_rss_bytes"`
 	CgroupPeak    int64            `json:"cgroup_peak_bytes,omitempty"`
 	CgroupLimit   int64            `json:"cgroup_limit_bytes,omitempty"`
+	UnreclaimPeak int64            `json:"unreclaimable_peak_bytes,omitempty"`
+	PageCachePeak int64            `json:"page_cache_peak_bytes,omitempty"`
 	PeakGPUBytes  map[string]int64 `json:"peak_gpu_bytes,omitempty"`
 	GPU           *GPUSummary      `json:"gpu,omitempty"`
 	GPUNoData     string           `json:"gpu_no_data,omitempty"`
@@ -109,6 +111,7 @@ type Summary struct {
 	Reports       int              `json:"reports_delivered"`
 	ReportsQueued int              `json:"reports_undelivered"`
 	Reason        string           `json:"reason"`
+	Efficiency    *Efficiency      `json:"efficiency,omitempty"`
 }
 
 // state is what the wrapper accumulates while the child runs.
@@ -125,6 +128,7 @@ type state struct {
 	peakRSS     int64
 	cgPeak      int64
 	cgLimit     int64
+	mem         memSplit // the cgroup's charge apart
 	peakGPU     map[string]int64
 	gpu         gpuTally
 	gpuNoData   string
@@ -411,7 +415,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	wg.Wait()
 	before, after, haveCg := mem.final(log)
 	st.mu.Lock()
-	verdict := judgeEnd(reason, exit, before, after, haveCg, st.cgPeak, st.cgLimit)
+	verdict := judgeEnd(reason, exit, before, after, haveCg, st.cgPeak, st.cgLimit, st.mem.oomRisk(st.peakRSS))
 	st.cgPeak, st.cgLimit = verdict.peak, verdict.limit
 	st.mu.Unlock()
 	reason = verdict.reason
@@ -420,6 +424,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	}
 
 	sum := st.summary(opts, exit, status, reason, resume)
+	sum.Efficiency = efficiency(getenv, sum, childCPUSeconds())
 	if rep != nil {
 		if s := st.takeSample(); s != nil {
 			e := report.NewEnvelope(report.KindSample, time.Now())
@@ -429,7 +434,9 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 		e := report.NewEnvelope(report.KindEnd, time.Now())
 		e.End = &report.End{ExitCode: status, WallMS: exit.Wall.Milliseconds(), PeakRSSBytes: sum.PeakRSSBytes,
 			Iters: sum.Iterations, MedianIterMS: sum.MedianIterMS, P90IterMS: sum.P90IterMS,
-			Checkpoints: len(sum.Checkpoints), Reason: reason, CgroupPeakBytes: sum.CgroupPeak, MemLimitBytes: sum.CgroupLimit}
+			Checkpoints: len(sum.Checkpoints), Reason: reason, CgroupPeakBytes: sum.CgroupPeak, MemLimitBytes: sum.CgroupLimit,
+			UnreclaimPeakBytes: sum.UnreclaimPeak, PageCachePeakBytes: sum.PageCachePeak, CPUSeconds: sum.Efficiency.CPUSeconds,
+			Cores: sum.Efficiency.Cores, MemRequestBytes: sum.Efficiency.MemRequestBytes, GPUUtilPercent: sum.Efficiency.GPUUtilPercent}
 		if len(sum.PeakGPUBytes) > 0 {
 			e.End.PeakGPUBytes = sum.PeakGPUBytes
 		}
@@ -623,6 +630,7 @@ func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *
 		}
 		// the kernel's peak of the cgroup, also between samples (page cache included)
 		st.cgPeak = max(st.cgPeak, stat.CgroupPeakBytes)
+		st.mem.observe(stat, st.lastCPU)
 		if gs != nil {
 			st.lastGPU = gs
 			st.gpuNoData = gs.NoData
@@ -659,9 +667,9 @@ func (s *state) summary(opts Options, exit child.Exit, status int, reason, resum
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sum := Summary{Command: opts.Argv, ExitStatus: status, WallSeconds: exit.Wall.Seconds(), PeakRSSBytes: s.peakRSS,
-		CgroupPeak: s.cgPeak, CgroupLimit: s.cgLimit, GPUNoData: s.gpuNoData, Iterations: s.iterCount,
-		LastStep: s.lastStep, Checkpoints: append([]string{}, s.ckpts...), ResumedFrom: resume, Reason: reason,
-		GPU: s.gpu.summary()}
+		CgroupPeak: s.cgPeak, CgroupLimit: s.cgLimit, UnreclaimPeak: s.mem.unreclaimPeak, PageCachePeak: s.mem.cachePeak,
+		GPUNoData: s.gpuNoData, Iterations: s.iterCount, LastStep: s.lastStep, Checkpoints: append([]string{}, s.ckpts...),
+		ResumedFrom: resume, Reason: reason, GPU: s.gpu.summary()}
 	if exit.Signaled {
 		sum.Signal = sigName(exit.Signal)
 	}
@@ -695,7 +703,10 @@ func writeSummary(w io.Writer, s Summary) {
 	}
 	fmt.Fprintf(w, " wall=%.1fs peak_rss=%s", s.WallSeconds, mb(s.PeakRSSBytes))
 	if s.CgroupPeak > 0 {
-		fmt.Fprintf(w, " cgroup_peak=%s", mb(s.CgroupPeak))
+		fmt.Fprintf(w, " cgroup_peak=%s", mb(s.CgroupPeak)) // page cache included
+	}
+	if s.UnreclaimPeak > 0 || s.PageCachePeak > 0 {
+		fmt.Fprintf(w, " unreclaimable_peak=%s page_cache_peak=%s", mb(s.UnreclaimPeak), mb(s.PageCachePeak))
 	}
 	if len(s.PeakGPUBytes) > 0 {
 		keys := make([]string, 0, len(s.PeakGPUBytes))
@@ -716,6 +727,7 @@ func writeSummary(w io.Writer, s Summary) {
 	}
 	fmt.Fprintf(w, " iters=%d median_iter=%.1fms p90_iter=%.1fms checkpoints=%d reports=%d undelivered=%d reason=%s\n",
 		s.Iterations, s.MedianIterMS, s.P90IterMS, len(s.Checkpoints), s.Reports, s.ReportsQueued, s.Reason)
+	writeEfficiency(w, s.Efficiency)
 }
 
 func sigName(s os.Signal) string {

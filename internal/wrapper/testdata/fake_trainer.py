@@ -42,6 +42,7 @@ ap.add_argument("--alloc-at", type=int, default=0, help="allocate --mb at this s
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--period", type=float, default=0.1)
 ap.add_argument("--ckpt-every", type=int, default=0)
+ap.add_argument("--ckpt-mb", type=int, default=0, help="pad each checkpoint to this many MiB, written in 1 MiB chunks (page cache, not RSS)")
 ap.add_argument("--exit", type=int, default=0)
 ap.add_argument("--kill-self", action="store_true")
 ap.add_argument("--facts", default="")
@@ -119,11 +120,23 @@ def ckpt_body(step):
     return "%d %s\n%s" % (step, "x" * 4096, TRAILER)
 
 
+def write_ckpt(tmp, step):
+    with open(tmp, "w") as f:
+        if a.ckpt_mb <= 0:
+            f.write(ckpt_body(step))
+            return
+        f.write("%d " % step)
+        chunk = "x" * (1 << 20)
+        for _ in range(a.ckpt_mb):
+            f.write(chunk)
+        f.write("\n" + TRAILER)
+
+
 def save(step):
     p = os.path.join(ckdir, "ckpt-step%d.pt" % step)
     if rank != 0:
         return p  # rank 0 saves for the job; every rank resumes from it
-    isched.save(lambda tmp: open(tmp, "w").write(ckpt_body(step)), p, step=step)
+    isched.save(lambda tmp: write_ckpt(tmp, step), p, step=step)
     return p
 
 

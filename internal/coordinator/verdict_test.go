@@ -1,0 +1,61 @@
+package coordinator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+func TestMoveLoss(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		h     []report.Span
+		iter  float64
+		moves int
+		lost  float64
+	}{
+		{name: "one attempt", h: []report.Span{{StartMS: 0, EndMS: 60_000}}},
+		{name: "a move: 30 s between, 20 iterations redone at 500 ms", iter: 500,
+			h:     []report.Span{{StartMS: 0, EndMS: 60_000, EndStep: 120}, {StartMS: 90_000, StartStep: 100, EndStep: 300}},
+			moves: 1, lost: 30 + 10},
+		{name: "resumed exactly where it stopped", iter: 500,
+			h:     []report.Span{{EndMS: 10_000, EndStep: 50}, {StartMS: 15_000, StartStep: 50}},
+			moves: 1, lost: 5},
+		{name: "open span before: not counted",
+			h: []report.Span{{StartMS: 0}, {StartMS: 10_000}}},
+	}
+	for _, tt := range tests {
+		moves, lost := moveLoss(tt.h, tt.iter)
+		if moves != tt.moves || lost != tt.lost {
+			t.Errorf("%s: %d moves, %.1f s lost; want %d, %.1f", tt.name, moves, lost, tt.moves, tt.lost)
+		}
+	}
+}
+
+// TestJudgeUsesJobTableRequest: the verdict compares the process peak (not
+// the cgroup's, which counts page cache) with the job table's --mem, and the
+// CPU time over the attempts' cores × wall.
+func TestJudgeUsesJobTableRequest(t *testing.T) {
+	t.Parallel()
+	l := &lineage{}
+	st := &l.Status
+	st.StartedMS, st.EndedMS, st.Step = 1_000, 601_000, 1200
+	st.MemLimitBytes = 32 << 30
+	l.Use.requested(report.Job{MemPerNodeBytes: 32 << 30})
+	(&Coordinator{}).applyEndMemory(l, &report.End{WallMS: 600_000, PeakRSSBytes: 6<<30 + 100<<20, CgroupPeakBytes: 20 << 30,
+		PageCachePeakBytes: 14 << 30, CPUSeconds: 600, Cores: 8, MemRequestBytes: 16 << 30}, time.UnixMilli(601_000))
+	l.judge()
+	v := st.Verdict
+	if v == nil {
+		t.Fatal("no verdict")
+	}
+	if v.MemRequestBytes != 32<<30 || v.AskMemBytes != 8<<30 || v.Cores != 8 || v.CPUEfficiency != 0.125 {
+		t.Errorf("verdict %+v", *v)
+	}
+	if !strings.Contains(v.Recommendation, "asked 32 GiB, used 6.1 GiB peak: ask --mem=8G next time") {
+		t.Errorf("recommendation %q", v.Recommendation)
+	}
+}
