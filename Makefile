@@ -25,7 +25,7 @@ LDFLAGS := -X github.com/isched/isched/internal/version.Version=$(VERSION)
 DEBARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc man-db systemd
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`

@@ -264,6 +264,7 @@ func (a *Agent) setCursor(ctx context.Context, id string) error {
 // finish records and publishes a result, clears the inflight marker and
 // advances the cursor, in that order (see the package doc).
 func (a *Agent) finish(ctx context.Context, entry string, act *report.Action, res *report.Result) error {
+	a.cfg.Metrics.observeAction(act, res)
 	env := report.NewEnvelope(report.KindResult, a.cfg.Now())
 	env.Result = res
 	b, err := report.Encode(env)

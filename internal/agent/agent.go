@@ -62,6 +62,9 @@ type Config struct {
 	// AllowRootSubmit lets submit actions run sbatch as root.
 	AllowRootSubmit bool
 
+	// Metrics, when set, counts polls and actions (NewMetrics).
+	Metrics *Metrics
+
 	Logger *slog.Logger     // default slog.Default()
 	Now    func() time.Time // default time.Now
 	// Heartbeat, if set, is called once per poll round, failed or not (the
@@ -196,6 +199,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 		}
 		start := time.Now()
 		err := a.PublishOnce(ctx)
+		a.cfg.Metrics.observePoll(time.Since(start), err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return // stopping: not a Slurm failure

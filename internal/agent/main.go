@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -44,6 +46,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		once      = fs.Bool("once", false, "publish one snapshot and exit (no actions)")
 		logFormat = fs.String("log-format", "json", "log format: json or text")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		metricsAt = fs.String("metrics-listen", "", "address of /metrics (Prometheus), e.g. 127.0.0.1:9471 (empty: off)")
 		pprofAddr = fs.String("pprof-listen", "", "serve Go's /debug/pprof/ on this address (off by default; for diagnosing, keep it on loopback)")
 		showVer   = fs.Bool("version", false, "print the version and exit")
 	)
@@ -76,7 +79,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		defer stop()
 	}
 
-	sc := &slurm.Client{Timeout: *timeout}
+	metrics := NewMetrics()
+	if *metricsAt != "" {
+		stop, err := serveMetrics(*metricsAt, metrics, log)
+		if err != nil {
+			log.Error("metrics listener", "err", err)
+			return ExitUsage
+		}
+		defer stop()
+	}
+
+	sc := &slurm.Client{Timeout: *timeout, Runner: metrics.Runner(slurm.ExecRunner{})}
 	if *binDir != "" {
 		sc.Squeue = filepath.Join(*binDir, "squeue")
 		sc.Sinfo = filepath.Join(*binDir, "sinfo")
@@ -127,7 +140,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	a, err := New(Config{
 		Cluster: name, PollInterval: *poll, SnapshotTTL: *ttl, MaxActionAge: *maxAge,
-		AllowRootSubmit: *rootSub, Logger: log, Heartbeat: func() { _ = notify.Watchdog() },
+		AllowRootSubmit: *rootSub, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: metrics,
 	}, sc, rdb)
 	if err != nil {
 		log.Error("configuration", "err", err)
@@ -168,4 +181,18 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want json or text", format)
+}
+
+// serveMetrics serves /metrics on addr until the returned stop is called.
+func serveMetrics(addr string, m *Metrics, log *slog.Logger) (func() error, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics", "listen", ln.Addr().String())
+	return srv.Close, nil
 }

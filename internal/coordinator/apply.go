@@ -348,6 +348,7 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 	st.State, st.EndedMS, st.ExitStatus = state, atMS, exit
 	l.Ended, l.End, l.dirty = true, nil, true
 	l.judge()
+	c.metrics.jobs.remove(st.Lineage)
 	if state != "ENDED" {
 		return // no run's end: nothing for the estimate metric or the planner
 	}
@@ -409,4 +410,5 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 			l.event(now, ev.Kind, ev.Message)
 		}
 	}
+	c.exportJob(l, now)
 }

@@ -40,6 +40,9 @@ type Config struct {
 	// state and series stay in Redis for `isched status`. Default 7 days;
 	// config file "ended_ttl".
 	EndedTTL time.Duration
+	// MaxJobSeries caps the lineages exported as per-job metrics
+	// (isched_job_*); default DefaultMaxJobSeries; config "max_job_series".
+	MaxJobSeries int
 	// EndGrace: after an attempt's end report, how long the job may be
 	// missing from the job table (or preempted) before the lineage is
 	// taken as ended; a requeue within it continues the lineage. A final
@@ -184,6 +187,9 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	if m == nil {
 		m = NewMetrics()
 	}
+	if cfg.MaxJobSeries > 0 {
+		m.jobs.max = cfg.MaxJobSeries
+	}
 	return &Coordinator{cfg: cfg, store: store, munger: munger, uid: os.Geteuid(), keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
 		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
@@ -279,6 +285,7 @@ func (c *Coordinator) forget() {
 	c.dirtySessions = map[string]*session{}
 	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
+	c.metrics.jobs.reset()
 	clear(c.touched)
 	c.snap, c.jobs = nil, nil
 	c.inputs = map[string]decodedInput{}

@@ -34,6 +34,7 @@ type FileConfig struct {
 	LeaderTTL     string        `json:"leader_ttl"`
 	EndGrace      string        `json:"end_grace"`
 	EndedTTL      string        `json:"ended_ttl"`
+	MaxJobSeries  int           `json:"max_job_series"`
 	Policy        *PolicyConfig `json:"policy"`
 }
 
@@ -93,6 +94,10 @@ func (fc FileConfig) apply(cfg *Config) error {
 			return err
 		}
 	}
+	if fc.MaxJobSeries < 0 {
+		return errors.New("config field \"max_job_series\" must not be negative")
+	}
+	cfg.MaxJobSeries = fc.MaxJobSeries
 	if p := fc.Policy; p != nil {
 		for _, d := range []struct {
 			f, v string

@@ -9,8 +9,9 @@ import (
 )
 
 // Metrics are the coordinator's Prometheus metrics, on their own registry,
-// all prefixed isched_coordinator_. Per-job series stay in Redis
-// (cardinality): no label here carries a job, user or lineage.
+// prefixed isched_coordinator_, and the per-job gauges isched_job_* of the
+// running lineages (jobMetrics: labels lineage, user and partition only, at
+// most DefaultMaxJobSeries lineages, ended ones removed).
 type Metrics struct {
 	Registry      *prometheus.Registry
 	reports       *prometheus.CounterVec
@@ -27,6 +28,7 @@ type Metrics struct {
 	ingestLag     prometheus.Gauge
 	trimmed       prometheus.Counter
 	repairs       *prometheus.CounterVec
+	jobs          *jobMetrics
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -62,13 +64,23 @@ func NewMetrics() *Metrics {
 			Help: "Reports the ingest stream's MAXLEN removed before the coordinator read them (lost), seen at ticks."}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_ingest_repairs_total",
 			Help: "Damage to the ingest stream the coordinator undid, by kind (recreated-stream, recreated-group, future-ids)."}, []string{"what"}),
+		jobs: newJobMetrics(DefaultMaxJobSeries),
 	}
 	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency, m.pollAge, m.pollSuccess,
-		m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.jobs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}
 	return m
+}
+
+// Describe sends the descriptions of the coordinator's own metrics and the
+// per-job gauges (not the Go and process collectors).
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency,
+		m.writeLatency, m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.jobs} {
+		c.Describe(ch)
+	}
 }
 
 // Handler serves /metrics.
