@@ -44,6 +44,9 @@ type world struct {
 	started time.Time
 	jobs    []string
 	config  string
+	// coordArgs and agentArgs are added to the daemons' command lines
+	// (after the harness's own: a flag given again wins).
+	coordArgs, agentArgs []string
 }
 
 func newWorld(t *testing.T, policyJSON string) *world {
@@ -93,7 +96,7 @@ func (w *world) startAgent() {
 	w.t.Helper()
 	// append: a test that restarts the agent keeps every run's log
 	log, _ := os.OpenFile(filepath.Join(w.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	w.agent = exec.Command(filepath.Join(binDir, "isched-agent"), "-cluster", w.cluster, "-poll", "1s", "-log-format", "text")
+	w.agent = exec.Command(filepath.Join(binDir, "isched-agent"), append([]string{"-cluster", w.cluster, "-poll", "1s", "-log-format", "text"}, w.agentArgs...)...)
 	w.agent.Env, w.agent.Stdout, w.agent.Stderr = w.env("agent"), log, log
 	if err := w.agent.Start(); err != nil {
 		w.t.Fatal(err)
@@ -103,7 +106,7 @@ func (w *world) startAgent() {
 func (w *world) startCoordinator() {
 	w.t.Helper()
 	log, _ := os.OpenFile(filepath.Join(w.dir, "coordinator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	w.coord = exec.Command(filepath.Join(binDir, "isched-coordinator"), "-config", w.config, "-metrics-listen", "")
+	w.coord = exec.Command(filepath.Join(binDir, "isched-coordinator"), append([]string{"-config", w.config, "-metrics-listen", ""}, w.coordArgs...)...)
 	w.coord.Env, w.coord.Stdout, w.coord.Stderr = w.env("coordinator"), log, log
 	if err := w.coord.Start(); err != nil {
 		w.t.Fatal(err)

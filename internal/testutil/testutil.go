@@ -38,6 +38,17 @@ func unavailable(t testing.TB, format string, args ...any) {
 	t.Skipf("integration server missing: %s (set ISCHED_INTEGRATION=1 to make this a failure)", msg)
 }
 
+// NeedPrometheus returns the path of the prometheus server binary (Debian's
+// prometheus package, in make deps).
+func NeedPrometheus(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		unavailable(t, "prometheus not installed (apt-get install prometheus): %v", err)
+	}
+	return p
+}
+
 // DevDir is the dev cluster's state directory.
 func DevDir() string {
 	if d := os.Getenv("ISCHED_DEV_DIR"); d != "" {
