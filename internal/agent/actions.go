@@ -357,6 +357,9 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 		}
 	}
 	if j != nil {
+		if j.Ended() && act.Type == report.ActionAnnotate {
+			return refuse("job %d already ended (%s): Slurm keeps no AdminComment change after a job's end", act.JobID, j.State)
+		}
 		if j.Ended() && act.Type != report.ActionSubmit && !(act.Type == report.ActionRequeue && act.Ended && j.State != "CANCELLED") {
 			return refuse("job %d already ended (%s): nothing to %s", act.JobID, j.State, act.Type)
 		}
@@ -461,6 +464,8 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 		return outcome(a.slurm.Cancel(ctx, id), "cancelled job "+id)
 	case report.ActionRelease:
 		return outcome(a.slurm.Release(ctx, id), "released job "+id)
+	case report.ActionAnnotate:
+		return outcome(a.slurm.SetAdminComment(ctx, id, act.AdminComment), "wrote the AdminComment of job "+id)
 	case report.ActionSubmit:
 		newID, err := a.slurm.SubmitWith(ctx, []byte(act.Script), a.submitSpec(act))
 		if err != nil {
@@ -578,6 +583,11 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 			return ok("job " + id + " is not held (" + j.State + ")")
 		}
 		return retry()
+	case report.ActionAnnotate:
+		if j.Ended() {
+			return failed("the agent stopped while writing job " + id + "'s AdminComment and the job has ended")
+		}
+		return retry() // writing it again is harmless
 	case report.ActionUpdate:
 		if updated(j, act) {
 			return ok("job " + id + " shows the update (" + describe(act) + ")")

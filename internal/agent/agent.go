@@ -24,6 +24,7 @@ type Slurm interface {
 	Update(ctx context.Context, jobID string, u slurm.UpdateSpec) error
 	Release(ctx context.Context, jobID string) error
 	Cancel(ctx context.Context, jobID string) error
+	SetAdminComment(ctx context.Context, jobID, text string) error
 	SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error)
 }
 

@@ -262,6 +262,14 @@ func TestActions(t *testing.T) {
 		{name: "other cluster", action: func(e *env) *report.Action {
 			return e.action(report.ActionCancel, 12, func(a *report.Action) { a.Cluster = "other" })
 		}, status: report.StatusRefused, msg: `action for cluster "other"`},
+		{name: "annotate: the verdict into AdminComment", action: func(e *env) *report.Action { return e.action(report.ActionAnnotate, 12) },
+			status: report.StatusOK, msg: "wrote the AdminComment of job 12", calls: []string{"annotate 12"}},
+		{name: "annotate an ended job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "COMPLETED" },
+			action: func(e *env) *report.Action { return e.action(report.ActionAnnotate, 12) }, status: report.StatusRefused,
+			msg: "Slurm keeps no AdminComment change after a job's end"},
+		{name: "annotate someone else's job", action: func(e *env) *report.Action {
+			return e.action(report.ActionAnnotate, 12, func(a *report.Action) { a.User = "bob" })
+		}, status: report.StatusRefused, msg: `belongs to "alice"`},
 		{name: "signal to a pending job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
 			action: func(e *env) *report.Action { return e.action(report.ActionSignal, 12) }, status: report.StatusRefused, msg: "not running"},
 	}

@@ -205,6 +205,13 @@ func (f *fakeSlurm) Update(ctx context.Context, id string, u slurm.UpdateSpec) e
 	})
 }
 
+func (f *fakeSlurm) SetAdminComment(ctx context.Context, id, text string) error {
+	return f.do("annotate", id, func(j *slurm.JobInfo) error {
+		j.Fields["AdminComment"] = text
+		return nil
+	})
+}
+
 func (f *fakeSlurm) Release(ctx context.Context, id string) error {
 	return f.do("release", id, func(j *slurm.JobInfo) error {
 		j.Reason, j.Fields["Priority"] = "None", "100"
@@ -356,6 +363,8 @@ func (e *env) action(typ report.ActionType, job uint64, mod ...func(*report.Acti
 	case report.ActionSubmit:
 		a.Script = "#!/bin/sh\nsrun isched-wrapper -- python train.py\n"
 		a.Lineage = "L1"
+	case report.ActionAnnotate:
+		a.AdminComment = "isched: asked 1.0 GiB, used 115 MiB peak: ask --mem=256M next time"
 	}
 	for _, m := range mod {
 		m(a)

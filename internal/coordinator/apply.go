@@ -277,7 +277,11 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 		// the run reached its total: over, whatever Slurm does next
 		code := end.ExitCode
 		c.finish(l, "ENDED", env.TimeMS, &code)
+		c.annotate(l, env.TimeMS)
 		return
+	}
+	if end.ExitCode == 0 && st.TotalIters == 0 {
+		c.annotate(l, env.TimeMS) // a run of unknown length that ended of its own
 	}
 	// Not the end yet: Slurm may requeue the job (a preempted trainer
 	// exits 0 after its SIGTERM checkpoint, a script requeues itself), or

@@ -40,6 +40,11 @@ type Config struct {
 	// state and series stay in Redis for `isched status`. Default 7 days;
 	// config file "ended_ttl".
 	EndedTTL time.Duration
+	// AdminComment: at a run's end, ask the agent to write the efficiency
+	// verdict into the job's AdminComment (sacct and jobstats-style tools
+	// show it). Only root or a Slurm operator may, so the agent must run as
+	// one; off by default; config "admin_comment".
+	AdminComment bool
 	// MaxJobSeries caps the lineages exported as per-job metrics
 	// (isched_job_*); default DefaultMaxJobSeries; config "max_job_series".
 	MaxJobSeries int
@@ -174,6 +179,7 @@ type Coordinator struct {
 	// (readInputs), by input name; inputDecodes counts decodes (tests)
 	inputs       map[string]decodedInput
 	inputDecodes int
+	annotations  []annotation // verdicts for AdminComment, sent at the next tick
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -286,6 +292,7 @@ func (c *Coordinator) forget() {
 	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
 	c.metrics.jobs.reset()
+	c.annotations = nil
 	clear(c.touched)
 	c.snap, c.jobs = nil, nil
 	c.inputs = map[string]decodedInput{}

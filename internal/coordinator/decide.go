@@ -50,6 +50,9 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	if err := c.readResults(ctx, now); err != nil {
 		return err
 	}
+	if err := c.sendAnnotations(ctx, now); err != nil {
+		return err
+	}
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
 		if l.Ended || l.End != nil && l.Phase == PhaseNone {

@@ -35,6 +35,7 @@ type FileConfig struct {
 	EndGrace      string        `json:"end_grace"`
 	EndedTTL      string        `json:"ended_ttl"`
 	MaxJobSeries  int           `json:"max_job_series"`
+	AdminComment  bool          `json:"admin_comment"`
 	Policy        *PolicyConfig `json:"policy"`
 }
 
@@ -97,7 +98,7 @@ func (fc FileConfig) apply(cfg *Config) error {
 	if fc.MaxJobSeries < 0 {
 		return errors.New("config field \"max_job_series\" must not be negative")
 	}
-	cfg.MaxJobSeries = fc.MaxJobSeries
+	cfg.MaxJobSeries, cfg.AdminComment = fc.MaxJobSeries, fc.AdminComment
 	if p := fc.Policy; p != nil {
 		for _, d := range []struct {
 			f, v string

@@ -1,7 +1,13 @@
 package coordinator
 
 import (
+	"context"
+	"fmt"
 	"maps"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
 
 	"github.com/isched/isched/internal/report"
 	seff "github.com/isched/isched/internal/verdict"
@@ -97,4 +103,80 @@ func (l *lineage) judge() {
 	st.Verdict = &report.Verdict{MemRequestBytes: in.MemRequestBytes, MemFraction: v.MemFraction, CPUSeconds: in.CPUSeconds,
 		Cores: in.Cores, CPUEfficiency: v.CPUEfficiency, MoveLostS: in.MoveLostSeconds, AskMemBytes: v.AskMemBytes, AskCores: v.AskCores,
 		Recommendation: v.Recommendation, Lines: seff.Lines(in, v)}
+}
+
+// annotation is a verdict to write into a job's AdminComment.
+type annotation struct {
+	lineage, user string
+	jobID         uint64
+	text          string
+}
+
+// annotate queues the verdict of a run whose wrapper just ended for the
+// job's AdminComment (Config.AdminComment). It is sent at the next tick:
+// Slurm refuses the change once the job has ended, so it lands only when
+// the job outlives its wrapper by that long (a job script with more after
+// the wrapper, or Slurm's epilog).
+func (c *Coordinator) annotate(l *lineage, atMS int64) {
+	if !c.cfg.AdminComment {
+		return
+	}
+	st := &l.Status
+	if st.Verdict == nil {
+		ended := st.EndedMS
+		st.EndedMS = atMS // the run's wall so far, for the verdict
+		l.judge()
+		st.EndedMS = ended
+	}
+	v := st.Verdict
+	text := "isched: " + v.Recommendation
+	if v.MemRequestBytes > 0 {
+		text += fmt.Sprintf(" (process peak %s of %s asked", seff.Bytes(st.PeakRSSBytes), seff.Bytes(v.MemRequestBytes))
+		if v.CPUEfficiency > 0 {
+			text += fmt.Sprintf(", CPU efficiency %.0f%%", 100*v.CPUEfficiency)
+		}
+		text += ")"
+	}
+	c.annotations = append(c.annotations, annotation{lineage: st.Lineage, user: st.User, jobID: st.JobID,
+		text: report.TruncateText(strings.Map(printableRune, text), report.MaxAdminComment)})
+}
+
+// printableRune keeps an AdminComment one printable line.
+func printableRune(r rune) rune {
+	if unicode.IsPrint(r) {
+		return r
+	}
+	return ' '
+}
+
+// sendAnnotations appends the queued AdminComment actions; the agent
+// executes them (it alone changes jobs).
+func (c *Coordinator) sendAnnotations(ctx context.Context, now time.Time) error {
+	for len(c.annotations) > 0 {
+		a := c.annotations[0]
+		l := c.lineages[a.lineage]
+		if l == nil {
+			c.annotations = c.annotations[1:]
+			continue
+		}
+		l.Actions++
+		id := a.lineage + ":" + strconv.Itoa(l.Status.Attempt) + ":" + strconv.Itoa(l.Actions)
+		env := report.NewEnvelope(report.KindAction, now)
+		env.Action = &report.Action{ID: id, Type: report.ActionAnnotate, Cluster: c.keys.Cluster, JobID: a.jobID, Lineage: a.lineage,
+			User: a.user, AdminComment: a.text, Reason: "end-of-job verdict", IssuedMS: now.UnixMilli()}
+		b, err := report.Encode(env)
+		if err != nil {
+			c.log.Error("AdminComment action not encodable", "lineage", a.lineage, "err", err)
+			c.annotations = c.annotations[1:]
+			continue
+		}
+		if _, err := c.store.Append(ctx, c.keys.Actions(), b, "", 100000); err != nil {
+			return err
+		}
+		l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "annotate", Reason: "the verdict into the job's AdminComment", ActionID: id})
+		l.dirty = true
+		c.touched[a.lineage] = l
+		c.annotations = c.annotations[1:]
+	}
+	return nil
 }

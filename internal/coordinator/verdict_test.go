@@ -59,3 +59,50 @@ func TestJudgeUsesJobTableRequest(t *testing.T) {
 		t.Errorf("recommendation %q", v.Recommendation)
 	}
 }
+
+// TestAdminCommentAction: with admin_comment on, the end of a run sends the
+// agent an annotate action carrying the verdict (one printable line) for
+// the job; off, nothing is sent.
+func TestAdminCommentAction(t *testing.T) {
+	t.Parallel()
+	for _, on := range []bool{true, false} {
+		e := newEnv(t)
+		e.c.cfg.AdminComment = on
+		plan := report.Plan{Lineage: "L80", Ideal: "cpu", Total: 10}
+		j := job(80, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+		j.MemPerNodeBytes = 32 << 30
+		e.publish([]report.Job{j}, nil)
+		w := e.wrapper(80, 1001, "alice", "L80", "cpu")
+		e.start(w)
+		e.sample(w, 1, 10, 100)
+		e.rounds(1)
+		end := report.NewEnvelope(report.KindEnd, e.now)
+		end.End = &report.End{ExitCode: 0, Reason: report.EndExited, Iters: 10, WallMS: 1000, PeakRSSBytes: 6<<30 + 100<<20,
+			CgroupPeakBytes: 20 << 30, CPUSeconds: 1, Cores: 8}
+		e.send(w, end)
+		e.rounds(2)
+		var got []report.Action
+		for _, a := range e.actions() {
+			if a.Type == report.ActionAnnotate {
+				got = append(got, a)
+			}
+		}
+		if !on {
+			if len(got) != 0 {
+				t.Errorf("admin_comment off: %d annotate actions", len(got))
+			}
+			continue
+		}
+		if len(got) != 1 {
+			t.Fatalf("%d annotate actions, want 1 (all: %+v)", len(got), e.actions())
+		}
+		a := got[0]
+		if a.JobID != 80 || a.User != "alice" || !strings.HasPrefix(a.AdminComment, "isched: asked 32 GiB, used 6.1 GiB peak: ask --mem=8G next time") ||
+			!strings.Contains(a.AdminComment, "CPU efficiency") {
+			t.Errorf("annotate action %+v", a)
+		}
+		if err := a.Validate(); err != nil {
+			t.Errorf("annotate action invalid: %v", err)
+		}
+	}
+}

@@ -193,6 +193,10 @@ type trainOpts struct {
 	// other ranks' reports reach the coordinator first (srun starts ranks
 	// in no particular order; this makes the unlucky order certain).
 	Rank0Delay time.Duration
+	// After keeps the job alive this long after its step ended (the
+	// wrapper's end report reaches the coordinator while Slurm still runs
+	// the job).
+	After time.Duration
 }
 
 func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
@@ -221,6 +225,9 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	if o.Rank0Delay > 0 {
 		launch = fmt.Sprintf("exec srun /bin/bash -c '[ \"$SLURM_PROCID\" = 0 ] && sleep %.1f; exec \"$@\"' rank0-delay %s",
 			o.Rank0Delay.Seconds(), strings.Join(q, " "))
+	}
+	if o.After > 0 {
+		launch = strings.TrimPrefix(launch, "exec ") + fmt.Sprintf("\nsleep %.0f", o.After.Seconds())
 	}
 	if err := os.WriteFile(script, []byte("#!/bin/bash\n"+launch+"\n"), 0o755); err != nil {
 		w.t.Fatal(err)

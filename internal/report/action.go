@@ -13,7 +13,14 @@ const (
 	ActionCancel  ActionType = "cancel"  // scancel
 	ActionSubmit  ActionType = "submit"  // sbatch (migration to a new job)
 	ActionRelease ActionType = "release" // scontrol release
+	// ActionAnnotate writes the job's AdminComment (scontrol update
+	// AdminComment=...), e.g. the end-of-job efficiency verdict, where the
+	// site lets the agent (root or a Slurm operator) do so.
+	ActionAnnotate ActionType = "annotate"
 )
+
+// MaxAdminComment bounds an annotate action's text.
+const MaxAdminComment = 1024
 
 // Signal steps.
 const (
@@ -47,8 +54,10 @@ type Action struct {
 	// TIMEOUT or NODE_FAIL): requeue it from its final state too, while
 	// slurmctld still holds it (MinJobAge). Never a CANCELLED job (the
 	// user's word), nor one already pending again (it requeued itself).
-	Ended  bool   `json:"ended,omitempty"`
-	Script string `json:"script,omitempty"` // submit only: the batch script, starting with "#!"
+	Ended bool `json:"ended,omitempty"`
+	// AdminComment is the annotate action's text: one line, printable.
+	AdminComment string `json:"admin_comment,omitempty"`
+	Script       string `json:"script,omitempty"` // submit only: the batch script, starting with "#!"
 
 	Reason   string `json:"reason,omitempty"` // for the audit trail and the user
 	IssuedMS int64  `json:"issued_ms"`
@@ -65,15 +74,17 @@ type actionRule struct {
 	hold      bool // permitted
 	script    bool // required
 	ended     bool // permitted
+	comment   bool // admin_comment required
 }
 
 var actionRules = map[ActionType]actionRule{
-	ActionSignal:  {jobID: true, signal: true, steps: true},
-	ActionRequeue: {jobID: true, placement: true, hold: true, ended: true},
-	ActionUpdate:  {jobID: true, placement: true},
-	ActionCancel:  {jobID: true},
-	ActionSubmit:  {placement: true, hold: true, script: true},
-	ActionRelease: {jobID: true},
+	ActionSignal:   {jobID: true, signal: true, steps: true},
+	ActionRequeue:  {jobID: true, placement: true, hold: true, ended: true},
+	ActionUpdate:   {jobID: true, placement: true},
+	ActionCancel:   {jobID: true},
+	ActionSubmit:   {placement: true, hold: true, script: true},
+	ActionRelease:  {jobID: true},
+	ActionAnnotate: {jobID: true, comment: true},
 }
 
 // actionSignals are the signals the coordinator may send. SIGKILL and
@@ -88,7 +99,7 @@ func (a *Action) Validate() error {
 	}
 	if err := first(
 		token("id", a.ID, maxActionID, true, setID),
-		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease),
+		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease, ActionAnnotate),
 		clusterName("cluster", a.Cluster),
 		slurmID("job_id", a.JobID, actionRules[a.Type].jobID),
 		lineage("lineage", a.Lineage, false),
@@ -119,6 +130,7 @@ func (a *Action) Validate() error {
 		absent("hold", a.Hold, rule.hold),
 		absent("ended", a.Ended, rule.ended),
 		absent("script", a.Script != "", rule.script),
+		absent("admin_comment", a.AdminComment != "", rule.comment),
 	); err != nil {
 		return err
 	}
@@ -141,6 +153,9 @@ func (a *Action) Validate() error {
 		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 {
 			return fail("time_limit_min", "update needs time_limit_min, partition or gres")
 		}
+	case ActionAnnotate:
+		// one argv element of scontrol: printable, one line
+		return printable("admin_comment", a.AdminComment, MaxAdminComment, true)
 	case ActionSubmit:
 		if err := text("script", a.Script, MaxScript, true); err != nil {
 			return err

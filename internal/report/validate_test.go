@@ -19,6 +19,8 @@ func TestActionValidate(t *testing.T) {
 			a.TimeLimitMin = 30
 		case ActionSubmit:
 			a.JobID, a.Script = 0, "#!/bin/bash\n#SBATCH -p gpu\nsrun isched-wrapper -- python train.py\n"
+		case ActionAnnotate:
+			a.AdminComment = "isched: asked 32 GiB, used 6.1 GiB peak: ask --mem=8G next time"
 		}
 		return a
 	}
@@ -56,6 +58,12 @@ func TestActionValidate(t *testing.T) {
 		{"cancel without job", ActionCancel, func(a *Action) { a.JobID = 0 }, "job_id"},
 		{"release", ActionRelease, nil, ""},
 		{"release with hold", ActionRelease, func(a *Action) { a.Hold = true }, "hold"},
+		{"annotate", ActionAnnotate, nil, ""},
+		{"annotate without text", ActionAnnotate, func(a *Action) { a.AdminComment = "" }, "admin_comment"},
+		{"annotate with a newline", ActionAnnotate, func(a *Action) { a.AdminComment = "a\nJobId=1" }, "admin_comment"},
+		{"annotate too long", ActionAnnotate, func(a *Action) { a.AdminComment = strings.Repeat("x", MaxAdminComment+1) }, "admin_comment"},
+		{"annotate without job", ActionAnnotate, func(a *Action) { a.JobID = 0 }, "job_id"},
+		{"cancel with a comment", ActionCancel, func(a *Action) { a.AdminComment = "x" }, "admin_comment"},
 		{"submit", ActionSubmit, nil, ""},
 		{"submit replacing a job", ActionSubmit, func(a *Action) { a.JobID, a.Lineage, a.Hold = 7, "ln-1", true }, ""},
 		{"submit without script", ActionSubmit, func(a *Action) { a.Script = "" }, "script"},

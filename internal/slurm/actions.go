@@ -177,6 +177,20 @@ func (c *Client) Update(ctx context.Context, jobID string, u UpdateSpec) error {
 	return err
 }
 
+// SetAdminComment writes a job's AdminComment (`scontrol update JobId=J
+// AdminComment=...`, one argument, no shell). Only root and Slurm operators
+// may; Slurm refuses it once the job has finished.
+func (c *Client) SetAdminComment(ctx context.Context, jobID, text string) error {
+	if err := checkJobID(jobID); err != nil {
+		return err
+	}
+	if strings.ContainsAny(text, "\n\r\x00") || len(text) > 1024 {
+		return fmt.Errorf("%w: admin comment must be one line of at most 1024 bytes", ErrInvalid)
+	}
+	_, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"update", "JobId=" + jobID, "AdminComment=" + text}, nil)
+	return err
+}
+
 // SubmitSpec says how to submit a batch script. Everything not set here
 // comes from the script's #SBATCH lines; command-line options override them.
 type SubmitSpec struct {

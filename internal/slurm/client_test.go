@@ -465,3 +465,30 @@ func TestSubmitWithEnv(t *testing.T) {
 		t.Error("env dropped silently by a plain Runner")
 	}
 }
+
+// TestSetAdminComment: the text is one argument of scontrol update, never
+// split or run through a shell; more than one line is refused.
+func TestSetAdminComment(t *testing.T) {
+	t.Parallel()
+	var got [][]string
+	c := &Client{Runner: RunnerFunc(func(_ context.Context, name string, args []string, _ []byte) ([]byte, error) {
+		got = append(got, append([]string{name}, args...))
+		return nil, nil
+	})}
+	text := "isched: asked 32 GiB, used 6.1 GiB peak: ask --mem=8G next time; $(reboot) JobId=1"
+	if err := c.SetAdminComment(context.Background(), "42", text); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"scontrol", "update", "JobId=42", "AdminComment=" + text}
+	if len(got) != 1 || strings.Join(got[0], "\x00") != strings.Join(want, "\x00") {
+		t.Errorf("ran %q, want %q", got, want)
+	}
+	for _, bad := range []struct{ id, text string }{{"42", "a\nb"}, {"42", strings.Repeat("x", 1025)}, {"4 2", "x"}} {
+		if err := c.SetAdminComment(context.Background(), bad.id, bad.text); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SetAdminComment(%q, %.20q) = %v, want ErrInvalid", bad.id, bad.text, err)
+		}
+	}
+	if len(got) != 1 {
+		t.Errorf("refused input reached scontrol: %q", got[1:])
+	}
+}
