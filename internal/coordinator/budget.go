@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"strings"
 )
 
 // Limits bounds what one job or one user can make the coordinator keep,
@@ -18,8 +19,13 @@ type Limits struct {
 	SessionsPerUID int
 	// PendingPerUID: sessions opened whose job the agent's table does not
 	// list yet (ownership unconfirmed), per user; held in memory only,
-	// never saved. Default 8.
+	// never saved. Default 64.
 	PendingPerUID int
+	// HeldStartsPerUID: start reports of one user over PendingPerUID that
+	// wait unacked (their credential is opened again when they are
+	// redelivered) instead of being refused: a user who starts many jobs
+	// at once, before the agent lists them, loses none. Default 64.
+	HeldStartsPerUID int
 	// HeldPerSession: reports of one unconfirmed session waiting for its
 	// job to appear (deferred). Default 16.
 	HeldPerSession int
@@ -45,7 +51,8 @@ func (l *Limits) defaults() {
 	}
 	def(&l.SessionsPerJob, 512)
 	def(&l.SessionsPerUID, 8192)
-	def(&l.PendingPerUID, 8)
+	def(&l.PendingPerUID, 64)
+	def(&l.HeldStartsPerUID, 64)
 	def(&l.HeldPerSession, 16)
 	def(&l.HeldUnknown, 256)
 	def(&l.LineagesPerJob, 16)
@@ -167,6 +174,10 @@ func (c *Coordinator) forgetSessions(gone []session) {
 	}
 }
 
+// heldStartsOf + uid is what start reports over a user's pending budget
+// wait with (hold): a session id is hex, so no session has that name.
+const heldStartsOf = "starts-of-uid:"
+
 // hold records that entry id waits (deferred) with session sid ("" for a
 // session not known yet). It reports false when that is over the cap: the
 // caller rejects the entry instead.
@@ -175,8 +186,11 @@ func (c *Coordinator) hold(id, sid string) bool {
 		return true
 	}
 	limit := c.cfg.Limits.HeldPerSession
-	if sid == "" {
+	switch {
+	case sid == "":
 		limit = c.cfg.Limits.HeldUnknown
+	case strings.HasPrefix(sid, heldStartsOf):
+		limit = c.cfg.Limits.HeldStartsPerUID
 	}
 	if c.quota.heldBy[sid] >= limit {
 		return false

@@ -28,7 +28,8 @@ func (e *env) accepted() float64 {
 // job floods start reports (each a fresh session with a valid MUNGE
 // credential of his) before the agent lists it. Nothing is saved until the
 // job table confirms the owner; at most PendingPerUID sessions wait, in
-// memory; the rest are refused at once (not kept pending). Alice's job,
+// memory, HeldStartsPerUID more wait unacked, the rest are refused at once
+// (not kept pending). Alice's job,
 // started meanwhile, is accepted in the first round that lists it, and
 // its start report is applied (not judged a replay).
 func TestStartFloodKeepsNothingBeforeTheOwnerCheck(t *testing.T) {
@@ -45,13 +46,13 @@ func TestStartFloodKeepsNothingBeforeTheOwnerCheck(t *testing.T) {
 	if s := e.savedSessions(); len(s) != 0 {
 		t.Fatalf("%d sessions saved before any owner was confirmed", len(s))
 	}
-	pending := e.c.cfg.Limits.PendingPerUID
+	pending := e.c.cfg.Limits.PendingPerUID + e.c.cfg.Limits.HeldStartsPerUID
 	if got := e.counter(RejectOverBudget); got != flood-float64(pending) {
 		t.Errorf("refused over budget: %v, want %d", got, flood-pending)
 	}
 	pend, _ := e.store.ReadOwnPending(context.Background(), "isched:lab:ingest", group, "c1", 10000)
 	if want := pending + 2; len(pend) != want {
-		t.Errorf("%d entries wait, want %d (bob's pending starts, alice's start and sample)", len(pend), want)
+		t.Errorf("%d entries wait, want %d (bob's pending and held starts, alice's start and sample)", len(pend), want)
 	}
 
 	// the agent lists both jobs; job 30 is alice's: bob's waiting
@@ -269,5 +270,35 @@ func TestUserCapsSpanJobs(t *testing.T) {
 	}
 	if got := e.counter(RejectOverBudget); got != 5 {
 		t.Errorf("over-budget: %v, want 5 (2 over the lineage cap, 3 over the session cap)", got)
+	}
+}
+
+// TestManyStartsAtOnceLoseNone: a user who starts more jobs at once than
+// PendingPerUID, before the agent lists any of them (a job array, the
+// chaos test's 20 jobs), loses none of their sessions: the starts over
+// the pending budget wait unacked and are opened again once listed.
+func TestManyStartsAtOnceLoseNone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := e.c.cfg.Limits.PendingPerUID + e.c.cfg.Limits.HeldStartsPerUID/2
+	var jobs []report.Job
+	for i := range n {
+		id := uint64(100 + i)
+		lin := fmt.Sprintf("lab-%d", id)
+		e.start(e.wrapper(id, 1002, "bob", lin, "cpu"))
+		jobs = append(jobs, job(id, 1002, "bob", "RUNNING", "cpu", ""))
+	}
+	e.rounds(1)
+	if got := e.counter(RejectOverBudget); got != 0 {
+		t.Fatalf("%v of %d starts refused over budget", got, n)
+	}
+	e.publish(jobs, nil)
+	e.now = e.now.Add(2 * time.Second)
+	e.rounds(2)
+	if s := e.savedSessions(); len(s) != n {
+		t.Errorf("%d sessions saved, want all %d", len(s), n)
+	}
+	if got := e.counter(RejectBadCred) + e.counter(RejectOverBudget) + e.counter(RejectReplay); got != 0 {
+		t.Errorf("%v starts rejected", got)
 	}
 }

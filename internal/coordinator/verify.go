@@ -166,8 +166,18 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 			if listed && j.UID != s.UID {
 				return env, nil, rejected, RejectForeignJob, nil
 			}
-			if reason, err := c.admitSession(ctx, s, listed); err != nil || reason != "" {
-				return env, nil, rejected, reason, err
+			if reason, err := c.admitSession(ctx, s, listed); err != nil {
+				return env, nil, rejected, "", err
+			} else if reason != "" {
+				if !listed && !tooOld {
+					// over the user's pending budget: the start waits
+					// unacked (HeldStartsPerUID, per user) and is opened
+					// again when redelivered, by then usually listed.
+					// Refusing it would lose the session for good: a user
+					// who starts 20 jobs at once is no flood.
+					return c.wait(e, env, heldStartsOf+strconv.Itoa(s.UID))
+				}
+				return env, nil, rejected, reason, nil
 			}
 		}
 	}
