@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,14 +22,20 @@ import (
 )
 
 // binDir holds the binaries under test (testutil.Binary builds them once).
-var binDir string
+// It is set once, by the first bins call: parallel tests read it.
+var (
+	binDir  string
+	binOnce sync.Once
+)
 
 // bins builds isched-wrapper, isched-agent and isched-coordinator.
 func bins(t *testing.T) string {
 	t.Helper()
+	var dir string
 	for name, pkg := range map[string]string{"isched-wrapper": "./wrapper", "isched-agent": "./agent", "isched-coordinator": "./coordinator"} {
-		binDir = filepath.Dir(testutil.Binary(t, name, pkg))
+		dir = filepath.Dir(testutil.Binary(t, name, pkg))
 	}
+	binOnce.Do(func() { binDir = dir })
 	return binDir
 }
 
