@@ -45,6 +45,29 @@ func TestFileConfig(t *testing.T) {
 			t.Errorf("%s: min interval %s, want %s", body, got, want)
 		}
 	}
+	// max_continuations: absent keeps the default, 0 turns continuing off,
+	// negative is unbounded
+	for body, want := range map[string]struct {
+		max int
+		off bool
+	}{
+		`{"policy": {}}`: {policy.DefaultMaxContinuations, false}, `{"policy": {"max_continuations": 0}}`: {policy.DefaultMaxContinuations, true},
+		`{"policy": {"max_continuations": 3}}`: {3, false}, `{"policy": {"max_continuations": -1}}`: {-1, false},
+	} {
+		p := filepath.Join(t.TempDir(), "c.json")
+		_ = os.WriteFile(p, []byte(body), 0o600)
+		fc, err := LoadFileConfig(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := Config{Policy: policy.DefaultConfig()}
+		if err := fc.apply(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Policy; got.MaxContinuations != want.max || got.NoContinuations != want.off {
+			t.Errorf("%s: max continuations %d off %v, want %d %v", body, got.MaxContinuations, got.NoContinuations, want.max, want.off)
+		}
+	}
 	for name, body := range map[string]string{
 		"unknown field":  `{"tick": "1s", "tik": "2s"}`,
 		"bad duration":   `{"tick": "soon"}`,

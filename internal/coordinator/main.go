@@ -47,8 +47,9 @@ type PolicyConfig struct {
 	MinInterval string  `json:"min_interval"`
 	MaxMoves    int     `json:"max_moves"`
 	// MaxContinuations bounds continuations per lineage (rules 1 and 5);
-	// 0 or absent: the default (20); negative: unbounded.
-	MaxContinuations int                `json:"max_continuations"`
+	// absent: the default (20); 0: none (an ended job with work left is
+	// reported, never requeued); negative: unbounded.
+	MaxContinuations *int               `json:"max_continuations"`
 	Speed            map[string]float64 `json:"speed"`
 	DevPartitions    []string           `json:"dev_partitions"`
 	AllowExtend      bool               `json:"allow_extend"`
@@ -122,8 +123,12 @@ func (fc FileConfig) apply(cfg *Config) error {
 		if p.MaxMoves > 0 {
 			cfg.Policy.MaxMoves = p.MaxMoves
 		}
-		if p.MaxContinuations != 0 {
-			cfg.Policy.MaxContinuations = p.MaxContinuations
+		switch {
+		case p.MaxContinuations == nil:
+		case *p.MaxContinuations == 0:
+			cfg.Policy.NoContinuations = true
+		default:
+			cfg.Policy.MaxContinuations = *p.MaxContinuations
 		}
 		for k, v := range p.Speed {
 			if v <= 0 {

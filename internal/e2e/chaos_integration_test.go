@@ -153,6 +153,9 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 	}
 }
 
+// noContinuePolicy is fastPolicy with continuations (rule 1) off.
+const noContinuePolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "max_continuations": 0, "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}}`
+
 // TestCheckpointDamageNeverResumed (issue 8): a checkpoint that is not whole
 // is never the resume point. Three jobs, run side by side:
 //   - tmp: the trainer is killed halfway through saving step 100 (its
@@ -170,7 +173,9 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 // The fake trainer checks a trailer in the checkpoint it resumes from and
 // fails with "resume_corrupt" if it was handed a damaged file.
 func TestCheckpointDamageNeverResumed(t *testing.T) {
-	w := newWorld(t, fastPolicy)
+	// the test requeues each job itself, after damaging its checkpoints
+	// while it is down: the coordinator must not continue them first
+	w := newWorld(t, noContinuePolicy)
 	type tc struct {
 		name, lineage string
 		args          []string

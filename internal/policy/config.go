@@ -68,6 +68,9 @@ type Config struct {
 	// ignores ISCHED_RESUME_FROM would otherwise restart from scratch after
 	// every requeue, forever. Negative: unbounded.
 	MaxContinuations int
+	// NoContinuations turns rules 1 and 5 off: an ended job with work left
+	// is reported, never requeued (coordinator config "max_continuations": 0).
+	NoContinuations bool
 	// MinPending: rule 3 leaves a job alone until it has been pending this
 	// long (the scheduler gets a chance to start it where it is).
 	MinPending time.Duration

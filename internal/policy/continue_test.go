@@ -49,6 +49,8 @@ func TestAfterEnd(t *testing.T) {
 			reason: []string{"slurmctld no longer holds the job (MinJobAge)", "resumes from the checkpoint at step 294"}},
 		{name: "bounded", job: func(j *Job) { j.Continuations = 20 }, end: End{State: "COMPLETED", Exit: &zero, NewCkpts: 1}, want: None,
 			reason: []string{"already continued 20 times (max 20)"}},
+		{name: "continuations off", cfg: func(c *Config) { c.NoContinuations = true }, end: End{State: "COMPLETED", Exit: &zero, NewCkpts: 1}, want: None,
+			reason: []string{"continuations are off (max_continuations 0): not requeued"}},
 	}
 	for _, tc := range tests {
 		j := base()

@@ -356,6 +356,9 @@ func (v *view) continuation() (target, gres string, tl time.Duration, why string
 	if p == nil {
 		return "", "", 0, "no isched plan, so the job may not resume from a checkpoint: not requeued", false
 	}
+	if v.cfg.NoContinuations {
+		return "", "", 0, "continuations are off (max_continuations 0): not requeued", false
+	}
 	if v.cfg.MaxContinuations > 0 && j.Continuations >= v.cfg.MaxContinuations {
 		return "", "", 0, fmt.Sprintf("already continued %d times (max %d): not requeued again (does the script resume from ISCHED_RESUME_FROM?)",
 			j.Continuations, v.cfg.MaxContinuations), false
@@ -503,6 +506,8 @@ func (v *view) devChunk() (d Decision, ok bool, status string) {
 		return d, false, "no isched plan"
 	case !p.Migrate:
 		return d, false, "the plan does not allow migration (a dev chunk ends with a checkpoint and a requeue)"
+	case v.cfg.NoContinuations:
+		return d, false, "continuations are off (max_continuations 0)"
 	case v.cfg.MaxContinuations > 0 && j.Continuations >= v.cfg.MaxContinuations:
 		return d, false, fmt.Sprintf("already continued %d times (max %d)", j.Continuations, v.cfg.MaxContinuations)
 	case !pendingForResources[j.PendingReason]:
