@@ -27,6 +27,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 	switch env.Kind {
 	case report.KindStart:
 		c.applyStart(l, env, jobs, now)
+		l.trimHistory(c.cfg.Limits.History)
 	case report.KindSample:
 		smp := env.Sample
 		// a late sample of an attempt the lineage has left behind (its
@@ -42,7 +43,9 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 			if l.RankRSS == nil {
 				l.RankRSS = map[string]int64{}
 			}
-			l.RankRSS[strconv.Itoa(job.Rank)] = smp.CPU.RSSBytes
+			if rank := strconv.Itoa(job.Rank); capped(l.RankRSS, rank, c.cfg.Limits.Ranks) {
+				l.RankRSS[rank] = smp.CPU.RSSBytes
+			}
 			var sum int64
 			for _, v := range l.RankRSS {
 				sum += v
@@ -65,6 +68,9 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 				st.GPUBytes, st.PeakGPUBytes = map[string]int64{}, map[string]int64{}
 			}
 			for _, d := range smp.GPU.Devices {
+				if !capped(st.PeakGPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) || !capped(st.GPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) {
+					continue // a lineage keeps DeviceIDs GPU ids: more is no real job's
+				}
 				st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], d.UsedBytes)
 				if !stale {
 					st.GPUBytes[d.UUID] = d.UsedBytes

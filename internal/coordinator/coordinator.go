@@ -57,9 +57,11 @@ type Config struct {
 	// for an hour) is forgotten; it must exceed the wrappers' MUNGE
 	// credential TTL (24 h). Default 25 h.
 	SessionRetention time.Duration
-	Policy           policy.Config
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// Limits bounds what one job or user can make the coordinator keep.
+	Limits Limits
+	Policy policy.Config
+	Logger *slog.Logger
+	Now    func() time.Time
 	// ID names this coordinator (consumer name, lock owner); default host-pid-random.
 	ID string
 	// Heartbeat, if set, is called once per round, failed or not (the
@@ -101,6 +103,7 @@ func (c *Config) defaults() {
 	if c.EndedTTL <= 0 {
 		c.EndedTTL = 7 * 24 * time.Hour
 	}
+	c.Limits.defaults()
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -131,6 +134,7 @@ type Coordinator struct {
 
 	// owned by the Run goroutine
 	sessions    map[string]*session
+	quota       quota
 	lineages    map[string]*lineage
 	jobs        jobIndex
 	jobsAt      time.Time
@@ -195,7 +199,7 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	return &Coordinator{cfg: cfg, store: store, munger: munger, uid: os.Geteuid(), keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
 		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
-		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}}
+		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}, quota: newQuota()}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -283,6 +287,7 @@ func (c *Coordinator) forget() {
 		_, _ = c.readDone()
 	}
 	c.sessions = map[string]*session{}
+	c.quota = newQuota()
 	c.dirtySessions = map[string]*session{}
 	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
@@ -410,6 +415,9 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 		env, s, v, reason, err := c.verify(ctx, e, c.jobs, now)
 		if err != nil {
 			return err
+		}
+		if v != deferred {
+			c.release(e.ID)
 		}
 		switch v {
 		case accepted:

@@ -31,6 +31,12 @@ func (c *Coordinator) repairIngest(ctx context.Context) {
 		c.log.Warn("ingest stream not checked for damage", "err", err)
 		return
 	}
+	if r.Any() {
+		// entries that waited may be gone with the old stream or group:
+		// what is still pending is held again when next read
+		clear(c.quota.held)
+		clear(c.quota.heldBy)
+	}
 	if r.Recreated != "" {
 		c.metrics.repairs.WithLabelValues("recreated-" + r.Recreated).Inc()
 		c.log.Warn("ingest stream damaged: created again", "missing", r.Recreated)

@@ -26,6 +26,7 @@ func (c *Coordinator) pruneSessions(ctx context.Context, now time.Time) error {
 		return err
 	}
 	var drop []string
+	var gone []session
 	for sid, v := range all {
 		var s session
 		if json.Unmarshal([]byte(v), &s) != nil {
@@ -35,7 +36,11 @@ func (c *Coordinator) pruneSessions(ctx context.Context, now time.Time) error {
 		last := time.UnixMilli(max(s.LastMS, s.OpenedMS))
 		if now.Sub(time.UnixMilli(s.OpenedMS)) > c.cfg.SessionRetention && now.Sub(last) > time.Hour {
 			drop = append(drop, sid)
+			gone = append(gone, s)
 		}
+	}
+	if c.quota.loaded {
+		c.forgetSessions(gone)
 	}
 	for len(drop) > 0 {
 		n := min(len(drop), 1000)

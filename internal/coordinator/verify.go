@@ -38,9 +38,11 @@ const (
 	RejectUnrestricted = "unrestricted-credential"
 )
 
+func isNotFound(err error) bool { return errors.Is(err, stream.ErrNotFound) }
+
 // RejectReasons lists every reason, for metrics.
 var RejectReasons = []string{RejectMalformed, RejectNotReport, RejectForeignCluster, RejectUnauth, RejectBadCred,
-	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob, RejectOversize,
+	RejectForged, RejectBadMAC, RejectForeignJob, RejectForeignLineage, RejectReplay, RejectUnknownSession, RejectUnknownJob, RejectOverBudget, RejectOversize,
 	RejectUnrestricted}
 
 // session is a wrapper run whose key the coordinator holds.
@@ -56,6 +58,10 @@ type session struct {
 	Confirmed bool   `json:"confirmed"`          // the uid owns the job in the agent's job table
 	OpenedMS  int64  `json:"opened_ms"`
 	LastMS    int64  `json:"last_ms,omitempty"` // last accepted report
+	// pending: opened while its job was not in the agent's table; kept in
+	// memory only (a restart opens its start report again: redelivered)
+	// and counted against the user's PendingPerUID until confirmed
+	pending bool
 }
 
 type verdict int
@@ -87,12 +93,6 @@ func (c *Coordinator) loadSession(ctx context.Context, sid string) (*session, er
 	}
 	c.sessions[sid] = &s
 	return &s, nil
-}
-
-func (c *Coordinator) saveSession(ctx context.Context, s *session) error {
-	b, _ := json.Marshal(s)
-	c.sessions[s.SID] = s
-	return c.store.HSet(ctx, c.keys.Sessions(), s.SID, string(b))
 }
 
 // entryAge is how old a stream entry is, from its id's millisecond part.
@@ -155,12 +155,29 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 			if auth.Verify(v.Key, e.Payload, e.MAC) != nil {
 				return env, nil, rejected, RejectBadMAC, nil
 			}
-			// MUNGE opens a credential once: keep the opened session even
-			// while its ownership cannot be confirmed yet
+			// The owner is checked before anything is kept: a session whose
+			// job is listed must be its owner's; one whose job is not listed
+			// yet waits in memory (MUNGE opens a credential once; a restart
+			// opens the redelivered entry again), within the user's budget.
+			// It is saved once confirmed, with the report that confirmed it.
 			s = &session{SID: v.SID, Key: hex.EncodeToString(v.Key), UID: v.UID, JobID: v.JobID, Lineage: v.Lineage,
 				Rank: env.Job.Rank, OpenedMS: now.UnixMilli()}
-			if err := c.saveSession(ctx, s); err != nil {
-				return nil, nil, rejected, "", err
+			j, listed := jobs[s.JobID]
+			if listed && j.UID != s.UID {
+				return env, nil, rejected, RejectForeignJob, nil
+			}
+			if reason, err := c.admitSession(ctx, s, listed); err != nil {
+				return env, nil, rejected, "", err
+			} else if reason != "" {
+				if !listed && !tooOld {
+					// over the user's pending budget: the start waits
+					// unacked (HeldStartsPerUID, per user) and is opened
+					// again when redelivered, by then usually listed.
+					// Refusing it would lose the session for good: a user
+					// who starts 20 jobs at once is no flood.
+					return c.wait(e, env, heldStartsOf+strconv.Itoa(s.UID))
+				}
+				return env, nil, rejected, reason, nil
 			}
 		}
 	}
@@ -168,7 +185,7 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 		if tooOld {
 			return env, nil, rejected, RejectUnknownSession, nil
 		}
-		return nil, nil, deferred, "", nil
+		return c.wait(e, env, "")
 	}
 	key, _ := hex.DecodeString(s.Key)
 	if auth.Verify(key, e.Payload, e.MAC) != nil {
@@ -177,16 +194,26 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	if env.Job.JobID != s.JobID || env.Job.Lineage != s.Lineage || env.Job.UID != s.UID {
 		return env, nil, rejected, RejectForged, nil
 	}
+	if !e.Redelivered && c.holding(s.SID) {
+		// older reports of this session wait: this one waits behind them
+		// (judged before them it would make the start report a replay)
+		return c.wait(e, env, s.SID)
+	}
 	if !s.Confirmed {
 		j, ok := jobs[s.JobID]
 		if !ok {
 			if tooOld {
+				c.dropPending(s)
 				return env, nil, rejected, RejectUnknownJob, nil
 			}
-			return nil, nil, deferred, "", nil
+			return c.wait(e, env, s.SID)
 		}
 		if j.UID != s.UID {
+			c.dropPending(s)
 			return env, nil, rejected, RejectForeignJob, nil
+		}
+		if reason, err := c.confirmPending(ctx, s); err != nil || reason != "" {
+			return env, nil, rejected, reason, err
 		}
 		s.Confirmed = true
 	}
@@ -200,6 +227,9 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	foreign, _ := reserved(c.keys.Cluster, s.Lineage, j)
 	if foreign && listed {
 		return env, nil, rejected, RejectForeignLineage, nil
+	}
+	if ok, err := c.admitLineage(ctx, s); err != nil || !ok {
+		return env, nil, rejected, RejectOverBudget, err
 	}
 	l, err := c.getLineage(ctx, s.Lineage)
 	if err != nil {
@@ -229,4 +259,14 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	// before its entry is acked
 	c.dirtySessions[s.SID] = s
 	return env, s, accepted, "", nil
+}
+
+// wait defers an entry (its job or session is not known yet), within the
+// caps on held entries: over them it is rejected, so one user's flood
+// cannot fill the pending list the coordinator retries every tick.
+func (c *Coordinator) wait(e stream.Entry, env *report.Envelope, sid string) (*report.Envelope, *session, verdict, string, error) {
+	if !c.hold(e.ID, sid) {
+		return env, nil, rejected, RejectOverBudget, nil
+	}
+	return nil, nil, deferred, "", nil
 }
