@@ -67,8 +67,8 @@ check-tags:
 	@if [[ ",$(GOTAGS)," == *",libmunge,"* ]] && [ ! -e /usr/include/munge.h ]; then \
 	  echo "munge.h missing: install libmunge-dev (make deps, as root) or run make with GOTAGS=" >&2; exit 1; fi
 
-cluster-up: ## start the local Slurm + Redis test cluster (root)
-	scripts/dev-cluster up
+cluster-up: ## start the local Slurm + Redis test cluster and a 3-master Redis Cluster (root)
+	scripts/dev-cluster up --redis-cluster
 
 cluster-down: ## stop the local test cluster
 	scripts/dev-cluster down
