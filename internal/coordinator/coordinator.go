@@ -537,6 +537,9 @@ func (c *Coordinator) queueFlush(all bool) error {
 			l.dirty = false
 		}
 	}
+	// on a Redis Cluster the sessions' sequence numbers, the receipts and
+	// the acks land only after the states they vouch for (Batch.Then)
+	c.batch.Then()
 	if len(c.dirtySessions) > 0 {
 		fv := make([]string, 0, 2*len(c.dirtySessions))
 		for sid, s := range c.dirtySessions {

@@ -32,8 +32,13 @@ func open(t *testing.T, r testutil.Redis, user string, private bool) *stream.Cli
 // TestACLOnRealRedis checks the ACL users of scripts/dev-cluster: the
 // reporter appends to the ingest stream and can do nothing else; the agent
 // cannot write actions; the coordinator reads what the reporter wrote.
-func TestACLOnRealRedis(t *testing.T) {
-	r := testutil.NeedRedis(t)
+func TestACLOnRealRedis(t *testing.T) { testACL(t, testutil.NeedRedis(t)) }
+
+// TestRedisClusterACL: the same on the dev Redis Cluster (keys spread
+// over three masters; make cluster-up starts it).
+func TestRedisClusterACL(t *testing.T) { testACL(t, testutil.NeedRedisCluster(t)) }
+
+func testACL(t *testing.T, r testutil.Redis) {
 	ctx := context.Background()
 	rep := open(t, r, "reporter", false)
 	agent := open(t, r, "agent", true)

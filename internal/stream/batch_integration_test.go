@@ -15,8 +15,13 @@ import (
 // hash field and the XACK of the entries that caused them — lands in one
 // MULTI/EXEC under the coordinator's ACL user; an entry not in the batch
 // stays pending, to be read again.
-func TestBatchWithAckOnRealRedis(t *testing.T) {
-	r := testutil.NeedRedis(t)
+func TestBatchWithAckOnRealRedis(t *testing.T) { testBatchWithAck(t, testutil.NeedRedis(t)) }
+
+// TestRedisClusterBatchWithAck: the same on the dev Redis Cluster (keys spread
+// over three masters; make cluster-up starts it).
+func TestRedisClusterBatchWithAck(t *testing.T) { testBatchWithAck(t, testutil.NeedRedisCluster(t)) }
+
+func testBatchWithAck(t *testing.T, r testutil.Redis) {
 	ctx := context.Background()
 	rep := open(t, r, "reporter", false)
 	coord := open(t, r, "coordinator", true)

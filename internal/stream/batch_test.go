@@ -120,3 +120,48 @@ func TestBatchResetReleasesValues(t *testing.T) {
 		t.Fatalf("a %d-op slice kept after Reset", cap(b.ops))
 	}
 }
+
+// TestBatchThenWaves: on a Redis Cluster a batch goes out one MULTI/EXEC
+// per slot, wave by wave: a write queued after Then is not sent when one
+// before it failed. (miniredis has no cluster mode: the client is told it
+// is one, and each slot's MULTI/EXEC goes to the one server.)
+func TestBatchThenWaves(t *testing.T) {
+	t.Parallel()
+	c, mr := openMini(t)
+	c.cluster = true
+	ctx := context.Background()
+	if err := mr.Set("isched:lab:job:{bad}:state", "a string"); err != nil {
+		t.Fatal(err)
+	}
+	var b Batch
+	b.Then() // nothing queued yet: no empty wave
+	b.Set("isched:lab:job:{L1}:state", []byte("s1"), 0)
+	b.HSet("isched:lab:job:{bad}:state", "f", "v") // WRONGTYPE at EXEC
+	b.Then()
+	b.Then() // twice: one wave
+	b.HSet("isched:lab:coord:sessions", "sid", "1")
+	if len(b.waves) != 1 || b.waves[0] != 2 {
+		t.Fatalf("waves %v, want [2]", b.waves)
+	}
+	err := c.WriteBatch(ctx, &b)
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "wave 1 of 2") {
+		t.Fatalf("err %v, want WRONGTYPE in wave 1 of 2", err)
+	}
+	if v, _ := mr.Get("isched:lab:job:{L1}:state"); v != "s1" {
+		t.Errorf("a good slot of the failed wave: %q, want s1 (each slot lands on its own)", v)
+	}
+	if mr.Exists("isched:lab:coord:sessions") {
+		t.Error("the write after Then was sent although the wave before it failed")
+	}
+	b.Reset()
+	if len(b.waves) != 0 {
+		t.Errorf("waves after Reset: %v", b.waves)
+	}
+	b.HSet("isched:lab:coord:sessions", "sid", "2")
+	if err := c.WriteBatch(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if v := mr.HGet("isched:lab:coord:sessions", "sid"); v != "2" {
+		t.Errorf("session %q, want 2", v)
+	}
+}

@@ -37,8 +37,15 @@ func openBounded(t testing.TB, r testutil.Redis, cluster string, maxEntry int) *
 // Redis and comes back as Oversize, without its fields, and once more,
 // pending and gone, without payload. Claim returns ids only (and drops
 // the deleted one from the pending list).
-func TestBoundedGroupReads(t *testing.T) {
-	r := testutil.NeedRedis(t)
+func TestBoundedGroupReads(t *testing.T) { testBoundedGroupReads(t, testutil.NeedRedis(t)) }
+
+// TestRedisClusterBoundedGroupReads: the same on the dev Redis Cluster (keys spread
+// over three masters; make cluster-up starts it).
+func TestRedisClusterBoundedGroupReads(t *testing.T) {
+	testBoundedGroupReads(t, testutil.NeedRedisCluster(t))
+}
+
+func testBoundedGroupReads(t *testing.T, r testutil.Redis) {
 	ctx := context.Background()
 	cluster := fmt.Sprintf("bounded%d", os.Getpid())
 	c := openBounded(t, r, cluster, 1024)

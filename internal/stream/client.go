@@ -38,6 +38,9 @@ type Client struct {
 	keys     Keys
 	op       time.Duration
 	maxEntry int
+	// cluster: rdb is a Redis Cluster client (several addresses, no
+	// MasterName); writes that span hash slots are split per slot.
+	cluster bool
 }
 
 // slogPrintf routes go-redis's own messages (pool dial failures) through
@@ -91,6 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		opts.WriteTimeout = 3 * time.Second
 	}
 	c := &Client{rdb: redis.NewUniversalClient(opts), keys: Keys{Cluster: cfg.Cluster}, op: opts.ReadTimeout, maxEntry: cfg.MaxEntry}
+	_, c.cluster = c.rdb.(*redis.ClusterClient)
 	if err := c.Ping(ctx); err != nil {
 		_ = c.rdb.Close()
 		return nil, err
@@ -296,14 +300,37 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-// Del deletes keys.
+// Del deletes keys (on a Redis Cluster, one DEL per hash slot).
 func (c *Client) Del(ctx context.Context, keys ...string) error {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	if err := c.rdb.Del(ctx, keys...).Err(); err != nil {
-		return fmt.Errorf("stream: del: %w", err)
+	for _, ks := range c.bySlot(keys) {
+		if err := c.rdb.Del(ctx, ks...).Err(); err != nil {
+			return fmt.Errorf("stream: del %s: %w", strings.Join(ks, " "), err)
+		}
 	}
 	return nil
+}
+
+// bySlot splits keys into groups a multi-key command may take: all of
+// them on a single server, one group per hash slot on a Redis Cluster.
+func (c *Client) bySlot(keys []string) [][]string {
+	if !c.cluster || len(keys) < 2 {
+		return [][]string{keys}
+	}
+	var out [][]string
+	at := map[int]int{}
+	for _, k := range keys {
+		s := Slot(k)
+		i, ok := at[s]
+		if !ok {
+			i = len(out)
+			at[s] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], k)
+	}
+	return out
 }
 
 // HSet sets hash fields (pairs of field, value).

@@ -15,8 +15,15 @@ import (
 // whose group does not read, twice: on the real Redis, the entries trimmed
 // before the group read them are counted while it is behind, and after its
 // read counter is valid (the second time) also once it caught up.
-func TestLagCountsTrimmedUnread(t *testing.T) {
-	r := testutil.NeedRedis(t)
+func TestLagCountsTrimmedUnread(t *testing.T) { testLagCountsTrimmedUnread(t, testutil.NeedRedis(t)) }
+
+// TestRedisClusterLagCountsTrimmedUnread: the same on the dev Redis Cluster (keys spread
+// over three masters; make cluster-up starts it).
+func TestRedisClusterLagCountsTrimmedUnread(t *testing.T) {
+	testLagCountsTrimmedUnread(t, testutil.NeedRedisCluster(t))
+}
+
+func testLagCountsTrimmedUnread(t *testing.T, r testutil.Redis) {
 	ctx := context.Background()
 	c := open(t, r, "coordinator", true)
 	key := c.Keys().Ingest() + "-lagtest"

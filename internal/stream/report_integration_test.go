@@ -17,7 +17,16 @@ import (
 // schema's golden examples) through the real Redis as the reporter user and
 // reads it back as the coordinator, decoded and equal.
 func TestEveryReportKindRoundTrips(t *testing.T) {
-	r := testutil.NeedRedis(t)
+	testEveryReportKindRoundTrips(t, testutil.NeedRedis(t))
+}
+
+// TestRedisClusterEveryReportKindRoundTrips: the same on the dev Redis Cluster (keys spread
+// over three masters; make cluster-up starts it).
+func TestRedisClusterEveryReportKindRoundTrips(t *testing.T) {
+	testEveryReportKindRoundTrips(t, testutil.NeedRedisCluster(t))
+}
+
+func testEveryReportKindRoundTrips(t *testing.T, r testutil.Redis) {
 	ctx := context.Background()
 	rep := open(t, r, "reporter", false)
 	coord := open(t, r, "coordinator", true)

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -57,11 +58,17 @@ func DevDir() string {
 	return "/var/lib/isched-dev"
 }
 
-// Redis describes the dev cluster's Redis server.
+// Redis describes the dev cluster's Redis server, or its Redis Cluster.
 type Redis struct {
+	// Addr is host:port, or for a Redis Cluster the comma-separated
+	// addresses of its masters (ISCHED_REDIS_ADDR's form).
 	Addr string
 	dir  string
 }
+
+// DefaultClusterAddr is the Redis Cluster that `scripts/dev-cluster up
+// --redis-cluster` starts (make cluster-up).
+const DefaultClusterAddr = "127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393"
 
 // Password returns the password of an ACL user (admin, coordinator, agent, reporter).
 func (r Redis) Password(t testing.TB, user string) string {
@@ -111,10 +118,80 @@ func NeedRedis(t testing.TB) Redis {
 		unavailable(t, "redis admin password: %v", err)
 		return r
 	}
-	if err := ping(r.Addr, "admin", strings.TrimSpace(string(pw))); err != nil {
-		unavailable(t, "redis at %s: %v", r.Addr, err)
+	for _, a := range strings.Split(r.Addr, ",") {
+		if err := ping(a, "admin", strings.TrimSpace(string(pw))); err != nil {
+			unavailable(t, "redis at %s: %v", a, err)
+		}
 	}
 	return r
+}
+
+// NeedRedisCluster returns the dev cluster's Redis Cluster
+// (ISCHED_REDIS_CLUSTER_ADDR, default DefaultClusterAddr) after checking
+// that every master answers as the admin user and reports cluster_state:ok.
+func NeedRedisCluster(t testing.TB) Redis {
+	t.Helper()
+	r := Redis{Addr: os.Getenv("ISCHED_REDIS_CLUSTER_ADDR"), dir: DevDir()}
+	if r.Addr == "" {
+		r.Addr = DefaultClusterAddr
+	}
+	pw, err := os.ReadFile(filepath.Join(r.dir, "redis", "admin.pass"))
+	if err != nil {
+		unavailable(t, "redis admin password: %v", err)
+		return r
+	}
+	for _, a := range strings.Split(r.Addr, ",") {
+		info, err := command(a, "admin", strings.TrimSpace(string(pw)), "CLUSTER", "INFO")
+		if err != nil {
+			unavailable(t, "redis cluster node %s: %v (scripts/dev-cluster up --redis-cluster)", a, err)
+			return r
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			unavailable(t, "redis cluster node %s: not cluster_state:ok (scripts/dev-cluster up --redis-cluster)", a)
+		}
+	}
+	return r
+}
+
+// command authenticates and runs one command whose reply is a bulk string
+// (CLUSTER INFO), in plain RESP like ping.
+func command(addr, user, pass string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write(append(respCommand("AUTH", user, pass), respCommand(args...)...)); err != nil {
+		return "", err
+	}
+	rd := bufio.NewReader(c)
+	if line, err := rd.ReadString('\n'); err != nil || strings.TrimSpace(line) != "+OK" {
+		return "", fmt.Errorf("AUTH answered %q: %v", strings.TrimSpace(line), err)
+	}
+	line, err := rd.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	var n int
+	if _, err := fmt.Sscanf(line, "$%d", &n); err != nil || n < 0 {
+		return "", fmt.Errorf("%s answered %q", strings.Join(args, " "), strings.TrimSpace(line))
+	}
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(rd, b); err != nil {
+		return "", err
+	}
+	return string(b[:n]), nil
+}
+
+// respCommand encodes one command in RESP.
+func respCommand(args ...string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.Bytes()
 }
 
 // ping speaks just enough RESP to authenticate and PING, so this package
@@ -126,15 +203,7 @@ func ping(addr, user, pass string) error {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	cmd := func(args ...string) []byte {
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
-		return b.Bytes()
-	}
-	if _, err := c.Write(append(cmd("AUTH", user, pass), cmd("PING")...)); err != nil {
+	if _, err := c.Write(append(respCommand("AUTH", user, pass), respCommand("PING")...)); err != nil {
 		return err
 	}
 	rd := bufio.NewReader(c)
