@@ -58,8 +58,16 @@ type world struct {
 
 func newWorld(t *testing.T, policyJSON string) *world {
 	t.Helper()
+	return newWorldOn(t, policyJSON, testutil.NeedRedis)
+}
+
+// newWorldOn is newWorld on the Redis that need returns (testutil.NeedRedis,
+// or testutil.NeedRedisCluster: the daemons and the jobs' wrappers then
+// get the cluster's master addresses, comma-separated).
+func newWorldOn(t *testing.T, policyJSON string, need func(testing.TB) testutil.Redis) *world {
+	t.Helper()
 	testutil.NeedSlurm(t)
-	r := testutil.NeedRedis(t)
+	r := need(t)
 	bins(t)
 	dir := t.TempDir()
 	if os.Getenv("ISCHED_E2E_KEEP") != "" {
@@ -175,6 +183,9 @@ func (w *world) sbatch(args ...string) string {
 		args = append([]string{"-o", filepath.Join(w.dir, "slurm-%j.out")}, args...)
 	}
 	cmd := exec.Command("sbatch", append([]string{"--parsable"}, args...)...)
+	// in the environment, not in --export: a Redis Cluster's address list
+	// has commas, which --export splits on (--export=ALL passes it on)
+	cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+w.redis.Addr)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		w.t.Fatalf("sbatch %v: %v: %s", args, err, errb.String())
@@ -242,7 +253,7 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
 		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
 		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
-			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")},
+			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")},
 		sbatchArgs...)
 	j.id = w.sbatch(append(sb, script)...)
 	return j

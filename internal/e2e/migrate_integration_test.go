@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
 )
 
 // fastPolicy makes the lab's short jobs worth moving: costs measured here
@@ -19,8 +20,17 @@ const fastPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "
 // cpu, the blocker ends, the coordinator checkpoints the job and moves it to
 // gpu (same job id, GRES gpu:1), it resumes from the checkpoint and ends at
 // the same step count as a run that never moved.
-func TestMigrateCPUToGPU(t *testing.T) {
-	w := newWorld(t, fastPolicy)
+func TestMigrateCPUToGPU(t *testing.T) { testMigrateCPUToGPU(t, newWorld(t, fastPolicy)) }
+
+// TestRedisClusterMigrate: the same move with wrapper, coordinator and
+// agent on the dev Redis Cluster (three masters; make cluster-up starts
+// it): the job's keys, the streams and the coordinator's hashes live on
+// different masters, the coordinator's batches span slots.
+func TestRedisClusterMigrate(t *testing.T) {
+	testMigrateCPUToGPU(t, newWorldOn(t, fastPolicy, testutil.NeedRedisCluster))
+}
+
+func testMigrateCPUToGPU(t *testing.T, w *world) {
 	blocker := w.blockGPU(t, 30*time.Second)
 
 	lineage := fmt.Sprintf("mig%d", time.Now().UnixNano()%1e6)

@@ -65,6 +65,7 @@ type options struct {
 	soak                       bool
 	soakEvery, warmUp          time.Duration
 	pprof                      bool
+	redisAddr                  string
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -92,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.soakEvery, "soak-every", 0, "soak sample interval (default: duration/40, at least 5s)")
 	fs.DurationVar(&o.warmUp, "warm-up", 0, "soak warm-up left out of the verdict (default: a quarter of the duration)")
 	fs.BoolVar(&o.pprof, "pprof", false, "run the coordinator with -pprof (its /debug/pprof/ on the metrics address, logged at start) and a real agent with -pprof-listen")
+	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis address for every client and daemon of the run (sets ISCHED_REDIS_ADDR); a comma-separated list of masters is a Redis Cluster, e.g. 127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393 (scripts/dev-cluster up --redis-cluster)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -100,6 +102,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.redisAddr != "" {
+		// the daemons inherit it; stream.ConfigFromEnv reads it for ours
+		if err := os.Setenv("ISCHED_REDIS_ADDR", o.redisAddr); err != nil {
+			fmt.Fprintf(stderr, "ingest: -redis-addr: %v\n", err)
+			return 2
+		}
+	}
 	if o.agent != "real" && o.agent != "sim" {
 		fmt.Fprintf(stderr, "ingest: -agent %q: want real or sim\n", o.agent)
 		return 2
@@ -341,7 +350,12 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 	return res, nil
 }
 
+// redisPID is the dev cluster's single redis-server, whose CPU and RSS
+// the results show; 0 (none shown) when the run is on a Redis Cluster.
 func redisPID() int {
+	if strings.Contains(os.Getenv("ISCHED_REDIS_ADDR"), ",") {
+		return 0
+	}
 	dir := os.Getenv("ISCHED_DEV_DIR")
 	if dir == "" {
 		dir = "/var/lib/isched-dev"
