@@ -27,13 +27,20 @@ func TestMigrateCPUToGPU(t *testing.T) { testMigrateCPUToGPU(t, newWorld(t, fast
 // it): the job's keys, the streams and the coordinator's hashes live on
 // different masters, the coordinator's batches span slots.
 func TestRedisClusterMigrate(t *testing.T) {
-	testMigrateCPUToGPU(t, newWorldOn(t, fastPolicy, testutil.NeedRedisCluster))
+	w := newWorldOn(t, fastPolicy, testutil.NeedRedisCluster)
+	lineage, job := testMigrateCPUToGPU(t, w)
+	// the CLI as the viewer user (a cluster client needs CLUSTER SLOTS)
+	out := runCLI(t, w, testutil.Binary(t, "isched", "./isched"), "root", "status", job)
+	if want := fmt.Sprintf("job %s · lineage %s", job, lineage); !strings.Contains(out, want) {
+		t.Errorf("isched status %s on the Redis Cluster, want %q:\n%s", job, want, out)
+	}
 }
 
-func testMigrateCPUToGPU(t *testing.T, w *world) {
+// testMigrateCPUToGPU runs the move in w and returns the lineage and the job id.
+func testMigrateCPUToGPU(t *testing.T, w *world) (lineage, jobID string) {
 	blocker := w.blockGPU(t, 30*time.Second)
 
-	lineage := fmt.Sprintf("mig%d", time.Now().UnixNano()%1e6)
+	lineage = fmt.Sprintf("mig%d", time.Now().UnixNano()%1e6)
 	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 150, Migrate: true}
 	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "10"}, "--steps", "150", "--period", "0.2", "--ckpt-every", "50")
 	waitFor(t, w, 60*time.Second, "training on cpu with an iteration estimate", func() bool {
@@ -85,6 +92,7 @@ func testMigrateCPUToGPU(t *testing.T, w *world) {
 	if st.State != "ENDED" || st.ExitStatus == nil || *st.ExitStatus != 0 {
 		t.Errorf("status at the end: state %s exit %v", st.State, st.ExitStatus)
 	}
+	return lineage, job.id
 }
 
 // TestTimeLimitContinuation: a job whose time limit is too short checkpoints
