@@ -39,7 +39,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
+.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -136,6 +136,10 @@ bench: ## Go benchmarks (figures printed; targets in the issue notes)
 
 bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent (fake Slurm), 60 s each (~8 min)
 	$(GO) run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
+
+bench-ingest-cluster: cluster-up ## the ingest benchmark, 1k jobs for 30 s, on the single Redis and then on the dev Redis Cluster (docs/deployment.md)
+	$(GO) run ./scripts/bench/ingest -jobs 1000 -duration 30s
+	$(GO) run ./scripts/bench/ingest -jobs 1000 -duration 30s -redis-addr 127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393
 
 soak: cluster-up ## manual: 2 h at 1,000 jobs, fails if memory grows > 5% after the warm-up
 	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2h

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,7 +99,16 @@ func testBoundedGroupReads(t *testing.T, r testutil.Redis) {
 // the group has not read yet is deleted, and the group stays where it
 // was, so the entries after its position still come.
 func TestRepairGroupKeepsUndeliveredEntries(t *testing.T) {
-	r := testutil.NeedRedis(t)
+	testRepairGroupKeepsUndeliveredEntries(t, testutil.NeedRedis(t))
+}
+
+// TestRedisClusterRepairGroupKeepsUndeliveredEntries: the same on the dev
+// Redis Cluster (XSETID and XGROUP SETID routed to the stream's master).
+func TestRedisClusterRepairGroupKeepsUndeliveredEntries(t *testing.T) {
+	testRepairGroupKeepsUndeliveredEntries(t, testutil.NeedRedisCluster(t))
+}
+
+func testRepairGroupKeepsUndeliveredEntries(t *testing.T, r testutil.Redis) {
 	ctx := context.Background()
 	cluster := fmt.Sprintf("repair%d", os.Getpid())
 	c := openBounded(t, r, cluster, 1024)
@@ -121,7 +131,7 @@ func TestRepairGroupKeepsUndeliveredEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	future := fmt.Sprintf("%d-0", time.Now().Add(time.Hour).UnixMilli())
-	raw := redis.NewClient(&redis.Options{Addr: r.Addr, Username: "coordinator", Password: r.Password(t, "coordinator"), DisableIdentity: true, Protocol: 2})
+	raw := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(r.Addr, ","), Username: "coordinator", Password: r.Password(t, "coordinator"), DisableIdentity: true, Protocol: 2})
 	t.Cleanup(func() { _ = raw.Close() })
 	if err := raw.XAdd(ctx, &redis.XAddArgs{Stream: k.Ingest(), ID: future, Values: []string{"m", "x"}}).Err(); err != nil {
 		t.Fatal(err)
