@@ -3,12 +3,14 @@
 package testutil_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -80,5 +82,40 @@ func TestRedisAnswersAdmin(t *testing.T) {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		t.Errorf("coordinator password file mode %v: readable by others", fi.Mode().Perm())
+	}
+}
+
+// TestRedisClusterNodesHaveTheUsers: every master of the dev Redis Cluster
+// (scripts/dev-cluster up --redis-cluster) knows isched's ACL users with
+// the single server's passwords, and has the default user off.
+func TestRedisClusterNodesHaveTheUsers(t *testing.T) {
+	r := testutil.NeedRedisCluster(t)
+	nodes := strings.Split(r.Addr, ",")
+	if len(nodes) < 3 {
+		t.Fatalf("cluster %q: want three masters", r.Addr)
+	}
+	for _, addr := range nodes {
+		for _, user := range []string{"coordinator", "agent", "reporter", "viewer"} {
+			env := map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile(user)}
+			cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := stream.Open(context.Background(), cfg) // AUTH and PING
+			if err != nil {
+				t.Errorf("node %s as %s: %v", addr, user, err)
+				continue
+			}
+			_ = c.Close()
+		}
+		env := map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_FILE": filepath.Join(t.TempDir(), "none")}
+		if err := os.WriteFile(env["ISCHED_REDIS_PASSWORD_FILE"], []byte("guess\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, _ := stream.ConfigFromEnv(func(k string) string { return env[k] }, "default")
+		if c, err := stream.Open(context.Background(), cfg); err == nil {
+			_ = c.Close()
+			t.Errorf("node %s: the default user logs in", addr)
+		}
 	}
 }
