@@ -3,9 +3,12 @@
 package stream_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/isched/isched/internal/stream"
@@ -75,5 +78,55 @@ func TestRedisClusterBatchSpansSlots(t *testing.T) {
 		if _, err := coord.Get(ctx, key); !errors.Is(err, stream.ErrNotFound) {
 			t.Errorf("%s after Del: %v, want not found", key, err)
 		}
+	}
+}
+
+// BenchmarkWriteBatch: one coordinator round's batch — 200 lineages'
+// state, status and a series point, then (Then) the sessions hash and an
+// XACK — on the single dev Redis and on the dev Redis Cluster, where it is
+// one MULTI/EXEC per slot instead of one in all.
+func BenchmarkWriteBatch(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		need func(testing.TB) testutil.Redis
+	}{{"single", testutil.NeedRedis}, {"cluster", testutil.NeedRedisCluster}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := tc.need(b)
+			ctx := context.Background()
+			env := map[string]string{"ISCHED_REDIS_ADDR": r.Addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"), "ISCHED_CLUSTER": fmt.Sprintf("benchbatch%d", os.Getpid())}
+			cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, "coordinator")
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := stream.Open(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			k := c.Keys()
+			var keys []string
+			state := bytes.Repeat([]byte("s"), 2048)
+			var batch stream.Batch
+			for range b.N {
+				for i := range 200 {
+					l := fmt.Sprintf("L%d", i)
+					batch.Set(k.JobState(l), state, 0)
+					batch.Set(k.JobStatus(l), state[:900], 0)
+					batch.PushList(k.JobSeries(l), 1000, []byte(`{"t_ms":1,"step":2}`))
+				}
+				batch.Then()
+				batch.HSet(k.Sessions(), "sid", "1")
+				batch.Ack(k.Ingest(), "coordinator", "1-1")
+				if err := c.WriteBatch(ctx, &batch); err != nil && !strings.Contains(err.Error(), "NOGROUP") {
+					b.Fatal(err)
+				}
+				batch.Reset()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/batch")
+			for i := range 200 {
+				keys = append(keys, k.JobKeys(fmt.Sprintf("L%d", i))...)
+			}
+			_ = c.Del(ctx, append(keys, k.Sessions(), k.Ingest())...)
+		})
 	}
 }
