@@ -43,8 +43,14 @@ type Options struct {
 	// SendSpools: no command; send this user's leftover spool files and
 	// exit (for a Slurm TaskEpilog, a login or a cron job).
 	SendSpools bool
-	Version    bool // --version: print it and exit
-	Argv       []string
+	// ProfileWindow > 0: `isched profile` measures the run: once
+	// ProfileWarmup iterations are done, the iterations of this window are
+	// measured and the child is stopped (SIGTERM to its group, --grace,
+	// SIGKILL); the summary's iteration times leave the warm-up out.
+	ProfileWindow time.Duration
+	ProfileWarmup int64
+	Version       bool // --version: print it and exit
+	Argv          []string
 }
 
 // ErrUsage marks a command-line error (exit status 2).
@@ -88,6 +94,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.SendSpools, "send-spools", false, "run no command: send the reports this user's ended wrappers left undelivered (in --spool-dir, else under $TMPDIR) and exit 0 when none is left; for a TaskEpilog, a login or cron")
 	resumeArg := fs.String("resume-arg", getenv("ISCHED_RESUME_ARG"), "arguments appended to the command on an attempt that resumes, {path} replaced by the checkpoint, e.g. '--resume_from_checkpoint {path}' (split on white space, no shell, no quoting; ISCHED_RESUME_FROM is set either way)")
+	fs.DurationVar(&o.ProfileWindow, "profile-window", 0, "measure this long after the warm-up iterations, then stop the child (SIGTERM, --grace, SIGKILL); the summary's iteration times leave the warm-up out (isched profile)")
+	fs.Int64Var(&o.ProfileWarmup, "profile-warmup", 5, "with --profile-window: iterations not measured at the start (data loader start, allocator growth, first-iteration set-up)")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -117,6 +125,9 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	}
 	if o.ReportInterval < o.Interval {
 		return o, fmt.Errorf("%w: --report-interval %s: must be at least --interval", ErrUsage, o.ReportInterval)
+	}
+	if o.ProfileWindow < 0 || o.ProfileWarmup < 0 {
+		return o, fmt.Errorf("%w: --profile-window and --profile-warmup must not be negative", ErrUsage)
 	}
 	if o.QueueMax < 1 {
 		return o, fmt.Errorf("%w: --queue-max %d: must be at least 1", ErrUsage, o.QueueMax)

@@ -112,6 +112,9 @@ type Summary struct {
 	ReportsQueued int              `json:"reports_undelivered"`
 	Reason        string           `json:"reason"`
 	Efficiency    *Efficiency      `json:"efficiency,omitempty"`
+	// Profile: the measured window of --profile-window; MedianIterMS and
+	// P90IterMS then cover the window only.
+	Profile *ProfileSummary `json:"profile,omitempty"`
 }
 
 // state is what the wrapper accumulates while the child runs.
@@ -139,6 +142,7 @@ type state struct {
 	lastCPU     *report.CPUStat
 	lastGPU     *report.GPUStat
 	loopClocked bool
+	prof        *profileWindow // --profile-window; nil: not profiling
 }
 
 // Run is the wrapper: it runs opts.Argv as its child, measures and reports
@@ -234,6 +238,9 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	}
 
 	st := &state{lastStep: -1, totalIters: opts.TotalIters, peakGPU: map[string]int64{}, ckptSeen: map[string]bool{}}
+	if opts.ProfileWindow > 0 {
+		st.prof = newProfileWindow(opts.ProfileWarmup, opts.ProfileWindow)
+	}
 
 	// reporting
 	var rep *reporter
@@ -338,6 +345,10 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 				}
 			}
 			rep.emit(e)
+		}
+		if st.prof != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); st.prof.stopWhenMeasured(runCtx, p, log) }()
 		}
 		// sampling
 		wg.Add(1)
@@ -569,6 +580,7 @@ func (s *state) observe(clock *progress.IterClock, evs []progress.Event) {
 		ms := float64(it.PerStep) / float64(time.Millisecond)
 		if !it.AfterCkpt {
 			s.durations = append(s.durations, ms)
+			s.prof.note(len(s.durations), it.At)
 		}
 		ri := report.Iter{Step: it.Step, Epoch: max(last.Epoch, 0), AtMS: it.At.UnixMilli(), DurMS: ms, Source: last.Source}
 		if it.By == progress.ByLoop {
@@ -680,6 +692,7 @@ func (s *state) summary(opts Options, exit child.Exit, status int, reason, resum
 		}
 	}
 	sum.MedianIterMS, sum.P90IterMS = quantile(s.durations, 0.5), quantile(s.durations, 0.9)
+	s.prof.fill(&sum, s.durations)
 	return sum
 }
 
