@@ -3,6 +3,7 @@
 //	isched estimate  memory, hours, cost and source per batch size and node type
 //	isched plan      waits, run times and the plans with and without migration
 //	isched submit    write the batch script, submit it with sbatch
+//	isched profile   measure the training command briefly per batch size: receipts
 //	isched status    a job's progress, ETA, memory, checkpoints and decisions
 //	isched report    plot a job's iteration time and memory over its run
 //
@@ -94,6 +95,8 @@ commands:
   estimate   memory, hours, cost and where the numbers come from, per batch size and node type
   plan       waits, run time, total and cost per partition; plans with and without migration
   submit     generate the batch script (--dry-run shows it) and submit it: isched submit [flags] -- CMD ARGS...
+  profile    run the training command for a short measured window per batch size (--local or a short
+             Slurm job) and keep receipts: isched profile [flags] -- CMD ... {batch} ...
   status     a job's partitions, progress, ETA, memory, checkpoints and decisions
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
   version    print the version (also --version)
@@ -125,6 +128,8 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = a.plan(ctx, rest)
 	case "submit":
 		err = a.submit(ctx, rest)
+	case "profile":
+		err = a.profile(ctx, rest)
 	case "status":
 		err = a.status(ctx, rest)
 	case "report":

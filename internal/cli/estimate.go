@@ -315,7 +315,8 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		fmt.Fprintln(w, "† emulated GPUs (GRES on fake devices): jobs there compute on the CPU; the memory that must fit is host RSS")
 	}
 	fmt.Fprintln(w, "source: static = model summary and catalogue only; measured = receipts of this model, set-up, batch and node type;")
-	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput)")
+	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput);")
+	fmt.Fprintln(w, "        profiled = your isched profile receipts only (at this batch, or fitted over the profiled batches)")
 	if len(notes) > 0 {
 		fmt.Fprintln(w, "how the measured and scaled rows were derived:")
 		for _, n := range notes {

@@ -147,11 +147,33 @@ func readStatus(ctx context.Context, st Store, lineage string) (*report.JobStatu
 }
 
 // loadReceipts reads receipts: "auto" (Redis when reachable, else none),
-// "redis", "none", or a file (a JSON array of receipts, or one per line).
+// "redis", "none", or a file (a JSON array of receipts, or one per line);
+// with auto and redis also the user's own `isched profile` receipts
+// (profiledPath), as own.
 // From Redis, own are this uid's receipts and pooled other users'
 // Slurm-confirmed ones (plan.SplitReceipts; the rest are not used); a
 // file's are all own: the user chose them.
 func (a *App) loadReceipts(ctx context.Context, from string) (own, pooled []report.Receipt, src string, err error) {
+	own, pooled, src, err = a.loadFinished(ctx, from)
+	if err != nil || from != "auto" && from != "redis" {
+		return own, pooled, src, err
+	}
+	prof, path, bad, err := a.loadProfiled()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if len(prof) > 0 || bad > 0 {
+		src += fmt.Sprintf("; %d profiled in %s", len(prof), path)
+		if bad > 0 {
+			src += fmt.Sprintf(" (%d unreadable or not yours skipped)", bad)
+		}
+	}
+	return append(own, prof...), pooled, src, nil
+}
+
+// loadFinished reads the receipts of finished runs: from Redis (the
+// coordinator's) or a file.
+func (a *App) loadFinished(ctx context.Context, from string) (own, pooled []report.Receipt, src string, err error) {
 	switch from {
 	case "none":
 		return nil, nil, "none", nil

@@ -56,6 +56,7 @@ type submitOpts struct {
 	argv        []string
 	site        siteOpts
 	siteDirs    []Directive
+	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
 
 	// flags that override the estimate
 	fIdeal, fFallback, fGres, fTime, fMem string
@@ -396,6 +397,7 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 	}
 	s.CkptEstimate = a.measuredCkpt(o.lineage)
 	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", a.cluster()})
+	s.Env = append(s.Env, o.env...)
 	for _, k := range forwardEnv {
 		if v := a.Getenv(k); v != "" {
 			s.Env = append(s.Env, [2]string{k, v})

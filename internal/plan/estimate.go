@@ -22,6 +22,10 @@ const (
 	// time against the batch) or of another node type (scaled by relative
 	// throughput).
 	Scaled Source = "scaled"
+	// Profiled: the user's `isched profile` receipts of this model and
+	// node type (only those): at this batch, or a fit over the profiled
+	// batch sizes.
+	Profiled Source = "profiled"
 	// Static: the model summary and the site catalogue only.
 	Static Source = "static"
 )
@@ -154,9 +158,15 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	staticIter := r.IterSeconds
 	if c := cal[nt.Name]; c != nil {
 		s.fromOwn(&r, req, c)
+		if r.Source != Static {
+			c.profiledNote(&r)
+		}
 		floorPooled(&r, c, r.Static.Total(), staticIter)
 	} else if c := s.donor(nt, cal); c != nil {
 		s.fromOther(&r, req, c)
+		if c.profiled > 0 && r.Source != Static {
+			r.Basis += fmt.Sprintf(" (%d of %d receipts profiled)", c.profiled, c.n)
+		}
 		floorPooled(&r, c, r.Static.Total(), staticIter)
 	}
 	if nt.Kind == KindGPU && !nt.Emulated {
@@ -226,6 +236,21 @@ type calibration struct {
 	// fewest distinct users behind any of its figures
 	pooled bool
 	users  int
+	// profiled: how many of the n receipts are `isched profile`'s
+	profiled int
+}
+
+// profiledNote marks a row made of receipts: source profiled when all of
+// them are `isched profile`'s, else a note of how many are.
+func (c *calibration) profiledNote(r *Row) {
+	switch {
+	case c.profiled == 0:
+	case c.profiled == c.n:
+		r.Source = Profiled
+		r.Basis = "profiled: " + r.Basis
+	default:
+		r.Basis += fmt.Sprintf(" (%d of %d receipts profiled)", c.profiled, c.n)
+	}
 }
 
 type xy struct{ x, y float64 }
@@ -288,6 +313,9 @@ func (s *Site) calibrate(key string, receipts []report.Receipt) map[string]*cali
 		}
 		if used {
 			c.n++
+			if r.Profiled {
+				c.profiled++
+			}
 			if !slices.Contains(c.batches, r.Batch) {
 				c.batches = append(c.batches, r.Batch)
 			}
@@ -452,7 +480,15 @@ func scaleMem(pts []xy, b int, static Memory, batch int) (int64, string, bool) {
 			a, sl = capSlope(pts, slope)
 			basis += fmt.Sprintf(" (slope capped at the static %s/sample)", FormatBytes(int64(slope)))
 		}
-		return int64(a + sl*float64(b)), basis, true
+		m := a + sl*float64(b)
+		// never below what a smaller batch measured: with the slope capped
+		// (a model whose summary undercounts what its loop holds per
+		// sample) the line can pass under the largest measured batch
+		if floor, fb, ok := peakBelow(pts, b); ok && floor > m {
+			m = floor
+			basis += fmt.Sprintf(" (not below batch %d's measured peak)", fb)
+		}
+		return int64(m), basis, true
 	}
 	if len(pts) == 0 {
 		return 0, "", false
@@ -460,6 +496,16 @@ func scaleMem(pts []xy, b int, static Memory, batch int) (int64, string, bool) {
 	b0 := int(pts[0].x)
 	m0, _ := peakAt(pts, b0)
 	return int64(m0 + slope*float64(b-b0)), fmt.Sprintf("from batch %d + static slope", b0), true
+}
+
+// peakBelow is the largest value measured at a batch of at most b.
+func peakBelow(pts []xy, b int) (v float64, batch int, ok bool) {
+	for _, p := range pts {
+		if int(p.x) <= b && (!ok || p.y > v) {
+			v, batch, ok = p.y, int(p.x), true
+		}
+	}
+	return v, batch, ok
 }
 
 // capSlope returns the line with the given slope through the centroid of pts.

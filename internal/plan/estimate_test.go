@@ -3,6 +3,8 @@ package plan
 import (
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/isched/isched/internal/report"
@@ -271,5 +273,80 @@ func TestCalibratedSlopeCap(t *testing.T) {
 	const real32 = 835354624
 	if e := float64(r.Mem-real32) / real32; e < 0 || e > 0.10 {
 		t.Errorf("batch 32: %s is %.1f%% off the real run's 796.7 MiB", FormatBytes(r.Mem), 100*e)
+	}
+}
+
+// TestProfiledReceipts: rows made only of `isched profile` receipts say
+// profiled (at the profiled batch and fitted beyond it, and on the node
+// types they scale to); one ordinary receipt among them makes the row
+// measured or scaled again, with a note of how many were profiled.
+func TestProfiledReceipts(t *testing.T) {
+	t.Parallel()
+	site := mustSite(t, "../../examples/site-lab.json")
+	m := mustModel(t, "testdata/resnet50.json")
+	tr := Training{"sgd", PrecFP32}
+	key := ConfigKey(m, tr)
+	const mib = 1 << 20
+	prof := []report.Receipt{
+		{Model: key, Batch: 8, Partition: "cpu", NodeType: "lab-cpu", IterMS: 500, PeakRSS: 900 * mib, Profiled: true},
+		{Model: key, Batch: 16, Partition: "cpu", NodeType: "lab-cpu", IterMS: 900, PeakRSS: 1000 * mib, Profiled: true},
+	}
+	cases := []struct {
+		name     string
+		receipts []report.Receipt
+		batch    int
+		nt       string
+		want     Source
+		wantMem  int64
+		basis    string
+	}{
+		{"at a profiled batch", prof, 8, "lab-cpu", Profiled, 900 * mib, "profiled: "},
+		{"fitted beyond", prof, 32, "lab-cpu", Profiled, 1200 * mib, "profiled: memory fit over batch 8,16"},
+		{"another node type", prof, 8, "lab-dev", Scaled, 900 * mib, "(2 of 2 receipts profiled)"},
+		{"one ordinary receipt among them", append(slices.Clone(prof),
+			report.Receipt{Model: key, Batch: 8, Partition: "cpu", NodeType: "lab-cpu", IterMS: 520, PeakRSS: 950 * mib}),
+			8, "lab-cpu", Measured, 950 * mib, "(2 of 3 receipts profiled)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rows, err := site.Estimate(Request{Model: m, Training: tr, Samples: 1000, Epochs: 1, Batches: []int{c.batch}, Receipts: c.receipts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.NodeType.Name != c.nt {
+					continue
+				}
+				if r.Source != c.want || r.Mem != c.wantMem || !strings.Contains(r.Basis, c.basis) {
+					t.Errorf("%s %s (want %s %s); basis %q, want it to say %q", r.Source, FormatBytes(r.Mem), c.want, FormatBytes(c.wantMem), r.Basis, c.basis)
+				}
+				return
+			}
+			t.Fatalf("no row on %s", c.nt)
+		})
+	}
+}
+
+// TestScaledNotBelowMeasured: a fit whose slope the static bound caps
+// never predicts a larger batch below a smaller one's measured peak.
+func TestScaledNotBelowMeasured(t *testing.T) {
+	t.Parallel()
+	site := mustSite(t, "../../examples/site-lab.json")
+	m := mustModel(t, "../cli/testdata/mnist_cnn.json")
+	tr := Training{"sgd", PrecFP32}
+	key := ConfigKey(m, tr)
+	const mib = 1 << 20
+	rs := []report.Receipt{
+		{Model: key, Batch: 8, Partition: "cpu", IterMS: 50, PeakRSS: 300 * mib},
+		{Model: key, Batch: 16, Partition: "cpu", IterMS: 90, PeakRSS: 400 * mib},
+	}
+	rows, err := site.Estimate(Request{Model: m, Training: tr, Samples: 1000, Epochs: 1, Batches: []int{32}, Receipts: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.NodeType.Name == "lab-cpu" && (r.Mem < 400*mib || !strings.Contains(r.Basis, "not below batch 16's measured peak")) {
+			t.Errorf("batch 32: %s, under batch 16's 400 MiB; %s", FormatBytes(r.Mem), r.Basis)
+		}
 	}
 }

@@ -145,4 +145,8 @@ type Receipt struct {
 	// reported run fits in the time Slurm gave the job. Only confirmed
 	// receipts are pooled into other users' estimates.
 	Confirmed bool `json:"slurm_confirmed,omitempty"`
+	// Profiled: written by `isched profile` from a short measured window
+	// of the user's own command (warm-up left out), kept in the user's own
+	// receipts file, never in Redis; IterMS is the window's mean.
+	Profiled bool `json:"profiled,omitempty"`
 }
