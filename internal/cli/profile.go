@@ -53,18 +53,19 @@ type profileOpts struct {
 // --summary-json (internal/wrapper.Summary; the CLI does not import the
 // wrapper's package).
 type wrapperSummary struct {
-	ExitStatus   int              `json:"exit_status"`
-	Signal       string           `json:"signal"`
-	PeakRSSBytes int64            `json:"peak_rss_bytes"`
-	PeakGPUBytes map[string]int64 `json:"peak_gpu_bytes"`
-	GPUNoData    string           `json:"gpu_no_data"`
-	MedianIterMS float64          `json:"median_iter_ms"`
+	ExitStatus   int     `json:"exit_status"`
+	Signal       string  `json:"signal"`
+	GPUNoData    string  `json:"gpu_no_data"`
+	MedianIterMS float64 `json:"median_iter_ms"`
 	Profile      *struct {
 		WarmupIters   int64   `json:"warmup_iters"`
 		MeasuredIters int     `json:"measured_iters"`
 		WindowSeconds float64 `json:"window_seconds"`
 		MeanIterMS    float64 `json:"mean_iter_ms"`
 		Complete      bool    `json:"complete"`
+		// the peaks until the window was measured (not while stopping)
+		PeakRSSBytes int64            `json:"peak_rss_bytes"`
+		PeakGPUBytes map[string]int64 `json:"peak_gpu_bytes"`
 	} `json:"profile"`
 }
 
@@ -167,7 +168,7 @@ func (a *App) profile(ctx context.Context, args []string) error {
 		}
 		p := run.summary.Profile
 		fmt.Fprintf(a.stderr, "isched profile: batch %d: %d iterations measured over %.1f s after %d warm-up (%s): %.1f ms/iter (median %.1f), peak process memory %s\n",
-			b, p.MeasuredIters, p.WindowSeconds, p.WarmupIters, run.where, p.MeanIterMS, run.summary.MedianIterMS, plan.FormatBytes(run.summary.PeakRSSBytes))
+			b, p.MeasuredIters, p.WindowSeconds, p.WarmupIters, run.where, p.MeanIterMS, run.summary.MedianIterMS, plan.FormatBytes(p.PeakRSSBytes))
 		if !p.Complete {
 			fmt.Fprintf(a.stderr, "isched profile: batch %d: the command ended before the %s window; the receipt holds what was measured\n", b, o.window)
 		}
@@ -349,7 +350,7 @@ func checkWindow(s *wrapperSummary) error {
 		return fmt.Errorf("%d iterations measured after the %d warm-up ones (exit status %d): too few for a receipt", p.MeasuredIters, p.WarmupIters, s.ExitStatus)
 	case !p.Complete && s.ExitStatus != 0:
 		return fmt.Errorf("the command failed (exit status %d%s) before the window was measured", s.ExitStatus, sigSuffix(s.Signal))
-	case s.PeakRSSBytes <= 0:
+	case p.PeakRSSBytes <= 0:
 		return errors.New("no memory measured")
 	}
 	return nil
@@ -397,9 +398,9 @@ func (a *App) profiledReceipt(run *profileRun, key, partition string, nt *plan.N
 	p := s.Profile
 	uid := a.UID()
 	r := report.Receipt{Model: key, Batch: run.batch, Partition: partition, NodeType: nt.Name, IterMS: p.MeanIterMS,
-		PeakRSS: s.PeakRSSBytes, Iters: int64(p.MeasuredIters), User: a.Username(), WallS: p.WindowSeconds,
+		PeakRSS: p.PeakRSSBytes, Iters: int64(p.MeasuredIters), User: a.Username(), WallS: p.WindowSeconds,
 		EndedMS: a.Now().UnixMilli(), UID: &uid, Profiled: true}
-	for _, v := range s.PeakGPUBytes {
+	for _, v := range p.PeakGPUBytes {
 		r.PeakGPU = max(r.PeakGPU, v)
 		r.GPUs++
 	}

@@ -3,6 +3,7 @@ package wrapper
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"syscall"
 	"time"
 
@@ -24,6 +25,10 @@ type profileWindow struct {
 	last     time.Time // end of the last measured iteration
 	measured chan struct{}
 	closed   bool
+	// the peaks when the window was measured: what stopping the command
+	// makes it do (a checkpoint saved on SIGTERM) is not its training
+	peakRSS int64
+	peakGPU map[string]int64
 }
 
 func newProfileWindow(warmup int64, window time.Duration) *profileWindow {
@@ -31,8 +36,8 @@ func newProfileWindow(warmup int64, window time.Duration) *profileWindow {
 }
 
 // note is called after each iteration duration is appended (n: how many
-// there are now; at: when the iteration ended).
-func (p *profileWindow) note(n int, at time.Time) {
+// there are now; at: when the iteration ended; the state's peaks so far).
+func (p *profileWindow) note(n int, at time.Time, peakRSS int64, peakGPU map[string]int64) {
 	if p == nil || p.closed {
 		return
 	}
@@ -47,6 +52,8 @@ func (p *profileWindow) note(n int, at time.Time) {
 	}
 	if n-p.startIdx >= 2 && p.last.Sub(p.start) >= p.window {
 		p.closed = true
+		p.peakRSS = peakRSS
+		p.peakGPU = maps.Clone(peakGPU)
 		close(p.measured)
 	}
 }
@@ -84,7 +91,11 @@ func (p *profileWindow) fill(sum *Summary, durations []float64) {
 		return
 	}
 	m := p.measuredDurations(durations)
-	sum.Profile = &ProfileSummary{WarmupIters: p.warmup, MeasuredIters: len(m), Complete: p.closed}
+	sum.Profile = &ProfileSummary{WarmupIters: p.warmup, MeasuredIters: len(m), Complete: p.closed,
+		PeakRSSBytes: sum.PeakRSSBytes, PeakGPUBytes: sum.PeakGPUBytes}
+	if p.closed {
+		sum.Profile.PeakRSSBytes, sum.Profile.PeakGPUBytes = p.peakRSS, p.peakGPU
+	}
 	if len(m) > 0 {
 		sum.Profile.WindowSeconds = p.last.Sub(p.start).Seconds()
 		var total float64
@@ -105,4 +116,9 @@ type ProfileSummary struct {
 	// Complete: the window was measured and the wrapper stopped the child;
 	// false when the run ended first.
 	Complete bool `json:"complete"`
+	// PeakRSSBytes and PeakGPUBytes are the peaks until the window was
+	// measured (the whole run's when it ended first): a training loop
+	// that checkpoints on SIGTERM peaks higher while it stops.
+	PeakRSSBytes int64            `json:"peak_rss_bytes"`
+	PeakGPUBytes map[string]int64 `json:"peak_gpu_bytes,omitempty"`
 }

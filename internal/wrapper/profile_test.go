@@ -21,23 +21,27 @@ func TestProfileWindowNote(t *testing.T) {
 		ends         []float64 // iteration ends, seconds
 		wantMeasured bool
 		wantStart    int
+		closeAt      int // the iteration that completes the window (its peak is kept)
 	}{
-		{"warming up", 3, time.Second, []float64{1, 2, 3}, false, 3},
-		{"window not yet long", 2, 5 * time.Second, []float64{1, 2, 3, 4, 6}, false, 2},
-		{"window measured at the iteration that reaches it", 2, 5 * time.Second, []float64{1, 2, 3, 4, 6, 7}, true, 2},
-		{"one measured iteration is not a window", 1, 0, []float64{1, 30}, false, 1},
-		{"two are", 1, 0, []float64{1, 30, 31}, true, 1},
-		{"no warm-up", 0, 2 * time.Second, []float64{1, 2, 3}, true, 0},
+		{"warming up", 3, time.Second, []float64{1, 2, 3}, false, 3, 0},
+		{"window not yet long", 2, 5 * time.Second, []float64{1, 2, 3, 4, 6}, false, 2, 0},
+		{"window measured at the iteration that reaches it", 2, 5 * time.Second, []float64{1, 2, 3, 4, 6, 7}, true, 2, 6},
+		{"one measured iteration is not a window", 1, 0, []float64{1, 30}, false, 1, 0},
+		{"two are", 1, 0, []float64{1, 30, 31}, true, 1, 3},
+		{"no warm-up", 0, 2 * time.Second, []float64{1, 2, 3}, true, 0, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := newProfileWindow(c.warmup, c.window)
-			p.note(0, t0) // the start: nothing measured
+			p.note(0, t0, 0, nil) // the start: nothing measured
 			for i, e := range c.ends {
-				p.note(i+1, at(e))
+				p.note(i+1, at(e), int64(i+1), nil)
 			}
 			if p.closed != c.wantMeasured {
 				t.Errorf("measured %v, want %v", p.closed, c.wantMeasured)
+			}
+			if c.wantMeasured && p.peakRSS != int64(c.closeAt) {
+				t.Errorf("peak %d kept, want the one when the window was measured (%d)", p.peakRSS, c.closeAt)
 			}
 			if int64(len(c.ends)) >= c.warmup && p.startIdx != c.wantStart {
 				t.Errorf("window starts at iteration %d, want %d", p.startIdx, c.wantStart)

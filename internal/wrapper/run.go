@@ -580,7 +580,7 @@ func (s *state) observe(clock *progress.IterClock, evs []progress.Event) {
 		ms := float64(it.PerStep) / float64(time.Millisecond)
 		if !it.AfterCkpt {
 			s.durations = append(s.durations, ms)
-			s.prof.note(len(s.durations), it.At)
+			s.prof.note(len(s.durations), it.At, s.peakRSS, s.peakGPU)
 		}
 		ri := report.Iter{Step: it.Step, Epoch: max(last.Epoch, 0), AtMS: it.At.UnixMilli(), DurMS: ms, Source: last.Source}
 		if it.By == progress.ByLoop {

@@ -268,7 +268,7 @@ func run(binDir, out, version, date string) error {
 		p := &progs[i]
 		bin := filepath.Join(binDir, p.Name)
 		if p.Name == "isched" {
-			for _, name := range []string{"estimate", "plan", "submit", "status", "report"} {
+			for _, name := range []string{"estimate", "plan", "submit", "profile", "status", "report"} {
 				h, err := help(bin, name, "-h")
 				if err != nil {
 					return err

@@ -16,11 +16,14 @@ func programs() []Program {
 			Name: "isched", Section: "1", Summary: "estimate, plan, submit and follow DNN training jobs on Slurm",
 			Description: `isched is the user's command of isched, which makes DNN training on Slurm cheaper: it estimates a model's memory and run time per batch size and node type, plans where to run it, writes and submits the batch script (the training command runs under isched-wrapper), and shows a job's progress, ETA, memory, checkpoints and the coordinator's decisions.
 
-isched submit takes the site's sbatch options (--account, --qos, --mail-type, --mail-user, --constraint, --ntasks, --nodes and a repeatable --sbatch-arg=--name[=value]) and keeps the user's SBATCH_* environment, except the variables that would override a line isched writes; see /usr/share/doc/isched/deployment.md. Run python3 /usr/share/isched/model_summary.py to describe a model (model.json). isched version prints the version.`,
+isched submit takes the site's sbatch options (--account, --qos, --mail-type, --mail-user, --constraint, --ntasks, --nodes and a repeatable --sbatch-arg=--name[=value]) and keeps the user's SBATCH_* environment, except the variables that would override a line isched writes; see /usr/share/doc/isched/deployment.md. Run python3 /usr/share/isched/model_summary.py to describe a model (model.json). isched version prints the version.
+
+isched profile runs the real training command under isched-wrapper for a short measured window per batch size ({batch} in an argument, or ISCHED_BATCH), here (--local) or as short Slurm jobs (--partition), and keeps what it measured as the user's own receipts, which estimate, plan and submit then use (source "profiled").`,
 			Environment: append([][2]string{{"ISCHED_SITE", "site catalogue (default for --site)"}, {"SBATCH_*", "passed to sbatch unless the script sets the option"}}, redis...),
 			Files: [][2]string{{"/etc/isched/site.json", "site catalogue example: partitions, node types, prices"},
 				{"/usr/share/isched/isched/", "the Python package for training loops (progress, checkpoint requests, resume; Lightning and HF callbacks): PYTHONPATH=/usr/share/isched, import isched"},
-				{"/usr/share/isched/model_summary.py", "writes model.json for estimate, plan and submit"}},
+				{"/usr/share/isched/model_summary.py", "writes model.json for estimate, plan and submit"},
+				{"$XDG_DATA_HOME/isched/CLUSTER/profiled-receipts.jsonl", "the receipts isched profile keeps (default XDG_DATA_HOME: ~/.local/share)"}},
 		},
 		{
 			Name: "isched-wrapper", Section: "1", Summary: "run a training command under isched and report what it does",
