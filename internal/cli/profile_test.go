@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -178,5 +182,90 @@ func TestProfileUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q: want 2 and %q", code, errOut, c.want)
 			}
 		})
+	}
+}
+
+// submitHook is a fakeSlurm that lets the test play the job: it gets the
+// script at submission and says what the job's record shows.
+type submitHook struct {
+	*fakeSlurm
+	onSubmit func(id string, script []byte)
+}
+
+func (s *submitHook) SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error) {
+	id, err := s.fakeSlurm.SubmitWith(ctx, script, spec)
+	if err == nil {
+		s.onSubmit(id, script)
+	}
+	return id, err
+}
+
+// TestProfileSlurmScript: with --partition each batch size is one job
+// script of submit's, on that partition only, with the batch size in the
+// command and ISCHED_BATCH, the wrapper's profile flags and a short time
+// limit; the job's summary makes the receipt, and a job that ends without
+// one is an error that shows its output.
+func TestProfileSlurmScript(t *testing.T) {
+	h := newHarness(t)
+	work := t.TempDir()
+	var scripts []string
+	hook := &submitHook{fakeSlurm: h.slurm}
+	summaryFor := func(script string) string {
+		i := strings.Index(script, "--summary-json ")
+		if i < 0 {
+			t.Fatalf("no --summary-json in the script:\n%s", script)
+		}
+		return strings.Fields(script[i:])[1]
+	}
+	hook.onSubmit = func(id string, script []byte) {
+		scripts = append(scripts, string(script))
+		batch := len(scripts) * 8 // 8, then 16
+		s := fmt.Sprintf(`{"exit_status":143,"signal":"SIGTERM","median_iter_ms":%d,"profile":{"warmup_iters":5,"measured_iters":20,"window_seconds":60.5,"mean_iter_ms":%d,"complete":true,"peak_rss_bytes":%d}}`,
+			10*batch, 10*batch+1, batch<<20)
+		if err := os.WriteFile(summaryFor(string(script)), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := h.app()
+	app.Slurm = hook
+	app.Getwd = func() (string, error) { return work, nil }
+	var out, errb bytes.Buffer
+	code := app.Run(context.Background(), []string{"profile", "--model", "testdata/mnist_cnn.json", "--optimizer", "momentum",
+		"--site", "../../examples/site-lab.json", "--partition", "dev", "--batches", "8,16", "--window", "1m", "--startup-timeout", "2m",
+		"--wrapper", "/opt/isched/bin/isched-wrapper", "--", "python3", "train.py", "--bs={batch}", "it's $(not) a shell"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if len(scripts) != 2 {
+		t.Fatalf("%d jobs submitted, want 2", len(scripts))
+	}
+	for i, b := range []string{"8", "16"} {
+		s := scripts[i]
+		for _, want := range []string{"#SBATCH --partition=dev\n", "#SBATCH --time=5\n", "export ISCHED_BATCH=" + b + "\n",
+			"--profile-window 1m0s --profile-warmup 5", "--no-report", " -- python3 train.py --bs=" + b + ` 'it'\''s $(not) a shell'` + "\n",
+			"#SBATCH --job-name=profile-train-b" + b + "\n"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("batch %s: the script lacks %q:\n%s", b, want, s)
+			}
+		}
+		if p, _, err := report.ParsePlanComment(h.slurm.specs[i].Comment); err != nil || p.Migrate || len(p.Fallbacks) > 0 || p.Model != "" {
+			t.Errorf("batch %s: plan %+v (%v): want no migration, no fallback, no model (no coordinator receipt)", b, p, err)
+		}
+	}
+	rs := readProfiled(t, filepath.Join(h.dir, ".local/share/isched/lab/profiled-receipts.jsonl"))
+	if len(rs) != 2 || rs[0].Partition != "dev" || rs[0].NodeType != "lab-dev" || rs[0].IterMS != 81 || rs[1].PeakRSS != 16<<20 || !rs[1].Profiled {
+		t.Errorf("receipts %+v", rs)
+	}
+
+	// a job that ends without a summary
+	hook.onSubmit = func(id string, script []byte) {
+		h.slurm.jobs = map[string]*slurm.JobInfo{id: {JobID: id, State: "FAILED", Partition: "dev", NodeList: "dev1"}}
+	}
+	out.Reset()
+	errb.Reset()
+	code = app.Run(context.Background(), []string{"profile", "--model", "testdata/mnist_cnn.json", "--site", "../../examples/site-lab.json",
+		"--partition", "dev", "--batches", "8,16", "--wrapper", "/opt/isched/bin/isched-wrapper", "--", "python3", "train.py"}, &out, &errb)
+	if code != ExitError || !strings.Contains(errb.String(), "ended FAILED without a summary") {
+		t.Errorf("exit %d: %s", code, errb.String())
 	}
 }
