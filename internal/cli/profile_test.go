@@ -173,6 +173,7 @@ func TestProfileUsage(t *testing.T) {
 		{"node type not in the partition", []string{"--partition", "dev", "--node-type", "lab-gpu", "--batches", "8,16", "--", "x"}, "partition dev has"},
 		{"short window", []string{"--local", "--node-type", "lab-cpu", "--batches", "8,16", "--window", "10ms", "--", "x"}, "--window 10ms: at least 1s"},
 		{"hostile partition", []string{"--partition", "dev;rm", "--batches", "8,16", "--", "x"}, "not a partition name"},
+		{"NUL byte in the command", []string{"--local", "--node-type", "lab-cpu", "--batches", "8,16", "--", "python3", "a\x00b"}, "contains a NUL byte"},
 		{"no model", []string{"--model", "", "--local", "--node-type", "lab-cpu", "--batches", "8,16", "--", "x"}, "--model is required"},
 	}
 	for _, c := range cases {
