@@ -270,3 +270,35 @@ func TestProfileSlurmScript(t *testing.T) {
 		t.Errorf("exit %d: %s", code, errb.String())
 	}
 }
+
+// TestProfileLocalNoIterations: a command whose iteration lines the
+// pattern does not match is stopped at the limit, leaves nothing running
+// and no receipt, and the error says what to check and shows its output.
+func TestProfileLocalNoIterations(t *testing.T) {
+	h := newHarness(t)
+	wrapper := testutil.Binary(t, "isched-wrapper", "./wrapper")
+	trainer, err := filepath.Abs("testdata/fake_trainer.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := t.TempDir()
+	code, _, errOut := h.run("profile", "--model", "testdata/mnist_cnn.json", "--site", "../../examples/site-lab.json",
+		"--local", "--node-type", "lab-cpu", "--batches", "8,16", "--window", "1s", "--startup-timeout", "2s", "--grace", "1s",
+		"--wrapper", wrapper, "--iter-pattern", `never (?P<step>\d+)`,
+		"--", "/usr/bin/python3", trainer, "--batch-size", "{batch}", "--pid-file", filepath.Join(pids, "pid"))
+	if code != ExitError || !strings.Contains(errOut, "batch 8: no window measured within") || !strings.Contains(errOut, "--iter-pattern") ||
+		!strings.Contains(errOut, "/100000\n") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	raw, err := os.ReadFile(filepath.Join(pids, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(raw))
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the trainer (pid %d) is still there (%v)", pid, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, ".local/share/isched/lab/profiled-receipts.jsonl")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a receipt was kept: %v", err)
+	}
+}
