@@ -532,119 +532,154 @@ func moveMessage(id string, act *report.Action, res slurm.MoveResult) string {
 // did not finish, from the job's state now (see the package doc). Nothing
 // is executed twice.
 func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*report.Result, error) {
-	id := jobID(act)
-	ok := func(msg string) (*report.Result, error) {
-		return a.result(act.ID, report.StatusOK, msg+" (confirmed after an agent restart)", nil), nil
-	}
-	failed := func(msg string) (*report.Result, error) {
-		return a.result(act.ID, report.StatusFailed, msg, nil), nil
-	}
+	rc := &recovery{a: a, ctx: ctx, m: m, act: act, id: jobID(act)}
+	id := rc.id
 	if act.Type == report.ActionSubmit {
-		jobs, err := a.slurm.Jobs(ctx)
-		if err != nil {
-			return nil, transient(err)
-		}
-		for _, j := range jobs {
-			if strings.Contains(j.Comment, "action="+act.ID) && (j.Comment == "action="+act.ID || strings.HasSuffix(j.Comment, " action="+act.ID)) {
-				r, _ := ok(fmt.Sprintf("submitted job %d as %s", j.JobID, j.User))
-				r.NewJobID = j.JobID
-				return r, nil
-			}
-		}
-		return failed("the agent stopped during sbatch and no job carries this action's id: not resubmitted (at most once)")
+		return rc.submit()
 	}
 	j, err := a.slurm.ShowJob(ctx, id)
 	if err != nil {
 		if errors.Is(err, slurm.ErrNotFound) {
 			if act.Type == report.ActionCancel {
-				return ok("job " + id + " is gone")
+				return rc.ok("job " + id + " is gone")
 			}
-			return failed("the agent stopped during this action and job " + id + " is gone: not retried")
+			return rc.failed("the agent stopped during this action and job " + id + " is gone: not retried")
 		}
 		return nil, transient(err)
 	}
-	stale := a.cfg.Now().Sub(time.UnixMilli(act.IssuedMS)) > a.cfg.MaxActionAge
-	retry := func() (*report.Result, error) {
-		if stale {
-			return failed(fmt.Sprintf("the agent stopped during this action; job %s shows no effect and the action is stale now: not retried", id))
-		}
-		return a.run(ctx, act, j)
-	}
+	rc.j, rc.stale = j, a.cfg.Now().Sub(time.UnixMilli(act.IssuedMS)) > a.cfg.MaxActionAge
 	switch act.Type {
 	case report.ActionSignal:
-		return failed("the agent stopped while signalling job " + id + "; delivery cannot be checked, so the signal was not re-sent (at most once)")
+		return rc.failed("the agent stopped while signalling job " + id + "; delivery cannot be checked, so the signal was not re-sent (at most once)")
 	case report.ActionCancel:
 		if j.Ended() || j.State == "COMPLETING" {
-			return ok("job " + id + " is " + j.State)
+			return rc.ok("job " + id + " is " + j.State)
 		}
-		return retry()
+		return rc.retry()
 	case report.ActionRelease:
 		if !j.Held() {
-			return ok("job " + id + " is not held (" + j.State + ")")
+			return rc.ok("job " + id + " is not held (" + j.State + ")")
 		}
-		return retry()
+		return rc.retry()
 	case report.ActionAnnotate:
 		if j.Ended() {
-			return failed("the agent stopped while writing job " + id + "'s AdminComment and the job has ended")
+			return rc.failed("the agent stopped while writing job " + id + "'s AdminComment and the job has ended")
 		}
-		return retry() // writing it again is harmless
+		return rc.retry() // writing it again is harmless
 	case report.ActionUpdate:
 		if updated(j, act) {
-			return ok("job " + id + " shows the update (" + describe(act) + ")")
+			return rc.ok("job " + id + " shows the update (" + describe(act) + ")")
 		}
 		if j.Ended() {
-			return failed("the agent stopped during this update and job " + id + " has ended")
+			return rc.failed("the agent stopped during this update and job " + id + " has ended")
 		}
-		return retry()
+		return rc.retry()
 	case report.ActionRequeue:
-		// Died right after requeuehold: the old attempt is still ending and
-		// the job shows COMPLETING (restart count already moved) for up to
-		// KillWait. Wait until it settles (held PENDING, or ended), or the
-		// move is left half-done with the job held for ever.
-		if j, err = a.awaitSettled(ctx, id, j); err != nil {
-			if errors.Is(err, slurm.ErrNotFound) {
-				return failed("the agent stopped during this requeue and job " + id + " is gone: not retried")
-			}
+		return rc.requeue()
+	}
+	return rc.failed("the agent stopped during this action: not retried")
+}
+
+// recovery is one action a previous agent left unfinished.
+type recovery struct {
+	a     *Agent
+	ctx   context.Context
+	m     *marker // the job as the previous agent saw it
+	act   *report.Action
+	id    string
+	j     *slurm.JobInfo // the job now
+	stale bool           // issued longer ago than MaxActionAge
+}
+
+func (rc *recovery) ok(msg string) (*report.Result, error) {
+	return rc.a.result(rc.act.ID, report.StatusOK, msg+" (confirmed after an agent restart)", nil), nil
+}
+
+func (rc *recovery) failed(msg string) (*report.Result, error) {
+	return rc.a.result(rc.act.ID, report.StatusFailed, msg, nil), nil
+}
+
+// retry runs the action again, unless it is stale.
+func (rc *recovery) retry() (*report.Result, error) {
+	if rc.stale {
+		return rc.failed(fmt.Sprintf("the agent stopped during this action; job %s shows no effect and the action is stale now: not retried", rc.id))
+	}
+	return rc.a.run(rc.ctx, rc.act, rc.j)
+}
+
+// submit: a job carrying the action's id was submitted; none is never
+// resubmitted (at most once).
+func (rc *recovery) submit() (*report.Result, error) {
+	jobs, err := rc.a.slurm.Jobs(rc.ctx)
+	if err != nil {
+		return nil, transient(err)
+	}
+	id := rc.act.ID
+	for _, j := range jobs {
+		if strings.Contains(j.Comment, "action="+id) && (j.Comment == "action="+id || strings.HasSuffix(j.Comment, " action="+id)) {
+			r, _ := rc.ok(fmt.Sprintf("submitted job %d as %s", j.JobID, j.User))
+			r.NewJobID = j.JobID
+			return r, nil
+		}
+	}
+	return rc.failed("the agent stopped during sbatch and no job carries this action's id: not resubmitted (at most once)")
+}
+
+// requeue finds how far the move got. Died right after requeuehold: the
+// old attempt is still ending and the job shows COMPLETING (restart count
+// already moved) for up to KillWait. Wait until it settles (held PENDING,
+// or ended), or the move is left half-done with the job held for ever.
+func (rc *recovery) requeue() (*report.Result, error) {
+	id, m, act := rc.id, rc.m, rc.act
+	j, err := rc.a.awaitSettled(rc.ctx, id, rc.j)
+	if err != nil {
+		if errors.Is(err, slurm.ErrNotFound) {
+			return rc.failed("the agent stopped during this requeue and job " + id + " is gone: not retried")
+		}
+		return nil, transient(err)
+	}
+	rc.j = j
+	switch {
+	case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
+		return rc.retry() // the requeue never reached Slurm
+	case act.Ended && j.Ended() && j.State != "CANCELLED" && j.State == m.State && j.Restarts == m.Restarts:
+		return rc.retry() // the requeue of the ended job never reached Slurm
+	case j.Ended():
+		return rc.failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
+	case j.State == "PENDING" && j.Held() && !m.Held:
+		return rc.finishMove()
+	case updated(j, act) && (j.Restarts > m.Restarts || m.State == "PENDING"):
+		return rc.ok(fmt.Sprintf("requeued job %s (restart %d), now %s in %s", id, j.Restarts, j.State, j.Partition))
+	case j.State == "PENDING" && m.State == "PENDING":
+		return rc.retry() // a pending job's move did not land yet; moving it again is harmless
+	}
+	return rc.failed(fmt.Sprintf("the agent stopped during this requeue; job %s is now %s in %s with restart count %d (was %d): not retried", id, j.State, j.Partition, j.Restarts, m.Restarts))
+}
+
+// finishMove: died between requeuehold (or hold) and release; update and
+// release are idempotent.
+func (rc *recovery) finishMove() (*report.Result, error) {
+	a, id, act, j := rc.a, rc.id, rc.act, rc.j
+	u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, StartIn: 2 * time.Second}
+	if err := a.slurm.Update(rc.ctx, id, u); err != nil {
+		if slurmDown(err) {
 			return nil, transient(err)
 		}
-		switch {
-		case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
-			return retry() // the requeue never reached Slurm
-		case act.Ended && j.Ended() && j.State != "CANCELLED" && j.State == m.State && j.Restarts == m.Restarts:
-			return retry() // the requeue of the ended job never reached Slurm
-		case j.Ended():
-			return failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
-		case j.State == "PENDING" && j.Held() && !m.Held:
-			// Died between requeuehold (or hold) and release: finish the
-			// move; update and release are idempotent.
-			u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, StartIn: 2 * time.Second}
-			if err := a.slurm.Update(ctx, id, u); err != nil {
-				if slurmDown(err) {
-					return nil, transient(err)
-				}
-				if !act.Hold {
-					_ = a.slurm.Release(ctx, id)
-				}
-				return a.result(act.ID, report.StatusFailed, fmt.Sprintf("requeue job %s: finishing after an agent restart: %v; released unchanged", id, err), err), nil
-			}
-			if act.Hold {
-				return ok(fmt.Sprintf("requeued job %s (restart %d) to %s, kept held", id, j.Restarts, describe(act)))
-			}
-			if err := a.slurm.Release(ctx, id); err != nil {
-				if slurmDown(err) {
-					return nil, transient(err)
-				}
-				return a.result(act.ID, report.StatusFailed, fmt.Sprintf("requeue job %s: release after an agent restart: %v", id, err), err), nil
-			}
-			return ok(fmt.Sprintf("requeued job %s (restart %d) to %s, released", id, j.Restarts, describe(act)))
-		case updated(j, act) && (j.Restarts > m.Restarts || m.State == "PENDING"):
-			return ok(fmt.Sprintf("requeued job %s (restart %d), now %s in %s", id, j.Restarts, j.State, j.Partition))
-		case j.State == "PENDING" && m.State == "PENDING":
-			return retry() // a pending job's move did not land yet; moving it again is harmless
+		if !act.Hold {
+			_ = a.slurm.Release(rc.ctx, id)
 		}
-		return failed(fmt.Sprintf("the agent stopped during this requeue; job %s is now %s in %s with restart count %d (was %d): not retried", id, j.State, j.Partition, j.Restarts, m.Restarts))
+		return a.result(act.ID, report.StatusFailed, fmt.Sprintf("requeue job %s: finishing after an agent restart: %v; released unchanged", id, err), err), nil
 	}
-	return failed("the agent stopped during this action: not retried")
+	if act.Hold {
+		return rc.ok(fmt.Sprintf("requeued job %s (restart %d) to %s, kept held", id, j.Restarts, describe(act)))
+	}
+	if err := a.slurm.Release(rc.ctx, id); err != nil {
+		if slurmDown(err) {
+			return nil, transient(err)
+		}
+		return a.result(act.ID, report.StatusFailed, fmt.Sprintf("requeue job %s: release after an agent restart: %v", id, err), err), nil
+	}
+	return rc.ok(fmt.Sprintf("requeued job %s (restart %d) to %s, released", id, j.Restarts, describe(act)))
 }
 
 // awaitSettled polls a COMPLETING job (j) until Slurm settles it (pending

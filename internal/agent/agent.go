@@ -39,7 +39,8 @@ type Store interface {
 	HGet(ctx context.Context, key, field string) (string, error)
 }
 
-// Config tunes the agent. Zero values take the documented defaults.
+// Config tunes the agent. Zero values take the documented defaults
+// (setDefaults); negative durations are errors (Validate).
 type Config struct {
 	Cluster string // required: names every key
 
@@ -73,32 +74,52 @@ type Config struct {
 	Heartbeat func()
 }
 
-func (c *Config) defaults() error {
+// Validate checks the configuration; errors name the field.
+func (c Config) Validate() error {
 	if !stream.ValidName(c.Cluster) {
 		return fmt.Errorf("agent: cluster name %q: want 1-64 of [A-Za-z0-9._-]", c.Cluster)
 	}
-	if c.PollInterval <= 0 {
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"PollInterval", c.PollInterval}, {"SnapshotTTL", c.SnapshotTTL}, {"MinBackoff", c.MinBackoff}, {"MaxBackoff", c.MaxBackoff},
+		{"ActionBlock", c.ActionBlock}, {"ActionTimeout", c.ActionTimeout}, {"MaxActionAge", c.MaxActionAge},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("agent: %s %s is negative (0: the default)", d.field, d.v)
+		}
+	}
+	if c.ResultsMaxLen < 0 {
+		return fmt.Errorf("agent: ResultsMaxLen %d is negative (0: the default)", c.ResultsMaxLen)
+	}
+	return nil
+}
+
+// setDefaults gives every zero field its documented default.
+func (c *Config) setDefaults() {
+	if c.PollInterval == 0 {
 		c.PollInterval = 5 * time.Second
 	}
-	if c.SnapshotTTL <= 0 {
+	if c.SnapshotTTL == 0 {
 		c.SnapshotTTL = max(3*c.PollInterval, 15*time.Second)
 	}
-	if c.MinBackoff <= 0 {
+	if c.MinBackoff == 0 {
 		c.MinBackoff = time.Second
 	}
-	if c.MaxBackoff <= 0 {
+	if c.MaxBackoff == 0 {
 		c.MaxBackoff = time.Minute
 	}
-	if c.ActionBlock <= 0 {
+	if c.ActionBlock == 0 {
 		c.ActionBlock = 2 * time.Second
 	}
-	if c.ActionTimeout <= 0 {
+	if c.ActionTimeout == 0 {
 		c.ActionTimeout = 5 * time.Minute
 	}
-	if c.MaxActionAge <= 0 {
+	if c.MaxActionAge == 0 {
 		c.MaxActionAge = 15 * time.Minute
 	}
-	if c.ResultsMaxLen <= 0 {
+	if c.ResultsMaxLen == 0 {
 		c.ResultsMaxLen = 10000
 	}
 	if c.Logger == nil {
@@ -107,7 +128,6 @@ func (c *Config) defaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return nil
 }
 
 // Agent publishes the cluster's state and executes actions.
@@ -126,9 +146,10 @@ type Agent struct {
 
 // New builds an agent; Start or Run runs it.
 func New(cfg Config, sl Slurm, st Store) (*Agent, error) {
-	if err := cfg.defaults(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.setDefaults()
 	keys, err := stream.NewKeys(cfg.Cluster)
 	if err != nil {
 		return nil, err

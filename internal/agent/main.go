@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/isched/isched/internal/profiling"
+	"github.com/isched/isched/internal/daemon"
 	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/sdnotify"
 	"github.com/isched/isched/internal/slurm"
@@ -21,83 +20,147 @@ import (
 	"github.com/isched/isched/internal/version"
 )
 
-// Exit codes of Main.
+// Exit codes of Main: the daemons share them (daemon.ExitOK, ...).
 const (
-	ExitOK    = 0 // stopped by its context (SIGTERM)
-	ExitError = 1 // could not run
-	ExitUsage = 2 // bad flags or configuration
+	ExitOK    = daemon.ExitOK    // stopped by its context (SIGTERM)
+	ExitError = daemon.ExitError // could not run
+	ExitUsage = daemon.ExitUsage // bad flags or configuration
 )
+
+// options are isched-agent's command line.
+type options struct {
+	daemon.Flags
+	cluster, binDir          string
+	poll, ttl, maxAge, slurm time.Duration
+	rootSubmit, once         bool
+}
+
+// parseOptions reads the command line; ok false: return code at once.
+func parseOptions(args []string, stderr io.Writer) (o options, code int, ok bool) {
+	fs := flag.NewFlagSet("isched-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.Register(fs, "")
+	fs.StringVar(&o.cluster, "cluster", "", "cluster name in every Redis key (default: $ISCHED_CLUSTER, else Slurm's ClusterName)")
+	fs.DurationVar(&o.poll, "poll", 5*time.Second, "how often to publish the cluster snapshot")
+	fs.DurationVar(&o.ttl, "snapshot-ttl", 0, "lifetime of a published snapshot (default: 3 polls, at least 15s)")
+	fs.DurationVar(&o.maxAge, "max-action-age", 15*time.Minute, "refuse actions issued longer ago")
+	fs.BoolVar(&o.rootSubmit, "allow-root-submit", false, "let submit actions run sbatch as root")
+	fs.StringVar(&o.binDir, "slurm-bin-dir", "", "directory of squeue, sinfo, scontrol, scancel, sbatch (default: $PATH)")
+	fs.DurationVar(&o.slurm, "slurm-timeout", slurm.DefaultTimeout, "timeout of one Slurm command")
+	fs.BoolVar(&o.once, "once", false, "publish one snapshot and exit (no actions)")
+	if code, ok := daemon.Parse(fs, args); !ok {
+		return o, code, false
+	}
+	if o.Version {
+		fmt.Fprintln(os.Stdout, version.String("isched-agent"))
+		return o, ExitOK, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "isched-agent: unexpected arguments %q\n", fs.Args())
+		return o, ExitUsage, false
+	}
+	for name, d := range map[string]time.Duration{"poll": o.poll, "snapshot-ttl": o.ttl, "max-action-age": o.maxAge, "slurm-timeout": o.slurm} {
+		if d < 0 {
+			fmt.Fprintf(stderr, "isched-agent: -%s %s is negative\n", name, d)
+			return o, ExitUsage, false
+		}
+	}
+	return o, 0, true
+}
+
+// slurmClient is the Slurm CLI client the flags describe.
+func (o options) slurmClient(m *Metrics) *slurm.Client {
+	sc := &slurm.Client{Timeout: o.slurm, Runner: m.Runner(slurm.ExecRunner{})}
+	if o.binDir != "" {
+		sc.Squeue = filepath.Join(o.binDir, "squeue")
+		sc.Sinfo = filepath.Join(o.binDir, "sinfo")
+		sc.Scontrol = filepath.Join(o.binDir, "scontrol")
+		sc.Scancel = filepath.Join(o.binDir, "scancel")
+		sc.Sbatch = filepath.Join(o.binDir, "sbatch")
+	}
+	return sc
+}
+
+// serve starts /metrics and /debug/pprof/ where configured; stop ends both.
+func (o options) serve(m *Metrics, log *slog.Logger) (stop func(), err error) {
+	var stops []func() error
+	stop = func() {
+		for _, s := range stops {
+			_ = s()
+		}
+	}
+	s, err := o.ServePprof(log)
+	if err != nil {
+		return stop, fmt.Errorf("pprof listener: %w", err)
+	}
+	stops = append(stops, s)
+	if o.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.Handler())
+		s, err := daemon.Serve(o.MetricsListen, "metrics", mux, log)
+		if err != nil {
+			return stop, fmt.Errorf("metrics listener: %w", err)
+		}
+		stops = append(stops, s)
+	}
+	return stop, nil
+}
+
+// connect opens Redis for cluster name, retrying with jitter while it is
+// away (a boot order, a restart) rather than exit and let systemd restart
+// us in lockstep; ok false: return code (a configuration error exits 2).
+func connect(ctx context.Context, name string, getenv func(string) string, log *slog.Logger) (rdb *stream.Client, code int, ok bool) {
+	rcfg, err := stream.ConfigFromEnv(func(k string) string {
+		if k == "ISCHED_CLUSTER" {
+			return name
+		}
+		return getenv(k)
+	}, "agent")
+	if err != nil {
+		log.Error("redis configuration", "err", err)
+		return nil, ExitUsage, false
+	}
+	rcfg.Private = true
+	b := &retry.Backoff{Min: time.Second, Max: 30 * time.Second, Log: log, What: "redis connection", Level: slog.LevelError}
+	err = retry.Do(ctx, b, func(ctx context.Context) (err error) {
+		rdb, err = stream.Open(ctx, rcfg)
+		return err
+	}, func(err error) bool { return errors.Is(err, stream.ErrConfig) })
+	if errors.Is(err, stream.ErrConfig) {
+		log.Error("redis configuration", "err", err, "addrs", rcfg.Addrs, "user", rcfg.User)
+		return nil, ExitUsage, false
+	}
+	if err != nil {
+		log.Info("stopped before Redis answered", "err", err)
+		return nil, ExitOK, false
+	}
+	log.Info("redis", "addrs", rcfg.Addrs, "redis_user", rcfg.User)
+	return rdb, 0, true
+}
 
 // Main is isched-agent's entry point: flags and environment in, exit code
 // out. Redis is configured by the environment (stream.ConfigFromEnv: the
 // agent ACL user, its password file, which must be private); the cluster is
 // -cluster, else ISCHED_CLUSTER, else Slurm's ClusterName.
 func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("isched-agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		cluster   = fs.String("cluster", "", "cluster name in every Redis key (default: $ISCHED_CLUSTER, else Slurm's ClusterName)")
-		poll      = fs.Duration("poll", 5*time.Second, "how often to publish the cluster snapshot")
-		ttl       = fs.Duration("snapshot-ttl", 0, "lifetime of a published snapshot (default: 3 polls, at least 15s)")
-		maxAge    = fs.Duration("max-action-age", 15*time.Minute, "refuse actions issued longer ago")
-		rootSub   = fs.Bool("allow-root-submit", false, "let submit actions run sbatch as root")
-		binDir    = fs.String("slurm-bin-dir", "", "directory of squeue, sinfo, scontrol, scancel, sbatch (default: $PATH)")
-		timeout   = fs.Duration("slurm-timeout", slurm.DefaultTimeout, "timeout of one Slurm command")
-		once      = fs.Bool("once", false, "publish one snapshot and exit (no actions)")
-		logFormat = fs.String("log-format", "json", "log format: json or text")
-		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn, error")
-		metricsAt = fs.String("metrics-listen", "", "address of /metrics (Prometheus), e.g. 127.0.0.1:9471 (empty: off)")
-		pprofAddr = fs.String("pprof-listen", "", "serve Go's /debug/pprof/ on this address (off by default; for diagnosing, keep it on loopback)")
-		showVer   = fs.Bool("version", false, "print the version and exit")
-	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
-		}
-		return ExitUsage
+	o, code, ok := parseOptions(args, stderr)
+	if !ok {
+		return code
 	}
-	if *showVer {
-		fmt.Fprintln(os.Stdout, version.String("isched-agent"))
-		return ExitOK
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "isched-agent: unexpected arguments %q\n", fs.Args())
-		return ExitUsage
-	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
+	log, err := o.Logger(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "isched-agent: %v\n", err)
 		return ExitUsage
 	}
-
-	if *pprofAddr != "" {
-		stop, err := profiling.Serve(*pprofAddr, log)
-		if err != nil {
-			log.Error("pprof listener", "err", err)
-			return ExitUsage
-		}
-		defer stop()
-	}
-
 	metrics := NewMetrics()
-	if *metricsAt != "" {
-		stop, err := serveMetrics(*metricsAt, metrics, log)
-		if err != nil {
-			log.Error("metrics listener", "err", err)
-			return ExitUsage
-		}
-		defer stop()
+	stop, err := o.serve(metrics, log)
+	defer stop()
+	if err != nil {
+		log.Error("listener", "err", err)
+		return ExitUsage
 	}
-
-	sc := &slurm.Client{Timeout: *timeout, Runner: metrics.Runner(slurm.ExecRunner{})}
-	if *binDir != "" {
-		sc.Squeue = filepath.Join(*binDir, "squeue")
-		sc.Sinfo = filepath.Join(*binDir, "sinfo")
-		sc.Scontrol = filepath.Join(*binDir, "scontrol")
-		sc.Scancel = filepath.Join(*binDir, "scancel")
-		sc.Sbatch = filepath.Join(*binDir, "sbatch")
-	}
-	name := *cluster
+	sc := o.slurmClient(metrics)
+	name := o.cluster
 	if name == "" {
 		name = getenv("ISCHED_CLUSTER")
 	}
@@ -107,53 +170,34 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 			return ExitError
 		}
 	}
-	rcfg, err := stream.ConfigFromEnv(func(k string) string {
-		if k == "ISCHED_CLUSTER" {
-			return name
-		}
-		return getenv(k)
-	}, "agent")
-	if err != nil {
-		log.Error("redis configuration", "err", err)
-		return ExitUsage
-	}
-	rcfg.Private = true
-	// Redis away at start (a boot order, a restart): retry with jitter
-	// here rather than exit and let systemd restart us in lockstep; a
-	// configuration error (a password file readable by others) exits 2.
-	var rdb *stream.Client
-	b := &retry.Backoff{Min: time.Second, Max: 30 * time.Second, Log: log, What: "redis connection", Level: slog.LevelError}
-	err = retry.Do(ctx, b, func(ctx context.Context) (err error) {
-		rdb, err = stream.Open(ctx, rcfg)
-		return err
-	}, func(err error) bool { return errors.Is(err, stream.ErrConfig) })
-	if errors.Is(err, stream.ErrConfig) {
-		log.Error("redis configuration", "err", err, "addrs", rcfg.Addrs, "user", rcfg.User)
-		return ExitUsage
-	}
-	if err != nil {
-		log.Info("stopped before Redis answered", "err", err)
-		return ExitOK
+	rdb, code, ok := connect(ctx, name, getenv, log)
+	if !ok {
+		return code
 	}
 	defer rdb.Close()
+	return o.run(ctx, name, sc, rdb, getenv, metrics, log)
+}
 
+// run builds the agent and runs it (or publishes once) until ctx ends,
+// telling systemd.
+func (o options) run(ctx context.Context, name string, sc *slurm.Client, rdb *stream.Client, getenv func(string) string, m *Metrics, log *slog.Logger) int {
 	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	a, err := New(Config{
-		Cluster: name, PollInterval: *poll, SnapshotTTL: *ttl, MaxActionAge: *maxAge,
-		AllowRootSubmit: *rootSub, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: metrics,
+		Cluster: name, PollInterval: o.poll, SnapshotTTL: o.ttl, MaxActionAge: o.maxAge,
+		AllowRootSubmit: o.rootSubmit, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: m,
 	}, sc, rdb)
 	if err != nil {
 		log.Error("configuration", "err", err)
 		return ExitUsage
 	}
-	if *once {
+	if o.once {
 		if err := a.PublishOnce(ctx); err != nil {
 			log.Error("publish", "err", err)
 			return ExitError
 		}
 		return ExitOK
 	}
-	log.Info("started", "poll", poll.String(), "redis", rcfg.Addrs, "redis_user", rcfg.User)
+	log.Info("started", "poll", o.poll.String())
 	// ready: configured and connected to Redis (Type=notify); a Slurm that
 	// does not answer yet is retried by the poll loop, not a failed start
 	if err := notify.Ready("polling " + name); err != nil {
@@ -166,33 +210,4 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	}
 	log.Info("stopped")
 	return ExitOK
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("-log-level %q: %w", level, err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("-log-format %q: want json or text", format)
-}
-
-// serveMetrics serves /metrics on addr until the returned stop is called.
-func serveMetrics(addr string, m *Metrics, log *slog.Logger) (func() error, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("metrics", "listen", ln.Addr().String())
-	return srv.Close, nil
 }

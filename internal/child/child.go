@@ -187,26 +187,63 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv0 := cfg.Argv[0]
-	path, err := exec.LookPath(argv0)
+	path, err := lookup(cfg)
 	if err != nil {
-		return nil, &StartError{Argv0: argv0, Code: lookupStatus(err), Err: err}
+		return nil, err
 	}
-	if cfg.Dir != "" {
-		// With SysProcAttr set, os.StartProcess no longer checks Dir, and
-		// a failed chdir in the child reads as "fork/exec <cmd>: no such
-		// file or directory", blaming the command.
-		if _, err := os.Stat(cfg.Dir); err != nil {
-			return nil, &StartError{Argv0: argv0, Code: StatusCannotExecute, Err: fmt.Errorf("working directory: %w", err)}
-		}
-	}
-
 	p := &Process{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		leaderDone: make(chan struct{}),
 		done:       make(chan struct{}),
 	}
+	cmd := p.command(path)
+	childEnds, err := p.wireOutputs(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.launch(cmd, childEnds); err != nil {
+		return nil, err
+	}
+	p.log.Debug("child started", "pid", p.pid, "argv0", cfg.Argv[0], "foreground", p.tty != nil)
+	go p.reap()
+	if ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				if err := p.Stop(syscall.SIGTERM); err != nil {
+					p.log.Warn("stop on cancel", "err", err)
+				}
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+// lookup finds the command and checks the working directory; errors are
+// *StartError.
+func lookup(cfg Config) (string, error) {
+	argv0 := cfg.Argv[0]
+	path, err := exec.LookPath(argv0)
+	if err != nil {
+		return "", &StartError{Argv0: argv0, Code: lookupStatus(err), Err: err}
+	}
+	if cfg.Dir != "" {
+		// With SysProcAttr set, os.StartProcess no longer checks Dir, and
+		// a failed chdir in the child reads as "fork/exec <cmd>: no such
+		// file or directory", blaming the command.
+		if _, err := os.Stat(cfg.Dir); err != nil {
+			return "", &StartError{Argv0: argv0, Code: StatusCannotExecute, Err: fmt.Errorf("working directory: %w", err)}
+		}
+	}
+	return path, nil
+}
+
+// command is the child's exec.Cmd, in a process group of its own and, on
+// a terminal, in the foreground.
+func (p *Process) command(path string) *exec.Cmd {
+	cfg := p.cfg
 	cmd := &exec.Cmd{
 		Path:  path,
 		Args:  cfg.Argv,
@@ -235,15 +272,15 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		cmd.SysProcAttr.Ctty = int(tty.Fd())
 		p.tty = tty
 	}
+	return cmd
+}
 
+// wireOutputs gives the child its stdout and stderr: a file as it is, a
+// writer or a tap through a pipe and a tee. It returns the pipes' child
+// ends, which launch closes once the child has its copies.
+func (p *Process) wireOutputs(cmd *exec.Cmd) ([]*os.File, error) {
 	var childEnds []*os.File
-	closeChildEnds := func() {
-		for _, f := range childEnds {
-			f.Close()
-		}
-		childEnds = nil
-	}
-	stdout, stderr := cfg.Stdout, cfg.Stderr
+	stdout, stderr := p.cfg.Stdout, p.cfg.Stderr
 	if _, isFile := stdout.(*os.File); !isFile && stdout != nil && sameWriter(stdout, stderr) {
 		// One writer gets both streams from two copying goroutines; as
 		// with os/exec, only one of them writes at a time. (An *os.File
@@ -257,8 +294,8 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		set  *io.Writer
 		name string
 	}{
-		{stdout, cfg.StdoutTap, &cmd.Stdout, "stdout"},
-		{stderr, cfg.StderrTap, &cmd.Stderr, "stderr"},
+		{stdout, p.cfg.StdoutTap, &cmd.Stdout, "stdout"},
+		{stderr, p.cfg.StderrTap, &cmd.Stderr, "stderr"},
 	} {
 		if f, ok := s.w.(*os.File); ok && s.tap == nil {
 			*s.set = f
@@ -269,7 +306,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		}
 		r, w, err := os.Pipe()
 		if err != nil {
-			closeChildEnds()
+			closeAll(childEnds)
 			p.closeTees()
 			return nil, fmt.Errorf("%s pipe: %w", s.name, err)
 		}
@@ -277,12 +314,23 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 		*s.set = w
 		p.outs[i] = newTee(s.name, r, s.w, s.tap, p.log)
 	}
+	return childEnds, nil
+}
 
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
+// launch starts cmd and the tees; a failure is a *StartError, with the
+// terminal's foreground group given back.
+func (p *Process) launch(cmd *exec.Cmd, childEnds []*os.File) error {
 	p.start = time.Now()
-	err = cmd.Start()
+	err := cmd.Start()
 	// The child has its own copies now; ours would keep the pipes from
 	// reaching EOF.
-	closeChildEnds()
+	closeAll(childEnds)
 	if err != nil {
 		p.closeTees()
 		if p.tty != nil {
@@ -292,7 +340,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 				err = errors.Join(err, fmt.Errorf("restore terminal foreground group: %w", rerr))
 			}
 		}
-		return nil, &StartError{Argv0: argv0, Code: StatusCannotExecute, Err: err}
+		return &StartError{Argv0: p.cfg.Argv[0], Code: StatusCannotExecute, Err: err}
 	}
 	p.cmd = cmd
 	p.pid = cmd.Process.Pid
@@ -301,20 +349,7 @@ func Start(ctx context.Context, cfg Config) (*Process, error) {
 			t.start()
 		}
 	}
-	p.log.Debug("child started", "pid", p.pid, "argv0", argv0, "foreground", p.tty != nil)
-	go p.reap()
-	if ctx.Done() != nil {
-		go func() {
-			select {
-			case <-ctx.Done():
-				if err := p.Stop(syscall.SIGTERM); err != nil {
-					p.log.Warn("stop on cancel", "err", err)
-				}
-			case <-p.done:
-			}
-		}()
-	}
-	return p, nil
+	return nil
 }
 
 func normalize(cfg Config) (Config, error) {

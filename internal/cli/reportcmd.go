@@ -171,44 +171,13 @@ func writePlot(path, lineage string, pts []report.SeriesPoint, st *report.JobSta
 			gpuXY = append(gpuXY, plotter.XY{X: x, Y: float64(p.GPU) / (1 << 30)})
 		}
 	}
-	top := plot.New()
-	top.Title.Text = "isched " + lineage + ": iteration time"
-	top.Y.Label.Text = "ms per iteration"
-	top.X.Label.Text = "minutes since the first sample"
-	top.Add(plotter.NewGrid())
-	if len(iterXY) > 0 {
-		s, err := plotter.NewScatter(iterXY)
-		if err != nil {
-			return err
-		}
-		s.GlyphStyle.Radius = vg.Points(1.5)
-		s.GlyphStyle.Color = color.RGBA{R: 31, G: 119, B: 180, A: 255}
-		top.Add(s)
-		top.Legend.Add("iteration", s)
-	} else {
-		top.Title.Text += " (no iterations recorded)"
+	top, err := iterPanel(lineage, iterXY)
+	if err != nil {
+		return err
 	}
-	bottom := plot.New()
-	bottom.Title.Text = "memory"
-	bottom.Y.Label.Text = "GiB"
-	bottom.X.Label.Text = "minutes since the first sample"
-	bottom.Add(plotter.NewGrid())
-	for _, s := range []struct {
-		name string
-		xy   plotter.XYs
-		c    color.RGBA
-	}{{"RSS (host)", rssXY, color.RGBA{R: 214, G: 39, B: 40, A: 255}}, {"GPU", gpuXY, color.RGBA{R: 44, G: 160, B: 44, A: 255}}} {
-		if len(s.xy) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(s.xy)
-		if err != nil {
-			return err
-		}
-		l.LineStyle.Color = s.c
-		l.LineStyle.Width = vg.Points(1.5)
-		bottom.Add(l)
-		bottom.Legend.Add(s.name, l)
+	bottom, err := memoryPanel(rssXY, gpuXY)
+	if err != nil {
+		return err
 	}
 	span := minutes(pts[len(pts)-1].TMS)
 	for _, p := range []*plot.Plot{top, bottom} {
@@ -230,7 +199,61 @@ func writePlot(path, lineage string, pts []report.SeriesPoint, st *report.JobSta
 			}
 		}
 	}
+	return savePanels(path, top, bottom, w, h)
+}
 
+// iterPanel is the top panel: iteration times.
+func iterPanel(lineage string, xy plotter.XYs) (*plot.Plot, error) {
+	top := plot.New()
+	top.Title.Text = "isched " + lineage + ": iteration time"
+	top.Y.Label.Text = "ms per iteration"
+	top.X.Label.Text = "minutes since the first sample"
+	top.Add(plotter.NewGrid())
+	if len(xy) == 0 {
+		top.Title.Text += " (no iterations recorded)"
+		return top, nil
+	}
+	s, err := plotter.NewScatter(xy)
+	if err != nil {
+		return nil, err
+	}
+	s.GlyphStyle.Radius = vg.Points(1.5)
+	s.GlyphStyle.Color = color.RGBA{R: 31, G: 119, B: 180, A: 255}
+	top.Add(s)
+	top.Legend.Add("iteration", s)
+	return top, nil
+}
+
+// memoryPanel is the bottom panel: host RSS and GPU memory.
+func memoryPanel(rssXY, gpuXY plotter.XYs) (*plot.Plot, error) {
+	bottom := plot.New()
+	bottom.Title.Text = "memory"
+	bottom.Y.Label.Text = "GiB"
+	bottom.X.Label.Text = "minutes since the first sample"
+	bottom.Add(plotter.NewGrid())
+	for _, s := range []struct {
+		name string
+		xy   plotter.XYs
+		c    color.RGBA
+	}{{"RSS (host)", rssXY, color.RGBA{R: 214, G: 39, B: 40, A: 255}}, {"GPU", gpuXY, color.RGBA{R: 44, G: 160, B: 44, A: 255}}} {
+		if len(s.xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(s.xy)
+		if err != nil {
+			return nil, err
+		}
+		l.LineStyle.Color = s.c
+		l.LineStyle.Width = vg.Points(1.5)
+		bottom.Add(l)
+		bottom.Legend.Add(s.name, l)
+	}
+	return bottom, nil
+}
+
+// savePanels draws the two panels stacked, as SVG or PNG by path's
+// extension, into path (through a temporary file, renamed).
+func savePanels(path string, top, bottom *plot.Plot, w, h vg.Length) error {
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo

@@ -107,3 +107,101 @@ func TestRefusesWorldReadableCredentials(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want 2 and a clear refusal", code, stderr.String())
 	}
 }
+
+// loadConfig writes body to a file and loads and applies it.
+func loadConfig(t *testing.T, body string) (Config, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := LoadFileConfig(p)
+	if err != nil {
+		return Config{}, err
+	}
+	var cfg Config
+	return cfg, fc.apply(&cfg)
+}
+
+func TestFileConfigKnobs(t *testing.T) {
+	t.Parallel()
+	// no file, or an empty one: the neutral defaults, no partition named
+	cfg, err := loadConfig(t, `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := policy.DefaultConfig()
+	if p := cfg.Policy; p.Speed != nil || len(p.DevPartitions) != 0 || p.Margin != def.Margin || p.MaxMoves != def.MaxMoves ||
+		p.CkptTimeoutFactor != def.CkptTimeoutFactor || p.MinCkptTimeout != def.MinCkptTimeout || p.MinPending != def.MinPending ||
+		cfg.Tick != 2*time.Second || cfg.MaxJobSeries != DefaultMaxJobSeries || cfg.EndedTTL != 7*24*time.Hour {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	// every knob written out reaches policy.Config
+	cfg, err = loadConfig(t, `{"tick": "3s", "max_job_series": 7, "policy": {"margin": "2m", "min_gain": 2, "move_cost": "20s",
+		"min_interval": "1m", "max_moves": -1, "max_continuations": 4, "speed": {"fast": 3}, "dev_partitions": ["short"],
+		"dev_windows": ["18:00-08:00"], "time_zone": "Europe/Berlin", "allow_extend": true, "default_ckpt": "45s",
+		"ckpt_timeout_factor": 5, "min_ckpt_timeout": "90s", "min_pending": "5m"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Policy
+	if cfg.Tick != 3*time.Second || cfg.MaxJobSeries != 7 || p.Margin != 2*time.Minute || p.MinGain != 2 || p.MoveCost != 20*time.Second ||
+		p.MinInterval != time.Minute || p.MaxMoves != -1 || p.MaxContinuations != 4 || p.Speed["fast"] != 3 ||
+		len(p.DevPartitions) != 1 || p.DevPartitions[0] != "short" || len(p.DevWindows) != 1 || p.DevWindows[0].String() != "18:00-08:00" ||
+		p.Location == nil || p.Location.String() != "Europe/Berlin" || !p.AllowExtend || p.DefaultCkpt != 45*time.Second ||
+		p.CkptTimeoutFactor != 5 || p.MinCkptTimeout != 90*time.Second || p.MinPending != 5*time.Minute {
+		t.Errorf("knobs: %+v", cfg)
+	}
+	// errors name the field
+	for body, field := range map[string]string{
+		`{"tick": "soon"}`:                              `"tick"`,
+		`{"tick": 5}`:                                   `"tick"`,
+		`{"stale_after": "-5s"}`:                        `"stale_after"`,
+		`{"leader_ttl": "0s"}`:                          `"leader_ttl"`,
+		`{"max_job_series": 0}`:                         `"max_job_series"`,
+		`{"policy": {"margin": "a minute"}}`:            `"policy.margin"`,
+		`{"policy": {"min_pending": "0s"}}`:             `"policy.min_pending"`,
+		`{"policy": {"min_gain": 0}}`:                   `"policy.min_gain"`,
+		`{"policy": {"max_moves": 0}}`:                  `"policy.max_moves"`,
+		`{"policy": {"ckpt_timeout_factor": -1}}`:       `"policy.ckpt_timeout_factor"`,
+		`{"policy": {"min_ckpt_timeout": "x"}}`:         `"policy.min_ckpt_timeout"`,
+		`{"policy": {"speed": {"gpu": 0}}}`:             `"policy.speed.gpu"`,
+		`{"policy": {"dev_windows": ["8-9"]}}`:          `"policy.dev_windows[0]"`,
+		`{"policy": {"time_zone": "Mars/Olympus"}}`:     `"policy.time_zone"`,
+		`{"policy": {"max_continuations": "many"}}`:     `policy.max_continuations`,
+		`{"policy": {"margin": "1m"}} {"tick": "1s"}`:   `after the JSON object`,
+		`{"policy": {"margin": "1m", "margins": "2m"}}`: `"margins"`,
+	} {
+		if _, err := loadConfig(t, body); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: error %v, want one naming %s", body, err, field)
+		}
+	}
+}
+
+func TestMainFlags(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"policy": {"margin": "soon"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-nope"}, 2, "flag provided but not defined"},
+		{[]string{"extra"}, 2, "unexpected arguments"},
+		{[]string{"-log-format", "xml"}, 2, "want json or text"},
+		{[]string{"-log-level", "loud"}, 2, "-log-level"},
+		{[]string{"-tick", "-1s"}, 2, "-tick -1s is negative"},
+		{[]string{"-config", bad}, 2, `config field "policy.margin"`},
+		{[]string{"-config", filepath.Join(t.TempDir(), "absent.json")}, 2, "no such file"},
+		{[]string{"-h"}, 0, "-pprof-listen"},
+	} {
+		var stderr strings.Builder
+		code := Main(t.Context(), c.args, func(string) string { return "" }, &stderr)
+		if code != c.code || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("Main(%q) = %d, %q; want %d ~%q", c.args, code, stderr.String(), c.code, c.want)
+		}
+	}
+}

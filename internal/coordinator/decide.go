@@ -188,14 +188,29 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) error
 	if c.jobs == nil || now.Sub(c.jobsAt) > c.cfg.StaleAfter {
 		return nil
 	}
+	c.adoptQueuedJobs(ctx)
+	for name, l := range c.lineages {
+		if l.Ended || l.Status.JobID == 0 {
+			continue
+		}
+		if err := c.followJob(ctx, name, l, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptQueuedJobs starts tracking the job table's jobs whose plan comment
+// names a lineage of this cluster that no tracked lineage holds, oldest
+// job first: a lineage id is public once its job is queued, so a later job
+// of another user's naming it must not take it over.
+func (c *Coordinator) adoptQueuedJobs(ctx context.Context) {
 	byJob := map[uint64]*lineage{}
 	for _, l := range c.lineages {
 		if l.Status.JobID != 0 {
 			byJob[l.Status.JobID] = l
 		}
 	}
-	// oldest job first: a lineage id is public once its job is queued, so
-	// a later job of another user's naming it must not take it over
 	ids := slices.Sorted(maps.Keys(c.jobs))
 	for _, id := range ids {
 		j := c.jobs[id]
@@ -235,61 +250,56 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) error
 		l.dirty = true
 		byJob[j.JobID] = l
 	}
-	for name, l := range c.lineages {
-		if l.Ended || l.Status.JobID == 0 {
-			continue
-		}
-		st := &l.Status
-		j, ok := c.jobs[st.JobID]
-		if l.End != nil {
-			if settled, err := c.settleEnd(ctx, name, l, j, ok, now); err != nil || settled {
-				if err != nil {
-					return err
-				}
-				continue
-			}
-		}
-		if !ok {
-			continue // MinJobAge passed or not yet listed: the end report tells
-		}
-		if st.State != j.State || st.Partition != j.Partition {
-			st.State, st.Partition = j.State, j.Partition
-			l.dirty = true
-		}
-		if j.StartMS > 0 && j.TimeLimitMin != nil && *j.TimeLimitMin > 0 && j.State == "RUNNING" {
-			if lim := j.StartMS + *j.TimeLimitMin*60_000; lim != st.LimitMS {
-				st.LimitMS, l.dirty = lim, true
-			}
-		}
-		if j.RestartCount > st.Attempt && j.State != "RUNNING" {
-			// Slurm requeued the attempt without its wrapper saying goodbye
-			// (node failure, the wrapper killed): close its span here, at the
-			// last step the coordinator saw
-			reason := "requeued by Slurm"
-			if j.Reason != "" && j.Reason != "None" {
-				reason += " (" + j.Reason + ")"
-			}
-			if sp := l.closeOpenSpan(now.UnixMilli(), ""); sp != nil {
-				sp.Reason = reason
-				l.SlurmClosed = &spanKey{sp.JobID, sp.Attempt}
-				l.dirty = true
-				l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) before any end report from attempt %d: %s",
-					j.JobID, j.RestartCount, st.Attempt, reason))
-			}
-		}
-		if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
-			// ended without the wrapper saying so (killed, node failure,
-			// timeout): continued from its checkpoint, or over
-			if err := c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := c.settleCompleted(ctx, name, l, j, now); err != nil {
+}
+
+// followJob brings a live lineage up to date with its job in the table:
+// state, partition and limit, a requeue by Slurm, an end without a report.
+func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, now time.Time) error {
+	st := &l.Status
+	j, ok := c.jobs[st.JobID]
+	if l.End != nil {
+		if settled, err := c.settleEnd(ctx, name, l, j, ok, now); err != nil || settled {
 			return err
 		}
 	}
-	return nil
+	if !ok {
+		return nil // MinJobAge passed or not yet listed: the end report tells
+	}
+	if st.State != j.State || st.Partition != j.Partition {
+		st.State, st.Partition = j.State, j.Partition
+		l.dirty = true
+	}
+	if j.StartMS > 0 && j.TimeLimitMin != nil && *j.TimeLimitMin > 0 && j.State == "RUNNING" {
+		if lim := j.StartMS + *j.TimeLimitMin*60_000; lim != st.LimitMS {
+			st.LimitMS, l.dirty = lim, true
+		}
+	}
+	if j.RestartCount > st.Attempt && j.State != "RUNNING" {
+		slurmRequeued(l, j, now)
+	}
+	if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
+		// ended without the wrapper saying so (killed, node failure,
+		// timeout): continued from its checkpoint, or over
+		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
+	}
+	return c.settleCompleted(ctx, name, l, j, now)
+}
+
+// slurmRequeued closes the span of an attempt Slurm requeued without its
+// wrapper saying goodbye (node failure, the wrapper killed), at the last
+// step the coordinator saw.
+func slurmRequeued(l *lineage, j report.Job, now time.Time) {
+	reason := "requeued by Slurm"
+	if j.Reason != "" && j.Reason != "None" {
+		reason += " (" + j.Reason + ")"
+	}
+	if sp := l.closeOpenSpan(now.UnixMilli(), ""); sp != nil {
+		sp.Reason = reason
+		l.SlurmClosed = &spanKey{sp.JobID, sp.Attempt}
+		l.dirty = true
+		l.event(now, "requeued", fmt.Sprintf("Slurm requeued job %d (restart %d) before any end report from attempt %d: %s",
+			j.JobID, j.RestartCount, l.Status.Attempt, reason))
+	}
 }
 
 // settleCompleted settles a lineage whose job Slurm reports COMPLETED

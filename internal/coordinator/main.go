@@ -1,21 +1,18 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/isched/isched/internal/auth"
-	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/daemon"
 	"github.com/isched/isched/internal/profiling"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/retry"
@@ -24,198 +21,126 @@ import (
 	"github.com/isched/isched/internal/version"
 )
 
-// FileConfig is the coordinator's optional config file (JSON, strict): see
-// systemd/coordinator.json for a documented example.
-type FileConfig struct {
-	Cluster       string        `json:"cluster"`
-	MetricsListen string        `json:"metrics_listen"`
-	Tick          string        `json:"tick"`
-	StaleAfter    string        `json:"stale_after"`
-	LeaderTTL     string        `json:"leader_ttl"`
-	EndGrace      string        `json:"end_grace"`
-	EndedTTL      string        `json:"ended_ttl"`
-	MaxJobSeries  int           `json:"max_job_series"`
-	AdminComment  bool          `json:"admin_comment"`
-	Policy        *PolicyConfig `json:"policy"`
+// options are isched-coordinator's command line.
+type options struct {
+	daemon.Flags
+	config, cluster string
+	tick            time.Duration
+	pprofOnMetrics  bool // -pprof, deprecated
+	fs              *flag.FlagSet
 }
 
-// PolicyConfig is the policy part of the config file.
-type PolicyConfig struct {
-	Margin      string  `json:"margin"`
-	MinGain     float64 `json:"min_gain"`
-	MoveCost    string  `json:"move_cost"`
-	MinInterval string  `json:"min_interval"`
-	MaxMoves    int     `json:"max_moves"`
-	// MaxContinuations bounds continuations per lineage (rules 1 and 5);
-	// absent: the default (20); 0: none (an ended job with work left is
-	// reported, never requeued); negative: unbounded.
-	MaxContinuations *int               `json:"max_continuations"`
-	Speed            map[string]float64 `json:"speed"`
-	DevPartitions    []string           `json:"dev_partitions"`
-	AllowExtend      bool               `json:"allow_extend"`
-	DefaultCkpt      string             `json:"default_ckpt"`
-	MinPending       string             `json:"min_pending"`
-	DevWindows       []string           `json:"dev_windows"`
-}
-
-// LoadFileConfig reads and checks a config file; errors name the field.
-func LoadFileConfig(path string) (FileConfig, error) {
-	var fc FileConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fc, err
+// parseOptions reads the command line; ok false: return code at once.
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (o options, code int, ok bool) {
+	o.fs = flag.NewFlagSet("isched-coordinator", flag.ContinueOnError)
+	o.fs.SetOutput(stderr)
+	o.Register(o.fs, "127.0.0.1:9470")
+	o.fs.StringVar(&o.config, "config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON; see systemd/coordinator.json)")
+	o.fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key (default: the config file's)")
+	o.fs.DurationVar(&o.tick, "tick", 0, "decision interval (default: the config file's, else 2s)")
+	o.fs.BoolVar(&o.pprofOnMetrics, "pprof", false, "deprecated, use -pprof-listen: also serve Go's /debug/pprof/ on the metrics address")
+	if code, ok := daemon.Parse(o.fs, args); !ok {
+		return o, code, false
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fc); err != nil {
-		return fc, fmt.Errorf("config %s: %w", path, err)
-	}
-	return fc, nil
-}
-
-func dur(field, s string, dst *time.Duration) error {
-	if s == "" {
-		return nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return fmt.Errorf("config field %q: %q is not a duration", field, s)
-	}
-	*dst = d
-	return nil
-}
-
-// apply puts the file's values into cfg.
-func (fc FileConfig) apply(cfg *Config) error {
-	for _, d := range []struct {
-		f, v string
-		p    *time.Duration
-	}{{"tick", fc.Tick, &cfg.Tick}, {"stale_after", fc.StaleAfter, &cfg.StaleAfter}, {"leader_ttl", fc.LeaderTTL, &cfg.LeaderTTL},
-		{"end_grace", fc.EndGrace, &cfg.EndGrace}, {"ended_ttl", fc.EndedTTL, &cfg.EndedTTL}} {
-		if err := dur(d.f, d.v, d.p); err != nil {
-			return err
-		}
-	}
-	if fc.MaxJobSeries < 0 {
-		return errors.New("config field \"max_job_series\" must not be negative")
-	}
-	cfg.MaxJobSeries, cfg.AdminComment = fc.MaxJobSeries, fc.AdminComment
-	if p := fc.Policy; p != nil {
-		for _, d := range []struct {
-			f, v string
-			p    *time.Duration
-		}{{"policy.margin", p.Margin, &cfg.Policy.Margin}, {"policy.move_cost", p.MoveCost, &cfg.Policy.MoveCost},
-			{"policy.min_interval", p.MinInterval, &cfg.Policy.MinInterval},
-			{"policy.default_ckpt", p.DefaultCkpt, &cfg.Policy.DefaultCkpt}, {"policy.min_pending", p.MinPending, &cfg.Policy.MinPending}} {
-			if err := dur(d.f, d.v, d.p); err != nil {
-				return err
-			}
-		}
-		if p.MinInterval != "" && cfg.Policy.MinInterval == 0 {
-			cfg.Policy.MinInterval = -1 // "0s" written out: no hysteresis (0 in policy.Config means the default)
-		}
-		if p.MinGain < 0 || p.MaxMoves < 0 {
-			return errors.New("config fields \"policy.min_gain\" and \"policy.max_moves\" must not be negative")
-		}
-		if p.MinGain > 0 {
-			cfg.Policy.MinGain = p.MinGain
-		}
-		if p.MaxMoves > 0 {
-			cfg.Policy.MaxMoves = p.MaxMoves
-		}
-		switch {
-		case p.MaxContinuations == nil:
-		case *p.MaxContinuations == 0:
-			cfg.Policy.NoContinuations = true
-		default:
-			cfg.Policy.MaxContinuations = *p.MaxContinuations
-		}
-		for k, v := range p.Speed {
-			if v <= 0 {
-				return fmt.Errorf("config field \"policy.speed.%s\": must be positive", k)
-			}
-		}
-		if p.Speed != nil {
-			cfg.Policy.Speed = p.Speed
-		}
-		if p.DevPartitions != nil {
-			cfg.Policy.DevPartitions = p.DevPartitions
-		}
-		cfg.Policy.AllowExtend = p.AllowExtend
-		for i, ws := range p.DevWindows {
-			win, err := policy.ParseWindow(ws)
-			if err != nil {
-				return fmt.Errorf("config field \"policy.dev_windows[%d]\": %w", i, err)
-			}
-			cfg.Policy.DevWindows = append(cfg.Policy.DevWindows, win)
-		}
-	}
-	return nil
-}
-
-// Main is isched-coordinator's entry point; it returns the exit status.
-func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("isched-coordinator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		configPath = fs.String("config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON)")
-		listen     = fs.String("metrics-listen", "127.0.0.1:9470", "address of /metrics (empty: off)")
-		cluster    = fs.String("cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key")
-		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
-		tick       = fs.Duration("tick", 0, "decision interval (default 2s)")
-		pprofOn    = fs.Bool("pprof", false, "also serve Go's /debug/pprof/ on the metrics address (for diagnosing; keep the address on loopback)")
-		showVer    = fs.Bool("version", false, "print the version and exit")
-	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if *showVer {
+	if o.Version {
 		fmt.Fprintln(os.Stdout, version.String("isched-coordinator"))
-		return 0
+		return o, daemon.ExitOK, false
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "isched-coordinator: -log-level: %v\n", err)
-		return 2
+	if o.fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "isched-coordinator: unexpected arguments %q\n", o.fs.Args())
+		return o, daemon.ExitUsage, false
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	cfg := Config{Logger: log, Policy: policy.DefaultConfig()}
-	if *configPath != "" {
-		fc, err := LoadFileConfig(*configPath)
-		if err == nil {
-			err = fc.apply(&cfg)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
-			return 2
-		}
-		if *cluster == "" {
-			*cluster = fc.Cluster
-		}
-		if fc.MetricsListen != "" && !flagSet(fs, "metrics-listen") {
-			*listen = fc.MetricsListen
+	if o.tick < 0 {
+		fmt.Fprintf(stderr, "isched-coordinator: -tick %s is negative\n", o.tick)
+		return o, daemon.ExitUsage, false
+	}
+	return o, 0, true
+}
+
+// configure builds the coordinator's and Redis's configuration from the
+// config file, the flags (which win) and the environment.
+func (o *options) configure(getenv func(string) string, log *slog.Logger) (Config, stream.Config, error) {
+	var fc FileConfig
+	if o.config != "" {
+		var err error
+		if fc, err = LoadFileConfig(o.config); err != nil {
+			return Config{}, stream.Config{}, err
 		}
 	}
-	if *tick > 0 {
-		cfg.Tick = *tick
+	cfg := Config{Logger: log}
+	if err := fc.apply(&cfg); err != nil {
+		return Config{}, stream.Config{}, err
+	}
+	if o.cluster == "" {
+		o.cluster = fc.Cluster
+	}
+	if fc.MetricsListen != nil && !daemon.FlagSet(o.fs, "metrics-listen") {
+		o.MetricsListen = *fc.MetricsListen
+	}
+	if o.tick > 0 {
+		cfg.Tick = o.tick
 	}
 	rcfg, err := stream.ConfigFromEnv(func(k string) string {
-		if k == "ISCHED_CLUSTER" && *cluster != "" {
-			return *cluster
+		if k == "ISCHED_CLUSTER" && o.cluster != "" {
+			return o.cluster
 		}
 		return getenv(k)
 	}, "coordinator")
 	if err != nil {
-		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
-		return 2
+		return Config{}, stream.Config{}, err
 	}
 	rcfg.Private = true // refuse a password file readable by others
 	// wrappers' reports are at most report.MaxPayload: a larger entry
 	// (a hostile writer's) is deleted inside Redis, never read
 	rcfg.MaxEntry = report.MaxPayload
+	return cfg, rcfg, nil
+}
+
+// serve starts /metrics and /debug/pprof/ where configured; stop ends both.
+func (o options) serve(m *Metrics, log *slog.Logger) (stop func(), err error) {
+	var stops []func() error
+	stop = func() {
+		for _, s := range stops {
+			_ = s()
+		}
+	}
+	if o.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", m.Handler())
+		if o.pprofOnMetrics {
+			profiling.Handle(mux)
+		}
+		s, err := daemon.Serve(o.MetricsListen, "metrics", mux, log)
+		if err != nil {
+			return stop, err
+		}
+		stops = append(stops, s)
+	}
+	s, err := o.ServePprof(log)
+	if err != nil {
+		return stop, fmt.Errorf("pprof listener: %w", err)
+	}
+	stops = append(stops, s)
+	return stop, nil
+}
+
+// Main is isched-coordinator's entry point; it returns the exit status
+// (daemon.ExitOK, ExitError, ExitUsage).
+func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, code, ok := parseOptions(args, getenv, stderr)
+	if !ok {
+		return code
+	}
+	log, err := o.Logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+		return daemon.ExitUsage
+	}
+	cfg, rcfg, err := o.configure(getenv, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+		return daemon.ExitUsage
+	}
 	var store *stream.Client
 	b := &retry.Backoff{Min: 200 * time.Millisecond, Max: 10 * time.Second, Log: log, What: "redis connection"}
 	err = retry.Do(ctx, b, func(ctx context.Context) (err error) {
@@ -224,29 +149,24 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	}, func(err error) bool { return errors.Is(err, stream.ErrConfig) })
 	if errors.Is(err, stream.ErrConfig) {
 		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
-		return 2
+		return daemon.ExitUsage
 	}
 	if err != nil {
-		return 0 // stopped while Redis was away
+		return daemon.ExitOK // stopped while Redis was away
 	}
 	defer store.Close()
 	m := NewMetrics()
-	if *listen != "" {
-		ln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			fmt.Fprintf(stderr, "isched-coordinator: metrics listener: %v\n", err)
-			return 1
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", m.Handler())
-		if *pprofOn {
-			profiling.Handle(mux)
-		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-		log.Info("metrics", "listen", ln.Addr().String())
+	stop, err := o.serve(m, log)
+	defer stop()
+	if err != nil {
+		fmt.Fprintf(stderr, "isched-coordinator: %v\n", err)
+		return daemon.ExitUsage
 	}
+	return run(ctx, cfg, rcfg.Cluster, store, m, getenv, log)
+}
+
+// run runs the coordinator until ctx ends, telling systemd.
+func run(ctx context.Context, cfg Config, cluster string, store *stream.Client, m *Metrics, getenv func(string) string, log *slog.Logger) int {
 	// credentials of start reports: libmunge in-process where built with
 	// it (make's default), else the unmunge command
 	log.Info("munge", "via", auth.MungerKind)
@@ -255,19 +175,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	c := New(cfg, store, auth.DefaultMunger(""), m)
 	// ready: configuration read, Redis connected, metrics listening
 	// (Type=notify); leading or standing by is decided in Run
-	if err := notify.Ready("cluster " + rcfg.Cluster); err != nil {
+	if err := notify.Ready("cluster " + cluster); err != nil {
 		log.Warn("systemd notify", "err", err)
 	}
 	defer func() { _ = notify.Stopping() }()
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("coordinator stopped", "err", err)
-		return 1
+		return daemon.ExitError
 	}
-	return 0
-}
-
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
+	return daemon.ExitOK
 }

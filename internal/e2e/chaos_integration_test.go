@@ -154,7 +154,8 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 }
 
 // noContinuePolicy is fastPolicy with continuations (rule 1) off.
-const noContinuePolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "max_continuations": 0, "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}}`
+const noContinuePolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "max_continuations": 0, "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1},
+ "dev_partitions": ["dev", "gpu-dev"]}`
 
 // TestCheckpointDamageNeverResumed (issue 8): a checkpoint that is not whole
 // is never the resume point. Three jobs, run side by side:

@@ -17,7 +17,7 @@ import (
 // half as fast as cpu so rule 2 moves the job back once cpu has room, and
 // hysteresis is seconds, not minutes.
 const devChunkPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "5s", "min_pending": "5s",
- "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 0.5, "scavenger": 1}}`
+ "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 0.5, "scavenger": 1}, "dev_partitions": ["dev", "gpu-dev"]}`
 
 // TestDevChunk: cpu is full (blocker jobs), a job planned for cpu with dev
 // among its fallbacks pends there; after min_pending the coordinator moves

@@ -14,7 +14,8 @@ import (
 
 // fastPolicy makes the lab's short jobs worth moving: costs measured here
 // are seconds, not the production defaults' minutes.
-const fastPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}}`
+const fastPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1},
+ "dev_partitions": ["dev", "gpu-dev"]}`
 
 // TestMigrateCPUToGPU is the seed's use case: gpu is full, the job starts on
 // cpu, the blocker ends, the coordinator checkpoints the job and moves it to

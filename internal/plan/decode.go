@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/isched/isched/internal/strictjson"
 )
 
 // ErrInvalid is matched (errors.Is) by every decoding and validation error
@@ -37,15 +39,7 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-func joinField(prefix, elem string) string {
-	switch {
-	case prefix == "":
-		return elem
-	case strings.HasPrefix(elem, "["):
-		return prefix + elem
-	}
-	return prefix + "." + elem
-}
+func joinField(prefix, elem string) string { return strictjson.Join(prefix, elem) }
 
 // maxDocument bounds an input file: a model summary with one line per
 // layer of a very large network is a few MB.
@@ -55,7 +49,8 @@ const maxDocument = 32 << 20
 // refuses what encoding/json would quietly accept: unknown keys, keys that
 // differ only in case, duplicate keys, a wrong type (with the path of the
 // value, which encoding/json does not give for array elements), a fraction
-// into an integer, and anything after the object.
+// into an integer, and anything after the object. The walk is
+// internal/strictjson's, shared with internal/report; this file words it.
 //
 // required names top-level keys that must be present, so that a missing
 // count is not read as a zero.
@@ -66,14 +61,18 @@ func decodeStrict(b []byte, v any, required ...string) error {
 	if !utf8.Valid(b) {
 		return fieldErr("", "not valid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	w := &walker{dec: dec, required: required}
-	if err := w.value(reflect.TypeOf(v).Elem(), ""); err != nil {
-		return err
+	n := strictjson.Schema(reflect.TypeOf(v).Elem(), strictjson.Options{}).Require(required...)
+	if !json.Valid(b) {
+		sp := strictjson.Syntax(b)
+		if sp != nil && sp.Trailing { // the value's own problems first
+			if p := strictjson.Walk(b[:sp.End], n); p != nil {
+				return problemErr(p)
+			}
+		}
+		return syntaxErr(sp)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fieldErr("", "trailing data after the JSON object at byte %d", dec.InputOffset())
+	if p := strictjson.Walk(b, n); p != nil {
+		return problemErr(p)
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields() // checked above; a second lock
@@ -83,203 +82,103 @@ func decodeStrict(b []byte, v any, required ...string) error {
 	return nil
 }
 
-type walker struct {
-	dec      *json.Decoder
-	required []string // top-level keys
-}
-
-func (w *walker) token(path string) (json.Token, error) {
-	tok, err := w.dec.Token()
-	if err != nil {
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &se):
-			return nil, fieldErr(path, "JSON syntax error at byte %d: %v", se.Offset, se)
-		case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, fieldErr(path, "unexpected end of the document")
-		}
-		return nil, fieldErr(path, "%v", err)
+// syntaxErr words why a document (valid UTF-8) is not one JSON value.
+func syntaxErr(p *strictjson.SyntaxProblem) error {
+	if p == nil {
+		return fieldErr("", "not one JSON value") // unreachable: json.Valid said it is not
 	}
-	return tok, nil
+	path := pathString(p.Path)
+	var se *json.SyntaxError
+	switch {
+	case p.Trailing:
+		return fieldErr("", "trailing data after the JSON object at byte %d", p.Offset)
+	case errors.As(p.Err, &se):
+		return fieldErr(path, "JSON syntax error at byte %d: %v", se.Offset, se)
+	case p.Err == io.EOF || errors.Is(p.Err, io.ErrUnexpectedEOF):
+		return fieldErr(path, "unexpected end of the document")
+	}
+	return fieldErr(path, "%v", p.Err)
 }
 
-func want(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
+// pathString renders a path: "layers[3].params" (map keys as fields).
+func pathString(p []strictjson.Elem) string {
+	path := ""
+	for _, e := range p {
+		if e.Kind == strictjson.IndexElem {
+			path = joinField(path, "["+strconv.Itoa(e.Index)+"]")
+		} else {
+			path = joinField(path, e.Key)
+		}
+	}
+	return path
+}
+
+// problemErr words a schema problem as a *FieldError.
+func problemErr(p *strictjson.Problem) error {
+	path := pathString(p.Path)
+	switch p.Code {
+	case strictjson.Mismatch:
+		return fieldErr(path, "want %s, got %s", want(p.Want), got(p.Got, p.Lit))
+	case strictjson.UnknownField:
+		return fieldErr(path, "unknown field%s", suggest(p.Path[len(p.Path)-1].Key, p.Node))
+	case strictjson.DuplicateField:
+		return fieldErr(path, "duplicate field")
+	case strictjson.DuplicateKey:
+		return fieldErr(path, "duplicate key")
+	case strictjson.RequiredMissing:
+		return fieldErr(path, "required field missing")
+	case strictjson.NotInteger:
+		// 8.2e9 is a fine way to write an integer; 1.5 is not one.
+		if f, err := strconv.ParseFloat(p.Lit, 64); err == nil && f == float64(int64(f)) && f < 9e18 && f > -9e18 {
+			return fieldErr(path, "want an integer written without a fraction or exponent, got %s", p.Lit)
+		}
+		return fieldErr(path, "want an integer, got %s", p.Lit)
+	case strictjson.OutOfRange, strictjson.Negative:
+		if p.Want == strictjson.Float {
+			return fieldErr(path, "number out of range: %s", p.Lit)
+		}
+		return fieldErr(path, "integer out of range: %s", p.Lit)
+	}
+	return fieldErr(path, "%s", p.Lit)
+}
+
+func want(k strictjson.Kind) string {
+	switch k {
+	case strictjson.Object, strictjson.Map:
 		return "an object"
-	case reflect.Slice, reflect.Array:
+	case strictjson.Array:
 		return "an array"
-	case reflect.String:
+	case strictjson.String:
 		return "a string"
-	case reflect.Bool:
+	case strictjson.Bool:
 		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case strictjson.Int, strictjson.Uint:
 		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Pointer:
-		return want(t.Elem())
 	}
-	return t.String()
+	return "a number"
 }
 
-func got(tok json.Token) string {
-	switch tok := tok.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		return "a string"
-	case json.Number:
-		return "the number " + string(tok)
-	case json.Delim:
-		if tok == '{' {
-			return "an object"
-		}
-		return "an array"
+// got names the JSON value that starts with c (lit: a number's literal).
+func got(c byte, lit string) string {
+	switch k := strictjson.GotKind(c); k {
+	case "null":
+		return k
+	case "number":
+		return "the number " + lit
+	case "object", "array":
+		return "an " + k
+	default:
+		return "a " + k
 	}
-	return fmt.Sprint(tok)
-}
-
-func (w *walker) value(t reflect.Type, path string) error {
-	tok, err := w.token(path)
-	if err != nil {
-		return err
-	}
-	if t.Kind() == reflect.Pointer {
-		if tok == nil {
-			return nil
-		}
-		t = t.Elem()
-	}
-	mismatch := func() error { return fieldErr(path, "want %s, got %s", want(t), got(tok)) }
-	switch tok := tok.(type) {
-	case json.Delim:
-		switch {
-		case tok == '{' && t.Kind() == reflect.Struct:
-			return w.object(t, path)
-		case tok == '{' && t.Kind() == reflect.Map && t.Key().Kind() == reflect.String:
-			return w.mapping(t, path)
-		case tok == '[' && t.Kind() == reflect.Slice:
-			for i := 0; w.dec.More(); i++ {
-				if err := w.value(t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-					return err
-				}
-			}
-			_, err := w.token(path)
-			return err
-		}
-		return mismatch()
-	case string:
-		if t.Kind() != reflect.String {
-			return mismatch()
-		}
-	case bool:
-		if t.Kind() != reflect.Bool {
-			return mismatch()
-		}
-	case json.Number:
-		s := string(tok)
-		switch t.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			if _, err := strconv.ParseInt(s, 10, t.Bits()); err != nil {
-				if strings.ContainsAny(s, ".eE") {
-					// 8.2e9 is a fine way to write an integer; 1.5 is not one.
-					if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && f == float64(int64(f)) && f < 9e18 && f > -9e18 {
-						return fieldErr(path, "want an integer written without a fraction or exponent, got %s", s)
-					}
-					return fieldErr(path, "want an integer, got %s", s)
-				}
-				return fieldErr(path, "integer out of range: %s", s)
-			}
-		case reflect.Float32, reflect.Float64:
-			if _, err := strconv.ParseFloat(s, t.Bits()); err != nil {
-				return fieldErr(path, "number out of range: %s", s)
-			}
-		default:
-			return mismatch()
-		}
-	default: // null for a non-pointer
-		return mismatch()
-	}
-	return nil
-}
-
-func (w *walker) object(t reflect.Type, path string) error {
-	fields := map[string]reflect.Type{}
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		fields[name] = f.Type
-	}
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.token(path)
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		child := joinField(path, key)
-		ft, ok := fields[key]
-		if !ok {
-			return fieldErr(child, "unknown field%s", suggest(key, fields))
-		}
-		if seen[key] {
-			return fieldErr(child, "duplicate field")
-		}
-		seen[key] = true
-		if err := w.value(ft, child); err != nil {
-			return err
-		}
-	}
-	if _, err := w.token(path); err != nil {
-		return err
-	}
-	if path == "" {
-		for _, k := range w.required {
-			if !seen[k] {
-				return fieldErr(k, "required field missing")
-			}
-		}
-	}
-	return nil
-}
-
-func (w *walker) mapping(t reflect.Type, path string) error {
-	seen := map[string]bool{}
-	for w.dec.More() {
-		tok, err := w.token(path)
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		child := joinField(path, key)
-		if seen[key] {
-			return fieldErr(child, "duplicate key")
-		}
-		seen[key] = true
-		if err := w.value(t.Elem(), child); err != nil {
-			return err
-		}
-	}
-	_, err := w.token(path)
-	return err
 }
 
 // suggest names the known field an unknown key probably meant (same
 // letters but for case, or a plural/singular slip).
-func suggest(key string, fields map[string]reflect.Type) string {
+func suggest(key string, n *strictjson.Node) string {
 	k := strings.TrimSuffix(strings.ToLower(key), "s")
-	for name := range fields {
-		if strings.TrimSuffix(strings.ToLower(name), "s") == k {
-			return fmt.Sprintf(" (did you mean %q?)", name)
+	for _, f := range n.Order {
+		if strings.TrimSuffix(strings.ToLower(f.Name), "s") == k {
+			return fmt.Sprintf(" (did you mean %q?)", f.Name)
 		}
 	}
 	return ""

@@ -40,12 +40,13 @@ type Config struct {
 	MinInterval time.Duration
 	// MaxMoves bounds migrations (rule 2) per lineage. Negative: unbounded.
 	MaxMoves int
-	// Speed is the relative throughput per partition (gpu 8, cpu 1, ...).
+	// Speed is the relative throughput per partition (on the lab: gpu 8,
+	// cpu 1; systemd/coordinator.json).
 	// A partition not listed counts 1, so with a nil map no partition is
 	// faster than another and rule 2 never finds a gain (its reason says so).
 	Speed map[string]float64
-	// DevPartitions have a short MaxTime and are usable in chunks. nil:
-	// ["dev", "gpu-dev"]; empty non-nil: none.
+	// DevPartitions have a short MaxTime and are usable in chunks; nil or
+	// empty: none.
 	DevPartitions []string
 	// DevWindows restrict when dev partitions may be used (e.g.
 	// 18:00–08:00); empty: always.
@@ -76,11 +77,11 @@ type Config struct {
 	MinPending time.Duration
 }
 
-// DefaultConfig is the defaults plus the dev cluster's partition speeds.
+// DefaultConfig is the defaults. They name no partition: no speeds (every
+// partition counts 1) and no dev partitions; a site writes its own in the
+// coordinator's config file (the lab's: systemd/coordinator.json).
 func DefaultConfig() Config {
-	return Config{
-		Speed: map[string]float64{"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1},
-	}.normalized()
+	return Config{}.normalized()
 }
 
 // normalized fills zero fields with defaults and turns the negative
@@ -103,9 +104,6 @@ func (c Config) normalized() Config {
 	}
 	if c.MaxMoves == 0 {
 		c.MaxMoves = DefaultMaxMoves
-	}
-	if c.DevPartitions == nil {
-		c.DevPartitions = []string{"dev", "gpu-dev"}
 	}
 	if c.DefaultCkpt <= 0 {
 		c.DefaultCkpt = DefaultCkpt

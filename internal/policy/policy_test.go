@@ -48,8 +48,11 @@ func full(names ...string) func(map[string]*report.Partition) {
 	}
 }
 
+// labCfg is the defaults plus the lab's partitions (systemd/coordinator.json).
 func labCfg() Config {
 	c := DefaultConfig()
+	c.Speed = map[string]float64{"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}
+	c.DevPartitions = []string{"dev", "gpu-dev"}
 	return c
 }
 
@@ -1009,7 +1012,7 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"zero means defaults", Config{}, func(c Config) bool {
 			return c.Margin == DefaultMargin && c.MinGain == DefaultMinGain && c.MoveCost == DefaultMoveCost &&
-				c.MinInterval == DefaultMinInterval && c.MaxMoves == DefaultMaxMoves && len(c.DevPartitions) == 2 &&
+				c.MinInterval == DefaultMinInterval && c.MaxMoves == DefaultMaxMoves && len(c.DevPartitions) == 0 &&
 				c.MaxContinuations == DefaultMaxContinuations && c.speed("gpu") == 1
 		}},
 		{"negative means off", Config{MinInterval: -1, MaxMoves: -1, MaxContinuations: -1}, func(c Config) bool {
@@ -1018,7 +1021,12 @@ func TestConfigDefaults(t *testing.T) {
 		{"explicit values stay", Config{Margin: 2 * time.Minute, MinGain: 3, DevPartitions: []string{}}, func(c Config) bool {
 			return c.Margin == 2*time.Minute && c.MinGain == 3 && len(c.DevPartitions) == 0
 		}},
-		{"lab speeds", DefaultConfig(), func(c Config) bool { return c.speed("gpu") == 8 && c.speed("cpu") == 1 && c.speed("other") == 1 }},
+		{"neutral defaults", DefaultConfig(), func(c Config) bool {
+			return c.speed("gpu") == 1 && c.speed("cpu") == 1 && len(c.Speed) == 0 && len(c.DevPartitions) == 0 && !c.isDev("dev")
+		}},
+		{"lab speeds", labCfg(), func(c Config) bool {
+			return c.speed("gpu") == 8 && c.speed("cpu") == 1 && c.speed("other") == 1 && c.isDev("gpu-dev")
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

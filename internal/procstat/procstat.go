@@ -259,46 +259,10 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 	if pssDue {
 		st.pssTried = now
 	}
-	var (
-		cpu            float64 // CPU-seconds per second
-		maxHWM, pssSum int64
-		pssRead        int
-	)
-	for i, m := range members {
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			complete = false
-			break
-		}
-		p, ok, err := st.readProc(s.ProcRoot, m, pssDue)
-		if err != nil {
-			errs = append(errs, err)
-			complete = false
-		}
-		if i == 0 {
-			// The root: gone, a zombie, or its PID now belongs to another
-			// process. Its former children have been reparented away.
-			if !ok || (st.rootStart != 0 && p.stat.startTime != st.rootStart) {
-				out.PIDs = out.PIDs[:0]
-				break
-			}
-			st.rootStart = p.stat.startTime
-		}
-		if !ok {
-			continue
-		}
-		out.PIDs = append(out.PIDs, m.pid)
-		out.RSSBytes += p.status.rss
-		maxHWM = max(maxHWM, p.status.hwm)
-		switch {
-		case p.pssOK:
-			pssSum += p.pss
-			pssRead++
-		case pssDue:
-			pssSum += p.status.rss // an upper bound of its PSS
-		}
-		cpu += st.cpuRate(m.pid, p.stat, now, upErr == nil)
-	}
+	t, readErrs, ok := st.readMembers(ctx, s.ProcRoot, members, pssDue, now, upErr == nil)
+	errs = append(errs, readErrs...)
+	complete = complete && ok
+	out.PIDs, out.RSSBytes = t.pids, t.rss
 	if complete {
 		for pid, e := range st.procs {
 			if e.seen != st.gen {
@@ -311,17 +275,17 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 
 	slices.Sort(out.PIDs)
 	out.Procs = len(out.PIDs)
-	out.CPUPercent = cpu * 100
+	out.CPUPercent = t.cpu * 100
 	if pssDue && complete {
 		st.pss, st.pssAt = 0, now
-		if pssRead > 0 {
-			st.pss = pssSum
+		if t.pssRead > 0 {
+			st.pss = t.pssSum
 		}
 	}
 	if s.PSSInterval >= 0 {
 		out.PSSBytes, out.PSSAt = st.pss, st.pssAt
 	}
-	st.peak = max(st.peak, out.RSSBytes, maxHWM)
+	st.peak = max(st.peak, out.RSSBytes, t.maxHWM)
 	out.PeakRSSBytes = st.peak
 
 	if out.Procs > 0 {
@@ -332,6 +296,58 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 		out.CgroupPath, out.CgroupPeakBytes, out.CgroupLimitBytes, out.CgroupMem = cg.path, cg.peak, cg.limit, cg.mem
 	}
 	return out, errors.Join(errs...)
+}
+
+// tally sums one sample's readings of the tree's processes.
+type tally struct {
+	pids           []int32
+	rss            int64
+	cpu            float64 // CPU-seconds per second
+	maxHWM, pssSum int64
+	pssRead        int
+}
+
+// readMembers reads the tree's processes, the root first; complete is
+// false when one could not be read (or ctx ended), so that the baselines
+// of processes not seen are kept.
+func (st *state) readMembers(ctx context.Context, procRoot string, members []member, pssDue bool, now time.Time, upOK bool) (t tally, errs []error, complete bool) {
+	complete = true
+	for i, m := range members {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			complete = false
+			break
+		}
+		p, ok, err := st.readProc(procRoot, m, pssDue)
+		if err != nil {
+			errs = append(errs, err)
+			complete = false
+		}
+		if i == 0 {
+			// The root: gone, a zombie, or its PID now belongs to another
+			// process. Its former children have been reparented away.
+			if !ok || (st.rootStart != 0 && p.stat.startTime != st.rootStart) {
+				t.pids = t.pids[:0]
+				break
+			}
+			st.rootStart = p.stat.startTime
+		}
+		if !ok {
+			continue
+		}
+		t.pids = append(t.pids, m.pid)
+		t.rss += p.status.rss
+		t.maxHWM = max(t.maxHWM, p.status.hwm)
+		switch {
+		case p.pssOK:
+			t.pssSum += p.pss
+			t.pssRead++
+		case pssDue:
+			t.pssSum += p.status.rss // an upper bound of its PSS
+		}
+		t.cpu += st.cpuRate(m.pid, p.stat, now, upOK)
+	}
+	return t, errs, complete
 }
 
 // procReading is what one sample reads of one process.

@@ -1,5 +1,5 @@
 // Package profiling serves Go's /debug/pprof/ for the long-running
-// services (isched-coordinator -pprof, isched-agent -pprof-listen): off by
+// services (-pprof-listen on both, internal/daemon): off by
 // default, for diagnosing, on an address the operator keeps on loopback.
 package profiling
 

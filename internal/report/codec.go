@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/isched/isched/internal/strictjson"
 )
 
 // Encode validates e and returns its JSON encoding, without a trailing
@@ -141,34 +143,34 @@ func checkVersion(b []byte) error {
 // valid JSON object b, without decoding the other values; ok is false when b
 // is not an object or "v" is missing, repeated or behind an escaped key.
 func topLevelVersion(b []byte) (v string, ok bool) {
-	w := walker{b: b}
-	if w.peek() != '{' {
+	w := strictjson.Scanner{B: b}
+	if w.Peek() != '{' {
 		return "", false
 	}
-	w.i++
+	w.I++
 	found := false
 	for first := true; ; first = false {
-		if w.peek() == '}' {
+		if w.Peek() == '}' {
 			return v, found
 		}
 		if !first {
-			w.i++ // ','
-			w.peek()
+			w.I++ // ','
+			w.Peek()
 		}
-		raw, escaped, err := w.str()
-		if err != nil || escaped {
+		raw, escaped, ok := w.Str()
+		if !ok || escaped {
 			return "", false
 		}
-		w.peek()
-		w.i++ // ':'
-		w.peek()
-		start := w.i
-		w.skip()
+		w.Peek()
+		w.I++ // ':'
+		w.Peek()
+		start := w.I
+		w.Skip()
 		if string(raw) == "v" {
 			if found {
 				return "", false
 			}
-			found, v = true, string(b[start:w.i])
+			found, v = true, string(b[start:w.I])
 		}
 	}
 }

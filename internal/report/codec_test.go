@@ -329,16 +329,16 @@ func TestSchema(t *testing.T) {
 	} {
 		n, f := s, (*schemaField)(nil)
 		for _, p := range tt.path {
-			for n.kind == nodeArray {
-				n = n.elem
+			for n.Kind == nodeArray {
+				n = n.Elem
 			}
-			if f = n.fields[p]; f == nil {
+			if f = n.Fields[p]; f == nil {
 				t.Fatalf("schema has no %v", tt.path)
 			}
-			n = f.node
+			n = f.Node
 		}
-		if n.kind != tt.kind || f.required != tt.required {
-			t.Errorf("%v: kind %d required %v, want %d %v", tt.path, n.kind, f.required, tt.kind, tt.required)
+		if n.Kind != tt.kind || f.Required != tt.required {
+			t.Errorf("%v: kind %d required %v, want %d %v", tt.path, n.Kind, f.Required, tt.kind, tt.required)
 		}
 	}
 	for _, bad := range []any{struct{ X int }{}, map[int]int{}, struct {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/isched/isched/internal/strictjson"
 )
 
 // Sentinel errors. Every error returned by [Decode], [Encode] and the
@@ -51,18 +53,7 @@ func within(prefix string, err error) error {
 }
 
 // joinPath appends a JSON path element ("name" or "[i]") to prefix.
-func joinPath(prefix, elem string) string {
-	switch {
-	case prefix == "":
-		return elem
-	case elem == "":
-		return prefix
-	case elem[0] == '[':
-		return prefix + elem
-	default:
-		return prefix + "." + elem
-	}
-}
+func joinPath(prefix, elem string) string { return strictjson.Join(prefix, elem) }
 
 // index renders an array index or map key as a path element.
 func index[T int | string](i T) string {

@@ -37,28 +37,28 @@ func (w *refWalker) value(n *schemaNode, path string) error {
 		return err
 	}
 	got := refTokenKind(tok)
-	mismatch := func() error { return fail(path, "want %s, got %s", nodeWant[n.kind], got) }
+	mismatch := func() error { return fail(path, "want %s, got %s", nodeWant[n.Kind], got) }
 	switch tok := tok.(type) {
 	case nil:
-		if !n.nullable {
+		if !n.Nullable {
 			return mismatch()
 		}
 		return nil
 	case json.Delim:
 		switch {
-		case tok == '{' && (n.kind == nodeObject || n.kind == nodeMap):
+		case tok == '{' && (n.Kind == nodeObject || n.Kind == nodeMap):
 			return w.object(n, path)
-		case tok == '[' && n.kind == nodeArray:
+		case tok == '[' && n.Kind == nodeArray:
 			return w.array(n, path)
 		}
 		return mismatch()
 	case string:
-		if n.kind != nodeString {
+		if n.Kind != nodeString {
 			return mismatch()
 		}
 		return nil
 	case bool:
-		if n.kind != nodeBool {
+		if n.Kind != nodeBool {
 			return mismatch()
 		}
 		return nil
@@ -80,16 +80,16 @@ func (w *refWalker) object(n *schemaNode, path string) error {
 			child     *schemaNode
 			childPath string
 		)
-		if n.kind == nodeObject {
+		if n.Kind == nodeObject {
 			childPath = joinPath(path, truncate(key, maxQuoted))
-			f := n.fields[key]
+			f := n.Fields[key]
 			if f == nil {
 				return fail(childPath, "unknown field")
 			}
-			child = f.node
+			child = f.Node
 		} else {
 			childPath = joinPath(path, index(key))
-			child = n.elem
+			child = n.Elem
 		}
 		if seen[key] {
 			return fail(childPath, "duplicate field")
@@ -102,9 +102,9 @@ func (w *refWalker) object(n *schemaNode, path string) error {
 	if _, err := w.token(); err != nil { // '}'
 		return err
 	}
-	for _, f := range n.order {
-		if f.required && !seen[f.name] {
-			return fail(joinPath(path, f.name), "required field missing")
+	for _, f := range n.Order {
+		if f.Required && !seen[f.Name] {
+			return fail(joinPath(path, f.Name), "required field missing")
 		}
 	}
 	return nil
@@ -112,7 +112,7 @@ func (w *refWalker) object(n *schemaNode, path string) error {
 
 func (w *refWalker) array(n *schemaNode, path string) error {
 	for i := 0; w.dec.More(); i++ {
-		if err := w.value(n.elem, joinPath(path, index(i))); err != nil {
+		if err := w.value(n.Elem, joinPath(path, index(i))); err != nil {
 			return err
 		}
 	}
@@ -124,13 +124,13 @@ func (w *refWalker) array(n *schemaNode, path string) error {
 // json.Unmarshal would, but with a reason that says what is wrong.
 func refNumber(n *schemaNode, path, s string, mismatch func() error) error {
 	var err error
-	switch n.kind {
+	switch n.Kind {
 	case nodeInt:
-		_, err = strconv.ParseInt(s, 10, n.bits)
+		_, err = strconv.ParseInt(s, 10, n.Bits)
 	case nodeUint:
-		_, err = strconv.ParseUint(s, 10, n.bits)
+		_, err = strconv.ParseUint(s, 10, n.Bits)
 	case nodeFloat:
-		_, err = strconv.ParseFloat(s, n.bits)
+		_, err = strconv.ParseFloat(s, n.Bits)
 	default:
 		return mismatch()
 	}
@@ -138,12 +138,12 @@ func refNumber(n *schemaNode, path, s string, mismatch func() error) error {
 		return nil
 	}
 	switch {
-	case n.kind != nodeFloat && strings.ContainsAny(s, ".eE"):
+	case n.Kind != nodeFloat && strings.ContainsAny(s, ".eE"):
 		return fail(path, "want integer, got %s", truncate(s, maxQuoted))
-	case n.kind == nodeUint && strings.HasPrefix(s, "-"):
+	case n.Kind == nodeUint && strings.HasPrefix(s, "-"):
 		return fail(path, "must not be negative (got %s)", truncate(s, maxQuoted))
 	}
-	return fail(path, "out of range for %s (got %s)", nodeWant[n.kind], truncate(s, maxQuoted))
+	return fail(path, "out of range for %s (got %s)", nodeWant[n.Kind], truncate(s, maxQuoted))
 }
 
 func refTokenKind(tok json.Token) string {
