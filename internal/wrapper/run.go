@@ -153,6 +153,7 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(d.Stderr, nil))
 	}
+	attemptStart := time.Now().Add(-time.Second) // mtimes are coarser than the clock
 	getenv := d.Getenv
 	job, inSlurm, err := identity(getenv, opts.Lineage)
 	if err != nil {
@@ -424,6 +425,10 @@ func Run(ctx context.Context, opts Options, d Deps) int {
 	}
 	stopAll()
 	wg.Wait()
+	if d.NewCheckpointWatcher != nil {
+		// what the watcher had no time to deliver or confirm
+		finalScan(ctx, attemptStart, st, rep, opts, job, log)
+	}
 	before, after, haveCg := mem.final(log)
 	st.mu.Lock()
 	verdict := judgeEnd(reason, exit, before, after, haveCg, st.cgPeak, st.cgLimit, st.mem.oomRisk(st.peakRSS))
