@@ -41,6 +41,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		ttl       = fs.Duration("snapshot-ttl", 0, "lifetime of a published snapshot (default: 3 polls, at least 15s)")
 		maxAge    = fs.Duration("max-action-age", 15*time.Minute, "refuse actions issued longer ago")
 		rootSub   = fs.Bool("allow-root-submit", false, "let submit actions run sbatch as root")
+		scriptDir = fs.String("script-dir", "/var/lib/isched-agent/scripts", "where the batch scripts of isched jobs are saved (0700, the agent's own) to resubmit a run slurmctld forgot (empty: off)")
 		binDir    = fs.String("slurm-bin-dir", "", "directory of squeue, sinfo, scontrol, scancel, sbatch (default: $PATH)")
 		timeout   = fs.Duration("slurm-timeout", slurm.DefaultTimeout, "timeout of one Slurm command")
 		once      = fs.Bool("once", false, "publish one snapshot and exit (no actions)")
@@ -140,7 +141,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	a, err := New(Config{
 		Cluster: name, PollInterval: *poll, SnapshotTTL: *ttl, MaxActionAge: *maxAge,
-		AllowRootSubmit: *rootSub, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: metrics,
+		AllowRootSubmit: *rootSub, ScriptDir: *scriptDir, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: metrics,
 	}, sc, rdb)
 	if err != nil {
 		log.Error("configuration", "err", err)
