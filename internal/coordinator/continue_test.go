@@ -281,6 +281,10 @@ func TestResubmitWhenSlurmForgotTheJob(t *testing.T) {
 			}
 			continue
 		}
+		// the table may list the new job before the agent's result comes
+		j2 := job(70, 1001, "alice", "PENDING", "cpu", plan.FormatComment())
+		e.publish([]report.Job{j2}, nil)
+		e.rounds(1)
 		e.resultNewJob(acts[0].ID, report.StatusOK, 70)
 		e.rounds(1)
 		st = e.status(lin)
@@ -292,7 +296,7 @@ func TestResubmitWhenSlurmForgotTheJob(t *testing.T) {
 		}
 		// the new job runs and resumes from the lineage's checkpoint
 		e.now = e.now.Add(5 * time.Second)
-		j2 := job(70, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+		j2.State = "RUNNING"
 		e.publish([]report.Job{j2}, nil)
 		w2 := e.attemptWrapper(70, lin, 0)
 		e.startResumed(w2, "/ck/ckpt-294.pt")

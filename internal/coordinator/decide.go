@@ -458,7 +458,11 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	case report.ActionResubmit:
 		// the new job's: stays requeue-issued until its start report
 		if r.NewJobID != 0 {
-			c.resubmitted(l, l.Status.JobID, r.NewJobID, p.Decision.Target, now)
+			old := l.Status.JobID // the job table may show the new job already
+			if env, err := report.Decode(p.Action); err == nil && env.Action != nil {
+				old = env.Action.JobID
+			}
+			c.resubmitted(l, old, r.NewJobID, p.Decision.Target, now)
 		}
 	}
 }
