@@ -335,8 +335,8 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 		var err error
 		j, err = a.slurm.ShowJob(ctx, jobID(act))
 		switch {
-		case errors.Is(err, slurm.ErrNotFound) && act.Type == report.ActionSubmit:
-			j = nil // the replaced job is long gone; nothing to check it against
+		case errors.Is(err, slurm.ErrNotFound) && (act.Type == report.ActionSubmit || act.Type == report.ActionResubmit):
+			j = nil // the replaced job is long gone; nothing to check it against (resubmit: its saved record is)
 		case errors.Is(err, slurm.ErrNotFound):
 			return a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d not found: it ended more than MinJobAge ago or never existed", act.JobID), err), nil
 		case err != nil && slurmDown(err):
@@ -360,7 +360,10 @@ func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action)
 		if j.Ended() && act.Type == report.ActionAnnotate {
 			return refuse("job %d already ended (%s): Slurm keeps no AdminComment change after a job's end", act.JobID, j.State)
 		}
-		if j.Ended() && act.Type != report.ActionSubmit && !(act.Type == report.ActionRequeue && act.Ended && j.State != "CANCELLED") {
+		if act.Type == report.ActionResubmit && (!j.Ended() || j.State == "CANCELLED") {
+			return refuse("job %d is %s and slurmctld still holds it: not resubmitted (a requeue continues it, a cancelled one is over)", act.JobID, j.State)
+		}
+		if j.Ended() && act.Type != report.ActionSubmit && act.Type != report.ActionResubmit && !(act.Type == report.ActionRequeue && act.Ended && j.State != "CANCELLED") {
 			return refuse("job %d already ended (%s): nothing to %s", act.JobID, j.State, act.Type)
 		}
 		if j.User == "" || j.User != act.User {
@@ -466,6 +469,8 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 		return outcome(a.slurm.Release(ctx, id), "released job "+id)
 	case report.ActionAnnotate:
 		return outcome(a.slurm.SetAdminComment(ctx, id, act.AdminComment), "wrote the AdminComment of job "+id)
+	case report.ActionResubmit:
+		return a.resubmit(ctx, act)
 	case report.ActionSubmit:
 		newID, err := a.slurm.SubmitWith(ctx, []byte(act.Script), a.submitSpec(act))
 		if err != nil {
@@ -534,6 +539,9 @@ func moveMessage(id string, act *report.Action, res slurm.MoveResult) string {
 func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*report.Result, error) {
 	rc := &recovery{a: a, ctx: ctx, m: m, act: act, id: jobID(act)}
 	id := rc.id
+	if act.Type == report.ActionResubmit {
+		return a.recoverResubmit(ctx, act)
+	}
 	if act.Type == report.ActionSubmit {
 		return rc.submit()
 	}

@@ -26,6 +26,7 @@ type Slurm interface {
 	Cancel(ctx context.Context, jobID string) error
 	SetAdminComment(ctx context.Context, jobID, text string) error
 	SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error)
+	BatchScript(ctx context.Context, jobID string) ([]byte, error)
 }
 
 // Store is what the agent needs from Redis; *stream.Client implements it.
@@ -63,6 +64,12 @@ type Config struct {
 	ResultsMaxLen int64
 	// AllowRootSubmit lets submit actions run sbatch as root.
 	AllowRootSubmit bool
+	// ScriptDir is where the batch scripts of isched jobs are saved at
+	// their first sight, for a resubmission once slurmctld forgot the job
+	// (scripts.go); empty: none are saved and resubmit actions are refused.
+	ScriptDir string
+	// ScriptTTL is how long a saved script is kept; default 7 days.
+	ScriptTTL time.Duration
 
 	// Metrics, when set, counts polls and actions (NewMetrics).
 	Metrics *Metrics
@@ -137,6 +144,10 @@ type Agent struct {
 	store Store
 	keys  stream.Keys
 	log   *slog.Logger
+	// scripts is the saved batch scripts (nil: off); its seen set is the
+	// poll loop's, its files are read by the action loop.
+	scripts   *scriptStore
+	lastSweep time.Time
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -154,7 +165,13 @@ func New(cfg Config, sl Slurm, st Store) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: cfg, slurm: sl, store: st, keys: keys, log: cfg.Logger.With("component", "agent", "cluster", cfg.Cluster)}, nil
+	a := &Agent{cfg: cfg, slurm: sl, store: st, keys: keys, log: cfg.Logger.With("component", "agent", "cluster", cfg.Cluster)}
+	if cfg.ScriptDir != "" {
+		if a.scripts, err = openScriptStore(cfg.ScriptDir, cfg.ScriptTTL); err != nil {
+			a.log.Warn("batch scripts not saved: a job slurmctld forgot cannot be resubmitted", "err", err)
+		}
+	}
+	return a, nil
 }
 
 // Run runs both loops until ctx is done. An action being executed when ctx
@@ -260,7 +277,17 @@ func (a *Agent) PublishOnce(ctx context.Context) error {
 	if err := a.store.Set(ctx, a.keys.Snapshot(), sb, a.cfg.SnapshotTTL); err != nil {
 		return err
 	}
-	return a.store.Set(ctx, a.keys.Jobs(), jb, a.cfg.SnapshotTTL)
+	if err := a.store.Set(ctx, a.keys.Jobs(), jb, a.cfg.SnapshotTTL); err != nil {
+		return err
+	}
+	a.saveNew(ctx, table.Jobs)
+	if a.scripts != nil && now.Sub(a.lastSweep) > 10*time.Minute {
+		a.lastSweep = now
+		if err := a.scripts.sweep(now); err != nil {
+			a.log.Warn("saved batch scripts not swept", "err", err)
+		}
+	}
+	return nil
 }
 
 // encodeJobTable encodes the table, dropping rows when it does not fit

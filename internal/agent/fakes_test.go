@@ -34,6 +34,9 @@ type fakeSlurm struct {
 	polls   int
 	fail    map[string]error  // verb -> error to return (after recording the call)
 	after   func(call string) // runs after a call took effect (crash hooks)
+
+	lastSubmit slurm.SubmitSpec // the last SubmitWith's spec and script
+	lastScript string
 }
 
 func newFakeSlurm() *fakeSlurm {
@@ -148,7 +151,7 @@ func (f *fakeSlurm) ShowJob(ctx context.Context, id string) (*slurm.JobInfo, err
 		return nil, fmt.Errorf("%w: %w", slurm.ErrNotFound, &slurm.ExitError{Cmd: "scontrol", Args: []string{"show", "job", id}, Code: 1, Stderr: "slurm_load_jobs error: Invalid job id specified"})
 	}
 	c := *j
-	c.Fields = map[string]string{"Priority": j.Fields["Priority"]}
+	c.Fields = map[string]string{"Priority": j.Fields["Priority"], "WorkDir": j.Fields["WorkDir"]}
 	return &c, nil
 }
 
@@ -226,6 +229,19 @@ func (f *fakeSlurm) Cancel(ctx context.Context, id string) error {
 	return f.do("cancel", id, func(j *slurm.JobInfo) error { j.State = "CANCELLED"; return nil })
 }
 
+// BatchScript returns the job's script (the "script" of addJob, else a
+// small one); "Invalid job id" for a job it does not hold.
+func (f *fakeSlurm) BatchScript(ctx context.Context, id string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "batch_script "+id)
+	j, ok := f.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %w", slurm.ErrNotFound, &slurm.ExitError{Cmd: "scontrol", Code: 1, Stderr: "job script retrieval failed: Invalid job id specified"})
+	}
+	return []byte("#!/bin/sh\n# job " + id + " of " + j.User + "\nexec srun isched-wrapper -- train\n"), nil
+}
+
 func (f *fakeSlurm) SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error) {
 	f.mu.Lock()
 	err := f.fail["submit"]
@@ -236,6 +252,7 @@ func (f *fakeSlurm) SubmitWith(ctx context.Context, script []byte, spec slurm.Su
 		id = strconv.Itoa(f.nextID)
 		f.jobs[id] = &slurm.JobInfo{JobID: id, Name: "isched-resumed", User: spec.User, State: "PENDING", Partition: spec.Partition, Comment: spec.Comment, Fields: map[string]string{}}
 	}
+	f.lastSubmit, f.lastScript = spec, string(script)
 	f.mu.Unlock()
 	if err != nil {
 		return "", err

@@ -31,6 +31,7 @@ const (
 type options struct {
 	daemon.Flags
 	cluster, binDir          string
+	scriptDir                string
 	poll, ttl, maxAge, slurm time.Duration
 	rootSubmit, once         bool
 }
@@ -45,6 +46,7 @@ func parseOptions(args []string, stderr io.Writer) (o options, code int, ok bool
 	fs.DurationVar(&o.ttl, "snapshot-ttl", 0, "lifetime of a published snapshot (default: 3 polls, at least 15s)")
 	fs.DurationVar(&o.maxAge, "max-action-age", 15*time.Minute, "refuse actions issued longer ago")
 	fs.BoolVar(&o.rootSubmit, "allow-root-submit", false, "let submit actions run sbatch as root")
+	fs.StringVar(&o.scriptDir, "script-dir", "/var/lib/isched-agent/scripts", "where the batch scripts of isched jobs are saved (0700, the agent's own) to resubmit a run slurmctld forgot (empty: off)")
 	fs.StringVar(&o.binDir, "slurm-bin-dir", "", "directory of squeue, sinfo, scontrol, scancel, sbatch (default: $PATH)")
 	fs.DurationVar(&o.slurm, "slurm-timeout", slurm.DefaultTimeout, "timeout of one Slurm command")
 	fs.BoolVar(&o.once, "once", false, "publish one snapshot and exit (no actions)")
@@ -184,7 +186,7 @@ func (o options) run(ctx context.Context, name string, sc *slurm.Client, rdb *st
 	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	a, err := New(Config{
 		Cluster: name, PollInterval: o.poll, SnapshotTTL: o.ttl, MaxActionAge: o.maxAge,
-		AllowRootSubmit: o.rootSubmit, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: m,
+		AllowRootSubmit: o.rootSubmit, ScriptDir: o.scriptDir, Logger: log, Heartbeat: func() { _ = notify.Watchdog() }, Metrics: m,
 	}, sc, rdb)
 	if err != nil {
 		log.Error("configuration", "err", err)

@@ -35,7 +35,7 @@ func TestMainTellsSystemd(t *testing.T) {
 	done := make(chan int, 1)
 	var stderr strings.Builder
 	go func() {
-		done <- Main(ctx, []string{"-cluster", "lab", "-poll", "50ms", "-slurm-bin-dir", filepath.Join(dir, "no-slurm")}, func(k string) string { return env[k] }, &stderr)
+		done <- Main(ctx, []string{"-cluster", "lab", "-poll", "50ms", "-slurm-bin-dir", filepath.Join(dir, "no-slurm"), "-script-dir", filepath.Join(dir, "scripts")}, func(k string) string { return env[k] }, &stderr)
 	}()
 	read := func() string {
 		_ = ln.SetReadDeadline(time.Now().Add(20 * time.Second))

@@ -6,6 +6,7 @@
 //	isched profile   measure the training command briefly per batch size: receipts
 //	isched status    a job's progress, ETA, memory, checkpoints and decisions
 //	isched report    plot a job's iteration time and memory over its run
+//	isched stop      the run is done: cancel its current job, never continued
 //
 // It reads the cluster state and the coordinator's records from Redis as
 // the read-only ACL user `viewer` (ISCHED_REDIS_USER overrides), and runs
@@ -51,6 +52,7 @@ type Slurm interface {
 	SubmitWith(ctx context.Context, script []byte, spec slurm.SubmitSpec) (string, error)
 	Poll(ctx context.Context) (*slurm.State, error)
 	ShowJob(ctx context.Context, jobID string) (*slurm.JobInfo, error)
+	Cancel(ctx context.Context, jobID string) error
 }
 
 // App is the CLI with its dependencies. Zero fields get the real ones.
@@ -99,6 +101,7 @@ commands:
              Slurm job) and keep receipts: isched profile [flags] -- CMD ... {batch} ...
   status     a job's partitions, progress, ETA, memory, checkpoints and decisions
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
+  stop       the run is done: cancel its current job (scancel, as you); isched never continues it
   version    print the version (also --version)
 
 'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default
@@ -134,6 +137,8 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = a.status(ctx, rest)
 	case "report":
 		err = a.report(ctx, rest)
+	case "stop":
+		err = a.stop(ctx, rest)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, version.String("isched"))
 		return ExitOK

@@ -32,6 +32,15 @@ type fakeSlurm struct {
 	jobs      map[string]*slurm.JobInfo
 	submitted [][]byte
 	specs     []slurm.SubmitSpec
+	cancelled []string
+}
+
+func (f *fakeSlurm) Cancel(_ context.Context, id string) error {
+	if _, ok := f.jobs[id]; !ok && f.jobs != nil {
+		return fmt.Errorf("%w: scancel: Invalid job id specified", slurm.ErrNotFound)
+	}
+	f.cancelled = append(f.cancelled, id)
+	return nil
 }
 
 func (f *fakeSlurm) SubmitWith(_ context.Context, script []byte, spec slurm.SubmitSpec) (string, error) {

@@ -531,10 +531,17 @@ func chain(s *report.JobStatus) string {
 		return ""
 	}
 	ids := make([]string, len(s.History))
+	var newJobs []string // the jobs a run went on in after the first (resubmitted)
 	for i, sp := range s.History {
 		ids[i] = fmt.Sprintf("job %d.%d", sp.JobID, sp.Attempt)
+		if i > 0 && sp.JobID != s.History[i-1].JobID {
+			newJobs = append(newJobs, fmt.Sprintf("job %d", sp.JobID))
+		}
 	}
 	out := fmt.Sprintf("%d (%s)", len(s.History), strings.Join(ids, " → "))
+	if len(newJobs) > 0 {
+		out += ", resubmitted as " + strings.Join(newJobs, ", then ")
+	}
 	switch s.Continuations {
 	case 0:
 	case 1:

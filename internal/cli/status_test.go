@@ -231,3 +231,25 @@ func TestStatusLoopTotalDisagrees(t *testing.T) {
 		}
 	}
 }
+
+func TestChain(t *testing.T) {
+	span := func(job uint64, attempt int) report.Span { return report.Span{JobID: job, Attempt: attempt} }
+	cases := []struct {
+		name    string
+		history []report.Span
+		conts   int
+		want    string
+	}{
+		{"one attempt", []report.Span{span(42, 0)}, 0, ""},
+		{"requeued", []report.Span{span(42, 0), span(42, 1)}, 1, "2 (job 42.0 → job 42.1), continued once by isched"},
+		{"resubmitted after slurmctld forgot the job", []report.Span{span(42, 0), span(42, 1), span(57, 0)}, 2,
+			"3 (job 42.0 → job 42.1 → job 57.0), resubmitted as job 57, continued 2 times by isched"},
+		{"twice", []report.Span{span(42, 0), span(57, 0), span(61, 0)}, 2,
+			"3 (job 42.0 → job 57.0 → job 61.0), resubmitted as job 57, then job 61, continued 2 times by isched"},
+	}
+	for _, c := range cases {
+		if got := chain(&report.JobStatus{History: c.history, Continuations: c.conts}); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -13,7 +13,8 @@ import (
 // endOrContinue settles an attempt that is over (its end report said so
 // and Slurm's final state is known, or Slurm ended the job on its own):
 // with steps left after a confirmed checkpoint the run is continued (rule
-// 5, policy.AfterEnd: a requeue of the ended job), else the lineage ends
+// 5, policy.AfterEnd: a requeue of the ended job, or a resubmission of its
+// batch script when slurmctld forgot it), else the lineage ends
 // and its decisions say why. state is Slurm's final state ("" when
 // slurmctld no longer lists the job); endState is what finish records.
 func (c *Coordinator) endOrContinue(ctx context.Context, name string, l *lineage, state, endState string, atMS int64, now time.Time) error {
@@ -27,7 +28,7 @@ func (c *Coordinator) endOrContinue(ctx context.Context, name string, l *lineage
 	}
 	j := c.policyJob(l, now)
 	d := policy.AfterEnd(c.cfg.Policy, j, e, c.snap, now)
-	if d.Kind != policy.Requeue {
+	if d.Kind != policy.Requeue && d.Kind != policy.Resubmit {
 		exit := l.attemptExit()
 		c.finish(l, endState, atMS, exit)
 		if st.TotalIters > 0 && st.Step < st.TotalIters {
@@ -84,4 +85,18 @@ func (c *Coordinator) continuationFailed(l *lineage, res string, now time.Time) 
 	}
 	c.finish(l, state, now.UnixMilli(), l.attemptExit())
 	l.event(now, "ended", "the continuation was not done ("+res+"): the run stops at step "+strconv.FormatInt(max(st.Step, 0), 10))
+}
+
+// resubmitted follows the lineage onto the job the agent submitted in
+// place of one slurmctld forgot (a resubmit action's result): the run goes
+// on there, from the lineage's last checkpoint, and the old attempt's end
+// is settled.
+func (c *Coordinator) resubmitted(l *lineage, oldJob, newJob uint64, partition string, now time.Time) {
+	st := &l.Status
+	l.End = nil
+	st.JobID, st.Attempt, st.State, st.EndedMS = newJob, 0, "PENDING", 0
+	if partition != "" {
+		st.Partition = partition
+	}
+	l.event(now, "resubmitted", fmt.Sprintf("job %d, which slurmctld no longer held, was submitted again as job %d: the run goes on there", oldJob, newJob))
 }

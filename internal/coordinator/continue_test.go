@@ -67,6 +67,21 @@ func (e *env) startResumed(w *wrapperSession, path string) {
 	e.send(w, env)
 }
 
+// savedAndExited runs attempt 0 of job id on cpu (lineage lin, 3000
+// steps): 294 steps, a checkpoint at 294, exit 0. It returns the job.
+func (e *env) savedAndExited(id uint64, lin string) report.Job {
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 3000}
+	j := job(id, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	e.publish([]report.Job{j}, nil)
+	w := e.attemptWrapper(id, lin, 0)
+	e.start(w)
+	e.sampleTotal(w, 1, 294, 3000)
+	e.checkpoint(w, "/ck/ckpt-294.pt", 294)
+	e.end(w, 0)
+	e.rounds(1)
+	return j
+}
+
 // Issue 14's run: USR1 -> save -> exit 0 with steps left, Slurm says
 // COMPLETED. The run is continued (a requeue of the ended job, same job
 // id) from its checkpoint, once per attempt that made progress; an
@@ -77,15 +92,7 @@ func TestContinueAfterAnEndWithWorkLeft(t *testing.T) {
 	for _, slurmState := range []string{"COMPLETED", "TIMEOUT", "FAILED", "NODE_FAIL"} {
 		e := newEnv(t)
 		const lin = "lab-61"
-		plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 3000}
-		j := job(61, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
-		e.publish([]report.Job{j}, nil)
-		w := e.attemptWrapper(61, lin, 0)
-		e.start(w)
-		e.sampleTotal(w, 1, 294, 3000)
-		e.checkpoint(w, "/ck/ckpt-294.pt", 294)
-		e.end(w, 0)
-		e.rounds(1)
+		j := e.savedAndExited(61, lin)
 		if acts := e.actions(); len(acts) != 0 {
 			t.Fatalf("%s: acted before Slurm's final state: %+v", slurmState, acts)
 		}
@@ -233,5 +240,75 @@ func TestSelfRequeuedJobGetsTheRestsTimeLimit(t *testing.T) {
 	}
 	if st := e.status(lin); st.Continuations != 1 || st.EndedMS != 0 {
 		t.Errorf("continuations %d ended %d", st.Continuations, st.EndedMS)
+	}
+}
+
+// A run whose job slurmctld forgot before the coordinator settled its end
+// (the coordinator was down past MinJobAge) is continued by a resubmission
+// of its batch script: a new job id, the same lineage; the status follows
+// the new job and lists both. A failed resubmission ends the run.
+func TestResubmitWhenSlurmForgotTheJob(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []bool{true, false} {
+		e := newEnv(t)
+		e.c.cfg.EndGrace = 30 * time.Second
+		const lin = "lab-u1001-train-ab12"
+		e.savedAndExited(63, lin)
+		plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 3000}
+		// the coordinator was down: the next table no longer lists job 63
+		e.now = e.now.Add(10 * time.Minute)
+		e.publish(nil, nil)
+		e.rounds(1)
+		acts := e.actions()
+		if len(acts) != 1 || acts[0].Type != report.ActionResubmit || acts[0].JobID != 63 || acts[0].Partition != "cpu" || acts[0].TimeLimitMin <= 0 ||
+			acts[0].Lineage != lin || acts[0].User != "alice" {
+			t.Fatalf("actions %+v, want one resubmit of job 63 onto cpu", acts)
+		}
+		st := e.status(lin)
+		if d := st.Decisions[len(st.Decisions)-1]; d.Kind != "resubmit" || !strings.Contains(d.Reason, "slurmctld no longer holds the job (MinJobAge): resubmitting") {
+			t.Errorf("decision %+v", d)
+		}
+		e.rounds(2)
+		if n := len(e.actions()); n != 1 {
+			t.Fatalf("%d actions while the resubmit is out, want 1", n)
+		}
+		if !ok {
+			e.result(acts[0].ID, report.StatusRefused)
+			e.rounds(1)
+			st := e.status(lin)
+			if st.EndedMS == 0 || len(e.actions()) != 1 {
+				t.Errorf("a refused resubmit: ended %d, %d actions", st.EndedMS, len(e.actions()))
+			}
+			continue
+		}
+		// the table may list the new job before the agent's result comes
+		j2 := job(70, 1001, "alice", "PENDING", "cpu", plan.FormatComment())
+		e.publish([]report.Job{j2}, nil)
+		e.rounds(1)
+		e.resultNewJob(acts[0].ID, report.StatusOK, 70)
+		e.rounds(1)
+		st = e.status(lin)
+		if st.JobID != 70 || st.State != "PENDING" || st.EndedMS != 0 {
+			t.Fatalf("after the resubmit: job %d state %s ended %d, want pending job 70", st.JobID, st.State, st.EndedMS)
+		}
+		if ev := st.Events[len(st.Events)-1]; ev.Kind != "resubmitted" || !strings.Contains(ev.Message, "job 63") || !strings.Contains(ev.Message, "job 70") {
+			t.Errorf("last event %+v", ev)
+		}
+		// the new job runs and resumes from the lineage's checkpoint
+		e.now = e.now.Add(5 * time.Second)
+		j2.State = "RUNNING"
+		e.publish([]report.Job{j2}, nil)
+		w2 := e.attemptWrapper(70, lin, 0)
+		e.startResumed(w2, "/ck/ckpt-294.pt")
+		e.sampleTotal(w2, 295, 10, 3000)
+		e.rounds(3)
+		l := e.lineage(lin)
+		if l.Conts != 1 || l.Phase != PhaseNone || len(e.actions()) != 1 {
+			t.Errorf("continuations %d phase %q actions %d after the new job started", l.Conts, l.Phase, len(e.actions()))
+		}
+		st = e.status(lin)
+		if len(st.History) != 2 || st.History[0].JobID != 63 || st.History[1].JobID != 70 || st.History[1].StartStep != 294 {
+			t.Errorf("history %+v, want job 63 then job 70 from step 294", st.History)
+		}
 	}
 }

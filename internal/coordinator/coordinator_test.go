@@ -561,8 +561,14 @@ func (e *env) actions() []report.Action {
 }
 
 func (e *env) result(id string, status report.ResultStatus) {
+	e.resultNewJob(id, status, 0)
+}
+
+// resultNewJob is the agent's result of a submit or resubmit (newJob: the
+// job it made).
+func (e *env) resultNewJob(id string, status report.ResultStatus, newJob uint64) {
 	env := report.NewEnvelope(report.KindResult, e.now)
-	env.Result = &report.Result{ActionID: id, Status: status, Message: "done", DoneMS: e.now.UnixMilli()}
+	env.Result = &report.Result{ActionID: id, Status: status, Message: "done", DoneMS: e.now.UnixMilli(), NewJobID: newJob}
 	b, err := report.Encode(env)
 	if err != nil {
 		e.t.Fatal(err)

@@ -441,7 +441,7 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	if p.Decision.Kind == policy.Extend && r.Status != report.StatusOK {
 		l.NoExtend = true // do not ask again: checkpoint and requeue instead
 	}
-	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue && p.Decision.Kind == policy.Requeue {
+	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue && (p.Decision.Kind == policy.Requeue || p.Decision.Kind == policy.Resubmit) {
 		c.continuationFailed(l, res, now)
 		return
 	}
@@ -465,6 +465,15 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 		l.LastMoveMS = now.UnixMilli()
 	case report.ActionRequeue:
 		// stays requeue-issued until the new attempt's start report
+	case report.ActionResubmit:
+		// the new job's: stays requeue-issued until its start report
+		if r.NewJobID != 0 {
+			old := l.Status.JobID // the job table may show the new job already
+			if env, err := report.Decode(p.Action); err == nil && env.Action != nil {
+				old = env.Action.JobID
+			}
+			c.resubmitted(l, old, r.NewJobID, p.Decision.Target, now)
+		}
 	}
 }
 
@@ -593,6 +602,9 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	case policy.Extend:
 		a.Type = report.ActionUpdate
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.Resubmit:
+		a.Type, a.Partition, a.Gres = report.ActionResubmit, d.Target, d.Gres
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 	default:
 		return fmt.Errorf("coordinator: unknown decision kind %q", d.Kind)
 	}
@@ -612,7 +624,7 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 		l.Ckpt.Requested(now)
 		dd := d
 		l.CkptDecision = &dd
-	case policy.Requeue:
+	case policy.Requeue, policy.Resubmit:
 		l.Phase, l.PhaseMS, l.RequeueRule = PhaseRequeueIssued, now.UnixMilli(), d.Rule
 	}
 	l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: string(d.Kind), Reason: d.Reason, ActionID: id})

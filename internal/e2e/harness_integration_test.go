@@ -111,7 +111,8 @@ func (w *world) startAgent() {
 	w.t.Helper()
 	// append: a test that restarts the agent keeps every run's log
 	log, _ := os.OpenFile(filepath.Join(w.dir, "agent.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	w.agent = exec.Command(filepath.Join(binDir, "isched-agent"), append([]string{"-cluster", w.cluster, "-poll", "1s", "-log-format", "text"}, w.agentArgs...)...)
+	w.agent = exec.Command(filepath.Join(binDir, "isched-agent"), append([]string{"-cluster", w.cluster, "-poll", "1s", "-log-format", "text",
+		"-script-dir", filepath.Join(w.dir, "agent-scripts")}, w.agentArgs...)...)
 	w.agent.Env, w.agent.Stdout, w.agent.Stderr = w.env("agent"), log, log
 	if err := w.agent.Start(); err != nil {
 		w.t.Fatal(err)

@@ -33,7 +33,8 @@ type End struct {
 // Slurm ended the job: TIMEOUT, PREEMPTED without a requeue, NODE_FAIL)
 // and the run has steps left. It is continued from its last confirmed
 // checkpoint (a Requeue of the ended job, onto the partition rule 1's
-// continuation chooses) unless that would loop or the user ended it: a
+// continuation chooses; a Resubmit of its batch script when slurmctld no
+// longer holds the job, State "") unless that would loop or the user ended it: a
 // CANCELLED job, an attempt that made no progress since the previous one
 // (its newest checkpoint is the one it resumed from), a crash (a non-zero
 // exit that was no signal, with no new checkpoint), MaxContinuations
@@ -52,9 +53,6 @@ func AfterEnd(cfg Config, j Job, e End, snap *report.Snapshot, now time.Time) De
 		return stop("%s at step %d; the total is unknown, so the run counts as done", ended, max(j.Step, 0))
 	case j.Step >= v.total:
 		return stop("%s at step %d of %d: the run is done", ended, j.Step, v.total)
-	case e.State == "":
-		return stop("%s at step %d of %d, but slurmctld no longer holds the job (MinJobAge): not continued; resubmit it (isched submit) and it resumes from %s",
-			ended, j.Step, v.total, ckptText(j))
 	case j.LastCkptAt.IsZero():
 		return stop("%s at step %d of %d with no checkpoint to continue from: not continued", ended, j.Step, v.total)
 	case e.Exit != nil && *e.Exit != 0 && e.Signal == "" && e.NewCkpts == 0:
@@ -74,8 +72,14 @@ func AfterEnd(cfg Config, j Job, e End, snap *report.Snapshot, now time.Time) De
 		return stop("%s at step %d of %d; %s", ended, j.Step, v.total, why)
 	}
 	d := Decision{Kind: Requeue, Rule: RuleContinue, Target: target, Gres: gres, TimeLimit: tl}
-	d.Reason = fmt.Sprintf("continue: %s at step %d of %d (%d left); resuming from %s: requeueing onto %s",
-		ended, j.Step, v.total, v.total-j.Step, ckptText(j), why)
+	how := "requeueing"
+	if e.State == "" {
+		// slurmctld forgot the job (it ended more than MinJobAge ago, e.g.
+		// while the coordinator was down): a requeue would be refused
+		d.Kind, how = Resubmit, "slurmctld no longer holds the job (MinJobAge): resubmitting its batch script as a new job"
+	}
+	d.Reason = fmt.Sprintf("continue: %s at step %d of %d (%d left); resuming from %s: %s onto %s",
+		ended, j.Step, v.total, v.total-j.Step, ckptText(j), how, why)
 	return d
 }
 

@@ -45,8 +45,16 @@ func TestAfterEnd(t *testing.T) {
 			reason: []string{"no progress since the previous attempt (it resumed at step 294 and its newest checkpoint is the checkpoint at step 294)"}},
 		{name: "no checkpoint at all", job: func(j *Job) { j.LastCkptAt, j.LastCkptStep = time.Time{}, 0 }, end: End{State: "TIMEOUT"}, want: None,
 			reason: []string{"with no checkpoint to continue from"}},
-		{name: "slurmctld forgot the job", end: End{Exit: &zero, NewCkpts: 1}, want: None,
-			reason: []string{"slurmctld no longer holds the job (MinJobAge)", "resumes from the checkpoint at step 294"}},
+		{name: "slurmctld forgot the job: resubmitted", end: End{Exit: &zero, NewCkpts: 1}, want: Resubmit,
+			reason: []string{"resuming from the checkpoint at step 294: slurmctld no longer holds the job (MinJobAge): resubmitting its batch script as a new job onto the same partition cpu, time limit"}},
+		{name: "slurmctld forgot the job, continuations off", cfg: func(c *Config) { c.NoContinuations = true }, end: End{Exit: &zero, NewCkpts: 1}, want: None,
+			reason: []string{"continuations are off (max_continuations 0)"}},
+		{name: "slurmctld forgot the job after a crash", end: End{Exit: &one, ResumeStep: 294}, want: None,
+			reason: []string{"a crash (exit 1)"}},
+		{name: "slurmctld forgot the job, bounded", job: func(j *Job) { j.Continuations = 20 }, end: End{Exit: &zero, NewCkpts: 1}, want: None,
+			reason: []string{"already continued 20 times (max 20)"}},
+		{name: "slurmctld forgot a finished run", job: func(j *Job) { j.Step = 3000 }, end: End{Exit: &zero, NewCkpts: 1}, want: None,
+			reason: []string{"the run is done"}},
 		{name: "bounded", job: func(j *Job) { j.Continuations = 20 }, end: End{State: "COMPLETED", Exit: &zero, NewCkpts: 1}, want: None,
 			reason: []string{"already continued 20 times (max 20)"}},
 		{name: "continuations off", cfg: func(c *Config) { c.NoContinuations = true }, end: End{State: "COMPLETED", Exit: &zero, NewCkpts: 1}, want: None,
@@ -72,7 +80,7 @@ func TestAfterEnd(t *testing.T) {
 				t.Errorf("%s: reason %q lacks %q", tc.name, d.Reason, r)
 			}
 		}
-		if d.Kind == Requeue && (d.Target != "cpu" || d.TimeLimit <= 0) {
+		if (d.Kind == Requeue || d.Kind == Resubmit) && (d.Target != "cpu" || d.TimeLimit <= 0) {
 			t.Errorf("%s: target %s time limit %s", tc.name, d.Target, d.TimeLimit)
 		}
 	}

@@ -28,6 +28,10 @@ const (
 	MovePending Kind = "move-pending"
 	// Extend: raise a running job's time limit to TimeLimit.
 	Extend Kind = "extend"
+	// Resubmit: submit the ended job's batch script again, as its owner,
+	// onto Target with Gres and TimeLimit (a new job id, the same
+	// lineage): rule 5's continuation of a job slurmctld no longer holds.
+	Resubmit Kind = "resubmit"
 )
 
 // Rules, as Decision.Rule.

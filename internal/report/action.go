@@ -17,6 +17,10 @@ const (
 	// AdminComment=...), e.g. the end-of-job efficiency verdict, where the
 	// site lets the agent (root or a Slurm operator) do so.
 	ActionAnnotate ActionType = "annotate"
+	// ActionResubmit submits again, as its owner, the batch script the
+	// agent saved when it first saw the job (JobID), with the same lineage:
+	// the continuation of a run whose job slurmctld no longer holds.
+	ActionResubmit ActionType = "resubmit"
 )
 
 // MaxAdminComment bounds an annotate action's text.
@@ -85,6 +89,7 @@ var actionRules = map[ActionType]actionRule{
 	ActionSubmit:   {placement: true, hold: true, script: true},
 	ActionRelease:  {jobID: true},
 	ActionAnnotate: {jobID: true, comment: true},
+	ActionResubmit: {jobID: true, placement: true},
 }
 
 // actionSignals are the signals the coordinator may send. SIGKILL and
@@ -99,7 +104,7 @@ func (a *Action) Validate() error {
 	}
 	if err := first(
 		token("id", a.ID, maxActionID, true, setID),
-		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease, ActionAnnotate),
+		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease, ActionAnnotate, ActionResubmit),
 		clusterName("cluster", a.Cluster),
 		slurmID("job_id", a.JobID, actionRules[a.Type].jobID),
 		lineage("lineage", a.Lineage, false),

@@ -1,10 +1,12 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -202,6 +204,9 @@ type SubmitSpec struct {
 	TimeLimit time.Duration // rounded up to whole minutes
 	Hold      bool          // submit held (`--hold`)
 	Comment   string        // `--comment`, replaces the script's
+	// Chdir is the job's working directory (`--chdir`, absolute); empty:
+	// the script's #SBATCH --chdir, else the submitter's.
+	Chdir string
 	// Env are SBATCH_* variables ("SBATCH_ACCOUNT=physics") passed to
 	// sbatch, which the runner otherwise strips: the user's own, which
 	// beat the script's #SBATCH lines. Refused: other names, control
@@ -271,6 +276,12 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 		}
 		args = append(args, "--comment="+spec.Comment)
 	}
+	if spec.Chdir != "" {
+		if !filepath.IsAbs(spec.Chdir) || strings.ContainsFunc(spec.Chdir, func(r rune) bool { return r < 0x20 || r == 0x7f }) || len(spec.Chdir) > 4096 {
+			return "", fmt.Errorf("%w: working directory %q: want an absolute path without control characters", ErrInvalid, spec.Chdir)
+		}
+		args = append(args, "--chdir="+spec.Chdir)
+	}
 	for _, kv := range spec.Env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || !sbatchEnvRE.MatchString(k) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
@@ -287,6 +298,40 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 		return "", fmt.Errorf("sbatch --parsable: want a job id, got %q", strings.TrimSpace(string(out)))
 	}
 	return id, nil
+}
+
+// MaxBatchScript bounds a batch script BatchScript returns (Slurm's own
+// default limit, max_script_size, is 4 MiB).
+const MaxBatchScript = 4 << 20
+
+// BatchScript returns the batch script of a job slurmctld still holds
+// (`scontrol write batch_script <id> -`, Slurm 22.05: also after the job
+// ended, until MinJobAge); an error matching ErrNotFound when it no longer
+// holds the job, ErrInvalid when the job has no batch script (an
+// interactive allocation) or it is larger than MaxBatchScript.
+func (c *Client) BatchScript(ctx context.Context, jobID string) ([]byte, error) {
+	if !ValidJobID(jobID) {
+		return nil, fmt.Errorf("%w: job id %q", ErrInvalid, jobID)
+	}
+	out, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"write", "batch_script", jobID, "-"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(out) > MaxBatchScript:
+		return nil, fmt.Errorf("%w: job %s: batch script of %d bytes (at most %d)", ErrInvalid, jobID, len(out), MaxBatchScript)
+	case !bytes.HasPrefix(out, []byte("#!")):
+		return nil, fmt.Errorf("%w: job %s: no batch script (%q)", ErrInvalid, jobID, firstLine(out))
+	}
+	return out, nil
+}
+
+func firstLine(b []byte) string {
+	l, _, _ := bytes.Cut(b, []byte("\n"))
+	if len(l) > 200 {
+		l = l[:200]
+	}
+	return string(l)
 }
 
 // ClusterName returns Slurm's ClusterName (`scontrol show config`).

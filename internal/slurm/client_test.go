@@ -417,7 +417,11 @@ func TestSubmitWith(t *testing.T) {
 	if err != nil || id != "77" {
 		t.Fatalf("%q %v", id, err)
 	}
-	for _, bad := range []SubmitSpec{{Partition: "a;b"}, {Gres: "gpu:1 --uid=0"}, {Comment: "a\nb"}, {TimeLimit: -1}} {
+	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --chdir=/home/alice/run 1", stdout: "78\n"})
+	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Chdir: "/home/alice/run 1"}); err != nil || id != "78" {
+		t.Fatalf("with --chdir: %q %v", id, err)
+	}
+	for _, bad := range []SubmitSpec{{Partition: "a;b"}, {Gres: "gpu:1 --uid=0"}, {Comment: "a\nb"}, {TimeLimit: -1}, {Chdir: "run"}, {Chdir: "/a\nb"}} {
 		c, _ := newScript(t)
 		if _, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
@@ -490,5 +494,26 @@ func TestSetAdminComment(t *testing.T) {
 	}
 	if len(got) != 1 {
 		t.Errorf("refused input reached scontrol: %q", got[1:])
+	}
+}
+
+// TestBatchScript: `scontrol write batch_script <id> -` as Slurm 22.05
+// answers it (captured on the dev cluster).
+func TestBatchScript(t *testing.T) {
+	script := "#!/bin/sh\n#SBATCH --time=1\necho hi\n"
+	c, _ := newScript(t, call{argv: "scontrol write batch_script 790 -", stdout: script})
+	if b, err := c.BatchScript(context.Background(), "790"); err != nil || string(b) != script {
+		t.Errorf("BatchScript = %q, %v", b, err)
+	}
+	c, _ = newScript(t, call{argv: "scontrol write batch_script 999999 -", stderr: "job script retrieval failed: Invalid job id specified", code: 1})
+	if _, err := c.BatchScript(context.Background(), "999999"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a job slurmctld forgot: %v, want ErrNotFound", err)
+	}
+	c, _ = newScript(t, call{argv: "scontrol write batch_script 791 -", stdout: "\n"})
+	if _, err := c.BatchScript(context.Background(), "791"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no script: %v, want ErrInvalid", err)
+	}
+	if _, err := c.BatchScript(context.Background(), "7 1"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a bad job id: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -272,4 +273,71 @@ func checkpointFromLoop(ev progress.Event, st *state, rep *reporter, opts Option
 		return
 	}
 	checkpointSeen(CheckpointEvent{Path: path, Size: fi.Size(), MTime: fi.ModTime(), Step: step}, st, rep, opts, job, log)
+}
+
+// finalSettle bounds the settle period of the final scan: the command has
+// exited, a checkpoint still changing after this is not one it finished.
+const finalSettle = time.Second
+
+// finalScan is the last look at the checkpoint directory once the command
+// has exited and the watcher stopped: a checkpoint saved just before the
+// exit (the script saved and ran `scontrol requeue` on itself, or saved
+// and exited right after a signal) may not have been delivered or
+// confirmed by the watcher yet, and the next attempt would resume from an
+// older one. The checkpoints complete now (ckpt.Scan: the watcher's rules,
+// never a half-written one), written since the attempt began and newer
+// than the lineage's newest recorded one, are recorded and reported as the
+// watcher's would be, before the end report. It returns how many.
+func finalScan(ctx context.Context, since time.Time, st *state, rep *reporter, opts Options, job report.JobRef, log *slog.Logger) int {
+	if opts.CheckpointDir == "" {
+		return 0
+	}
+	settle := min(max(opts.CheckpointDebounce/2, 100*time.Millisecond), finalSettle)
+	evs, err := ckpt.Scan(ctx, ckpt.Config{Dir: opts.CheckpointDir, Glob: opts.CheckpointGlob, DirQuiesce: opts.CheckpointQuiesce, Logger: log},
+		since, settle)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("final checkpoint scan failed", "dir", opts.CheckpointDir, "err", err)
+		}
+		return 0
+	}
+	var newest *resumePoint
+	if job.Lineage != "" {
+		if r, _ := readResume(opts.CheckpointDir, job.Lineage); len(r.Checkpoints) > 0 {
+			newest = &r.Checkpoints[len(r.Checkpoints)-1]
+		}
+	}
+	n := 0
+	for _, ev := range evs {
+		if newest != nil && !newerThan(ev, *newest) {
+			continue
+		}
+		before := len(st.checkpoints())
+		checkpointSeen(CheckpointEvent{Path: ev.Path, Dir: ev.Dir, Tree: ev.Tree, Size: ev.Size, MTime: ev.MTime, Step: ev.Step}, st, rep, opts, job, log)
+		if len(st.checkpoints()) > before {
+			n++
+			log.Info("checkpoint found by the final scan", "path", ev.Path, "step", ev.Step)
+		}
+	}
+	return n
+}
+
+// newerThan says whether the checkpoint ev comes after the recorded p: by
+// step when both have one, else by modification time (the same path saved
+// again counts when it changed).
+func newerThan(ev ckpt.Event, p resumePoint) bool {
+	if ev.Step != nil && p.Step != nil {
+		return *ev.Step > *p.Step
+	}
+	if ev.Path == p.Path {
+		return ev.MTime.UnixMilli() != p.MTimeMS || ev.Size != p.Size || ev.Tree != p.Tree
+	}
+	return ev.MTime.UnixMilli() > p.MTimeMS
+}
+
+// checkpoints is the attempt's confirmed checkpoints so far.
+func (s *state) checkpoints() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ckpts)
 }

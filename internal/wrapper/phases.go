@@ -27,6 +27,7 @@ import (
 // run's methods: prepare, startReporting, childConfig, onStarted, finish.
 func Run(ctx context.Context, opts Options, d Deps) int {
 	r := newRun(opts, d)
+	r.outer = ctx
 	if code, ok := r.prepare(); !ok {
 		return code
 	}
@@ -70,10 +71,14 @@ type run struct {
 	wg          sync.WaitGroup
 	ckptPending pendingCounter // the checkpoint watcher, when it tells its pending files
 	mem         endMemory
+
+	outer        context.Context // Run's: still live when ctx is stopped
+	attemptStart time.Time       // checkpoints older than this are not this attempt's
 }
 
 func newRun(opts Options, d Deps) *run {
-	r := &run{opts: opts, d: d, log: d.Logger, getenv: d.Getenv}
+	r := &run{opts: opts, d: d, log: d.Logger, getenv: d.Getenv,
+		attemptStart: time.Now().Add(-time.Second)} // mtimes are coarser than the clock
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(d.Stderr, nil))
 	}
@@ -398,6 +403,10 @@ func (r *run) settle() {
 	}
 	r.stopAll()
 	r.wg.Wait()
+	if r.d.NewCheckpointWatcher != nil {
+		// what the watcher had no time to deliver or confirm
+		finalScan(r.outer, r.attemptStart, r.st, r.rep, r.opts, r.job, r.log)
+	}
 }
 
 // finish judges the end, reports it, cleans up and writes the summary; it

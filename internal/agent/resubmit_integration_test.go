@@ -1,0 +1,115 @@
+//go:build integration
+
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/agent"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/testutil"
+)
+
+// resubmitScript records, per run, the job id, the user it ran as and its
+// working directory.
+const resubmitScript = `#!/bin/sh
+#SBATCH -J isched-slurm-test-agent-resubmit
+#SBATCH -p cpu,dev -t 1 -o /dev/null
+echo "$SLURM_JOB_ID $(id -un) $(pwd)" >> runs
+`
+
+// TestIntegrationAgentResubmitsForgottenJob: the agent saves the batch
+// script of alice's isched job at its first sight; once slurmctld no
+// longer holds the job (simulated: the saved record is filed under a job
+// id Slurm says is invalid, since MinJobAge is 5 minutes on the dev
+// cluster), a resubmit action submits it again as alice, in the job's
+// working directory, with its comment (the lineage). Another user's
+// resubmit of it is refused.
+func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
+	c := newCluster(t)
+	sc := &slurm.Client{}
+	scripts := filepath.Join(t.TempDir(), "scripts")
+	a, err := agent.New(agent.Config{Cluster: c.name, PollInterval: time.Second, ScriptDir: scripts}, sc, c.agentClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start(context.Background())
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+
+	dir := testutil.WorkDir(t, "isched-slurm-test-agent-resubmit-")
+	lineage := fmt.Sprintf("lab-u1001-resubmit-%d", time.Now().UnixNano()%1_000_000)
+	comment := (&report.Plan{Lineage: lineage, Ideal: "cpu", Total: 10}).FormatComment()
+	job, err := sc.SubmitWith(context.Background(), []byte(resubmitScript), slurm.SubmitSpec{User: "alice", Comment: comment, Chdir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Cancel(context.Background(), job) })
+	runs := filepath.Join(dir, "runs")
+	saved := filepath.Join(scripts, "job-"+job+".json")
+	testutil.Eventually(t, 90*time.Second, 100*time.Millisecond, "job "+job+" ran and its script was saved", func() bool {
+		_, err := os.Stat(saved)
+		return len(fileLines(runs)) == 1 && err == nil
+	})
+
+	// slurmctld forgets the job: its saved record under an id it never had
+	const forgotten = "3999999999"
+	if _, err := sc.ShowJob(context.Background(), forgotten); !errors.Is(err, slurm.ErrNotFound) {
+		t.Fatalf("job %s: %v, want Slurm's invalid job id", forgotten, err)
+	}
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec["user"] != "alice" || rec["work_dir"] != dir || rec["comment"] != comment || !strings.HasPrefix(rec["script"].(string), "#!/bin/sh") {
+		t.Fatalf("saved record %s", b)
+	}
+	rec["job_id"], _ = strconv.ParseUint(forgotten, 10, 64)
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(scripts, "job-"+forgotten+".json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	bob := action(c.name, report.ActionResubmit, "resubmit-bob-"+job, forgotten, "bob", func(a *report.Action) { a.Lineage = lineage })
+	c.send(t, bob)
+	if r := c.waitResult(t, bob.ID, 30*time.Second); r.Status != report.StatusRefused || !strings.Contains(r.Message, `belongs to "alice", not "bob"`) {
+		t.Errorf("bob's resubmit of alice's job: %+v", r)
+	}
+	act := action(c.name, report.ActionResubmit, "resubmit-"+job, forgotten, "alice", func(a *report.Action) { a.Lineage, a.TimeLimitMin = lineage, 2 })
+	start := time.Now()
+	c.send(t, act)
+	r := c.waitResult(t, act.ID, 60*time.Second)
+	if r.Status != report.StatusOK || r.NewJobID == 0 {
+		t.Fatalf("resubmit: %+v", r)
+	}
+	newJob := strconv.FormatUint(r.NewJobID, 10)
+	t.Cleanup(func() { _ = sc.Cancel(context.Background(), newJob) })
+	testutil.Eventually(t, 90*time.Second, 100*time.Millisecond, "the resubmitted job "+newJob+" ran", func() bool { return len(fileLines(runs)) == 2 })
+	t.Logf("resubmitted as job %s: %q after %s; runs %q", newJob, r.Message, time.Since(start).Round(time.Millisecond), fileLines(runs))
+	if got, want := fileLines(runs)[1], newJob+" alice "+dir; got != want {
+		t.Errorf("the resubmitted job's run: %q, want %q", got, want)
+	}
+	j, err := sc.ShowJob(context.Background(), newJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(j.Comment) != comment || j.User != "alice" || j.TimeLimit == nil || *j.TimeLimit != 2*time.Minute {
+		t.Errorf("new job: comment %q user %s time limit %v; want %q, alice, 2m", j.Comment, j.User, j.TimeLimit, comment)
+	}
+	if rs := c.results(t)[act.ID]; len(rs) != 1 {
+		t.Errorf("%d results", len(rs))
+	}
+}

@@ -1,0 +1,326 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+)
+
+// Saved batch scripts. A run whose job ended more than MinJobAge ago (the
+// coordinator was down meanwhile) cannot be requeued: slurmctld no longer
+// holds it. To continue it the agent submits its batch script again, as
+// its owner, with the same working directory and comment (so the same
+// lineage): the script is saved when the agent first sees the job, since
+// `scontrol write batch_script` fails once slurmctld forgot it.
+//
+// The store is a directory only the agent's user may enter (0700, owned by
+// it); each job is one file job-<id>.json (0600) holding the script and
+// what sbatch needs besides. Files go after ScriptTTL; at most
+// maxSavedScripts are kept (the oldest go first).
+
+const (
+	// maxSavedScripts bounds the files of the store.
+	maxSavedScripts = 10000
+	// maxSavedFile bounds one file: the script (slurm.MaxBatchScript) in
+	// JSON, and a little more.
+	maxSavedFile = 2*slurm.MaxBatchScript + 64<<10
+	// savesPerPoll bounds the Slurm commands one poll spends saving
+	// scripts (two per job): a burst of submissions is saved over a few
+	// polls.
+	savesPerPoll = 20
+	// DefaultScriptTTL is how long a saved script is kept.
+	DefaultScriptTTL = 7 * 24 * time.Hour
+)
+
+// savedJob is what the agent keeps of a job to submit it again.
+type savedJob struct {
+	JobID     uint64 `json:"job_id"`
+	User      string `json:"user"`
+	UID       int    `json:"uid"`
+	Lineage   string `json:"lineage"`
+	Comment   string `json:"comment"`
+	WorkDir   string `json:"work_dir"`
+	Partition string `json:"partition"`
+	SavedMS   int64  `json:"saved_ms"`
+	Script    string `json:"script"`
+}
+
+// scriptStore is the directory of saved scripts; nil when off.
+type scriptStore struct {
+	dir  string
+	ttl  time.Duration
+	seen map[uint64]bool // saved, or not to be saved (no batch script)
+}
+
+// openScriptStore makes dir (0700) if needed and checks that it is the
+// agent's own and closed to others: the scripts are the users' and are
+// run again as their owners.
+func openScriptStore(dir string, ttl time.Duration) (*scriptStore, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("script directory %q: want an absolute path", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("script directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("script directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return nil, fmt.Errorf("script directory %s: not a directory", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return nil, fmt.Errorf("script directory %s: not owned by the agent's user (uid %d)", dir, os.Geteuid())
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("script directory %s: mode %v, want no access for group and others (chmod 0700)", dir, fi.Mode().Perm())
+	}
+	if ttl <= 0 {
+		ttl = DefaultScriptTTL
+	}
+	return &scriptStore{dir: dir, ttl: ttl, seen: map[uint64]bool{}}, nil
+}
+
+func (s *scriptStore) path(id uint64) string {
+	return filepath.Join(s.dir, "job-"+strconv.FormatUint(id, 10)+".json")
+}
+
+// resubmittable: a job the agent may submit again, one with isched's plan
+// naming its lineage (the lineage travels in the script, so the new job
+// resumes from the lineage's checkpoints).
+func resubmittable(j report.Job) (string, bool) {
+	p, ok, err := report.ParsePlanComment(j.Comment)
+	if !ok || err != nil || p.Lineage == "" {
+		return "", false
+	}
+	return p.Lineage, true
+}
+
+// saveNew saves the batch script of each resubmittable job of the table
+// not saved yet (at most savesPerPoll per call). Failures are logged: a
+// job whose script could not be saved cannot be resubmitted, nothing more.
+func (a *Agent) saveNew(ctx context.Context, jobs []report.Job) {
+	s := a.scripts
+	if s == nil {
+		return
+	}
+	listed := make(map[uint64]bool, len(jobs))
+	n := 0
+	for _, j := range jobs {
+		listed[j.JobID] = true
+		lineage, ok := resubmittable(j)
+		if !ok || s.seen[j.JobID] || n >= savesPerPoll {
+			continue
+		}
+		if _, err := os.Lstat(s.path(j.JobID)); err == nil {
+			s.seen[j.JobID] = true // saved by an earlier agent
+			continue
+		}
+		n++
+		if err := a.saveScript(ctx, j, lineage); err != nil {
+			if slurmDown(err) {
+				continue // next poll
+			}
+			a.log.Warn("batch script not saved: the job cannot be resubmitted if slurmctld forgets it", "job", j.JobID, "err", err)
+		}
+		s.seen[j.JobID] = true
+	}
+	for id := range s.seen {
+		if !listed[id] {
+			delete(s.seen, id)
+		}
+	}
+}
+
+func (a *Agent) saveScript(ctx context.Context, j report.Job, lineage string) error {
+	id := strconv.FormatUint(j.JobID, 10)
+	info, err := a.slurm.ShowJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !info.BatchFlag {
+		return errors.New("not a batch job")
+	}
+	script, err := a.slurm.BatchScript(ctx, id)
+	if err != nil {
+		return err
+	}
+	rec := savedJob{JobID: j.JobID, User: info.User, UID: info.UID, Lineage: lineage, Comment: strings.TrimSpace(j.Comment),
+		WorkDir: info.Fields["WorkDir"], Partition: info.Partition, SavedMS: a.cfg.Now().UnixMilli(), Script: string(script)}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxSavedFile {
+		return fmt.Errorf("record of %d bytes is over %d", len(b), maxSavedFile)
+	}
+	return writePrivate(a.scripts.path(j.JobID), b)
+}
+
+// writePrivate writes b to path atomically, mode 0600.
+func writePrivate(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// load reads the saved job id; an error matching fs.ErrNotExist when none
+// was saved.
+func (s *scriptStore) load(id uint64) (savedJob, error) {
+	var rec savedJob
+	f, err := os.OpenFile(s.path(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return rec, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return rec, err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o077 != 0 {
+		return rec, fmt.Errorf("%s: not the agent's own private file", s.path(id))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSavedFile+1))
+	if err != nil {
+		return rec, err
+	}
+	if len(b) > maxSavedFile {
+		return rec, fmt.Errorf("%s: larger than %d bytes", s.path(id), maxSavedFile)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("%s: %w", s.path(id), err)
+	}
+	if rec.JobID != id || !strings.HasPrefix(rec.Script, "#!") {
+		return rec, fmt.Errorf("%s: not the saved script of job %d", s.path(id), id)
+	}
+	return rec, nil
+}
+
+// sweep removes the files older than the TTL, then the oldest beyond
+// maxSavedScripts.
+func (s *scriptStore) sweep(now time.Time) error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	type file struct {
+		name string
+		mod  time.Time
+	}
+	var keep []file
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if now.Sub(fi.ModTime()) > s.ttl || strings.HasPrefix(e.Name(), ".tmp-") && now.Sub(fi.ModTime()) > time.Hour {
+			_ = os.Remove(filepath.Join(s.dir, e.Name()))
+			continue
+		}
+		keep = append(keep, file{e.Name(), fi.ModTime()})
+	}
+	if len(keep) > maxSavedScripts {
+		slices.SortFunc(keep, func(a, b file) int { return a.mod.Compare(b.mod) })
+		for _, f := range keep[:len(keep)-maxSavedScripts] {
+			_ = os.Remove(filepath.Join(s.dir, f.name))
+		}
+	}
+	return nil
+}
+
+// resubmit submits the saved script of act.JobID again as its owner, onto
+// the action's partition, GRES and time limit, in the job's working
+// directory and with its comment (the same lineage).
+func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Result, error) {
+	refuse := func(format string, args ...any) (*report.Result, error) {
+		return a.result(act.ID, report.StatusRefused, fmt.Sprintf(format, args...), nil), nil
+	}
+	if a.scripts == nil {
+		return refuse("job %d cannot be resubmitted: this agent saves no batch scripts (-script-dir is off)", act.JobID)
+	}
+	rec, err := a.scripts.load(act.JobID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return refuse("job %d cannot be resubmitted: the agent has no saved batch script of it (it never saw the job, or the script is older than %s)", act.JobID, a.scripts.ttl)
+	}
+	if err != nil {
+		return refuse("job %d cannot be resubmitted: %v", act.JobID, err)
+	}
+	switch {
+	case rec.User != act.User:
+		return refuse("job %d belongs to %q, not %q", act.JobID, rec.User, act.User)
+	case act.Lineage != "" && rec.Lineage != act.Lineage:
+		return refuse("job %d was of lineage %q, not %q", act.JobID, rec.Lineage, act.Lineage)
+	case isRoot(rec.User) && !a.cfg.AllowRootSubmit:
+		return refuse("resubmit as root refused (Config.AllowRootSubmit is off)")
+	}
+	spec := slurm.SubmitSpec{User: rec.User, Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
+		Comment: rec.Comment, Chdir: rec.WorkDir}
+	newID, err := a.slurm.SubmitWith(ctx, []byte(rec.Script), spec)
+	if err != nil {
+		if slurmDown(err) {
+			return nil, transient(err)
+		}
+		status := report.StatusFailed
+		if errors.Is(err, slurm.ErrInvalid) {
+			status = report.StatusRefused
+		}
+		return a.result(act.ID, status, fmt.Sprintf("resubmit job %d: %v", act.JobID, err), err), nil
+	}
+	r := a.result(act.ID, report.StatusOK, fmt.Sprintf("resubmitted job %d as job %s (%s, in %s)", act.JobID, newID, rec.User, rec.WorkDir), nil)
+	if n, perr := strconv.ParseUint(newID, 10, 32); perr == nil {
+		r.NewJobID = n
+	}
+	return r, nil
+}
+
+// recoverResubmit: the agent stopped during a resubmit. A job of the same
+// user with the saved comment (the lineage) and a higher id is the
+// resubmission; else it is not done again (at most once).
+func (a *Agent) recoverResubmit(ctx context.Context, act *report.Action) (*report.Result, error) {
+	failed := a.result(act.ID, report.StatusFailed, "the agent stopped during the resubmit and no new job of the lineage is listed: not resubmitted (at most once)", nil)
+	if a.scripts == nil {
+		return failed, nil
+	}
+	rec, err := a.scripts.load(act.JobID)
+	if err != nil {
+		return failed, nil
+	}
+	jobs, err := a.slurm.Jobs(ctx)
+	if err != nil {
+		return nil, transient(err)
+	}
+	for _, j := range jobs {
+		if j.JobID > act.JobID && j.User == rec.User && strings.TrimSpace(j.Comment) == rec.Comment {
+			r := a.result(act.ID, report.StatusOK, fmt.Sprintf("resubmitted job %d as job %d (confirmed after an agent restart)", act.JobID, j.JobID), nil)
+			r.NewJobID = j.JobID
+			return r, nil
+		}
+	}
+	return failed, nil
+}

@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+const planComment = "isched:v1 lineage=lab-u1001-train-ab12 ideal=cpu total=3000"
+
+// scriptEnv is an agent with a script store over a fake Slurm holding job
+// 12 of alice, an isched job with a plan, whose script the agent saved at
+// its first sight.
+func scriptEnv(t *testing.T) (*env, *Agent, string) {
+	t.Helper()
+	e := newEnv(t)
+	j := e.slurm.addJob("12", "comment="+planComment, "state=COMPLETED")
+	j.Fields["WorkDir"] = "/home/alice/run 1"
+	dir := filepath.Join(t.TempDir(), "scripts")
+	cfg := e.config()
+	cfg.ScriptDir = dir
+	a, err := New(cfg, e.slurm, e.rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.scripts == nil {
+		t.Fatal("script store not opened")
+	}
+	jobs, _ := e.slurm.Jobs(context.Background())
+	a.saveNew(context.Background(), jobs)
+	return e, a, dir
+}
+
+func (e *env) resubmitAction(mod ...func(*report.Action)) *report.Action {
+	return e.action(report.ActionResubmit, 12, append([]func(*report.Action){func(a *report.Action) {
+		a.Lineage, a.Partition, a.TimeLimitMin = "lab-u1001-train-ab12", "cpu", 20
+	}}, mod...)...)
+}
+
+// TestResubmitForgottenJob: once slurmctld forgot job 12, a resubmit
+// action submits its saved script again as alice, in its working
+// directory, with its comment (the lineage) and the action's partition
+// and time limit.
+func TestResubmitForgottenJob(t *testing.T) {
+	e, a, dir := scriptEnv(t)
+	saved := e.slurm.count("batch_script 12")
+	fi, err := os.Stat(filepath.Join(dir, "job-12.json"))
+	if err != nil || saved != 1 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("saved script: %v (mode %v), batch_script calls %d", err, fi, saved)
+	}
+	jobs, _ := e.slurm.Jobs(context.Background())
+	a.saveNew(context.Background(), jobs) // seen: not fetched again
+	if n := e.slurm.count("batch_script"); n != 1 {
+		t.Errorf("batch_script called %d times for one job", n)
+	}
+	script, _ := e.slurm.BatchScript(context.Background(), "12")
+	e.slurm.mu.Lock()
+	delete(e.slurm.jobs, "12") // MinJobAge passed
+	e.slurm.mu.Unlock()
+
+	act := e.resubmitAction()
+	e.send(act)
+	if _, err := drain(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	r := e.resultFor(act.ID)
+	if r.Status != report.StatusOK || r.NewJobID != 501 || !strings.Contains(r.Message, "resubmitted job 12 as job 501 (alice, in /home/alice/run 1)") {
+		t.Fatalf("result %+v", r)
+	}
+	e.slurm.mu.Lock()
+	spec, got := e.slurm.lastSubmit, e.slurm.lastScript
+	e.slurm.mu.Unlock()
+	if spec.User != "alice" || spec.Chdir != "/home/alice/run 1" || spec.Comment != planComment || spec.Partition != "cpu" || spec.TimeLimit != 20*time.Minute {
+		t.Errorf("submitted with %+v", spec)
+	}
+	if got != string(script) {
+		t.Errorf("submitted script %q, want the saved %q", got, script)
+	}
+}
+
+func TestResubmitRefusals(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, e *env, dir string)
+		mod   func(*report.Action)
+		msg   string
+	}{
+		{"another user's forgotten job", func(t *testing.T, e *env, dir string) {
+			e.slurm.mu.Lock()
+			delete(e.slurm.jobs, "12")
+			e.slurm.mu.Unlock()
+		},
+			func(a *report.Action) { a.User = "bob" }, `belongs to "alice", not "bob"`},
+		{"another user's ended job", nil, func(a *report.Action) { a.User = "bob" }, `belongs to "alice", not "bob"`},
+		{"another lineage", func(t *testing.T, e *env, dir string) {
+			e.slurm.mu.Lock()
+			delete(e.slurm.jobs, "12")
+			e.slurm.mu.Unlock()
+		},
+			func(a *report.Action) { a.Lineage = "lab-u1001-other-cd34" }, `was of lineage "lab-u1001-train-ab12"`},
+		{"still running: a requeue continues it", func(t *testing.T, e *env, dir string) { e.slurm.jobs["12"].State = "RUNNING" }, nil,
+			"is RUNNING and slurmctld still holds it"},
+		{"cancelled", func(t *testing.T, e *env, dir string) { e.slurm.jobs["12"].State = "CANCELLED" }, nil, "is CANCELLED"},
+		{"no saved script", func(t *testing.T, e *env, dir string) {
+			e.slurm.mu.Lock()
+			delete(e.slurm.jobs, "12")
+			e.slurm.mu.Unlock()
+			if err := os.Remove(filepath.Join(dir, "job-12.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "has no saved batch script"},
+		{"a saved file others may read is not trusted", func(t *testing.T, e *env, dir string) {
+			if err := os.Chmod(filepath.Join(dir, "job-12.json"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "not the agent's own private file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, a, dir := scriptEnv(t)
+			if c.setup != nil {
+				c.setup(t, e, dir)
+			}
+			var mods []func(*report.Action)
+			if c.mod != nil {
+				mods = append(mods, c.mod)
+			}
+			act := e.resubmitAction(mods...)
+			e.send(act)
+			if _, err := drain(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			r := e.resultFor(act.ID)
+			if r.Status != report.StatusRefused || !strings.Contains(r.Message, c.msg) {
+				t.Errorf("result %+v, want refused ~%q", r, c.msg)
+			}
+			if n := e.slurm.count("submit"); n != 0 {
+				t.Errorf("sbatch ran %d times", n)
+			}
+		})
+	}
+}
+
+// Without a script directory nothing is saved and resubmits are refused.
+func TestResubmitOff(t *testing.T) {
+	e := newEnv(t)
+	e.slurm.addJob("12", "comment="+planComment, "state=COMPLETED")
+	a := e.agent(nil)
+	jobs, _ := e.slurm.Jobs(context.Background())
+	a.saveNew(context.Background(), jobs)
+	act := e.resubmitAction()
+	e.send(act)
+	if _, err := drain(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusRefused || !strings.Contains(r.Message, "saves no batch scripts") {
+		t.Errorf("result %+v", r)
+	}
+	if n := e.slurm.count("batch_script"); n != 0 {
+		t.Errorf("batch_script called %d times with no store", n)
+	}
+}
+
+func TestScriptStoreChecks(t *testing.T) {
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openScriptStore(open, 0); err == nil || !strings.Contains(err.Error(), "chmod 0700") {
+		t.Errorf("a directory others may read: %v", err)
+	}
+	if _, err := openScriptStore("rel/dir", 0); err == nil {
+		t.Error("a relative directory accepted")
+	}
+	// jobs without a plan are not saved: they cannot name their lineage
+	e := newEnv(t)
+	e.slurm.addJob("13", "comment=isched")
+	cfg := e.config()
+	cfg.ScriptDir = filepath.Join(t.TempDir(), "s")
+	a, err := New(cfg, e.slurm, e.rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := e.slurm.Jobs(context.Background())
+	a.saveNew(context.Background(), jobs)
+	if n := e.slurm.count("batch_script"); n != 0 {
+		t.Errorf("a job without a plan: batch_script called %d times", n)
+	}
+}
+
+func TestScriptStoreSweep(t *testing.T) {
+	_, a, dir := scriptEnv(t)
+	p := filepath.Join(dir, "job-12.json")
+	now := time.Now()
+	if err := a.scripts.sweep(now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("a fresh script swept: %v", err)
+	}
+	if err := a.scripts.sweep(now.Add(DefaultScriptTTL + time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("a script older than the TTL kept: %v", err)
+	}
+}
+
+// An agent stopped during sbatch finds the resubmission by the lineage's
+// comment on a newer job of the same user, or says it is not done again.
+func TestRecoverResubmit(t *testing.T) {
+	e, a, _ := scriptEnv(t)
+	act := e.resubmitAction()
+	if r, err := a.recoverResubmit(context.Background(), act); err != nil || r.Status != report.StatusFailed {
+		t.Fatalf("no new job: %+v, %v", r, err)
+	}
+	e.slurm.addJob("40", "comment="+planComment, "state=PENDING")
+	r, err := a.recoverResubmit(context.Background(), act)
+	if err != nil || r.Status != report.StatusOK || r.NewJobID != 40 {
+		t.Errorf("new job 40: %+v, %v", r, err)
+	}
+}
