@@ -22,109 +22,13 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 	}
 	l.dirty = true
 	st := &l.Status
-	job := env.Job
 	at := env.Time()
 	switch env.Kind {
 	case report.KindStart:
 		c.applyStart(l, env, jobs, now)
 		l.trimHistory(c.cfg.Limits.History)
 	case report.KindSample:
-		smp := env.Sample
-		// a late sample of an attempt the lineage has left behind (its
-		// process is gone, a new one runs): it still tells how far that
-		// attempt got and what it peaked at, not the current process's
-		// memory, speed or trend
-		stale := job.JobID == st.JobID && job.Attempt < st.Attempt
-		switch {
-		case smp.CPU == nil:
-		case stale:
-			st.PeakRSSBytes = max(st.PeakRSSBytes, smp.CPU.RSSBytes, smp.CPU.PeakRSSBytes)
-		default:
-			if l.RankRSS == nil {
-				l.RankRSS = map[string]int64{}
-			}
-			if rank := strconv.Itoa(job.Rank); capped(l.RankRSS, rank, c.cfg.Limits.Ranks) {
-				l.RankRSS[rank] = smp.CPU.RSSBytes
-			}
-			var sum int64
-			for _, v := range l.RankRSS {
-				sum += v
-			}
-			st.RSSBytes = sum
-			// the job's peak: at least its largest summed RSS, and at
-			// least any rank's own peak (the kernel's, between samples)
-			st.PeakRSSBytes = max(st.PeakRSSBytes, sum, smp.CPU.PeakRSSBytes)
-			// the cgroup's charge apart: what cannot be reclaimed (the OOM
-			// risk) and page cache (rank 0's cgroup speaks for the node)
-			if job.Rank == 0 {
-				st.UnreclaimBytes, st.PageCacheBytes = smp.CPU.CgroupUnreclaimBytes, smp.CPU.CgroupFileBytes
-				st.PeakUnreclaimBytes = max(st.PeakUnreclaimBytes, st.UnreclaimBytes)
-				st.PeakPageCacheBytes = max(st.PeakPageCacheBytes, st.PageCacheBytes)
-			}
-		}
-		var gpuUsed int64
-		if smp.GPU != nil && len(smp.GPU.Devices) > 0 {
-			if st.GPUBytes == nil {
-				st.GPUBytes, st.PeakGPUBytes = map[string]int64{}, map[string]int64{}
-			}
-			for _, d := range smp.GPU.Devices {
-				if !capped(st.PeakGPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) || !capped(st.GPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) {
-					continue // a lineage keeps DeviceIDs GPU ids: more is no real job's
-				}
-				st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], d.UsedBytes)
-				if !stale {
-					st.GPUBytes[d.UUID] = d.UsedBytes
-					gpuUsed += d.UsedBytes
-				}
-			}
-		}
-		var pts [][]byte
-		if job.Rank == 0 { // ranks step in lockstep: rank 0 speaks for the job's progress
-			var last int64
-			for _, it := range smp.Iters {
-				if !stale { // an old process's steps would read as a restart
-					l.Iter.Add(it)
-				}
-				if it.Total > 0 && it.Total != st.LoopTotal {
-					st.LoopTotal = it.Total
-					l.setTotal()
-				}
-				if it.Step > st.Step {
-					st.Step = it.Step
-				}
-				last = max(last, it.Step)
-				l.LastIterMS = max(l.LastIterMS, it.AtMS)
-				if it.LossNonFinite {
-					l.NonFinite = true
-				}
-			}
-			// one point per sample report (the median iteration of its
-			// batch), not per iteration: Redis memory per job stays bounded
-			// by SeriesLen points whatever the iteration rate
-			if (len(smp.Iters) > 0 || smp.CPU != nil) && !stale {
-				p := report.SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
-				if n := len(smp.Iters); n > 0 {
-					d := make([]float64, n)
-					for i, it := range smp.Iters {
-						d[i] = it.DurMS
-					}
-					slices.Sort(d)
-					p.IterMS, p.TMS = d[n/2], smp.Iters[n-1].AtMS
-				}
-				b, _ := json.Marshal(p)
-				pts = append(pts, b)
-			}
-			if sp := l.span(job.JobID, job.Attempt); sp != nil && sp.EndMS != 0 && last > sp.EndStep {
-				// late iterations of an attempt whose span Slurm's requeue
-				// closed already: it got that far
-				sp.EndStep = last
-			}
-			if smp.CPU != nil && !stale {
-				l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
-			}
-		}
-		c.batch.PushList(c.keys.JobSeries(s.Lineage), c.cfg.SeriesLen, pts...) // sent by flush
-		c.refreshEstimates(l, now)
+		c.applySample(l, env, s, now)
 	case report.KindCheckpoint:
 		cp := *env.Checkpoint
 		if cp.Complete {
@@ -143,6 +47,129 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		c.applyEnd(l, env, now)
 	}
 	return nil
+}
+
+// applySample takes a sample report: memory, GPU memory and (rank 0's)
+// iterations into the lineage's status, series and estimators.
+func (c *Coordinator) applySample(l *lineage, env *report.Envelope, s *session, now time.Time) {
+	st, job, smp := &l.Status, env.Job, env.Sample
+	// a late sample of an attempt the lineage has left behind (its
+	// process is gone, a new one runs): it still tells how far that
+	// attempt got and what it peaked at, not the current process's
+	// memory, speed or trend
+	stale := job.JobID == st.JobID && job.Attempt < st.Attempt
+	c.applyCPU(l, job, smp.CPU, stale)
+	gpuUsed := c.applyGPU(st, smp.GPU, stale)
+	var pts [][]byte
+	if job.Rank == 0 { // ranks step in lockstep: rank 0 speaks for the job's progress
+		pts = applyIters(l, env, stale, gpuUsed)
+	}
+	c.batch.PushList(c.keys.JobSeries(s.Lineage), c.cfg.SeriesLen, pts...) // sent by flush
+	c.refreshEstimates(l, now)
+}
+
+// applyCPU takes a sample's process-tree and cgroup memory.
+func (c *Coordinator) applyCPU(l *lineage, job *report.JobRef, cpu *report.CPUStat, stale bool) {
+	st := &l.Status
+	switch {
+	case cpu == nil:
+	case stale:
+		st.PeakRSSBytes = max(st.PeakRSSBytes, cpu.RSSBytes, cpu.PeakRSSBytes)
+	default:
+		if l.RankRSS == nil {
+			l.RankRSS = map[string]int64{}
+		}
+		if rank := strconv.Itoa(job.Rank); capped(l.RankRSS, rank, c.cfg.Limits.Ranks) {
+			l.RankRSS[rank] = cpu.RSSBytes
+		}
+		var sum int64
+		for _, v := range l.RankRSS {
+			sum += v
+		}
+		st.RSSBytes = sum
+		// the job's peak: at least its largest summed RSS, and at
+		// least any rank's own peak (the kernel's, between samples)
+		st.PeakRSSBytes = max(st.PeakRSSBytes, sum, cpu.PeakRSSBytes)
+		// the cgroup's charge apart: what cannot be reclaimed (the OOM
+		// risk) and page cache (rank 0's cgroup speaks for the node)
+		if job.Rank == 0 {
+			st.UnreclaimBytes, st.PageCacheBytes = cpu.CgroupUnreclaimBytes, cpu.CgroupFileBytes
+			st.PeakUnreclaimBytes = max(st.PeakUnreclaimBytes, st.UnreclaimBytes)
+			st.PeakPageCacheBytes = max(st.PeakPageCacheBytes, st.PageCacheBytes)
+		}
+	}
+}
+
+// applyGPU takes a sample's GPU memory per device; it returns the memory
+// used now, over the devices (0 for a stale sample).
+func (c *Coordinator) applyGPU(st *report.JobStatus, gpu *report.GPUStat, stale bool) (used int64) {
+	if gpu == nil || len(gpu.Devices) == 0 {
+		return 0
+	}
+	if st.GPUBytes == nil {
+		st.GPUBytes, st.PeakGPUBytes = map[string]int64{}, map[string]int64{}
+	}
+	for _, d := range gpu.Devices {
+		if !capped(st.PeakGPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) || !capped(st.GPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) {
+			continue // a lineage keeps DeviceIDs GPU ids: more is no real job's
+		}
+		st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], d.UsedBytes)
+		if !stale {
+			st.GPUBytes[d.UUID] = d.UsedBytes
+			used += d.UsedBytes
+		}
+	}
+	return used
+}
+
+// applyIters takes rank 0's iterations: progress, the loop's own total,
+// the iteration and memory estimators; it returns the sample's series
+// point, if any.
+func applyIters(l *lineage, env *report.Envelope, stale bool, gpuUsed int64) (pts [][]byte) {
+	st, job, smp := &l.Status, env.Job, env.Sample
+	var last int64
+	for _, it := range smp.Iters {
+		if !stale { // an old process's steps would read as a restart
+			l.Iter.Add(it)
+		}
+		if it.Total > 0 && it.Total != st.LoopTotal {
+			st.LoopTotal = it.Total
+			l.setTotal()
+		}
+		if it.Step > st.Step {
+			st.Step = it.Step
+		}
+		last = max(last, it.Step)
+		l.LastIterMS = max(l.LastIterMS, it.AtMS)
+		if it.LossNonFinite {
+			l.NonFinite = true
+		}
+	}
+	// one point per sample report (the median iteration of its
+	// batch), not per iteration: Redis memory per job stays bounded
+	// by SeriesLen points whatever the iteration rate
+	if (len(smp.Iters) > 0 || smp.CPU != nil) && !stale {
+		p := report.SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
+		if n := len(smp.Iters); n > 0 {
+			d := make([]float64, n)
+			for i, it := range smp.Iters {
+				d[i] = it.DurMS
+			}
+			slices.Sort(d)
+			p.IterMS, p.TMS = d[n/2], smp.Iters[n-1].AtMS
+		}
+		b, _ := json.Marshal(p)
+		pts = append(pts, b)
+	}
+	if sp := l.span(job.JobID, job.Attempt); sp != nil && sp.EndMS != 0 && last > sp.EndStep {
+		// late iterations of an attempt whose span Slurm's requeue
+		// closed already: it got that far
+		sp.EndStep = last
+	}
+	if smp.CPU != nil && !stale {
+		l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
+	}
+	return pts
 }
 
 // newProcess: a new process of the job runs (a new attempt, another job

@@ -105,80 +105,42 @@ func entryAge(id string, now time.Time) time.Duration {
 	return now.Sub(time.UnixMilli(n))
 }
 
+// judgement is what verify returns, for its phases to end it early.
+type judgement struct {
+	env    *report.Envelope
+	s      *session
+	v      verdict
+	reason string
+	err    error
+}
+
+func judged(env *report.Envelope, s *session, v verdict, reason string, err error) *judgement {
+	return &judgement{env, s, v, reason, err}
+}
+
+func reject(env *report.Envelope, reason string) *judgement {
+	return &judgement{env: env, v: rejected, reason: reason}
+}
+
 // verify judges one entry. On acceptance it returns the envelope and the
 // session it belongs to; a rejected entry that decoded comes back with its
-// envelope too, for the log.
+// envelope too, for the log. Its phases: decodeEntry, openStart (a new
+// session's credential), checkSession (MAC, identity, owner), claimLineage
+// and the sequence check.
 func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex, now time.Time) (*report.Envelope, *session, verdict, string, error) {
-	if e.Oversize {
-		return nil, nil, rejected, RejectOversize, nil
-	}
-	env, err := report.Decode(e.Payload)
-	if err != nil {
-		return nil, nil, rejected, RejectMalformed, nil
-	}
-	switch env.Kind {
-	case report.KindStart, report.KindSample, report.KindCheckpoint, report.KindSignal, report.KindEnd:
-	default:
-		return env, nil, rejected, RejectNotReport, nil
-	}
-	if env.Job.Cluster != c.keys.Cluster {
-		return env, nil, rejected, RejectForeignCluster, nil
+	env, reason := c.decodeEntry(e)
+	if reason != "" {
+		return env, nil, rejected, reason, nil
 	}
 	tooOld := entryAge(e.ID, now) > c.cfg.DeferLimit
 	s, err := c.loadSession(ctx, env.SID)
 	if err != nil {
 		return nil, nil, rejected, "", err // store trouble: leave the entry pending
 	}
-	if env.Kind == report.KindStart && (s == nil || s.LastSeq == 0) {
-		if s == nil {
-			if env.Start.Cred == "" {
-				return env, nil, rejected, RejectUnauth, nil
-			}
-			open := auth.Open
-			if e.Redelivered {
-				// this very entry was read before: a coordinator may have
-				// died between opening its credential and saving the
-				// session, and MUNGE opens a credential once. A replay by
-				// someone else is a new entry, refused by Open.
-				open = auth.OpenRedelivered
-			}
-			v, err := open(ctx, c.munger, env.Start.Cred)
-			if err != nil {
-				return env, nil, rejected, RejectBadCred, nil
-			}
-			if v.RestrictedTo(c.uid) != nil {
-				return env, nil, rejected, RejectUnrestricted, nil
-			}
-			if v.SID != env.SID || v.JobID != env.Job.JobID || v.Lineage != env.Job.Lineage || v.Cluster != env.Job.Cluster || v.UID != env.Job.UID {
-				return env, nil, rejected, RejectForged, nil
-			}
-			if auth.Verify(v.Key, e.Payload, e.MAC) != nil {
-				return env, nil, rejected, RejectBadMAC, nil
-			}
-			// The owner is checked before anything is kept: a session whose
-			// job is listed must be its owner's; one whose job is not listed
-			// yet waits in memory (MUNGE opens a credential once; a restart
-			// opens the redelivered entry again), within the user's budget.
-			// It is saved once confirmed, with the report that confirmed it.
-			s = &session{SID: v.SID, Key: hex.EncodeToString(v.Key), UID: v.UID, JobID: v.JobID, Lineage: v.Lineage,
-				Rank: env.Job.Rank, OpenedMS: now.UnixMilli()}
-			j, listed := jobs[s.JobID]
-			if listed && j.UID != s.UID {
-				return env, nil, rejected, RejectForeignJob, nil
-			}
-			if reason, err := c.admitSession(ctx, s, listed); err != nil {
-				return env, nil, rejected, "", err
-			} else if reason != "" {
-				if !listed && !tooOld {
-					// over the user's pending budget: the start waits
-					// unacked (HeldStartsPerUID, per user) and is opened
-					// again when redelivered, by then usually listed.
-					// Refusing it would lose the session for good: a user
-					// who starts 20 jobs at once is no flood.
-					return c.wait(e, env, heldStartsOf+strconv.Itoa(s.UID))
-				}
-				return env, nil, rejected, reason, nil
-			}
+	if env.Kind == report.KindStart && s == nil {
+		var j *judgement
+		if s, j = c.openStart(ctx, e, env, jobs, now, tooOld); j != nil {
+			return j.env, j.s, j.v, j.reason, j.err
 		}
 	}
 	if s == nil {
@@ -187,62 +149,11 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 		}
 		return c.wait(e, env, "")
 	}
-	key, _ := hex.DecodeString(s.Key)
-	if auth.Verify(key, e.Payload, e.MAC) != nil {
-		return env, nil, rejected, RejectBadMAC, nil
+	if j := c.checkSession(ctx, e, env, s, jobs, tooOld); j != nil {
+		return j.env, j.s, j.v, j.reason, j.err
 	}
-	if env.Job.JobID != s.JobID || env.Job.Lineage != s.Lineage || env.Job.UID != s.UID {
-		return env, nil, rejected, RejectForged, nil
-	}
-	if !e.Redelivered && c.holding(s.SID) {
-		// older reports of this session wait: this one waits behind them
-		// (judged before them it would make the start report a replay)
-		return c.wait(e, env, s.SID)
-	}
-	if !s.Confirmed {
-		j, ok := jobs[s.JobID]
-		if !ok {
-			if tooOld {
-				c.dropPending(s)
-				return env, nil, rejected, RejectUnknownJob, nil
-			}
-			return c.wait(e, env, s.SID)
-		}
-		if j.UID != s.UID {
-			c.dropPending(s)
-			return env, nil, rejected, RejectForeignJob, nil
-		}
-		if reason, err := c.confirmPending(ctx, s); err != nil || reason != "" {
-			return env, nil, rejected, reason, err
-		}
-		s.Confirmed = true
-	}
-	// a name reserved for another job or uid (see reserved) is refused
-	// before its state is looked up; without the job in the table an
-	// array task's name cannot be told, so only a claim is refused then
-	j, listed := jobs[s.JobID]
-	if !listed {
-		j = report.Job{JobID: s.JobID, UID: s.UID}
-	}
-	foreign, _ := reserved(c.keys.Cluster, s.Lineage, j)
-	if foreign && listed {
-		return env, nil, rejected, RejectForeignLineage, nil
-	}
-	if ok, err := c.admitLineage(ctx, s); err != nil || !ok {
-		return env, nil, rejected, RejectOverBudget, err
-	}
-	l, err := c.getLineage(ctx, s.Lineage)
-	if err != nil {
-		return nil, nil, rejected, "", err
-	}
-	if uid, known := l.owner(); !known {
-		if foreign {
-			return env, nil, rejected, RejectForeignLineage, nil
-		}
-		uid := s.UID
-		l.OwnerUID, l.dirty = &uid, true
-	} else if uid != s.UID {
-		return env, nil, rejected, RejectForeignLineage, nil
+	if reason, err := c.claimLineage(ctx, s, jobs); err != nil || reason != "" {
+		return env, nil, rejected, reason, err
 	}
 	if env.Seq <= s.LastSeq {
 		// The wrapper sends again what it could not confirm: an XADD whose
@@ -259,6 +170,153 @@ func (c *Coordinator) verify(ctx context.Context, e stream.Entry, jobs jobIndex,
 	// before its entry is acked
 	c.dirtySessions[s.SID] = s
 	return env, s, accepted, "", nil
+}
+
+// decodeEntry decodes an entry into a report of this cluster; reason is
+// why not ("" when it is one).
+func (c *Coordinator) decodeEntry(e stream.Entry) (*report.Envelope, string) {
+	if e.Oversize {
+		return nil, RejectOversize
+	}
+	env, err := report.Decode(e.Payload)
+	if err != nil {
+		return nil, RejectMalformed
+	}
+	switch env.Kind {
+	case report.KindStart, report.KindSample, report.KindCheckpoint, report.KindSignal, report.KindEnd:
+	default:
+		return env, RejectNotReport
+	}
+	if env.Job.Cluster != c.keys.Cluster {
+		return env, RejectForeignCluster
+	}
+	return env, ""
+}
+
+// openStart opens a start report's credential into a new session. The
+// owner is checked before anything is kept: a session whose job is listed
+// must be its owner's; one whose job is not listed yet waits in memory
+// (MUNGE opens a credential once; a restart opens the redelivered entry
+// again), within the user's budget. It is saved once confirmed, with the
+// report that confirmed it. A non-nil judgement ends verify.
+func (c *Coordinator) openStart(ctx context.Context, e stream.Entry, env *report.Envelope, jobs jobIndex, now time.Time, tooOld bool) (*session, *judgement) {
+	if env.Start.Cred == "" {
+		return nil, reject(env, RejectUnauth)
+	}
+	open := auth.Open
+	if e.Redelivered {
+		// this very entry was read before: a coordinator may have
+		// died between opening its credential and saving the
+		// session, and MUNGE opens a credential once. A replay by
+		// someone else is a new entry, refused by Open.
+		open = auth.OpenRedelivered
+	}
+	v, err := open(ctx, c.munger, env.Start.Cred)
+	if err != nil {
+		return nil, reject(env, RejectBadCred)
+	}
+	if v.RestrictedTo(c.uid) != nil {
+		return nil, reject(env, RejectUnrestricted)
+	}
+	if v.SID != env.SID || v.JobID != env.Job.JobID || v.Lineage != env.Job.Lineage || v.Cluster != env.Job.Cluster || v.UID != env.Job.UID {
+		return nil, reject(env, RejectForged)
+	}
+	if auth.Verify(v.Key, e.Payload, e.MAC) != nil {
+		return nil, reject(env, RejectBadMAC)
+	}
+	s := &session{SID: v.SID, Key: hex.EncodeToString(v.Key), UID: v.UID, JobID: v.JobID, Lineage: v.Lineage,
+		Rank: env.Job.Rank, OpenedMS: now.UnixMilli()}
+	j, listed := jobs[s.JobID]
+	if listed && j.UID != s.UID {
+		return nil, reject(env, RejectForeignJob)
+	}
+	reason, err := c.admitSession(ctx, s, listed)
+	switch {
+	case err != nil:
+		return nil, judged(env, nil, rejected, "", err)
+	case reason != "" && !listed && !tooOld:
+		// over the user's pending budget: the start waits
+		// unacked (HeldStartsPerUID, per user) and is opened
+		// again when redelivered, by then usually listed.
+		// Refusing it would lose the session for good: a user
+		// who starts 20 jobs at once is no flood.
+		return nil, judged(c.wait(e, env, heldStartsOf+strconv.Itoa(s.UID)))
+	case reason != "":
+		return nil, reject(env, reason)
+	}
+	return s, nil
+}
+
+// checkSession checks a report against its session (MAC, job, lineage and
+// uid), keeps it behind the session's waiting reports and confirms a
+// pending session's owner from the job table. A non-nil judgement ends
+// verify.
+func (c *Coordinator) checkSession(ctx context.Context, e stream.Entry, env *report.Envelope, s *session, jobs jobIndex, tooOld bool) *judgement {
+	key, _ := hex.DecodeString(s.Key)
+	if auth.Verify(key, e.Payload, e.MAC) != nil {
+		return reject(env, RejectBadMAC)
+	}
+	if env.Job.JobID != s.JobID || env.Job.Lineage != s.Lineage || env.Job.UID != s.UID {
+		return reject(env, RejectForged)
+	}
+	if !e.Redelivered && c.holding(s.SID) {
+		// older reports of this session wait: this one waits behind them
+		// (judged before them it would make the start report a replay)
+		return judged(c.wait(e, env, s.SID))
+	}
+	if s.Confirmed {
+		return nil
+	}
+	j, ok := jobs[s.JobID]
+	if !ok {
+		if tooOld {
+			c.dropPending(s)
+			return reject(env, RejectUnknownJob)
+		}
+		return judged(c.wait(e, env, s.SID))
+	}
+	if j.UID != s.UID {
+		c.dropPending(s)
+		return reject(env, RejectForeignJob)
+	}
+	if reason, err := c.confirmPending(ctx, s); err != nil || reason != "" {
+		return judged(env, nil, rejected, reason, err)
+	}
+	s.Confirmed = true
+	return nil
+}
+
+// claimLineage checks that the session's lineage is its user's, claiming
+// an unowned one; reason is why not. A name reserved for another job or
+// uid (see reserved) is refused before its state is looked up; without the
+// job in the table an array task's name cannot be told, so only a claim is
+// refused then.
+func (c *Coordinator) claimLineage(ctx context.Context, s *session, jobs jobIndex) (reason string, err error) {
+	j, listed := jobs[s.JobID]
+	if !listed {
+		j = report.Job{JobID: s.JobID, UID: s.UID}
+	}
+	foreign, _ := reserved(c.keys.Cluster, s.Lineage, j)
+	if foreign && listed {
+		return RejectForeignLineage, nil
+	}
+	if ok, err := c.admitLineage(ctx, s); err != nil || !ok {
+		return RejectOverBudget, err
+	}
+	l, err := c.getLineage(ctx, s.Lineage)
+	if err != nil {
+		return "", err
+	}
+	if uid, known := l.owner(); !known {
+		if foreign {
+			return RejectForeignLineage, nil
+		}
+		uid := s.UID
+		l.OwnerUID, l.dirty = &uid, true
+	} else if uid != s.UID {
+		return RejectForeignLineage, nil
+	}
+	return "", nil
 }
 
 // wait defers an entry (its job or session is not known yet), within the

@@ -504,39 +504,66 @@ var pendingForResources = map[string]bool{"": true, "None": true, "Resources": t
 
 // devChunk is rule 3.
 func (v *view) devChunk() (d Decision, ok bool, status string) {
+	if why := v.devChunkBlocked(); why != "" {
+		return d, false, why
+	}
+	devs, windowEnd, why := v.devTargets()
+	if why != "" {
+		return d, false, why
+	}
+	var tried []string
+	for _, name := range devs {
+		d, why := v.chunkOn(name, windowEnd)
+		if why != "" {
+			tried = append(tried, why)
+			continue
+		}
+		return d, true, ""
+	}
+	return d, false, strings.Join(tried, "; ")
+}
+
+// devChunkBlocked says why rule 3 leaves the job alone whatever the dev
+// partitions hold ("" when nothing does).
+func (v *view) devChunkBlocked() string {
 	j, p := v.j, v.j.Plan
 	switch {
 	case p == nil:
-		return d, false, "no isched plan"
+		return "no isched plan"
 	case !p.Migrate:
-		return d, false, "the plan does not allow migration (a dev chunk ends with a checkpoint and a requeue)"
+		return "the plan does not allow migration (a dev chunk ends with a checkpoint and a requeue)"
 	case v.cfg.NoContinuations:
-		return d, false, "continuations are off (max_continuations 0)"
+		return "continuations are off (max_continuations 0)"
 	case v.cfg.MaxContinuations > 0 && j.Continuations >= v.cfg.MaxContinuations:
-		return d, false, fmt.Sprintf("already continued %d times (max %d)", j.Continuations, v.cfg.MaxContinuations)
+		return fmt.Sprintf("already continued %d times (max %d)", j.Continuations, v.cfg.MaxContinuations)
 	case !pendingForResources[j.PendingReason]:
-		return d, false, fmt.Sprintf("pending for %s, not for resources", j.PendingReason)
+		return fmt.Sprintf("pending for %s, not for resources", j.PendingReason)
 	case j.PendingSince.IsZero() || v.now.Sub(j.PendingSince) < v.cfg.MinPending:
-		return d, false, fmt.Sprintf("pending for less than %s", dur(v.cfg.MinPending))
+		return fmt.Sprintf("pending for less than %s", dur(v.cfg.MinPending))
 	case v.snap == nil:
-		return d, false, "no fresh cluster snapshot"
+		return "no fresh cluster snapshot"
 	}
 	for _, q := range strings.Split(j.Partition, ",") {
 		if v.cfg.isDev(q) {
-			return d, false, "already queued on the dev partition " + q
+			return "already queued on the dev partition " + q
 		}
 	}
 	if ok, r := room(partition(v.snap, p.Ideal), p.IdealGres); ok && strings.Contains(","+j.Partition+",", ","+p.Ideal+",") {
-		return d, false, fmt.Sprintf("%s: it should start there", r)
+		return fmt.Sprintf("%s: it should start there", r)
 	}
-	var devs []string
-	for _, f := range p.Fallbacks {
+	return ""
+}
+
+// devTargets are the plan's dev fallbacks, when a dev window is open, and
+// the end of that window (zero: none).
+func (v *view) devTargets() (devs []string, windowEnd time.Time, why string) {
+	for _, f := range v.j.Plan.Fallbacks {
 		if v.cfg.isDev(f) {
 			devs = append(devs, f)
 		}
 	}
 	if len(devs) == 0 {
-		return d, false, "no dev partition among the plan's fallbacks"
+		return nil, windowEnd, "no dev partition among the plan's fallbacks"
 	}
 	open, windowEnd := v.cfg.devOpen(v.now)
 	if !open {
@@ -544,70 +571,79 @@ func (v *view) devChunk() (d Decision, ok bool, status string) {
 		for i, w := range v.cfg.DevWindows {
 			ws[i] = w.String()
 		}
-		return d, false, fmt.Sprintf("outside the dev windows (%s)", strings.Join(ws, ", "))
+		return nil, windowEnd, fmt.Sprintf("outside the dev windows (%s)", strings.Join(ws, ", "))
 	}
-	var tried []string
-	for _, name := range devs {
-		dp := partition(v.snap, name)
-		if dp == nil {
-			tried = append(tried, name+" is not in the cluster snapshot")
-			continue
-		}
-		req, gres := j.Gres, ""
-		if v.holdsGPUs() {
-			if !hasGPUs(dp) {
-				tried = append(tried, fmt.Sprintf("the job holds GPUs (%s) and %s has none", j.Gres, name))
-				continue
-			}
-		} else if _, n := gpuRequest(p.IdealGres); n > 0 && hasGPUs(dp) {
-			req, gres = p.IdealGres, p.IdealGres // a GPU plan gets its GPUs on a GPU dev partition
-		}
-		ok, r := room(dp, req)
-		if !ok {
-			tried = append(tried, r)
-			continue
-		}
-		tl, has := maxTime(dp)
-		limitWhy := "the partition's maximum"
-		if !windowEnd.IsZero() {
-			if wl := windowEnd.Sub(v.now).Truncate(time.Minute); !has || wl < tl {
-				tl, has, limitWhy = wl, true, "until the dev window closes at "+v.at(windowEnd)
-			}
-		}
-		fits := false
-		if v.known {
-			need := ceilMinute(msDur(float64(v.rem)*v.high) + v.cfg.MoveCost + v.ckpt + v.cfg.Margin)
-			if !has || need <= tl {
-				tl, has, fits, limitWhy = need, true, true, fmt.Sprintf("enough for the remaining %d iterations", v.rem)
-			}
-		}
-		if has && !fits {
-			// A chunk must do more than pay for its own checkpoint and restart.
-			useful := tl - v.ckpt - v.cfg.Margin - v.cfg.MoveCost
-			gainMS := toMS(useful) * v.cfg.speed(name) / v.cfg.speed(p.Ideal)
-			costMS := toMS(v.cfg.MoveCost + v.ckpt)
-			if gainMS <= v.cfg.MinGain*costMS {
-				tried = append(tried, fmt.Sprintf("a %s chunk on %s is worth %s of %s time, not more than %g × its cost %s",
-					dur(tl), name, dur(msDur(gainMS)), p.Ideal, v.cfg.MinGain, dur(msDur(costMS))))
-				continue
-			}
-		}
-		if !has {
-			tl, limitWhy = 0, "time limit unchanged (no maximum, remaining work unknown)"
-		}
-		then := "a checkpoint and a requeue back onto " + p.Ideal + " will follow before the limit"
-		if fits {
-			then = "the run should finish there"
-		}
-		tlText := limitWhy
-		if tl > 0 {
-			tlText = fmt.Sprintf("time limit %s (%s)", dur(tl), limitWhy)
-		}
-		return Decision{Kind: MovePending, Rule: RuleDevChunk, Target: name, Gres: gres, TimeLimit: tl, Reason: fmt.Sprintf(
-			"dev chunk: pending on %s for %s (%s); %s: moving it to %s%s with %s; %s",
-			j.Partition, dur(v.now.Sub(j.PendingSince)), orUnknown(j.PendingReason), r, name, gresText(gres), tlText, then)}, true, ""
+	return devs, windowEnd, ""
+}
+
+// chunkOn is a dev chunk on partition name, or why not.
+func (v *view) chunkOn(name string, windowEnd time.Time) (d Decision, why string) {
+	j, p := v.j, v.j.Plan
+	dp := partition(v.snap, name)
+	if dp == nil {
+		return d, name + " is not in the cluster snapshot"
 	}
-	return d, false, strings.Join(tried, "; ")
+	req, gres := j.Gres, ""
+	if v.holdsGPUs() {
+		if !hasGPUs(dp) {
+			return d, fmt.Sprintf("the job holds GPUs (%s) and %s has none", j.Gres, name)
+		}
+	} else if _, n := gpuRequest(p.IdealGres); n > 0 && hasGPUs(dp) {
+		req, gres = p.IdealGres, p.IdealGres // a GPU plan gets its GPUs on a GPU dev partition
+	}
+	ok, r := room(dp, req)
+	if !ok {
+		return d, r
+	}
+	tl, fits, limitWhy, why := v.chunkLimit(dp, name, windowEnd)
+	if why != "" {
+		return d, why
+	}
+	then := "a checkpoint and a requeue back onto " + p.Ideal + " will follow before the limit"
+	if fits {
+		then = "the run should finish there"
+	}
+	tlText := limitWhy
+	if tl > 0 {
+		tlText = fmt.Sprintf("time limit %s (%s)", dur(tl), limitWhy)
+	}
+	return Decision{Kind: MovePending, Rule: RuleDevChunk, Target: name, Gres: gres, TimeLimit: tl, Reason: fmt.Sprintf(
+		"dev chunk: pending on %s for %s (%s); %s: moving it to %s%s with %s; %s",
+		j.Partition, dur(v.now.Sub(j.PendingSince)), orUnknown(j.PendingReason), r, name, gresText(gres), tlText, then)}, ""
+}
+
+// chunkLimit is a dev chunk's time limit on dp (0: unchanged), whether the
+// rest of the run fits in it, and why that limit; why is set when a chunk
+// there is not worth its checkpoint and restart.
+func (v *view) chunkLimit(dp *report.Partition, name string, windowEnd time.Time) (tl time.Duration, fits bool, limitWhy, why string) {
+	tl, has := maxTime(dp)
+	limitWhy = "the partition's maximum"
+	if !windowEnd.IsZero() {
+		if wl := windowEnd.Sub(v.now).Truncate(time.Minute); !has || wl < tl {
+			tl, has, limitWhy = wl, true, "until the dev window closes at "+v.at(windowEnd)
+		}
+	}
+	if v.known {
+		need := ceilMinute(msDur(float64(v.rem)*v.high) + v.cfg.MoveCost + v.ckpt + v.cfg.Margin)
+		if !has || need <= tl {
+			tl, has, fits, limitWhy = need, true, true, fmt.Sprintf("enough for the remaining %d iterations", v.rem)
+		}
+	}
+	if has && !fits {
+		// A chunk must do more than pay for its own checkpoint and restart.
+		ideal := v.j.Plan.Ideal
+		useful := tl - v.ckpt - v.cfg.Margin - v.cfg.MoveCost
+		gainMS := toMS(useful) * v.cfg.speed(name) / v.cfg.speed(ideal)
+		costMS := toMS(v.cfg.MoveCost + v.ckpt)
+		if gainMS <= v.cfg.MinGain*costMS {
+			return 0, false, "", fmt.Sprintf("a %s chunk on %s is worth %s of %s time, not more than %g × its cost %s",
+				dur(tl), name, dur(msDur(gainMS)), ideal, v.cfg.MinGain, dur(msDur(costMS)))
+		}
+	}
+	if !has {
+		tl, limitWhy = 0, "time limit unchanged (no maximum, remaining work unknown)"
+	}
+	return tl, fits, limitWhy, ""
 }
 
 // Formatting for reasons.
