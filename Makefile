@@ -39,7 +39,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo install cluster-up cluster-down clean
+.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -158,6 +158,10 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo
+
+demo-installed: deps deb cluster-up ## the demo from the installed Debian package (installs bin/isched_*.deb and keeps it)
+	DEB_TEST_KEEP=1 scripts/deb-test $(DEB)
+	scripts/demo --installed /usr
 
 # What a site needs, for make install and the Debian package alike: the
 # binaries, the TaskEpilog, the units (paths rewritten to PREFIX), the
