@@ -22,9 +22,10 @@ library that defines it writes it, the file that marks it complete last:
 
 dcp and deepspeed resume from ISCHED_RESUME_FROM (the directory).
 
---half-written: the first attempt, asked to stop, saves (complete), runs
-one more step and begins its checkpoint, then is killed mid-save
-(SIGKILL, as an OOM kill or a node failure would): that directory lacks
+--half-written: the first attempt, asked to stop (SIGUSR1, or SIGTERM:
+it handles both), saves (complete), runs one more step and begins its
+checkpoint, which stalls for 2 s and is killed mid-save (SIGKILL, as an
+OOM kill or a node failure would): that directory lacks
 the file its layout writes last (trainer_state.json, .metadata, the
 "latest" naming it; for DeepSpeed every file of the tag is there, only
 "latest" was not updated). No later attempt may resume from it.
@@ -54,9 +55,16 @@ p.add_argument("--half-written", action="store_true")
 p.add_argument("--resume_from_checkpoint")
 a = p.parse_args()
 
-# the handler before the heavy imports (see convention_train.py)
+# the handlers before the heavy imports (see convention_train.py)
 asked = []
 signal.signal(signal.SIGUSR1, lambda s, f: asked.append(s))
+inject = a.half_written and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+if inject:
+    # whatever ends this attempt (SIGUSR1; the SIGTERM of a requeue, of
+    # the time limit or of the wrapper) ends it through the half-written
+    # save below: the SIGKILL that follows SIGTERM comes 10 s (the
+    # wrapper's --grace) or 30 s (Slurm's KillWait) later
+    signal.signal(signal.SIGTERM, lambda s, f: asked.append(s))
 
 import torch  # noqa: E402
 
@@ -211,13 +219,18 @@ for step in range(start + 1, a.steps + 1):
     if asked:
         if facts["saved"] != step:
             save(step)
-        if a.half_written and facts["restart"] == "0" and step < a.steps:
+        if inject and step < a.steps:
             # one more step, a save begun and never finished: killed
             train_step(step + 1)
             facts["half"] = save_layout(step + 1, last=False)
             facts["how"], facts["t1"] = "killed mid-save", time.time()
             write_facts()
             sys.stdout.flush()
+            # the save stalls (slow storage) for more than six of the
+            # test's 300 ms debounce and quiet periods, long enough for a
+            # watcher that took the directory for complete without its
+            # marker to confirm it, then the process is killed
+            time.sleep(2)
             os.kill(os.getpid(), signal.SIGKILL)
         record("usr1", 0)
 record("done", 0)
