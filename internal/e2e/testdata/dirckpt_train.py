@@ -23,9 +23,9 @@ library that defines it writes it, the file that marks it complete last:
 dcp and deepspeed resume from ISCHED_RESUME_FROM (the directory).
 
 --half-written: the first attempt, asked to stop (SIGUSR1, or SIGTERM:
-it handles both), saves (complete), runs one more step and begins its
-checkpoint, which stalls for 2 s and is killed mid-save (SIGKILL, as an
-OOM kill or a node failure would): that directory lacks
+it handles both), begins the checkpoint it was asked for, which stalls
+for 2 s and is killed mid-save (SIGKILL, as an OOM kill or a node
+failure would; see killed_mid_save): that directory lacks
 the file its layout writes last (trainer_state.json, .metadata, the
 "latest" naming it; for DeepSpeed every file of the tag is there, only
 "latest" was not updated). No later attempt may resume from it.
@@ -200,37 +200,54 @@ def save(step):
     write_facts()
 
 
-def train_step(step):
+def train_step(step, period=a.period):
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
     sched.step()
-    time.sleep(a.period)
+    time.sleep(period)
     facts["end"], facts["t1"] = step, time.time()
     write_facts()
     print("step %d/%d loss %.4f" % (step, a.steps, loss.item()), flush=True)
 
 
+def killed_mid_save(step):
+    """The save asked for at step is begun and never finished.
+
+    No complete checkpoint lands after the request (the coordinator would
+    requeue the job as soon as one did, killing it before the half-written
+    save): the next attempt resumes from this attempt's last periodic
+    checkpoint. Only if it has none yet (an early SIGUSR1 from Slurm) is
+    one saved first, and the half-written one is then the next step's,
+    begun at once (the step's compute without its sleep: milliseconds,
+    well before the complete one can be confirmed).
+    """
+    if facts["saved"] == 0:
+        save(step)
+    if facts["saved"] == step:
+        step += 1
+        train_step(step, period=0)
+    facts["half"] = save_layout(step, last=False)
+    facts["how"], facts["t1"] = "killed mid-save", time.time()
+    write_facts()
+    sys.stdout.flush()
+    # the save stalls (slow storage) for more than six of the test's
+    # 300 ms debounce and quiet periods, long enough for a watcher that
+    # took the directory for complete without its marker to confirm it
+    # (and record it as the newest), then the process is killed
+    time.sleep(2)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 for step in range(start + 1, a.steps + 1):
     train_step(step)
+    if asked and inject and step < a.steps - 1:
+        killed_mid_save(step)
     if step % a.ckpt_every == 0 or step == a.steps:
         save(step)
     if asked:
         if facts["saved"] != step:
             save(step)
-        if inject and step < a.steps:
-            # one more step, a save begun and never finished: killed
-            train_step(step + 1)
-            facts["half"] = save_layout(step + 1, last=False)
-            facts["how"], facts["t1"] = "killed mid-save", time.time()
-            write_facts()
-            sys.stdout.flush()
-            # the save stalls (slow storage) for more than six of the
-            # test's 300 ms debounce and quiet periods, long enough for a
-            # watcher that took the directory for complete without its
-            # marker to confirm it, then the process is killed
-            time.sleep(2)
-            os.kill(os.getpid(), signal.SIGKILL)
         record("usr1", 0)
 record("done", 0)
