@@ -22,18 +22,24 @@ import (
 // stays quiet: a save that died halfway is not a resume point.
 
 // addDir starts following the directory name, unless it was reported as
-// it is now or it is no checkpoint (no known layout and no step).
+// it is now. One with no step in its name and no known layout yet is
+// followed undecided: writes inside it raise no event here, and a
+// torch.distributed.checkpoint directory named "final/" is empty when it
+// appears; it becomes a checkpoint once its layout shows, and is dropped
+// ("runs/", "logs/") once it stayed quiet for DirQuiesce without one.
 func (w *Watcher) addDir(name string, existing bool, now time.Time) {
 	if w.dirs[name] != nil {
 		return
 	}
 	layout, _ := dirLayout(w.dir, name)
-	if _, _, ok := ParseStep(name); !ok && layout == LayoutUnknown {
-		return // "runs/", "logs/": no step, no marker
+	_, _, hasStep := ParseStep(name)
+	undecided := !hasStep && layout == LayoutUnknown
+	if undecided && existing {
+		return // there before the run and still no checkpoint: not followed
 	}
 	t, err := ReadTree(filepath.Join(w.dir, name))
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !undecided {
 			w.errorf("read checkpoint directory", err)
 		}
 		return
@@ -41,7 +47,7 @@ func (w *Watcher) addDir(name string, existing bool, now time.Time) {
 	if d, ok := w.reportedDirs[name]; ok && d == t.Digest {
 		return
 	}
-	w.dirs[name] = &dirPending{tree: t, changed: now, next: now.Add(w.debounce), existing: existing}
+	w.dirs[name] = &dirPending{tree: t, changed: now, next: now.Add(w.debounce), existing: existing, undecided: undecided}
 }
 
 // checkDirs re-reads the directories due and reports the complete ones;
@@ -55,17 +61,28 @@ func (w *Watcher) checkDirs(ctx context.Context, now time.Time) bool {
 		path := filepath.Join(w.dir, name)
 		t, err := ReadTree(path)
 		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
+			if !errors.Is(err, fs.ErrNotExist) && !p.undecided { // a huge "logs/" is no error
 				w.errorf("read checkpoint directory", err)
 			}
 			delete(w.dirs, name)
 			continue
+		}
+		if p.undecided {
+			if layout, _ := dirLayout(w.dir, name); layout != LayoutUnknown {
+				p.undecided = false // a checkpoint being written: pending now
+			}
 		}
 		if t.Digest != p.tree.Digest {
 			p.tree, p.changed = t, now
 			continue
 		}
 		quiet := now.Sub(p.changed)
+		if p.undecided {
+			if quiet >= w.quiesce {
+				delete(w.dirs, name) // "runs/": no checkpoint
+			}
+			continue
+		}
 		layout, marked := dirLayout(w.dir, name)
 		complete := t.Files > 0 && (marked && quiet >= w.debounce || layout == LayoutUnknown && quiet >= w.quiesce)
 		if !complete {

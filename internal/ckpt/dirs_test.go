@@ -150,6 +150,41 @@ func TestDirectoriesThatAreNotCheckpoints(t *testing.T) {
 	}
 }
 
+// A directory with no step in its name is empty when it appears (torch's
+// dcp.save(..., checkpoint_id="final")): it is followed until its layout
+// shows, then reported like any other; a step-less directory that never
+// shows a layout ("runs/") is dropped once quiet, and neither counts as
+// pending while undecided.
+func TestSteplessDirectoryCheckpoint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := start(t, Config{Dir: dir, DirQuiesce: 4 * debounce})
+	waitWatching(t, w, 1)
+	final := filepath.Join(dir, "final")
+	if err := os.Mkdir(final, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	slowly(t, filepath.Join(dir, "runs"), "events.out.tfevents")
+	time.Sleep(2 * debounce) // the watcher saw both appear, empty or layout-less
+	if n := w.Pending(); n != 0 {
+		t.Errorf("Pending = %d with only undecided directories, want 0", n)
+	}
+	slowly(t, final, "__0_0.distcp", "__1_0.distcp")
+	for deadline := time.Now().Add(waitLong); w.Pending() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Pending = %d while final/ has shards and no .metadata, want 1", w.Pending())
+		}
+	}
+	saveAtomicallyIn(t, final, ".metadata", "m")
+	ev := next(t, w)
+	if ev.Path != final || !ev.Dir || ev.Layout != LayoutDCP || ev.Step != nil || ev.Size != 601 {
+		t.Errorf("event %+v, want dir %s layout %s, no step, 601 bytes", ev, final, LayoutDCP)
+	}
+	for ev := range drain(w) {
+		t.Errorf("reported %+v (runs/ is no checkpoint)", ev)
+	}
+}
+
 // drain returns what the watcher reported within quietFor.
 func drain(w *Watcher) func(func(Event) bool) {
 	return func(yield func(Event) bool) {

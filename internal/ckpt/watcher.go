@@ -139,6 +139,11 @@ type dirPending struct {
 	changed  time.Time // when tree was last seen different
 	next     time.Time // next read
 	existing bool
+	// undecided: no step in its name and no known layout when it appeared
+	// (an empty "final/" of torch.distributed.checkpoint, or "runs/"):
+	// followed until a layout shows or it stays quiet for DirQuiesce, and
+	// not counted as pending meanwhile
+	undecided bool
 }
 
 type fileID struct {
@@ -377,7 +382,13 @@ func (w *Watcher) watch(ctx context.Context, existing bool) {
 func (w *Watcher) Pending() int { return int(w.nPending.Load()) }
 
 func (w *Watcher) armTimer(t *time.Timer) {
-	w.nPending.Store(int64(len(w.pending) + len(w.dirs)))
+	n := len(w.pending)
+	for _, d := range w.dirs {
+		if !d.undecided {
+			n++
+		}
+	}
+	w.nPending.Store(int64(n))
 	if len(w.pending) == 0 && len(w.dirs) == 0 {
 		t.Stop()
 		return
