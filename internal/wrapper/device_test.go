@@ -3,8 +3,11 @@ package wrapper
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +21,7 @@ func (f fakeGPU) Sample([]int32) *report.GPUStat { s := f.stat; return &s }
 // TestDeviceFollowsNVML: CUDA_VISIBLE_DEVICES alone (Slurm sets it for any
 // GPU GRES) does not make the job use cuda; NVML seeing a device does.
 func TestDeviceFollowsNVML(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		gpu  report.GPUStat
@@ -26,17 +30,19 @@ func TestDeviceFollowsNVML(t *testing.T) {
 		{"no NVML", report.GPUStat{NoData: "nvml init: ERROR_LIBRARY_NOT_FOUND"}, "cpu"},
 		{"NVML with a device", report.GPUStat{Devices: []report.GPUDevice{{Index: 0, UUID: "GPU-1"}}}, "cuda"},
 	}
-	t.Setenv("CUDA_VISIBLE_DEVICES", "0")
-	t.Setenv("ISCHED_DEVICE", "")
+	// the job's environment comes through Deps, not the test process's
+	getenv := func(k string) string { return map[string]string{"CUDA_VISIBLE_DEVICES": "0"}[k] }
+	environ := func() []string { return []string{"CUDA_VISIBLE_DEVICES=0"} }
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			out := filepath.Join(t.TempDir(), "env")
 			opts, err := ParseArgs([]string{"--no-report", "--", "/bin/sh", "-c", `printf %s "$ISCHED_DEVICE" > "$0"`, out}, func(string) string { return "" }, &bytes.Buffer{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var stderr bytes.Buffer
-			code := Run(context.Background(), opts, Deps{Getenv: func(string) string { return "" }, Stdout: &bytes.Buffer{}, Stderr: &stderr, GPU: fakeGPU{tc.gpu}})
+			code := Run(context.Background(), opts, Deps{Getenv: getenv, Environ: environ, Stdout: &bytes.Buffer{}, Stderr: &stderr, GPU: fakeGPU{tc.gpu}})
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
@@ -45,5 +51,53 @@ func TestDeviceFollowsNVML(t *testing.T) {
 				t.Errorf("ISCHED_DEVICE=%q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEnvironmentThroughDeps: the child's environment, the node's name and
+// the visible GPUs in the start report come from Deps, never from the
+// wrapper's own process.
+func TestEnvironmentThroughDeps(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	env := map[string]string{"SLURM_JOB_ID": "42", "SLURM_CLUSTER_NAME": "lab", "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": strconv.Itoa(os.Getuid()),
+		"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_PARTITION": "gpu", "SLURMD_NODENAME": "gpu1", "SLURM_STEP_ID": "0", "TMPDIR": tmp,
+		"CUDA_VISIBLE_DEVICES": "2,3", "FROM_DEPS": "yes"}
+	getenv := func(k string) string { return env[k] }
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	out := filepath.Join(tmp, "seen")
+	opts, err := ParseArgs([]string{"--lineage", "lab-42", "--", "/bin/sh", "-c", `printf '%s %s' "$FROM_DEPS" "$CUDA_VISIBLE_DEVICES" > "$0"`, out}, getenv, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &endSink{}
+	var stderr bytes.Buffer
+	code := Run(context.Background(), opts, Deps{
+		Getenv: getenv, Environ: func() []string { return environ }, Hostname: func() (string, error) { return "node-from-deps", nil },
+		Stdout: &bytes.Buffer{}, Stderr: &stderr, Logger: slog.New(slog.DiscardHandler),
+		Connect: func(context.Context, string) (appender, error) { return sink, nil },
+	})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	if b, _ := os.ReadFile(out); string(b) != "yes 2,3" {
+		t.Errorf("the child saw %q, want the environment Deps gave (\"yes 2,3\")", b)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var start *report.Start
+	for _, e := range sink.got {
+		if e.Start != nil {
+			start = e.Start
+		}
+	}
+	if start == nil {
+		t.Fatal("no start report")
+	}
+	if start.Host != "node-from-deps" || !slices.Equal(start.GPUs, []string{"2", "3"}) {
+		t.Errorf("start report host %q GPUs %q, want node-from-deps [2 3]", start.Host, start.GPUs)
 	}
 }

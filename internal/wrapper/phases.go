@@ -109,7 +109,11 @@ func (r *run) setenv(k, v string) {
 // device. ok false: exit with code (a bad option).
 func (r *run) prepare() (code int, ok bool) {
 	r.tmp, r.tmpCreated = jobTmpDir(r.getenv, r.job, r.inSlurm, r.log)
-	r.env = os.Environ()
+	environ := r.d.Environ
+	if environ == nil {
+		environ = os.Environ
+	}
+	r.env = environ()
 	if r.opts.ProgressFile == "" && r.tmp != "" {
 		r.opts.ProgressFile = filepath.Join(r.tmp, "progress")
 		// the loop creates it; a stale one from a previous attempt is read from its end
@@ -177,7 +181,7 @@ func (r *run) resumePoint() {
 // script told "cuda" there would crash.
 func (r *run) chooseDevice() {
 	r.device = "cpu"
-	if v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES"); ok && v != "" && v != "NoDevFiles" && r.d.GPU != nil {
+	if v := r.getenv("CUDA_VISIBLE_DEVICES"); v != "" && v != "NoDevFiles" && r.d.GPU != nil {
 		if g := r.d.GPU.Sample(nil); g != nil && g.NoData == "" && len(g.Devices) > 0 {
 			r.device = "cuda"
 		} else {
@@ -304,12 +308,16 @@ func (r *run) reportStart(pid int32) {
 	if r.rep == nil {
 		return
 	}
-	host, _ := os.Hostname()
+	hostname := r.d.Hostname
+	if hostname == nil {
+		hostname = os.Hostname
+	}
+	host, _ := hostname()
 	cwd, _ := os.Getwd()
 	e := report.NewEnvelope(report.KindStart, time.Now())
 	e.Start = &report.Start{Argv: truncArgv(r.opts.Argv), Cwd: cwd, Host: host, PID: int(pid), WrapperVersion: Version,
 		CheckpointDir: r.opts.CheckpointDir, ProgressFile: absOrEmpty(r.opts.ProgressFile), Device: r.device,
-		GPUs: visibleGPUs(), TotalIters: r.opts.TotalIters, ResumeFrom: r.resume}
+		GPUs: visibleGPUs(r.getenv), TotalIters: r.opts.TotalIters, ResumeFrom: r.resume}
 	if r.d.Munger != nil {
 		cred, err := auth.Issue(r.ctx, r.d.Munger, r.rep.sess, r.job.Cluster, r.job.JobID, r.job.Lineage, r.opts.CoordinatorUID, 24*time.Hour, time.Now())
 		if err != nil {

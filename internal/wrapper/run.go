@@ -58,9 +58,14 @@ type pendingCounter interface{ Pending() int }
 // Deps are the wrapper's outside parts, injected by main (and by tests).
 type Deps struct {
 	Getenv func(string) string
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
+	// Environ is the environment the child starts from (nil: os.Environ);
+	// Getenv must read the same one.
+	Environ func() []string
+	// Hostname names this node in the start report (nil: os.Hostname).
+	Hostname func() (string, error)
+	Stdin    io.Reader
+	Stdout   io.Writer
+	Stderr   io.Writer
 	// Connect opens the Redis connection as the reporter user.
 	Connect func(ctx context.Context, cluster string) (appender, error)
 	Munger  auth.Munger
@@ -452,8 +457,8 @@ func absOrEmpty(p string) string {
 	return a
 }
 
-func visibleGPUs() []string {
-	v := os.Getenv("CUDA_VISIBLE_DEVICES")
+func visibleGPUs(getenv func(string) string) []string {
+	v := getenv("CUDA_VISIBLE_DEVICES")
 	if v == "" {
 		return nil
 	}
