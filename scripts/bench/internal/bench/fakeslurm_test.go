@@ -150,6 +150,27 @@ func TestJudgeSoak(t *testing.T) {
 	if v := JudgeSoak(leak, 5*time.Minute); v[0].Pass || v[0].Growth < SoakLimit {
 		t.Fatalf("sawtooth on a rising floor: %+v", v)
 	}
+	// a job's keys: MEMORY USAGE stepping by an allocator size class as
+	// the memory tracker's points fill (soak-ci's 8681 -> 9705 B) is shown,
+	// not judged; the stored bytes less the points are judged: flat passes,
+	// a record kept per sample (300 B each) fails
+	keys := func(stored func(i int) float64) SoakVerdict {
+		s := slices.Clone(flat)
+		for i := range s {
+			s[i].JobKeys, s[i].Bounded = 8681+float64(i/16)*1024, stored(i)
+		}
+		v := JudgeSoak(s, 5*time.Minute)
+		if len(v) != 3 || !v[1].Shown || v[1].Growth < SoakLimit || v[2].Shown {
+			t.Fatalf("job keys: %+v", v)
+		}
+		return v[2]
+	}
+	if v := keys(func(i int) float64 { return 6900 + float64(i%3) }); !v.Pass {
+		t.Fatalf("flat stored bytes: %+v", v)
+	}
+	if v := keys(func(i int) float64 { return 6900 + float64(i)*300 }); v.Pass {
+		t.Fatalf("300 B more per sample: %+v", v)
+	}
 	// too few samples after the warm-up: not judged
 	if v := JudgeSoak(flat, 18*time.Minute); v[0].Pass || v[0].N != 2 {
 		t.Fatalf("short: %+v", v)

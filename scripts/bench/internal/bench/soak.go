@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -25,9 +26,19 @@ type SoakSample struct {
 	// its session and lineage entries) per job; Series a job's series list
 	// and Stream the ingest stream: both grow by design until their caps
 	// (1000 points per job, MAXLEN ~100000) and are shown, not judged.
+	// JobKeys is shown, not judged: MEMORY USAGE counts the allocator's
+	// size class (1 KiB apart at 8 KiB), and the state holds the memory
+	// tracker's points, a sawtooth by design (one per sample after the
+	// first 5, up to 64, thinned to 32, filled again at a doubled stride).
 	JobKeys, Series float64
 	Stream          int64
+	// Bounded is what is judged: the stored bytes of a job's state and
+	// status less the tracker's points, the mean over up to soakJobs jobs.
+	Bounded float64
 }
+
+// soakJobs is how many jobs' state and status a soak sample reads.
+const soakJobs = 32
 
 // SoakVerdict judges one figure of a soak.
 type SoakVerdict struct {
@@ -94,7 +105,8 @@ func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
 		{"coordinator live heap", true, false, SoakHeapGrain, func(s SoakSample) float64 { return float64(s.CoordLiveHeap) }},
 		{"agent live heap", true, false, SoakHeapGrain, func(s SoakSample) float64 { return float64(s.AgentLiveHeap) }},
 		{"agent RSS", true, agentHeap, 0, func(s SoakSample) float64 { return float64(s.AgentRSS) }},
-		{"redis bytes/job (bounded keys)", false, false, 0, func(s SoakSample) float64 { return s.JobKeys }},
+		{"redis bytes/job (bounded keys)", false, true, 0, func(s SoakSample) float64 { return s.JobKeys }},
+		{"stored bytes/job (state+status less the memory tracker's points)", false, false, 0, func(s SoakSample) float64 { return s.Bounded }},
 	}
 	var out []SoakVerdict
 	for _, f := range figures {
@@ -170,11 +182,52 @@ func (b *Bench) soak(ctx context.Context, w0 time.Time) ([]SoakSample, error) {
 			return nil, err
 		}
 		s.JobKeys, s.Series, s.Stream = m.Own-m.Series, m.Series, m.Stream
+		if s.Bounded, err = b.boundedBytes(ctx, soakJobs); err != nil {
+			return nil, err
+		}
 		out = append(out, s)
 		b.cfg.Log.Info("soak sample", "at", s.At.Round(time.Second), "coord_rss", s.CoordRSS, "coord_heap_goal", s.CoordHeapGoal, "coord_live_heap", s.CoordLiveHeap, "agent_rss", s.AgentRSS, "agent_live_heap", s.AgentLiveHeap,
-			"job_keys", int64(s.JobKeys), "series", int64(s.Series), "stream", s.Stream)
+			"job_keys", int64(s.JobKeys), "bounded", int64(s.Bounded), "series", int64(s.Series), "stream", s.Stream)
 		if !next.Add(b.cfg.SoakEvery).Before(end) {
 			return out, sleep(ctx, time.Until(end))
 		}
 	}
+}
+
+// boundedBytes is the mean stored size of the state and status of the
+// first n plain jobs that have both, less the memory tracker's points in
+// the state: what stays flat once the estimators are warm.
+func (b *Bench) boundedBytes(ctx context.Context, n int) (float64, error) {
+	var sum, jobs int
+	for _, s := range b.sims {
+		if jobs == n {
+			break
+		}
+		if s.aged {
+			continue
+		}
+		keys := b.keys.JobKeys(s.job.Lineage)
+		state, err := b.cfg.Admin.Get(ctx, keys[0])
+		if err != nil {
+			continue // not written yet
+		}
+		status, err := b.cfg.Admin.Get(ctx, keys[1])
+		if err != nil {
+			continue
+		}
+		var v struct {
+			Mem struct {
+				Points json.RawMessage `json:"points"`
+			} `json:"mem"`
+		}
+		if err := json.Unmarshal(state, &v); err != nil {
+			return 0, fmt.Errorf("bench: state of %s: %w", s.job.Lineage, err)
+		}
+		sum += len(state) - len(v.Mem.Points) + len(status)
+		jobs++
+	}
+	if jobs == 0 {
+		return 0, nil
+	}
+	return float64(sum) / float64(jobs), nil
 }
