@@ -10,9 +10,11 @@
 // NoData; a crash inside the C library itself cannot be caught by Go.)
 //
 // Only the devices the training process can see are reported, following
-// CUDA_VISIBLE_DEVICES as CUDA reads it. NVML reports processes by their PID
-// in the root PID namespace: a wrapper inside a container with its own PID
-// namespace will find no processes.
+// CUDA_VISIBLE_DEVICES as CUDA reads it. Drivers differ on PID namespaces:
+// some report processes by their PID in the root namespace, so a wrapper in
+// a container with its own PID namespace finds none of its job's; others
+// (580 on an H200, seen by scripts/gpu-check) translate them into the
+// caller's namespace.
 package gpu
 
 import (
@@ -37,8 +39,9 @@ type Device struct {
 	// ParentUUID is the physical GPU of a MIG device; empty otherwise.
 	ParentUUID string
 	Name       string
-	// UsedBytes and TotalBytes are the device's memory (NVML's
-	// nvmlDeviceGetMemoryInfo: all processes, plus what the driver reserves).
+	// UsedBytes and TotalBytes are the device's memory: every process's,
+	// without what the driver reserves where NVML's v2 call answers
+	// (nvidia-smi's memory.used), else with it (the v1 call).
 	UsedBytes, TotalBytes int64
 	// UtilPercent is the share of the last sample period in which a kernel
 	// ran; nil when the device does not support it (MIG devices).
@@ -283,8 +286,8 @@ func (c *Collector) collect(pids []int32) Stat {
 		inTree[uint32(p)] = true
 	}
 	for _, t := range targets {
-		mem, ret := t.dev.GetMemoryInfo()
-		if ret != nvml.SUCCESS {
+		used, total, ok := memoryInfo(t.dev)
+		if !ok {
 			st.DeviceErrors++
 			continue
 		}
@@ -292,8 +295,8 @@ func (c *Collector) collect(pids []int32) Stat {
 			Index:      t.index,
 			UUID:       t.uuid,
 			ParentUUID: t.parentUUID,
-			UsedBytes:  int64(mem.Used),
-			TotalBytes: int64(mem.Total),
+			UsedBytes:  used,
+			TotalBytes: total,
 		}
 		if name, ret := t.dev.GetName(); ret == nvml.SUCCESS {
 			d.Name = name
@@ -322,6 +325,21 @@ func (c *Collector) collect(pids []int32) Stat {
 		}
 	}
 	return st
+}
+
+// memoryInfo is a device's used and total memory. It asks NVML's v2 call
+// first, whose used memory leaves out what the driver reserves, as nvidia-smi
+// shows it (an idle H200 reads 0 MiB there, ~610 MiB through v1); drivers
+// or devices without it (older than R510, some MIG devices) answer v1.
+func memoryInfo(dev nvml.Device) (used, total int64, ok bool) {
+	if m, ret := dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
+		return int64(m.Used), int64(m.Total), true
+	}
+	m, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, 0, false
+	}
+	return int64(m.Used), int64(m.Total), true
 }
 
 // appendProcs appends the tree's processes on one device, by PID.

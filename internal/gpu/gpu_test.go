@@ -19,6 +19,8 @@ type fakeGPU struct {
 	uuid, name          string
 	mem                 nvml.Memory
 	memRet              nvml.Return
+	mem2                *nvml.Memory_v2 // nil: the v2 call is missing (a driver before R510)
+	mem2Ret             nvml.Return
 	utilGPU             uint32
 	utilRet             nvml.Return
 	powerMW             uint32
@@ -45,6 +47,12 @@ func (g *fakeGPU) device() *mock.Device {
 			GetNameFunc: func() (string, nvml.Return) { return g.name, nvml.SUCCESS },
 			GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
 				return g.mem, g.memRet
+			},
+			GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) {
+				if g.mem2 == nil {
+					return nvml.Memory_v2{}, nvml.ERROR_FUNCTION_NOT_FOUND
+				}
+				return *g.mem2, g.mem2Ret
 			},
 			GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
 				return nvml.Utilization{Gpu: g.utilGPU, Memory: 1}, g.utilRet
@@ -360,6 +368,39 @@ func TestNotSupported(t *testing.T) {
 		Devices: []Device{{Index: 0, UUID: "GPU-eeee", Name: "T4", UsedBytes: gib, TotalBytes: 16 * gib}},
 		Procs:   []Proc{{PID: 100, DeviceUUID: "GPU-eeee", UsedBytes: gib}},
 	})
+}
+
+// TestMemoryInfoV2: where NVML's v2 call answers, a device's used memory
+// leaves out the driver's reserve (nvidia-smi's figure); where it fails, the
+// v1 figure stands and no error is counted; where both fail, the device is
+// left out and counted.
+func TestMemoryInfoV2(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name           string
+		mem2           *nvml.Memory_v2
+		mem2Ret        nvml.Return
+		memRet         nvml.Return
+		wantUsed       int64
+		wantDevs, errs int
+	}{
+		{"v2", &nvml.Memory_v2{Total: 141 * gib, Reserved: 612 * mib, Used: 1420 * mib}, nvml.SUCCESS, nvml.SUCCESS, 1420 * mib, 1, 0},
+		{"no v2 (old driver)", nil, nvml.SUCCESS, nvml.SUCCESS, 2032 * mib, 1, 0},
+		{"v2 not supported (MIG)", &nvml.Memory_v2{}, nvml.ERROR_NOT_SUPPORTED, nvml.SUCCESS, 2032 * mib, 1, 0},
+		{"both fail", nil, nvml.SUCCESS, nvml.ERROR_UNKNOWN, 0, 0, 1},
+	} {
+		g := &fakeGPU{uuid: "GPU-h200", name: "H200", mem: nvml.Memory{Total: 141 * gib, Used: 2032 * mib}, memRet: tc.memRet,
+			mem2: tc.mem2, mem2Ret: tc.mem2Ret, compute: []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: 1420 * mib}}}
+		st := New(newFakeNVML(g), nil, env(nil)).Collect([]int32{100})
+		if len(st.Devices) != tc.wantDevs || st.DeviceErrors != tc.errs {
+			t.Errorf("%s: got\n%s", tc.name, render(st))
+			continue
+		}
+		if tc.wantDevs == 1 && (st.Devices[0].UsedBytes != tc.wantUsed || st.Devices[0].TotalBytes != 141*gib) {
+			t.Errorf("%s: used %d total %d, want used %d", tc.name, st.Devices[0].UsedBytes, st.Devices[0].TotalBytes, tc.wantUsed)
+		}
+	}
 }
 
 func TestDeviceErrors(t *testing.T) {

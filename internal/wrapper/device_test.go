@@ -19,30 +19,50 @@ type fakeGPU struct{ stat report.GPUStat }
 func (f fakeGPU) Sample([]int32) *report.GPUStat { s := f.stat; return &s }
 
 // TestDeviceFollowsNVML: CUDA_VISIBLE_DEVICES alone (Slurm sets it for any
-// GPU GRES) does not make the job use cuda; NVML seeing a device does.
+// GPU GRES) does not make the job use cuda; NVML seeing a device does. In
+// Slurm a job without CUDA_VISIBLE_DEVICES was given no GPU; outside Slurm
+// (a workstation, as on the GPU machine scripts/gpu-check ran on) it may use
+// the GPUs NVML sees.
 func TestDeviceFollowsNVML(t *testing.T) {
 	t.Parallel()
+	nvmlDevice := report.GPUStat{Devices: []report.GPUDevice{{Index: 0, UUID: "GPU-1"}}}
+	slurm := map[string]string{"SLURM_JOB_ID": "42", "SLURM_CLUSTER_NAME": "lab", "SLURM_JOB_USER": "alice",
+		"SLURM_JOB_UID": strconv.Itoa(os.Getuid()), "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_STEP_ID": "0"}
 	cases := []struct {
 		name string
+		env  map[string]string
 		gpu  report.GPUStat
 		want string
 	}{
-		{"no NVML", report.GPUStat{NoData: "nvml init: ERROR_LIBRARY_NOT_FOUND"}, "cpu"},
-		{"NVML with a device", report.GPUStat{Devices: []report.GPUDevice{{Index: 0, UUID: "GPU-1"}}}, "cuda"},
+		{"no NVML", map[string]string{"CUDA_VISIBLE_DEVICES": "0"}, report.GPUStat{NoData: "nvml init: ERROR_LIBRARY_NOT_FOUND"}, "cpu"},
+		{"NVML with a device", map[string]string{"CUDA_VISIBLE_DEVICES": "0"}, nvmlDevice, "cuda"},
+		{"outside Slurm, nothing set", map[string]string{}, nvmlDevice, "cuda"},
+		{"Slurm gave no GPU", slurm, nvmlDevice, "cpu"},
+		{"Slurm gave a GPU", merge(slurm, map[string]string{"CUDA_VISIBLE_DEVICES": "0"}), nvmlDevice, "cuda"},
+		{"NoDevFiles", map[string]string{"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, nvmlDevice, "cpu"},
 	}
-	// the job's environment comes through Deps, not the test process's
-	getenv := func(k string) string { return map[string]string{"CUDA_VISIBLE_DEVICES": "0"}[k] }
-	environ := func() []string { return []string{"CUDA_VISIBLE_DEVICES=0"} }
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			out := filepath.Join(t.TempDir(), "env")
-			opts, err := ParseArgs([]string{"--no-report", "--", "/bin/sh", "-c", `printf %s "$ISCHED_DEVICE" > "$0"`, out}, func(string) string { return "" }, &bytes.Buffer{})
+			tmp := t.TempDir()
+			// the job's environment comes through Deps, not the test process's
+			env := merge(tc.env, map[string]string{"TMPDIR": tmp})
+			getenv := func(k string) string { return env[k] }
+			environ := func() []string {
+				var kv []string
+				for k, v := range env {
+					kv = append(kv, k+"="+v)
+				}
+				return kv
+			}
+			out := filepath.Join(tmp, "env")
+			opts, err := ParseArgs([]string{"--no-report", "--", "/bin/sh", "-c", `printf %s "$ISCHED_DEVICE" > "$0"`, out}, getenv, &bytes.Buffer{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var stderr bytes.Buffer
-			code := Run(context.Background(), opts, Deps{Getenv: getenv, Environ: environ, Stdout: &bytes.Buffer{}, Stderr: &stderr, GPU: fakeGPU{tc.gpu}})
+			code := Run(context.Background(), opts, Deps{Getenv: getenv, Environ: environ, Stdout: &bytes.Buffer{}, Stderr: &stderr,
+				Logger: slog.New(slog.DiscardHandler), GPU: fakeGPU{tc.gpu}})
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
@@ -52,6 +72,17 @@ func TestDeviceFollowsNVML(t *testing.T) {
 			}
 		})
 	}
+}
+
+func merge(a, b map[string]string) map[string]string {
+	m := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
 }
 
 // TestEnvironmentThroughDeps: the child's environment, the node's name and

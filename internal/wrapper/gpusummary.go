@@ -18,14 +18,17 @@ type GPUSummary struct {
 
 // GPU memory sources of GPUDeviceSummary.Source.
 const (
-	// GPUSourceProcess: the job's processes as NVML listed them.
+	// GPUSourceProcess: the job's processes as NVML listed them. Once NVML
+	// has listed one of them on a device, only such samples count there: a
+	// sample without them is the job starting or ending (NVML still lists
+	// a process whose memory the driver has not yet freed, after the
+	// process left the tree), not the device's memory being the job's.
 	GPUSourceProcess = "process"
-	// GPUSourceDevice: NVML listed none of the job's processes on the
-	// device (a container's PID namespace, where NVML's PIDs are the host's,
-	// or no permission to see them); the device's used memory stands in.
+	// GPUSourceDevice: NVML never listed a process of the job on the
+	// device (a container's PID namespace where NVML reports the host's
+	// PIDs, or no permission to see them); the device's used memory stands
+	// in.
 	GPUSourceDevice = "device"
-	// GPUSourceMixed: some samples one way, some the other.
-	GPUSourceMixed = "mixed"
 )
 
 // GPUDeviceSummary is one visible device over the run.
@@ -50,6 +53,7 @@ type GPUDeviceSummary struct {
 	EnergyJ *float64 `json:"energy_j,omitempty"`
 
 	procSamples, devSamples int
+	procPeak, devPeak       int64
 	utilSum                 float64
 	utilN                   int
 	firstEnergy             *float64
@@ -76,9 +80,9 @@ func gpuKey(dv report.GPUDevice) string {
 	return strconv.Itoa(dv.Index)
 }
 
-// observe adds one sample and returns the job's memory per device in it
-// (by gpuKey), falling back to the device's used memory where NVML listed
-// none of the job's processes.
+// observe adds one sample and returns the job's peak memory so far per
+// device (by gpuKey): its processes' where NVML ever listed one there, else
+// the device's used memory.
 func (t *gpuTally) observe(gs *report.GPUStat) map[string]int64 {
 	if gs == nil || len(gs.Devices) == 0 {
 		return nil
@@ -97,31 +101,19 @@ func (t *gpuTally) observe(gs *report.GPUStat) map[string]int64 {
 		d := &t.sum.Devices[i]
 		d.TotalBytes = max(d.TotalBytes, dv.TotalBytes)
 		d.PeakUsedBytes = max(d.PeakUsedBytes, dv.UsedBytes)
-		used, listed := int64(0), false
-		for _, p := range gs.Procs {
-			if p.Device != dv.UUID {
-				continue
-			}
-			listed = true
-			used += p.UsedBytes
-			key := strconv.Itoa(p.PID) + "|" + p.Device
-			j, ok := t.procs[key]
-			if !ok {
-				t.sum.Procs = append(t.sum.Procs, GPUProcSummary{PID: p.PID, Device: p.Device})
-				j = len(t.sum.Procs) - 1
-				t.procs[key] = j
-			}
-			t.sum.Procs[j].PeakBytes = max(t.sum.Procs[j].PeakBytes, p.UsedBytes)
-		}
-		if listed && used > 0 {
+		if used := t.observeProcs(gs.Procs, dv.UUID); used > 0 {
 			d.procSamples++
+			d.procPeak = max(d.procPeak, used)
 		} else {
-			used = dv.UsedBytes
 			d.devSamples++
+			d.devPeak = max(d.devPeak, dv.UsedBytes)
 		}
-		d.Source = gpuSource(d.procSamples, d.devSamples)
-		d.PeakJobBytes = max(d.PeakJobBytes, used)
-		job[gpuKey(dv)] = used
+		if d.procSamples > 0 {
+			d.Source, d.PeakJobBytes = GPUSourceProcess, d.procPeak
+		} else {
+			d.Source, d.PeakJobBytes = GPUSourceDevice, d.devPeak
+		}
+		job[gpuKey(dv)] = d.PeakJobBytes
 		if dv.UtilPercent != nil {
 			d.PeakUtilPercent = maxPtr(d.PeakUtilPercent, *dv.UtilPercent)
 			d.utilSum += *dv.UtilPercent
@@ -144,15 +136,25 @@ func (t *gpuTally) observe(gs *report.GPUStat) map[string]int64 {
 	return job
 }
 
-func gpuSource(proc, dev int) string {
-	switch {
-	case dev == 0:
-		return GPUSourceProcess
-	case proc == 0:
-		return GPUSourceDevice
-	default:
-		return GPUSourceMixed
+// observeProcs adds the job's processes on one device to their peaks and
+// returns their sum in this sample.
+func (t *gpuTally) observeProcs(procs []report.GPUProc, device string) int64 {
+	var used int64
+	for _, p := range procs {
+		if p.Device != device {
+			continue
+		}
+		used += max(p.UsedBytes, 0)
+		key := strconv.Itoa(p.PID) + "|" + p.Device
+		j, ok := t.procs[key]
+		if !ok {
+			t.sum.Procs = append(t.sum.Procs, GPUProcSummary{PID: p.PID, Device: p.Device})
+			j = len(t.sum.Procs) - 1
+			t.procs[key] = j
+		}
+		t.sum.Procs[j].PeakBytes = max(t.sum.Procs[j].PeakBytes, p.UsedBytes)
 	}
+	return used
 }
 
 func maxPtr(p *float64, v float64) *float64 {

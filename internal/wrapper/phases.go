@@ -176,15 +176,19 @@ func (r *run) resumePoint() {
 }
 
 // chooseDevice sets ISCHED_DEVICE (unless set): cuda only when NVML sees a
-// device. Slurm sets CUDA_VISIBLE_DEVICES for any GPU GRES, also on nodes
-// whose "GPUs" are not real (emulated, or a driver that is missing), and a
-// script told "cuda" there would crash.
+// device the job may use. Slurm sets CUDA_VISIBLE_DEVICES for any GPU GRES,
+// also on nodes whose "GPUs" are not real (emulated, or a driver that is
+// missing), and a script told "cuda" there would crash. In Slurm, a job
+// without it was given no GPU, even where it could see one; outside Slurm (a
+// workstation, `isched profile --local`) every GPU NVML sees is the job's.
 func (r *run) chooseDevice() {
 	r.device = "cpu"
-	if v := r.getenv("CUDA_VISIBLE_DEVICES"); v != "" && v != "NoDevFiles" && r.d.GPU != nil {
+	v := r.getenv("CUDA_VISIBLE_DEVICES")
+	given := (v != "" && v != "NoDevFiles") || (v == "" && !r.inSlurm)
+	if given && r.d.GPU != nil {
 		if g := r.d.GPU.Sample(nil); g != nil && g.NoData == "" && len(g.Devices) > 0 {
 			r.device = "cuda"
-		} else {
+		} else if v != "" {
 			r.log.Info("GPUs allocated but not usable here; the job is told to use the CPU", "cuda_visible_devices", v)
 		}
 	}

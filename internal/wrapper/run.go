@@ -318,9 +318,11 @@ func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *
 		if gs != nil {
 			st.lastGPU = gs
 			st.gpuNoData = gs.NoData
-			// the job's processes, or the device where NVML listed none
-			for key, used := range st.gpu.observe(gs) {
-				st.peakGPU[key] = max(st.peakGPU[key], used)
+			// the job's processes' peak, or the device's where NVML never
+			// listed one: a device-level figure seen before the job's
+			// processes showed gives way to theirs
+			for key, peak := range st.gpu.observe(gs) {
+				st.peakGPU[key] = peak
 			}
 		}
 		st.mu.Unlock()
