@@ -152,7 +152,11 @@ def main(argv=None):
         state = torch.load(rp, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
+        # map_location moved the RNG states onto the device too; the setters
+        # take CPU byte tensors (a resume on a GPU failed without .cpu())
+        torch.set_rng_state(state["rng"].cpu())
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
         step = state["step"]
         isched.resumed(step, rp)
         print("resumed from %s at step %d" % (rp, step), flush=True)
@@ -161,7 +165,8 @@ def main(argv=None):
         if not a.ckpt_dir:
             return None
         os.makedirs(a.ckpt_dir, exist_ok=True)
-        state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(), "step": step}
+        state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state(), "step": step,
+                 "cuda_rng": torch.cuda.get_rng_state_all() if device.type == "cuda" else None}
         return isched.save(lambda p: torch.save(state, p), os.path.join(a.ckpt_dir, "last.pt"), step=step)
 
     print("training %s on %s: %d epochs x %d steps, batch %d, input %dx%dx%d, resuming at step %d" % (
