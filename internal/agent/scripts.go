@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/isched/isched/internal/atomicfile"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 )
@@ -167,27 +168,7 @@ func (a *Agent) saveScript(ctx context.Context, j report.Job, lineage string) er
 	if len(b) > maxSavedFile {
 		return fmt.Errorf("record of %d bytes is over %d", len(b), maxSavedFile)
 	}
-	return writePrivate(a.scripts.path(j.JobID), b)
-}
-
-// writePrivate writes b to path atomically, mode 0600.
-func writePrivate(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return atomicfile.WriteFile(a.scripts.path(j.JobID), b, 0o600)
 }
 
 // load reads the saved job id; an error matching fs.ErrNotExist when none

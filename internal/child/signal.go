@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/isched/isched/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -347,20 +349,11 @@ func (p *Process) relay(ctx context.Context, ch <-chan os.Signal) (Exit, error) 
 
 // writeControlFile atomically replaces path with "<SIGNAME> <unix time>\n".
 func writeControlFile(path string, sig syscall.Signal, now time.Time) error {
-	dir, base := filepath.Split(path)
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	err := atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "%s %d\n", unix.SignalName(sig), now.Unix())
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("control file: %w", err)
-	}
-	_, err = fmt.Fprintf(tmp, "%s %d\n", unix.SignalName(sig), now.Unix())
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
 		return fmt.Errorf("control file: %w", err)
 	}
 	return nil

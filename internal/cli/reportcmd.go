@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/isched/isched/internal/atomicfile"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 )
@@ -271,21 +271,14 @@ func savePanels(path string, top, bottom *plot.Plot, w, h vg.Length) error {
 	canvases := plot.Align(plots, tiles, dc)
 	top.Draw(canvases[0][0])
 	bottom.Draw(canvases[1][0])
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := c.WriteTo(w)
 		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
+	})
+	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // mark draws a dashed vertical line at x with its label: the partition the

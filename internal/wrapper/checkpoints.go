@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/isched/isched/internal/atomicfile"
 	"github.com/isched/isched/internal/ckpt"
 	"github.com/isched/isched/internal/progress"
 	"github.com/isched/isched/internal/report"
@@ -184,7 +185,7 @@ func saveResume(dir string, r resumeState) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(resumeFile(dir, r.Lineage), b, 0o600)
+	return atomicfile.WriteFile(resumeFile(dir, r.Lineage), b, 0o600)
 }
 
 // checkpointSeen records a complete checkpoint: the summary, the lineage's

@@ -1,8 +1,6 @@
 package wrapper
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -112,37 +110,6 @@ func privateTmp(base string, log *slog.Logger) (string, bool) {
 		return "", false
 	}
 	return dir, true
-}
-
-// randomName is 16 random hex digits, for temporary names nobody can
-// predict (and so plant a link at).
-func randomName() string {
-	var b [8]byte
-	_, _ = io.ReadFull(rand.Reader, b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// writeFileAtomic writes b to path through a new temporary file beside it
-// (random name, O_EXCL|O_NOFOLLOW: never an existing file nor a planted
-// link) and a rename, which replaces path itself, never a file a link at
-// path points to.
-func writeFileAtomic(path string, b []byte, perm fs.FileMode) error {
-	tmp := path + "." + randomName() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }
 
 // readOwnedFile reads a file that must be the job user's regular file, not
