@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/isched/isched/internal/atomicfile"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -57,30 +58,18 @@ func createSpool(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 }
 
-// rewriteSpool replaces the spool file at path with what write writes, by
-// way of path+".tmp" (never taken for a leftover) and a rename: a reader
-// finds the old file or the whole new one, never a part.
+// rewriteSpool replaces the spool file at path with what write writes,
+// through a new temporary file beside it (its name ends in ".tmp", never
+// taken for a leftover) and a rename: a reader finds the old file or the
+// whole new one, never a part.
 func rewriteSpool(path string, write func(*bufio.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := createSpool(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	err = write(w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Write(path, 0o600, func(f io.Writer) error {
+		w := bufio.NewWriter(f)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
 }
 
 // spoolScanner reads a spool file's lines: one Record each, a payload of
