@@ -100,7 +100,8 @@ func (c *Coordinator) applyCPU(l *lineage, job *report.JobRef, cpu *report.CPUSt
 	}
 }
 
-// applyGPU takes a sample's GPU memory per device; it returns the memory
+// applyGPU takes a sample's GPU memory per device, the job's processes'
+// where NVML listed them (report.GPUStat.JobBytes); it returns the memory
 // used now, over the devices (0 for a stale sample).
 func (c *Coordinator) applyGPU(st *report.JobStatus, gpu *report.GPUStat, stale bool) (used int64) {
 	if gpu == nil || len(gpu.Devices) == 0 {
@@ -113,10 +114,11 @@ func (c *Coordinator) applyGPU(st *report.JobStatus, gpu *report.GPUStat, stale 
 		if !capped(st.PeakGPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) || !capped(st.GPUBytes, d.UUID, c.cfg.Limits.DeviceIDs) {
 			continue // a lineage keeps DeviceIDs GPU ids: more is no real job's
 		}
-		st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], d.UsedBytes)
+		job, _ := gpu.JobBytes(d)
+		st.PeakGPUBytes[d.UUID] = max(st.PeakGPUBytes[d.UUID], job)
 		if !stale {
-			st.GPUBytes[d.UUID] = d.UsedBytes
-			used += d.UsedBytes
+			st.GPUBytes[d.UUID] = job
+			used += job
 		}
 	}
 	return used

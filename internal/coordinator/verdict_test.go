@@ -106,3 +106,23 @@ func TestAdminCommentAction(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyGPUCountsTheJobsProcesses: a sample's GPU memory is the job's
+// processes' where the wrapper's NVML listed them, not the whole device's
+// (other jobs' processes, the driver), and the device's where it listed none.
+func TestApplyGPUCountsTheJobsProcesses(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	c := &Coordinator{}
+	c.cfg.Limits.DeviceIDs = 8
+	st := &report.JobStatus{}
+	used := c.applyGPU(st, &report.GPUStat{Devices: []report.GPUDevice{{UUID: "GPU-A", Name: "H200", UsedBytes: 5000 * mib}},
+		Procs: []report.GPUProc{{PID: 10, Device: "GPU-A", UsedBytes: 1420 * mib}}}, false)
+	if used != 1420*mib || st.GPUBytes["GPU-A"] != 1420*mib || st.PeakGPUBytes["GPU-A"] != 1420*mib {
+		t.Errorf("with the job's process listed: used %d, status %v / %v; want 1420 MiB", used/mib, st.GPUBytes, st.PeakGPUBytes)
+	}
+	used = c.applyGPU(st, &report.GPUStat{Devices: []report.GPUDevice{{UUID: "GPU-A", Name: "H200", UsedBytes: 1000 * mib}}}, false)
+	if used != 1000*mib || st.GPUBytes["GPU-A"] != 1000*mib || st.PeakGPUBytes["GPU-A"] != 1420*mib {
+		t.Errorf("with none listed: used %d, status %v / %v; want the device's 1000 MiB, peak 1420", used/mib, st.GPUBytes, st.PeakGPUBytes)
+	}
+}

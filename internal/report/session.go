@@ -203,6 +203,22 @@ type GPUProc struct {
 	UsedBytes int64  `json:"used_bytes"`
 }
 
+// JobBytes is the job's memory on device d in this sample: the sum of the
+// job's processes NVML listed there, or, where it listed none (a container
+// whose PIDs NVML does not translate, no permission, the job not yet or no
+// longer on the device), the device's used memory. perProcess says which.
+func (s *GPUStat) JobBytes(d GPUDevice) (bytes int64, perProcess bool) {
+	for _, p := range s.Procs {
+		if p.Device == d.UUID && p.UsedBytes > 0 {
+			bytes += p.UsedBytes
+		}
+	}
+	if bytes > 0 {
+		return bytes, true
+	}
+	return d.UsedBytes, false
+}
+
 // Validate checks one process entry.
 func (p *GPUProc) Validate() error {
 	return first(

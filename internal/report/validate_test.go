@@ -219,3 +219,27 @@ func TestTruncateText(t *testing.T) {
 		t.Errorf("truncated stderr: %v", err)
 	}
 }
+
+// TestGPUJobBytes: a device's job memory is its listed processes' sum, else
+// the device's used memory; entries of other devices and unknown (-1)
+// figures do not count.
+func TestGPUJobBytes(t *testing.T) {
+	const mib = 1 << 20
+	d := GPUDevice{UUID: "GPU-A", UsedBytes: 1429 * mib}
+	for _, tc := range []struct {
+		name       string
+		procs      []GPUProc
+		want       int64
+		perProcess bool
+	}{
+		{"two processes", []GPUProc{{PID: 1, Device: "GPU-A", UsedBytes: 1420 * mib}, {PID: 2, Device: "GPU-A", UsedBytes: 960 * mib}}, 2380 * mib, true},
+		{"another device's process", []GPUProc{{PID: 1, Device: "GPU-B", UsedBytes: 1420 * mib}}, 1429 * mib, false},
+		{"unknown figure", []GPUProc{{PID: 1, Device: "GPU-A", UsedBytes: -1}}, 1429 * mib, false},
+		{"none listed", nil, 1429 * mib, false},
+	} {
+		got, per := (&GPUStat{Devices: []GPUDevice{d}, Procs: tc.procs}).JobBytes(d)
+		if got != tc.want || per != tc.perProcess {
+			t.Errorf("%s: %d bytes (per process %v), want %d (%v)", tc.name, got, per, tc.want, tc.perProcess)
+		}
+	}
+}
