@@ -65,10 +65,6 @@ func runConvention(t *testing.T, c convention) {
 	}
 	w := newWorld(t, fastPolicy)
 	lineage := fmt.Sprintf("cv%s%d", strings.ReplaceAll(c.name, "-", ""), time.Now().UnixNano()%1e6)
-	// the plan's total is wrong on purpose (a total computed from
-	// --samples/--epochs/--batch that counts something else): the loop's
-	// own "step N/T" must win
-	plan := report.Plan{Lineage: lineage, Ideal: "cpu", Fallbacks: []string{"cpu"}, Total: 57, Cluster: w.cluster}
 	dir, _ := os.MkdirTemp(w.dir, "job")
 	_ = os.Chmod(dir, 0o755)
 	ckdir, tmp, facts := filepath.Join(dir, "ckpt"), filepath.Join(dir, "tmp"), filepath.Join(dir, "facts")
@@ -81,42 +77,13 @@ func runConvention(t *testing.T, c convention) {
 		"/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/e2e/testdata/convention_train.py"),
 		"--convention", c.name, "--steps", fmt.Sprint(c.steps), "--period", fmt.Sprint(c.period),
 		"--ckpt-every", fmt.Sprint(convEvery), "--ckpt-dir", ckdir, "--facts", facts}
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	script := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/bash\nexec srun "+strings.Join(q, " ")+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sb := []string{"-J", "isched-e2e-" + lineage, "-p", "cpu", "-t", fmt.Sprint(c.limit), "--requeue", "--open-mode=append", "--mem=1G",
-		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
-		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + lineage +
-			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")}
+	var extra []string
 	if c.slurmSignal != "" {
-		sb = append(sb, "--signal="+c.slurmSignal)
+		extra = append(extra, "--signal="+c.slurmSignal)
 	}
-	id := w.sbatch(append(sb, script)...)
-	var st report.JobStatus
-	waitFor(t, w, 8*time.Minute+time.Duration(float64(c.steps)*c.period*3)*time.Second, "the lineage to end", func() bool {
-		var ok bool
-		st, ok = w.status(lineage)
-		return ok && st.EndedMS != 0
-	})
-	// the run's end report can come before Slurm is done with the job
-	waitFor(t, w, time.Minute, "Slurm's final state of the job", func() bool {
-		switch slurmJob(id)["JobState"] {
-		case "RUNNING", "COMPLETING", "PENDING", "REQUEUED":
-			return false
-		}
-		return true
-	})
-	out, _ := os.ReadFile(filepath.Join(dir, "out.txt"))
-	s := slurmJob(id)
-	if st.State != "ENDED" || st.Step != c.steps || s["JobState"] != "COMPLETED" {
-		t.Fatalf("%s: lineage %s at step %d of %d, job %s %s (restarts %s); decisions %v\nstatus events %v\n%s\njob output (tail):\n%s",
-			c.name, st.State, st.Step, st.TotalIters, id, s["JobState"], s["Restarts"], decisionReasons(st), eventKinds(st), w.logs(), tail(out, 3000))
-	}
+	st, s, _ := runToEnd(t, w, jobRun{name: c.name, lineage: lineage, dir: dir, tmp: tmp, args: args, limit: c.limit,
+		sbatch: extra, env: ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts"), steps: c.steps,
+		budget: 8*time.Minute + time.Duration(float64(c.steps)*c.period*3)*time.Second})
 	if st.TotalIters != c.steps || st.LoopTotal != c.steps || st.PlanTotal != 57 {
 		t.Errorf("%s: total %d (loop %d, plan %d), want the loop's %d", c.name, st.TotalIters, st.LoopTotal, st.PlanTotal, c.steps)
 	}
@@ -250,4 +217,61 @@ func TestIssue14Scenario(t *testing.T) {
 	}
 	t.Parallel()
 	runConvention(t, convention{name: "usr1-exit0", ckptSignal: "USR1", slurmSignal: "USR1@120", steps: 3000, period: 0.14, limit: 3})
+}
+
+// jobRun is one wrapped training job the convention tests submit.
+type jobRun struct {
+	name, lineage, dir, tmp string
+	args                    []string // srun's command: the wrapper and the training
+	limit                   int      // minutes
+	sbatch                  []string // more sbatch options
+	env                     string   // more ",NAME=value" for --export
+	steps                   int64    // the loop's total
+	budget                  time.Duration
+}
+
+// runToEnd submits r as a requeueable job on the cpu partition under a plan
+// comment whose total (57) is wrong on purpose (a total computed from
+// --samples/--epochs/--batch that counts something else: the loop's own
+// "step N/T" must win), waits until its lineage has ended and Slurm is done
+// with the job, and fails the test unless the lineage ended at the loop's
+// last step and the job COMPLETED. It returns the lineage's status, Slurm's
+// view of the job and the job's output.
+func runToEnd(t *testing.T, w *world, r jobRun) (report.JobStatus, map[string]string, []byte) {
+	t.Helper()
+	q := make([]string, len(r.args))
+	for i, a := range r.args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	script := filepath.Join(r.dir, "job.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/bash\nexec srun "+strings.Join(q, " ")+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plan := report.Plan{Lineage: r.lineage, Ideal: "cpu", Fallbacks: []string{"cpu"}, Total: 57, Cluster: w.cluster}
+	sb := []string{"-J", "isched-e2e-" + r.lineage, "-p", "cpu", "-t", fmt.Sprint(r.limit), "--requeue", "--open-mode=append", "--mem=1G",
+		"-o", filepath.Join(r.dir, "out.txt"), "--comment", plan.FormatComment(),
+		"--export=ALL,TMPDIR=" + r.tmp + ",ISCHED_LINEAGE=" + r.lineage + ",ISCHED_CLUSTER=" + w.cluster +
+			",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter") + r.env}
+	id := w.sbatch(append(append(sb, r.sbatch...), script)...)
+	var st report.JobStatus
+	waitFor(t, w, r.budget, "the lineage to end", func() bool {
+		var ok bool
+		st, ok = w.status(r.lineage)
+		return ok && st.EndedMS != 0
+	})
+	// the run's end report can come before Slurm is done with the job
+	waitFor(t, w, time.Minute, "Slurm's final state of the job", func() bool {
+		switch slurmJob(id)["JobState"] {
+		case "RUNNING", "COMPLETING", "PENDING", "REQUEUED":
+			return false
+		}
+		return true
+	})
+	out, _ := os.ReadFile(filepath.Join(r.dir, "out.txt"))
+	s := slurmJob(id)
+	if st.State != "ENDED" || st.Step != r.steps || s["JobState"] != "COMPLETED" {
+		t.Fatalf("%s: lineage %s at step %d of %d, job %s %s (restarts %s); decisions %v\nstatus events %v\n%s\njob output (tail):\n%s",
+			r.name, st.State, st.Step, st.TotalIters, id, s["JobState"], s["Restarts"], decisionReasons(st), eventKinds(st), w.logs(), tail(out, 3000))
+	}
+	return st, s, out
 }

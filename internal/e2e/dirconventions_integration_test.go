@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -51,7 +50,6 @@ type dirAttempt struct {
 func runDirConvention(t *testing.T, c dirConvention) {
 	w := newWorld(t, fastPolicy)
 	lineage := fmt.Sprintf("dc%s%d", c.layout, time.Now().UnixNano()%1e6)
-	plan := report.Plan{Lineage: lineage, Ideal: "cpu", Fallbacks: []string{"cpu"}, Total: 57, Cluster: w.cluster}
 	dir, _ := os.MkdirTemp(w.dir, "job")
 	_ = os.Chmod(dir, 0o755)
 	ckdir, tmp, facts := filepath.Join(dir, "ckpt"), filepath.Join(dir, "tmp"), filepath.Join(dir, "facts")
@@ -70,38 +68,8 @@ func runDirConvention(t *testing.T, c dirConvention) {
 	args = append(args, "--", "/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/e2e/testdata/dirckpt_train.py"),
 		"--layout", c.layout, "--steps", fmt.Sprint(convSteps), "--period", fmt.Sprint(convPeriod),
 		"--ckpt-every", fmt.Sprint(convEvery), "--ckpt-dir", ckdir, "--facts", facts, "--half-written")
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	script := filepath.Join(dir, "job.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/bash\nexec srun "+strings.Join(q, " ")+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	id := w.sbatch("-J", "isched-e2e-"+lineage, "-p", "cpu", "-t", "1", "--signal=USR1@30", "--requeue", "--open-mode=append", "--mem=1G",
-		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
-		"--export=ALL,TMPDIR="+tmp+",ISCHED_LINEAGE="+lineage+",ISCHED_CLUSTER="+w.cluster+
-			",ISCHED_REDIS_ADDR="+w.redis.Addr+",ISCHED_REDIS_PASSWORD_FILE="+w.redis.PasswordFile("reporter"),
-		script)
-	var st report.JobStatus
-	waitFor(t, w, 8*time.Minute+time.Duration(convSteps*convPeriod*3)*time.Second, "the lineage to end", func() bool {
-		var ok bool
-		st, ok = w.status(lineage)
-		return ok && st.EndedMS != 0
-	})
-	waitFor(t, w, time.Minute, "Slurm's final state of the job", func() bool {
-		switch slurmJob(id)["JobState"] {
-		case "RUNNING", "COMPLETING", "PENDING", "REQUEUED":
-			return false
-		}
-		return true
-	})
-	out, _ := os.ReadFile(filepath.Join(dir, "out.txt"))
-	s := slurmJob(id)
-	if st.State != "ENDED" || st.Step != convSteps || s["JobState"] != "COMPLETED" {
-		t.Fatalf("%s: lineage %s at step %d of %d, job %s %s (restarts %s); decisions %v\nstatus events %v\n%s\njob output (tail):\n%s",
-			c.layout, st.State, st.Step, st.TotalIters, id, s["JobState"], s["Restarts"], decisionReasons(st), eventKinds(st), w.logs(), tail(out, 3000))
-	}
+	st, s, out := runToEnd(t, w, jobRun{name: c.layout, lineage: lineage, dir: dir, tmp: tmp, args: args, limit: 1,
+		sbatch: []string{"--signal=USR1@30"}, steps: convSteps, budget: 8*time.Minute + time.Duration(convSteps*convPeriod*3)*time.Second})
 	if st.TotalIters != convSteps || st.LoopTotal != convSteps || st.PlanTotal != 57 {
 		t.Errorf("%s: total %d (loop %d, plan %d), want the loop's %d", c.layout, st.TotalIters, st.LoopTotal, st.PlanTotal, convSteps)
 	}
