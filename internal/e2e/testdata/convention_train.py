@@ -20,12 +20,13 @@ ended.
 """
 
 import argparse
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
+
+import trainfacts  # beside this script: the facts the Go test reads
 
 p = argparse.ArgumentParser()
 p.add_argument("--convention", required=True)
@@ -58,22 +59,15 @@ model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.L
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(64, 16), torch.randn(64, 1)
 
-facts = {"restart": os.environ.get("SLURM_RESTART_COUNT", "0"), "job": os.environ.get("SLURM_JOB_ID", ""),
-         "convention": a.convention, "start": 0, "end": 0, "saved": 0, "how": "", "t0": time.time()}
+facts = trainfacts.new(a.facts, convention=a.convention)
 
 
 def write_facts():
-    path = "%s.%s" % (a.facts, facts["restart"])
-    with open(path + ".tmp", "w") as f:
-        json.dump(facts, f)
-    os.replace(path + ".tmp", path)
+    trainfacts.write(facts)
 
 
 def record(how, code):
-    facts["how"], facts["t1"] = how, time.time()
-    write_facts()
-    sys.stdout.flush()
-    os._exit(code)
+    trainfacts.record(facts, how, code)
 
 
 start = 0

@@ -44,6 +44,8 @@ import signal
 import sys
 import time
 
+import trainfacts  # beside this script: the facts the Go test reads
+
 p = argparse.ArgumentParser()
 p.add_argument("--layout", required=True, choices=["hf", "dcp", "deepspeed"])
 p.add_argument("--steps", type=int, required=True)
@@ -75,23 +77,15 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=100, gamma=0.9)
 x, y = torch.randn(64, 16), torch.randn(64, 1)
 
-facts = {"restart": os.environ.get("SLURM_RESTART_COUNT", "0"), "job": os.environ.get("SLURM_JOB_ID", ""),
-         "layout": a.layout, "start": 0, "end": 0, "saved": 0, "how": "", "t0": time.time(),
-         "resume": "", "resume_arg": a.resume_from_checkpoint or "", "half": ""}
+facts = trainfacts.new(a.facts, layout=a.layout, resume="", resume_arg=a.resume_from_checkpoint or "", half="")
 
 
 def write_facts():
-    path = "%s.%s" % (a.facts, facts["restart"])
-    with open(path + ".tmp", "w") as f:
-        json.dump(facts, f)
-    os.replace(path + ".tmp", path)
+    trainfacts.write(facts)
 
 
 def record(how, code):
-    facts["how"], facts["t1"] = how, time.time()
-    write_facts()
-    sys.stdout.flush()
-    os._exit(code)
+    trainfacts.record(facts, how, code)
 
 
 def fresh_dir(path):
