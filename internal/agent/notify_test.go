@@ -2,14 +2,13 @@ package agent
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/isched/isched/internal/testutil"
 )
 
 // TestMainTellsSystemd runs Main as systemd would (Type=notify,
@@ -23,43 +22,24 @@ func TestMainTellsSystemd(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("agent-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "notify")
-	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	notify := testutil.ListenNotify(t)
 	env := map[string]string{"ISCHED_REDIS_ADDR": mr.Addr(), "ISCHED_REDIS_USER": "agent", "ISCHED_REDIS_PASSWORD_FILE": pw,
-		"NOTIFY_SOCKET": sock, "WATCHDOG_USEC": "400000"}
+		"NOTIFY_SOCKET": notify.Path, "WATCHDOG_USEC": "400000"}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var stderr strings.Builder
 	go func() {
 		done <- Main(ctx, []string{"-cluster", "lab", "-poll", "50ms", "-slurm-bin-dir", filepath.Join(dir, "no-slurm"), "-script-dir", filepath.Join(dir, "scripts")}, func(k string) string { return env[k] }, &stderr)
 	}()
-	read := func() string {
-		_ = ln.SetReadDeadline(time.Now().Add(20 * time.Second))
-		buf := make([]byte, 1024)
-		n, err := ln.Read(buf)
-		if err != nil {
-			t.Fatalf("no notification: %v", err)
-		}
-		return string(buf[:n])
-	}
-	if got := read(); !strings.HasPrefix(got, "READY=1\n") {
+	stderrText := func() string { return stderr.String() }
+	if got := notify.Next(stderrText); !strings.HasPrefix(got, "READY=1\n") {
 		t.Fatalf("first notification %q", got)
 	}
-	if got := read(); got != "WATCHDOG=1" {
+	if got := notify.Next(stderrText); got != "WATCHDOG=1" {
 		t.Fatalf("second notification %q, want a watchdog ping from the poll loop", got)
 	}
 	cancel()
-	for {
-		if got := read(); got == "STOPPING=1" {
-			break
-		} else if got != "WATCHDOG=1" {
-			t.Fatalf("notification %q", got)
-		}
-	}
+	notify.UntilStopping(stderrText)
 	if code := <-done; code != ExitOK {
 		t.Errorf("exit %d", code)
 	}
