@@ -595,7 +595,7 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 		}
 	}
 	if cv, ok := curveOf(c.iter, false); ok {
-		ratio := s.speedRatio(c.nt, nt, req.Training.Precision)
+		ratio, ratioWhy := s.learnedRatio(req, c.nt, nt)
 		slope1 := 0.0
 		if cv.Batches() == 1 && int(cv.xs[0]) != b {
 			b0 := int(cv.xs[0])
@@ -605,7 +605,7 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 		band, _ := cv.At(float64(b), slope1, 0)
 		r.IterBand = band.scale(1 / 1000.0 / ratio)
 		r.IterSeconds = r.IterBand.Mid
-		how = append(how, fmt.Sprintf("time / %.3g (relative throughput)", ratio))
+		how = append(how, fmt.Sprintf("time / %.3g (%s)", ratio, ratioWhy))
 	}
 	if len(how) == 0 {
 		return
