@@ -55,6 +55,15 @@ func TestCurveAt(t *testing.T) {
 			}
 		})
 	}
+	// proportional (time): the per-sample cost of the largest batch is a
+	// floor of the slope beyond it
+	cv, _ := NewCurve([]float64{8, 16}, []float64{100, 120}, false)
+	if b, _ := cv.Proportional().At(32, 0, 0); b.Mid != 240 || b.High != 240 || b.Low != 120+2.5*16 {
+		t.Errorf("proportional: %+v, want mid 240 (120/16 per sample)", b)
+	}
+	if b, _ := cv.At(32, 0, 0); b.Mid != 120+2.5*16 {
+		t.Errorf("not proportional: %+v", b)
+	}
 	if _, ok := NewCurve(nil, nil, false); ok {
 		t.Error("a curve without points")
 	}

@@ -435,6 +435,7 @@ func (s *Site) fromOwn(r *Row, req Request, c *calibration) {
 		}
 	}
 	if cv, ok := curveOf(c.iter, false); ok {
+		cv = cv.Proportional()
 		slope1 := 0.0
 		if cv.Batches() == 1 && int(cv.xs[0]) != b {
 			// one batch size: scale by the static model's batch dependence
@@ -595,6 +596,7 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 		}
 	}
 	if cv, ok := curveOf(c.iter, false); ok {
+		cv = cv.Proportional()
 		ratio, ratioWhy := s.learnedRatio(req, c.nt, nt)
 		slope1 := 0.0
 		if cv.Batches() == 1 && int(cv.xs[0]) != b {
