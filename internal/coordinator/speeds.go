@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 
 	"github.com/isched/isched/internal/estimate"
@@ -68,8 +69,9 @@ func (c *Coordinator) loadSpeeds(ctx context.Context) error {
 }
 
 // learnSpeeds recomputes the learned speeds from the receipts and the
-// running lineages' current steady estimates, and exports them for the
-// models of the tracked lineages.
+// running lineages' current steady estimates, exports them for the models
+// of the tracked lineages and logs those that are new or moved by more
+// than 5%.
 func (c *Coordinator) learnSpeeds() {
 	obs := slices.Clone(c.speeds.obs)
 	models := map[string]bool{}
@@ -86,7 +88,16 @@ func (c *Coordinator) learnSpeeds() {
 			obs = append(obs, policy.SpeedObs{Model: st.Plan.Model, Partition: st.Partition, User: st.User, IterMS: est.MS})
 		}
 	}
+	prev := c.speeds.learned
 	c.speeds.learned = policy.LearnSpeeds(c.cfg.Policy.Speed, obs)
+	for model := range models {
+		for p, s := range c.speeds.learned[model] {
+			if old, ok := prev[model][p]; !ok || math.Abs(s.Speed/old.Speed-1) > 0.05 {
+				c.log.Info("learned speed", "model", model, "partition", p, "speed", s.Speed, "prior", s.Prior,
+					"measurements", s.N, "users", s.Users)
+			}
+		}
+	}
 	c.metrics.setLearnedSpeeds(c.speeds.learned, models, c.cfg.MaxJobSeries)
 }
 
