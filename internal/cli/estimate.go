@@ -303,7 +303,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
 		if r.Source != plan.Static {
-			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s", r.Batch, nt.Name, r.Source, r.Basis))
+			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s%s", r.Batch, nt.Name, r.Source, r.Basis, bandText(r)))
 		}
 	}
 	tw.Flush()
@@ -339,6 +339,34 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	}
 }
 
+// bandText says the row's measured bands.
+func bandText(r *plan.Row) string {
+	var parts []string
+	if b := r.MemBand; b.Width() > 0 {
+		parts = append(parts, fmt.Sprintf("memory %s–%s", plan.FormatBytes(int64(b.Low)), plan.FormatBytes(int64(b.High))))
+	}
+	if b := r.HoursBand(); b.Width() > 0 {
+		parts = append(parts, fmt.Sprintf("hours %.3g–%.3g", b.Low, b.High))
+	}
+	if len(parts) == 0 {
+		return "; no spread measured (one receipt per batch size)"
+	}
+	return "; band: " + strings.Join(parts, ", ")
+}
+
+// jsonBand is a measured range; absent for a static figure.
+type jsonBand struct {
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+}
+
+func bandOf(b plan.Band) *jsonBand {
+	if b.High <= 0 {
+		return nil
+	}
+	return &jsonBand{Low: b.Low, High: b.High}
+}
+
 type jsonPartition struct {
 	Name    string `json:"name"`
 	OK      bool   `json:"ok"`
@@ -348,21 +376,25 @@ type jsonPartition struct {
 }
 
 type jsonRow struct {
-	Batch       int             `json:"batch"`
-	NodeType    string          `json:"node_type"`
-	MemoryBytes int64           `json:"memory_bytes"`
-	MemoryKind  string          `json:"memory_kind"` // "device" or "host"
-	LimitBytes  int64           `json:"limit_bytes"`
-	Fits        bool            `json:"fits"`
-	HostBytes   int64           `json:"host_memory_bytes"`
-	IterSeconds float64         `json:"iter_seconds"`
-	Iterations  int64           `json:"iterations"`
-	Hours       float64         `json:"hours"`
-	Cost        float64         `json:"cost"`
-	Source      plan.Source     `json:"source"`
-	Basis       string          `json:"basis,omitempty"`
-	Static      plan.Memory     `json:"static_memory"`
-	Partitions  []jsonPartition `json:"partitions"`
+	Batch       int         `json:"batch"`
+	NodeType    string      `json:"node_type"`
+	MemoryBytes int64       `json:"memory_bytes"`
+	MemoryKind  string      `json:"memory_kind"` // "device" or "host"
+	LimitBytes  int64       `json:"limit_bytes"`
+	Fits        bool        `json:"fits"`
+	HostBytes   int64       `json:"host_memory_bytes"`
+	IterSeconds float64     `json:"iter_seconds"`
+	Iterations  int64       `json:"iterations"`
+	Hours       float64     `json:"hours"`
+	Cost        float64     `json:"cost"`
+	Source      plan.Source `json:"source"`
+	Basis       string      `json:"basis,omitempty"`
+	// bands from the receipts' spread (plan.Curve); absent when static
+	MemoryBand *jsonBand       `json:"memory_band_bytes,omitempty"`
+	IterBand   *jsonBand       `json:"iter_seconds_band,omitempty"`
+	HoursBand  *jsonBand       `json:"hours_band,omitempty"`
+	Static     plan.Memory     `json:"static_memory"`
+	Partitions []jsonPartition `json:"partitions"`
 }
 
 func (l *loaded) jsonRows() []jsonRow {
@@ -375,7 +407,8 @@ func (l *loaded) jsonRows() []jsonRow {
 		}
 		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
 			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
-			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{}}
+			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
+			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand())}
 		for _, f := range r.Partitions {
 			jp := jsonPartition{Name: f.Partition.Name, OK: f.OK, Why: f.Why}
 			if f.Chunks > 1 {

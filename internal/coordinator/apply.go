@@ -197,11 +197,22 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	l.End = nil // a new attempt: whatever the last one's end said, the run goes on
 	st.JobID, st.User, st.UID, st.Attempt = job.JobID, job.User, job.UID, job.Attempt
 	st.Node = job.Node
+	// where the iterations so far ran: the last attempt's partition (the
+	// job table may have shown the new one already)
 	prevPartition := st.Partition
+	if n := len(st.History); n > 0 && st.History[n-1].Partition != "" {
+		prevPartition = st.History[n-1].Partition
+	}
 	st.Partition = job.Partition
 	if st.StartedMS == 0 {
 		st.StartedMS = env.TimeMS
 	}
+	moved := false
+	defer func() {
+		if moved { // after setTotal: the ETA on the new partition
+			c.refreshEstimates(l, now)
+		}
+	}()
 	defer l.setTotal()
 	st.State, st.EndedMS, st.ExitStatus = "RUNNING", 0, nil
 	l.Ended = false
@@ -246,6 +257,11 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	}
 	if prevPartition != "" && prevPartition != job.Partition {
 		// another node type: iteration times from the old one do not apply
+		// (the ETA converts them by speed until the new ones come)
+		l.Moved, moved = nil, true
+		if est, ok := l.Iter.Estimate(); ok && !est.Provisional {
+			l.Moved = &movedEst{From: prevPartition, Est: est}
+		}
 		l.Iter.Reset()
 	}
 	if l.Phase == PhaseRequeueIssued {
@@ -410,6 +426,9 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 		if b, err := json.Marshal(r); err == nil {
 			c.receipts = append(c.receipts, b)
 		}
+		if c.speeds.loaded {
+			c.speeds.noteReceipt(r)
+		}
 	}
 }
 
@@ -417,9 +436,15 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 	st := &l.Status
 	est, ok := l.Iter.Estimate()
+	etaEst, etaOK := est, ok
 	if ok {
+		l.Moved = nil
 		st.IterMS, st.IterLowMS, st.IterHighMS = est.MS, est.LowMS, est.HighMS
-		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, est, 0)
+	} else if l.Moved != nil {
+		etaEst, etaOK = c.carried(l.Moved, st), true
+	}
+	if etaOK {
+		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, etaEst, 0)
 		if eta.Known {
 			st.ETAMS, st.ETALowMS, st.ETAHighMS = eta.End.UnixMilli(), eta.Low.UnixMilli(), eta.High.UnixMilli()
 			if l.PeakETA == 0 && st.Step > 0 {

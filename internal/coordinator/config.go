@@ -42,7 +42,9 @@ type PolicyConfig struct {
 	// absent: the default (20); 0: none (an ended job with work left is
 	// reported, never requeued); negative: unbounded.
 	MaxContinuations *int `json:"max_continuations"`
-	// Speed is the relative throughput per partition; one not listed counts 1.
+	// Speed is the relative throughput per partition; one not listed
+	// counts 1. It is the prior of the speeds learned per model
+	// (policy.LearnSpeeds).
 	Speed map[string]float64 `json:"speed"`
 	// DevPartitions are used in chunks; absent or empty: none.
 	DevPartitions []string `json:"dev_partitions"`

@@ -27,7 +27,7 @@ func (c *Coordinator) endOrContinue(ctx context.Context, name string, l *lineage
 		e.Signal = end.Signal
 	}
 	j := c.policyJob(l, now)
-	d := policy.AfterEnd(c.cfg.Policy, j, e, c.snap, now)
+	d := policy.AfterEnd(c.policyConfig(), j, e, c.snap, now)
 	if d.Kind != policy.Requeue && d.Kind != policy.Resubmit {
 		exit := l.attemptExit()
 		c.finish(l, endState, atMS, exit)
@@ -64,7 +64,7 @@ func (c *Coordinator) selfRequeued(ctx context.Context, name string, l *lineage,
 	if sp := l.span(st.JobID, st.Attempt); sp != nil {
 		end.ResumeStep = sp.StartStep
 	}
-	d := policy.AfterEnd(c.cfg.Policy, c.policyJob(l, now), end, c.snap, now)
+	d := policy.AfterEnd(c.policyConfig(), c.policyJob(l, now), end, c.snap, now)
 	if d.Kind != policy.Requeue || d.TimeLimit <= time.Duration(*j.TimeLimitMin)*time.Minute || d.Target != j.Partition {
 		return nil
 	}

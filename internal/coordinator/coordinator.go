@@ -141,6 +141,7 @@ type Coordinator struct {
 	snap        *report.Snapshot
 	resultsID   string
 	receipts    [][]byte
+	speeds      speedBook
 	leader      bool
 	kick        bool // a decision is due before the next tick
 	rejectLogAt map[string]time.Time
@@ -296,6 +297,7 @@ func (c *Coordinator) forget() {
 	clear(c.touched)
 	c.snap, c.jobs = nil, nil
 	c.inputs = map[string]decodedInput{}
+	c.speeds = speedBook{} // another leader may have written receipts since
 }
 
 // decodedInput is an agent value and its decoding.

@@ -53,6 +53,10 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	if err := c.sendAnnotations(ctx, now); err != nil {
 		return err
 	}
+	if err := c.loadSpeeds(ctx); err != nil {
+		return err
+	}
+	c.learnSpeeds()
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
 		if l.Ended || l.End != nil && l.Phase == PhaseNone {
@@ -548,7 +552,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	j := c.policyJob(l, now)
 	var d policy.Decision
 	if l.Phase == PhaseAwaitCkpt && l.Ckpts > l.CkptAtReq {
-		d = policy.AfterCheckpoint(c.cfg.Policy, j, c.snap, now, l.pendingDecision())
+		d = policy.AfterCheckpoint(c.policyConfig(), j, c.snap, now, l.pendingDecision())
 		if d.Kind == policy.None || d.Abandoned {
 			l.Phase, l.PhaseMS, l.LastMoveMS = PhaseNone, now.UnixMilli(), now.UnixMilli()
 			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
@@ -556,7 +560,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 			return nil
 		}
 	} else {
-		d = policy.Decide(c.cfg.Policy, j, c.snap, now)
+		d = policy.Decide(c.policyConfig(), j, c.snap, now)
 	}
 	if d.Kind == policy.None {
 		if d.Abandoned {

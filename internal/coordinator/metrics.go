@@ -1,7 +1,11 @@
 package coordinator
 
 import (
+	"maps"
 	"net/http"
+	"slices"
+
+	"github.com/isched/isched/internal/policy"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,6 +32,8 @@ type Metrics struct {
 	ingestLag     prometheus.Gauge
 	trimmed       prometheus.Counter
 	repairs       *prometheus.CounterVec
+	learnedSpeed  *prometheus.GaugeVec
+	learnedN      *prometheus.GaugeVec
 	jobs          *jobMetrics
 }
 
@@ -64,10 +70,16 @@ func NewMetrics() *Metrics {
 			Help: "Reports the ingest stream's MAXLEN removed before the coordinator read them (lost), seen at ticks."}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_ingest_repairs_total",
 			Help: "Damage to the ingest stream the coordinator undid, by kind (recreated-stream, recreated-group, future-ids)."}, []string{"what"}),
+		learnedSpeed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_learned_speed",
+			Help: "Partition speed learned for a model configuration (policy.LearnSpeeds; the configured speed is its prior), for the tracked lineages' models."},
+			[]string{"model", "partition"}),
+		learnedN: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_learned_speed_measurements",
+			Help: "Measurements (confirmed receipts and running jobs) behind isched_coordinator_learned_speed."},
+			[]string{"model", "partition"}),
 		jobs: newJobMetrics(DefaultMaxJobSeries),
 	}
 	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency, m.pollAge, m.pollSuccess,
-		m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.jobs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN, m.jobs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}
@@ -78,7 +90,7 @@ func NewMetrics() *Metrics {
 // per-job gauges (not the Go and process collectors).
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency,
-		m.writeLatency, m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.jobs} {
+		m.writeLatency, m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN, m.jobs} {
 		c.Describe(ch)
 	}
 }
@@ -86,4 +98,30 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // Handler serves /metrics.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// setLearnedSpeeds exports the learned speeds of the given models (the
+// tracked lineages'), at most max models (in name order): the labels stay
+// bounded by the lineages the coordinator follows.
+func (m *Metrics) setLearnedSpeeds(ls policy.LearnedSpeeds, models map[string]bool, max int) {
+	m.learnedSpeed.Reset()
+	m.learnedN.Reset()
+	if max <= 0 {
+		max = DefaultMaxJobSeries
+	}
+	names := slices.Sorted(maps.Keys(models))
+	n := 0
+	for _, model := range names {
+		parts, ok := ls[model]
+		if !ok {
+			continue
+		}
+		if n++; n > max {
+			return
+		}
+		for p, s := range parts {
+			m.learnedSpeed.WithLabelValues(model, p).Set(s.Speed)
+			m.learnedN.WithLabelValues(model, p).Set(float64(s.N))
+		}
+	}
 }

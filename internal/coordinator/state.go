@@ -69,6 +69,10 @@ type lineage struct {
 	// report comes after all (it was only late, as after a preemption), it
 	// still tells when and why the attempt ended.
 	SlurmClosed *spanKey `json:"slurm_closed,omitempty"`
+	// Moved is the steady iteration estimate of the partition the lineage
+	// left, until the new partition's own estimate exists: the ETA after a
+	// move is that estimate converted by the partitions' speeds.
+	Moved *movedEst `json:"moved,omitempty"`
 	// Use is what the attempts used, for the verdict at the end.
 	Use   jobUse `json:"use,omitzero"`
 	dirty bool

@@ -27,6 +27,7 @@ type Store interface {
 	Lock(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
 	Unlock(ctx context.Context, key, owner string) error
 	PushList(ctx context.Context, key string, max int64, vals ...[]byte) error
+	List(ctx context.Context, key string) ([][]byte, error)
 	// WriteBatch sends queued writes in one round trip (MULTI/EXEC).
 	WriteBatch(ctx context.Context, b *stream.Batch) error
 }

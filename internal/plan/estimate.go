@@ -94,7 +94,17 @@ type Row struct {
 	Source      Source
 	Basis       string // how a measured or scaled row was derived
 	Static      Memory // the static breakdown, always computed
-	Partitions  []PartitionFit
+	// MemBand and IterBand (seconds) are the ranges the receipts behind
+	// Mem and IterSeconds support (Curve.At); zero for a static figure,
+	// whose error nothing measured.
+	MemBand, IterBand Band
+	Partitions        []PartitionFit
+}
+
+// HoursBand is the run's hours over the iteration time's band; zero
+// without one.
+func (r *Row) HoursBand() Band {
+	return r.IterBand.scale(float64(r.Iters) / 3600)
 }
 
 // Run is the estimated run time.
@@ -168,6 +178,14 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 			r.Basis += fmt.Sprintf(" (%d of %d receipts profiled)", c.profiled, c.n)
 		}
 		floorPooled(&r, c, r.Static.Total(), staticIter)
+	}
+	// a figure changed after its band was made (a pooled row kept at the
+	// static estimate) has no measured band
+	if int64(r.MemBand.Mid) != r.Mem {
+		r.MemBand = Band{}
+	}
+	if r.IterBand.Mid != r.IterSeconds {
+		r.IterBand = Band{}
 	}
 	if nt.Kind == KindGPU && !nt.Emulated {
 		r.HostMem = StaticHostMemory(req.Model)
@@ -402,42 +420,58 @@ func batchList(bs []int) string {
 }
 
 // fromOwn fills r from receipts on its own node type: measured at this
-// batch, else a fit over two or more batches, else one batch plus the
-// static per-sample slope.
+// batch, else the curve through the measured batch sizes (Curve.At: never
+// a per-sample cost shrinking beyond the largest), else one batch plus the
+// static per-sample slope. The bands come from the receipts' spread.
 func (s *Site) fromOwn(r *Row, req Request, c *calibration) {
 	b := r.Batch
-	memAt, haveMem := peakAt(c.mem, b)
-	iterAt, haveIter := at(c.iter, b)
+	_, haveMem := peakAt(c.mem, b)
+	_, haveIter := at(c.iter, b)
+	var how []string
+	if band, basis, ok := scaleMem(c.mem, b, r.Static, r.Batch); ok {
+		r.Mem, r.MemBand = int64(band.Mid), band
+		if !haveMem {
+			how = append(how, "memory "+basis)
+		}
+	}
+	if cv, ok := curveOf(c.iter, false); ok {
+		cv = cv.Proportional()
+		slope1 := 0.0
+		if cv.Batches() == 1 && int(cv.xs[0]) != b {
+			// one batch size: scale by the static model's batch dependence
+			b0 := int(cv.xs[0])
+			t0 := cv.centre[0]
+			st0 := s.StaticIterSeconds(req.Model, r.NodeType, req.Training, b0)
+			slope1 = t0 * (r.IterSeconds/st0 - 1) / float64(b-b0)
+		}
+		band, basis := cv.At(float64(b), slope1, 0)
+		r.IterBand = band.scale(1.0 / 1000)
+		r.IterSeconds = r.IterBand.Mid
+		if !haveIter {
+			if cv.Batches() == 1 {
+				basis = fmt.Sprintf("from batch %d x static ratio", int(cv.xs[0]))
+			}
+			how = append(how, fmt.Sprintf("time fit over batch %s: %s", batchList(distinctX(c.iter)), basis))
+		}
+	}
 	if haveMem && haveIter {
-		r.Mem, r.IterSeconds = int64(memAt), iterAt/1000
 		r.Source, r.Basis = Measured, fmt.Sprintf("%d receipt(s) at batch %d on %s", countAt(c, b), b, c.nt.Name)
 		return
-	}
-	var how []string
-	if haveMem {
-		r.Mem = int64(memAt)
-	} else if mem, basis, ok := scaleMem(c.mem, b, r.Static, r.Batch); ok {
-		r.Mem = mem
-		how = append(how, "memory "+basis)
-	}
-	if haveIter {
-		r.IterSeconds = iterAt / 1000
-	} else if a, sl, ok := fitPts(c.iter); ok {
-		r.IterSeconds = (a + sl*float64(b)) / 1000
-		how = append(how, fmt.Sprintf("time fit over batch %s", batchList(distinctX(c.iter))))
-	} else if len(c.iter) > 0 {
-		// one batch size: scale by the static model's batch dependence
-		b0 := int(c.iter[0].x)
-		t0, _ := at(c.iter, b0)
-		st0 := s.StaticIterSeconds(req.Model, r.NodeType, req.Training, b0)
-		r.IterSeconds = t0 / 1000 * r.IterSeconds / st0
-		how = append(how, fmt.Sprintf("time from batch %d x static ratio", b0))
 	}
 	if len(how) == 0 {
 		return
 	}
 	r.Source = Scaled
 	r.Basis = strings.Join(how, "; ") + " on " + c.nt.Name
+}
+
+// curveOf is the Curve of calibration points.
+func curveOf(pts []xy, peak bool) (Curve, bool) {
+	xs, ys := make([]float64, len(pts)), make([]float64, len(pts))
+	for i, p := range pts {
+		xs[i], ys[i] = p.x, p.y
+	}
+	return NewCurve(xs, ys, peak)
 }
 
 func countAt(c *calibration, b int) int {
@@ -461,41 +495,41 @@ func distinctX(pts []xy) []int {
 	return bs
 }
 
-// scaleMem predicts memory at batch b from measured points: a fit over two
-// or more batch sizes, or one batch size plus the static per-sample slope.
+// scaleMem predicts memory at batch b from measured points (the worst
+// repeat at each batch size): measured, between two measured batch sizes,
+// or from the largest measured one on (Curve.At), or one batch size plus
+// the static per-sample slope.
 //
-// The fitted slope is capped at the static one. The static slope counts
-// every tensor the forward pass creates, twice, so memory that grows
-// faster than that is the allocator's steps, not the model: measured on the
+// Beyond the largest measured batch the slope is capped at the static one.
+// The static slope counts every
+// tensor the forward pass creates, twice, so memory that grows faster
+// than that is the allocator's steps, not the model: measured on the
 // local cluster, ResNet-18's peak RSS moved by up to 20 MiB between runs
 // and in steps between batch sizes, which over two receipts can make a
 // slope 25% too steep, and extrapolating to twice the largest batch
-// doubles that error. The capped line still passes through the centroid
-// of the measurements.
-func scaleMem(pts []xy, b int, static Memory, batch int) (int64, string, bool) {
+// doubles that error. The band's high end keeps the steepest measured
+// slope. The line starts at the largest batch's measured peak, so it is
+// never below what a smaller batch measured.
+func scaleMem(pts []xy, b int, static Memory, batch int) (Band, string, bool) {
+	cv, ok := curveOf(pts, true)
+	if !ok {
+		return Band{}, "", false
+	}
 	slope := static.perSample(batch)
-	if a, sl, ok := fitPts(pts); ok {
-		basis := fmt.Sprintf("fit over batch %s", batchList(distinctX(pts)))
-		if sl > slope {
-			a, sl = capSlope(pts, slope)
-			basis += fmt.Sprintf(" (slope capped at the static %s/sample)", FormatBytes(int64(slope)))
-		}
-		m := a + sl*float64(b)
-		// never below what a smaller batch measured: with the slope capped
-		// (a model whose summary undercounts what its loop holds per
-		// sample) the line can pass under the largest measured batch
-		if floor, fb, ok := peakBelow(pts, b); ok && floor > m {
-			m = floor
-			basis += fmt.Sprintf(" (not below batch %d's measured peak)", fb)
-		}
-		return int64(m), basis, true
+	band, how := cv.At(float64(b), slope, slope)
+	basis := fmt.Sprintf("fit over batch %s: %s", batchList(distinctX(pts)), how)
+	if cv.Batches() == 1 {
+		basis = fmt.Sprintf("from batch %d + static slope", int(cv.xs[0]))
+	} else if n := cv.Batches(); float64(b) > cv.xs[n-1] && max(cv.fit, cv.slopes[n-2]) > slope {
+		basis += fmt.Sprintf(" (slope capped at the static %s/sample)", FormatBytes(int64(slope)))
 	}
-	if len(pts) == 0 {
-		return 0, "", false
+	// never below what a smaller batch measured (peaks are noisy: one
+	// between two batch sizes can be under the smaller one's)
+	if floor, fb, ok := peakBelow(pts, b); ok && floor > band.Mid {
+		band.Mid, band.High = floor, max(band.High, floor)
+		basis += fmt.Sprintf(" (not below batch %d's measured peak)", fb)
 	}
-	b0 := int(pts[0].x)
-	m0, _ := peakAt(pts, b0)
-	return int64(m0 + slope*float64(b-b0)), fmt.Sprintf("from batch %d + static slope", b0), true
+	return band, basis, true
 }
 
 // peakBelow is the largest value measured at a batch of at most b.
@@ -506,17 +540,6 @@ func peakBelow(pts []xy, b int) (v float64, batch int, ok bool) {
 		}
 	}
 	return v, batch, ok
-}
-
-// capSlope returns the line with the given slope through the centroid of pts.
-func capSlope(pts []xy, slope float64) (a, b float64) {
-	var mx, my float64
-	for _, p := range pts {
-		mx += p.x
-		my += p.y
-	}
-	n := float64(len(pts))
-	return my/n - slope*mx/n, slope
 }
 
 // donor picks the node type whose receipts best stand in for nt's: one of
@@ -558,11 +581,12 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 	var how []string
 	if len(c.mem) > 0 {
 		if c.nt.DeviceMemory() == nt.DeviceMemory() {
-			if m, ok := peakAt(c.mem, b); ok {
-				r.Mem = int64(m) - c.overhead() + overheadOf(nt)
-				how = append(how, fmt.Sprintf("memory measured at batch %d", b))
-			} else if m, basis, ok := scaleMem(c.mem, b, r.Static, b); ok {
-				r.Mem = m - c.overhead() + overheadOf(nt)
+			if band, basis, ok := scaleMem(c.mem, b, r.Static, b); ok {
+				band = band.shift(float64(overheadOf(nt) - c.overhead()))
+				r.Mem, r.MemBand = int64(band.Mid), band
+				if _, measured := peakAt(c.mem, b); measured {
+					basis = fmt.Sprintf("measured at batch %d", b)
+				}
 				how = append(how, "memory "+basis)
 			}
 		} else if _, sl, ok := fitPts(c.mem); ok && sl > 0 {
@@ -571,20 +595,19 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 			how = append(how, fmt.Sprintf("memory: static fixed part + per-sample slope fitted over batch %s", batchList(distinctX(c.mem))))
 		}
 	}
-	if len(c.iter) > 0 {
-		ratio := s.speedRatio(c.nt, nt, req.Training.Precision)
-		var t float64
-		if v, ok := at(c.iter, b); ok {
-			t = v / 1000
-		} else if a, sl, ok := fitPts(c.iter); ok {
-			t = (a + sl*float64(b)) / 1000
-		} else {
-			b0 := int(c.iter[0].x)
-			t0, _ := at(c.iter, b0)
-			t = t0 / 1000 * s.StaticIterSeconds(req.Model, c.nt, req.Training, b) / s.StaticIterSeconds(req.Model, c.nt, req.Training, b0)
+	if cv, ok := curveOf(c.iter, false); ok {
+		cv = cv.Proportional()
+		ratio, ratioWhy := s.learnedRatio(req, c.nt, nt)
+		slope1 := 0.0
+		if cv.Batches() == 1 && int(cv.xs[0]) != b {
+			b0 := int(cv.xs[0])
+			st0 := s.StaticIterSeconds(req.Model, c.nt, req.Training, b0)
+			slope1 = cv.centre[0] * (s.StaticIterSeconds(req.Model, c.nt, req.Training, b)/st0 - 1) / float64(b-b0)
 		}
-		r.IterSeconds = t / ratio
-		how = append(how, fmt.Sprintf("time / %.3g (relative throughput)", ratio))
+		band, _ := cv.At(float64(b), slope1, 0)
+		r.IterBand = band.scale(1 / 1000.0 / ratio)
+		r.IterSeconds = r.IterBand.Mid
+		how = append(how, fmt.Sprintf("time / %.3g (%s)", ratio, ratioWhy))
 	}
 	if len(how) == 0 {
 		return

@@ -45,6 +45,11 @@ type Config struct {
 	// A partition not listed counts 1, so with a nil map no partition is
 	// faster than another and rule 2 never finds a gain (its reason says so).
 	Speed map[string]float64
+	// Learned are speeds per model configuration and partition measured
+	// from receipts and running jobs (LearnSpeeds, in Speed's units); they
+	// take the place of Speed for a job of that model where they exist.
+	// Speed is their prior.
+	Learned LearnedSpeeds
 	// DevPartitions have a short MaxTime and are usable in chunks; nil or
 	// empty: none.
 	DevPartitions []string
@@ -121,13 +126,6 @@ func (c Config) normalized() Config {
 		c.MinPending = DefaultMinPending
 	}
 	return c
-}
-
-func (c Config) speed(partition string) float64 {
-	if s := c.Speed[partition]; s > 0 {
-		return s
-	}
-	return 1
 }
 
 func (c Config) isDev(partition string) bool {
@@ -237,3 +235,6 @@ func sinceMidnight(t time.Time) time.Duration {
 	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute +
 		time.Duration(t.Second())*time.Second + time.Duration(t.Nanosecond())
 }
+
+// speed is partition's configured speed (the prior of learned ones).
+func (c Config) speed(partition string) float64 { return priorSpeed(c.Speed, partition) }

@@ -27,7 +27,8 @@
 //  2. Migrate to the ideal partition (running jobs on any other
 //     partition, plan.Migrate set). When the ideal partition has an idle
 //     node and enough idle GPUs, the time saved, remaining × (1 −
-//     speed(here)/speed(ideal)), must exceed MinGain × (MoveCost + the
+//     speed(here)/speed(ideal)) (speeds learned for the job's model where
+//     measured, Config.Learned, else configured), must exceed MinGain × (MoveCost + the
 //     cheaper of a fresh checkpoint and redoing the work since the last
 //     one). Hysteresis: no migration within MinInterval of the last move,
 //     at most MaxMoves per lineage. With an unknown total the remaining

@@ -393,13 +393,13 @@ func (v *view) continuation() (target, gres string, tl time.Duration, why string
 func (v *view) limitFor(from, target string) (time.Duration, string) {
 	mt, capped := maxTime(partition(v.snap, target))
 	if v.known {
-		restMS := float64(v.rem) * v.high * v.cfg.speed(from) / v.cfg.speed(target)
+		restMS := float64(v.rem) * v.high * v.speed(from) / v.speed(target)
 		tl := ceilMinute(msDur(restMS) + v.cfg.MoveCost + v.ckpt + v.cfg.Margin)
 		if capped && tl > mt {
 			return mt, fmt.Sprintf("time limit %s (the partition's maximum; the rest needs %s)", dur(mt), dur(tl))
 		}
 		return tl, fmt.Sprintf("time limit %s (%d iterations at worst %s each there, plus restart %s, checkpoint %s and margin %s)",
-			dur(tl), v.rem, ms(v.high*v.cfg.speed(from)/v.cfg.speed(target)), dur(v.cfg.MoveCost), dur(v.ckpt), dur(v.cfg.Margin))
+			dur(tl), v.rem, ms(v.high*v.speed(from)/v.speed(target)), dur(v.cfg.MoveCost), dur(v.ckpt), dur(v.cfg.Margin))
 	}
 	if p := v.j.Plan; p != nil && target == p.Ideal && p.IdealTime > 0 {
 		tl := time.Duration(p.IdealTime) * time.Minute
@@ -440,9 +440,9 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 	if !hasRoom {
 		return d, false, "no room on the ideal partition: " + roomWhy
 	}
-	sHere, sIdeal := v.cfg.speed(j.Partition), v.cfg.speed(p.Ideal)
+	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
 	if sIdeal <= sHere {
-		return d, false, fmt.Sprintf("%s; but %s (speed %g) is not faster than %s (speed %g)", roomWhy, p.Ideal, sIdeal, j.Partition, sHere)
+		return d, false, fmt.Sprintf("%s; but %s (%s) is not faster than %s (%s)", roomWhy, p.Ideal, v.speedText(p.Ideal), j.Partition, v.speedText(j.Partition))
 	}
 	var remMS float64
 	var basis string
@@ -478,8 +478,8 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 	if direct {
 		costText = fmt.Sprintf("%s (restart %s + redoing %s)", dur(msDur(costMS)), dur(v.cfg.MoveCost), lostWhy)
 	}
-	gain := fmt.Sprintf("%s; on %s (speed %g) vs %s (speed %g) %s, saving %s",
-		roomWhy, j.Partition, sHere, p.Ideal, sIdeal, basis, dur(msDur(savedMS)))
+	gain := fmt.Sprintf("%s; on %s (%s) vs %s (%s) %s, saving %s",
+		roomWhy, j.Partition, v.speedText(j.Partition), p.Ideal, v.speedText(p.Ideal), basis, dur(msDur(savedMS)))
 	if savedMS <= v.cfg.MinGain*costMS {
 		return d, false, fmt.Sprintf("%s, not more than %g × the cost %s", gain, v.cfg.MinGain, costText)
 	}
@@ -633,7 +633,7 @@ func (v *view) chunkLimit(dp *report.Partition, name string, windowEnd time.Time
 		// A chunk must do more than pay for its own checkpoint and restart.
 		ideal := v.j.Plan.Ideal
 		useful := tl - v.ckpt - v.cfg.Margin - v.cfg.MoveCost
-		gainMS := toMS(useful) * v.cfg.speed(name) / v.cfg.speed(ideal)
+		gainMS := toMS(useful) * v.speed(name) / v.speed(ideal)
 		costMS := toMS(v.cfg.MoveCost + v.ckpt)
 		if gainMS <= v.cfg.MinGain*costMS {
 			return 0, false, "", fmt.Sprintf("a %s chunk on %s is worth %s of %s time, not more than %g × its cost %s",

@@ -458,6 +458,32 @@ func TestDecideMigrate(t *testing.T) {
 			check: check{want: Decision{Kind: None}, reason: []string{"migration: no fresh cluster snapshot"}},
 		},
 		{
+			name: "learned: gpu no faster for this model",
+			cfg: func(c *Config) {
+				c.Learned = LearnedSpeeds{"m:sgd:fp32": {"cpu": {Speed: 2, Prior: 1, N: 4}, "gpu": {Speed: 2, Prior: 8, N: 4}}}
+			},
+			job: func(j *Job) { j.Plan.Model = "m:sgd:fp32" },
+			check: check{want: Decision{Kind: None}, reason: []string{
+				"but gpu (speed 2 learned from 4 measurement(s), prior 8) is not faster than cpu (speed 2 learned from 4 measurement(s), prior 1)"}},
+		},
+		{
+			name: "learned: gpu 4x, the time limit follows",
+			cfg: func(c *Config) {
+				c.Learned = LearnedSpeeds{"m:sgd:fp32": {"cpu": {Speed: 1, Prior: 1, N: 9}, "gpu": {Speed: 4, Prior: 8, N: 9}}}
+			},
+			job: func(j *Job) { j.Plan.Model = "m:sgd:fp32" },
+			check: check{want: Decision{Kind: Checkpoint, Rule: RuleMigrate, Then: Requeue, Target: "gpu", Gres: "gpu:1", TimeLimit: 6*time.Hour + 13*time.Minute},
+				reason: []string{"vs gpu (speed 4 learned from 9 measurement(s), prior 8)", "saving 16h30m"}},
+		},
+		{
+			name: "learned for another model: the configured speeds",
+			cfg: func(c *Config) {
+				c.Learned = LearnedSpeeds{"other:sgd:fp32": {"cpu": {Speed: 1, Prior: 1, N: 9}, "gpu": {Speed: 1, Prior: 8, N: 9}}}
+			},
+			job:   func(j *Job) { j.Plan.Model = "m:sgd:fp32" },
+			check: check{want: migrate, reason: []string{"on cpu (speed 1) vs gpu (speed 8)"}},
+		},
+		{
 			name: "from scavenger with GPUs to gpu",
 			job:  func(j *Job) { j.Partition, j.Gres = "scavenger", "gpu:1"; j.Plan.Fallbacks = []string{"scavenger"} },
 			check: check{want: Decision{Kind: Checkpoint, Rule: RuleMigrate, Then: Requeue, Target: "gpu", Gres: "gpu:1", TimeLimit: 3*time.Hour + 8*time.Minute},

@@ -1,0 +1,133 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+
+	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
+)
+
+// maxSpeedObs bounds the receipts' measurements kept for learning speeds:
+// the receipts list's own bound.
+const maxSpeedObs = 10000
+
+// speedBook is what the coordinator has measured of partition speeds:
+// Slurm-confirmed receipts (read once from Redis when it comes to lead,
+// then the ones it writes) and, each tick, its running lineages' own
+// iteration estimates. learned is what the policy uses this tick.
+type speedBook struct {
+	loaded  bool
+	obs     []policy.SpeedObs
+	learned policy.LearnedSpeeds
+}
+
+// receiptObs is a receipt's measurement, if it may teach speeds: only
+// Slurm-confirmed runs with a time (an unconfirmed receipt would let a
+// user teach other users' decisions an invented speed).
+func receiptObs(r report.Receipt) (policy.SpeedObs, bool) {
+	if !r.Confirmed || r.Model == "" || r.Partition == "" || !(r.IterMS > 0) {
+		return policy.SpeedObs{}, false
+	}
+	return policy.SpeedObs{Model: r.Model, Partition: r.Partition, User: r.User, IterMS: r.IterMS}, true
+}
+
+// noteReceipt adds a receipt. The ones the coordinator writes are noted
+// once the list is loaded (before, the list will hold them).
+func (b *speedBook) noteReceipt(r report.Receipt) {
+	if o, ok := receiptObs(r); ok {
+		b.obs = append(b.obs, o)
+		if over := len(b.obs) - maxSpeedObs; over > 0 {
+			b.obs = slices.Delete(b.obs, 0, over)
+		}
+	}
+}
+
+// loadSpeeds reads the stored receipts once per leadership; a receipt
+// that does not decode is skipped (the list is the coordinator's own).
+func (c *Coordinator) loadSpeeds(ctx context.Context) error {
+	if c.speeds.loaded {
+		return nil
+	}
+	vals, err := c.store.List(ctx, c.keys.Receipts())
+	if err != nil && !errors.Is(err, stream.ErrNotFound) {
+		return err
+	}
+	for _, v := range vals {
+		var r report.Receipt
+		if json.Unmarshal(v, &r) == nil {
+			c.speeds.noteReceipt(r)
+		}
+	}
+	c.speeds.loaded = true
+	return nil
+}
+
+// learnSpeeds recomputes the learned speeds from the receipts and the
+// running lineages' current steady estimates, exports them for the models
+// of the tracked lineages and logs those that are new or moved by more
+// than 5%.
+func (c *Coordinator) learnSpeeds() {
+	obs := slices.Clone(c.speeds.obs)
+	models := map[string]bool{}
+	for _, l := range c.lineages {
+		st := &l.Status
+		if l.Ended || st.Plan == nil || st.Plan.Model == "" {
+			continue
+		}
+		models[st.Plan.Model] = true
+		if st.State != "RUNNING" {
+			continue
+		}
+		if est, ok := l.Iter.Estimate(); ok && !est.Provisional {
+			obs = append(obs, policy.SpeedObs{Model: st.Plan.Model, Partition: st.Partition, User: st.User, IterMS: est.MS})
+		}
+	}
+	prev := c.speeds.learned
+	c.speeds.learned = policy.LearnSpeeds(c.cfg.Policy.Speed, obs)
+	for model := range models {
+		for p, s := range c.speeds.learned[model] {
+			if old, ok := prev[model][p]; !ok || math.Abs(s.Speed/old.Speed-1) > 0.05 {
+				c.log.Info("learned speed", "model", model, "partition", p, "speed", s.Speed, "prior", s.Prior,
+					"measurements", s.N, "users", s.Users)
+			}
+		}
+	}
+	c.metrics.setLearnedSpeeds(c.speeds.learned, models, c.cfg.MaxJobSeries)
+}
+
+// policyConfig is the policy's configuration with this tick's learned
+// speeds.
+func (c *Coordinator) policyConfig() policy.Config {
+	p := c.cfg.Policy
+	p.Learned = c.speeds.learned
+	return p
+}
+
+// movedEst is the iteration estimate on the partition a lineage left.
+type movedEst struct {
+	From string                `json:"from"`
+	Est  estimate.IterEstimate `json:"est"`
+}
+
+// carried is m's estimate converted to st's partition by the speeds of
+// the lineage's model (learned where measured, else configured):
+// provisional, for the ETA only.
+func (c *Coordinator) carried(m *movedEst, st *report.JobStatus) estimate.IterEstimate {
+	model := ""
+	if st.Plan != nil {
+		model = st.Plan.Model
+	}
+	from, _ := c.speeds.learned.Speed(model, m.From, c.cfg.Policy.Speed)
+	to, _ := c.speeds.learned.Speed(model, st.Partition, c.cfg.Policy.Speed)
+	f := from / to
+	e := m.Est
+	e.MS, e.LowMS, e.HighMS, e.OverheadMSPerIter = e.MS*f, e.LowMS*f, e.HighMS*f, e.OverheadMSPerIter*f
+	e.Provisional = true
+	return e
+}

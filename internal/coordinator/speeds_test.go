@@ -1,0 +1,157 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func gaugeValue(t *testing.T, m *Metrics, model, partition string) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.learnedSpeed.WithLabelValues(model, partition).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetGauge().GetValue()
+}
+
+// seedReceipts stores n receipts per partition of model, as an earlier
+// leader left them.
+func (e *env) seedReceipts(model string, confirmed bool, n int, iterMS map[string]float64) {
+	e.t.Helper()
+	var vals [][]byte
+	for p, ms := range iterMS {
+		for i := range n {
+			user := []string{"alice", "bob"}[i%2]
+			b, _ := json.Marshal(report.Receipt{Model: model, Batch: 32, Partition: p, IterMS: ms, User: user, Confirmed: confirmed})
+			vals = append(vals, b)
+		}
+	}
+	if err := e.store.PushList(context.Background(), "isched:lab:coord:receipts", 10000, vals...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestLearnedSpeedsDecideMigration: receipts that measured this model 4×
+// slower on gpu than on cpu (configured: gpu 8, cpu 1) keep the job on
+// cpu although gpu has room, the learned speeds are exported; without them
+// (or with unconfirmed ones only) the configured speeds migrate it.
+func TestLearnedSpeedsDecideMigration(t *testing.T) {
+	t.Parallel()
+	const model = "m:sgd:fp32"
+	for _, tc := range []struct {
+		name      string
+		seed      func(e *env)
+		wantMoves bool
+	}{
+		{"no receipts: the configured speeds", func(*env) {}, true},
+		{"unconfirmed receipts teach nothing", func(e *env) {
+			e.seedReceipts(model, false, 30, map[string]float64{"cpu": 500, "gpu": 2000})
+		}, true},
+		{"confirmed receipts: gpu slower for this model", func(e *env) {
+			e.seedReceipts(model, true, 30, map[string]float64{"cpu": 500, "gpu": 2000})
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			tc.seed(e)
+			plan := report.Plan{Lineage: "L1", Model: model, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
+			running := job(40, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+			running.StartMS = e.now.Add(-time.Minute).UnixMilli()
+			e.publish([]report.Job{running}, labPartitions(true))
+			w := e.wrapper(40, 1001, "alice", "L1", "cpu")
+			e.start(w)
+			for i := int64(0); i < 5; i++ {
+				e.sample(w, 1+i*20, 20, 500)
+			}
+			e.rounds(2)
+			if moved := len(e.actions()) > 0; moved != tc.wantMoves {
+				t.Errorf("moved %v, want %v: actions %+v", moved, tc.wantMoves, e.actions())
+			}
+			ls := e.c.speeds.learned
+			cpu, cpuLearned := ls.Speed(model, "cpu", e.c.cfg.Policy.Speed)
+			gpu, gpuLearned := ls.Speed(model, "gpu", e.c.cfg.Policy.Speed)
+			if tc.wantMoves {
+				if gpuLearned || cpuLearned {
+					t.Errorf("learned %g/%g without confirmed receipts on two partitions", cpu, gpu)
+				}
+				return
+			}
+			if !cpuLearned || !gpuLearned || gpu >= cpu {
+				t.Fatalf("learned cpu %g (%v), gpu %g (%v): want gpu slower", cpu, cpuLearned, gpu, gpuLearned)
+			}
+			// 30 receipts and the running job's own estimate on cpu
+			if l := ls[model]["cpu"]; l.N != 31 || l.Users != 2 {
+				t.Errorf("cpu learned from %d measurements of %d users, want 31 of 2", l.N, l.Users)
+			}
+			if g := gaugeValue(t, e.c.metrics, model, "gpu"); math.Abs(g-gpu) > 1e-12 {
+				t.Errorf("isched_coordinator_learned_speed{gpu} = %g, want %g", g, gpu)
+			}
+		})
+	}
+}
+
+// TestETAAfterAMoveUsesSpeeds: a lineage that moved on and has no
+// iteration of its own there yet gets an ETA from the old partition's
+// estimate converted by the speeds: configured (gpu 8 vs cpu 1), or the
+// learned ones where receipts measured this model on both.
+func TestETAAfterAMoveUsesSpeeds(t *testing.T) {
+	t.Parallel()
+	const model = "m:sgd:fp32"
+	for _, tc := range []struct {
+		name  string
+		seed  bool
+		ratio func(ls policy.LearnedSpeeds) float64
+	}{
+		{"configured speeds", false, func(policy.LearnedSpeeds) float64 { return 1.0 / 8 }},
+		{"learned speeds", true, func(ls policy.LearnedSpeeds) float64 { return ls[model]["cpu"].Speed / ls[model]["gpu"].Speed }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if tc.seed {
+				e.seedReceipts(model, true, 30, map[string]float64{"cpu": 500, "gpu": 250})
+			}
+			plan := report.Plan{Lineage: "L1", Model: model, Ideal: "cpu", Fallbacks: []string{"gpu"}, Total: 100000}
+			running := job(40, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+			running.StartMS = e.now.Add(-time.Minute).UnixMilli()
+			e.publish([]report.Job{running}, labPartitions(false))
+			w := e.wrapper(40, 1001, "alice", "L1", "cpu")
+			e.start(w)
+			for i := int64(0); i < 5; i++ {
+				e.sample(w, 1+i*20, 20, 500)
+			}
+			e.rounds(1)
+			before := e.status("L1")
+			if before.IterMS != 500 {
+				t.Fatalf("iteration estimate on cpu %g ms, want 500", before.IterMS)
+			}
+			// the next attempt starts on gpu, no iteration yet
+			running.Partition = "gpu"
+			e.publish([]report.Job{running}, labPartitions(false))
+			w2 := e.wrapper(40, 1001, "alice", "L1", "gpu")
+			w2.job.Attempt = 1
+			e.start(w2)
+			e.rounds(2)
+			st := e.status("L1")
+			ratio := tc.ratio(e.c.speeds.learned)
+			want := float64(e.now.UnixMilli()) + float64(st.TotalIters-st.Step)*500*ratio
+			// 1%: the ETA was made at the start with the speeds learned then
+			// (the running job's own cpu estimate among the measurements)
+			if rem := want - float64(e.now.UnixMilli()); st.Partition != "gpu" || math.Abs(float64(st.ETAMS)-want) > 0.01*rem {
+				t.Errorf("ETA on %s in %.0f s, want %.0f s (ratio %g)", st.Partition,
+					float64(st.ETAMS-e.now.UnixMilli())/1000, (want-float64(e.now.UnixMilli()))/1000, ratio)
+			}
+			if tc.seed && math.Abs(ratio-1.0/8) < 0.01 {
+				t.Errorf("learned ratio %g is the configured one", ratio)
+			}
+		})
+	}
+}

@@ -1,0 +1,172 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Band is an estimate and the range the measurements behind it support.
+// Low == High == Mid when nothing measured says how far off it may be
+// (one receipt per batch size on two batch sizes, or a static row).
+type Band struct{ Low, Mid, High float64 }
+
+// Width is High − Low.
+func (b Band) Width() float64 { return b.High - b.Low }
+
+// Contains reports whether v lies in the band.
+func (b Band) Contains(v float64) bool { return v >= b.Low && v <= b.High }
+
+// scale multiplies every bound by f.
+func (b Band) scale(f float64) Band { return Band{b.Low * f, b.Mid * f, b.High * f} }
+
+// shift adds d to every bound.
+func (b Band) shift(d float64) Band { return Band{b.Low + d, b.Mid + d, b.High + d} }
+
+// bandZ is how many measured standard deviations each side the band
+// spans (two: about 95 % of a normal spread).
+const bandZ = 2
+
+// Curve is what receipts at several batch sizes say about one quantity
+// (peak memory or iteration time) as a function of the batch size.
+type Curve struct {
+	xs      []float64 // distinct batch sizes, ascending
+	centre  []float64 // per batch: the mean, or the largest (peak) repeat
+	lo, hi  []float64 // per batch: smallest and largest repeat
+	relSD   float64   // relative noise: repeats' pooled spread, fit residuals
+	slopes  []float64 // marginal slopes between neighbouring batch sizes (≥ 0)
+	fit     float64   // least-squares slope over the batch sizes' centres (≥ 0)
+	repeats int       // batch sizes measured more than once
+	// proportional: beyond the largest batch the value grows at least in
+	// proportion to the batch (time: the per-sample cost of the largest
+	// batch is a floor of the slope)
+	proportional bool
+}
+
+// Proportional makes the curve's extrapolation beyond the largest
+// measured batch at least proportional to the batch size: iteration time,
+// whose per-sample cost at the largest batch is measured and, on the grid
+// (bandgrid_test.go), did not shrink at larger ones, while the marginal
+// slopes between small batches did (ResNet-50 and MobileNet-V2 on one CPU
+// thread ran batch 8 slower than batch 16). Not memory, whose fixed part
+// would be multiplied.
+func (c Curve) Proportional() Curve {
+	c.proportional = true
+	return c
+}
+
+// NewCurve groups points (x: batch size, y: value) by batch size. peak
+// takes a batch size's largest repeat as its centre (memory: the worst
+// run must fit), else the mean (time). ok is false without points.
+func NewCurve(xs, ys []float64, peak bool) (Curve, bool) {
+	var c Curve
+	if len(xs) == 0 || len(xs) != len(ys) {
+		return c, false
+	}
+	c.xs = slices.Clone(xs)
+	slices.Sort(c.xs)
+	c.xs = slices.Compact(c.xs)
+	var ssRel float64
+	var dof int
+	for _, x := range c.xs {
+		var sum, lo, hi float64
+		var vals []float64
+		for i := range xs {
+			if xs[i] == x {
+				vals = append(vals, ys[i])
+				sum += ys[i]
+			}
+		}
+		lo, hi = slices.Min(vals), slices.Max(vals)
+		mean := sum / float64(len(vals))
+		centre := mean
+		if peak {
+			centre = hi
+		}
+		c.centre, c.lo, c.hi = append(c.centre, centre), append(c.lo, lo), append(c.hi, hi)
+		if len(vals) > 1 && mean > 0 {
+			c.repeats++
+			for _, v := range vals {
+				ssRel += (v/mean - 1) * (v/mean - 1)
+			}
+			dof += len(vals) - 1
+		}
+	}
+	if dof > 0 {
+		c.relSD = math.Sqrt(ssRel / float64(dof))
+	}
+	for i := 1; i < len(c.xs); i++ {
+		c.slopes = append(c.slopes, max((c.centre[i]-c.centre[i-1])/(c.xs[i]-c.xs[i-1]), 0))
+	}
+	if a, b, ok := FitLine(c.xs, c.centre); ok {
+		c.fit = b
+		if len(c.xs) > 2 { // residuals mean something only beyond two points
+			var ss float64
+			for i, x := range c.xs {
+				if y := a + b*x; y > 0 {
+					ss += (c.centre[i]/y - 1) * (c.centre[i]/y - 1)
+				}
+			}
+			c.relSD = max(c.relSD, math.Sqrt(ss/float64(len(c.xs)-2)))
+		}
+	}
+	return c, true
+}
+
+// Batches is how many distinct batch sizes were measured.
+func (c Curve) Batches() int { return len(c.xs) }
+
+// At predicts the value at batch size x. Measured: the centre, the band
+// from the repeats. Between two measured sizes: the straight line between
+// them. Beyond the largest: from the largest measured size on, at the
+// steeper of the least-squares slope and the last marginal slope, so a
+// per-sample cost measured to grow is never taken to shrink (slopeCap > 0
+// caps that slope: memory's allocator steps, see scaleMem); the band's
+// high end uses the steepest marginal slope measured, uncapped, its low
+// end the shallowest. Below the
+// smallest: the first marginal slope down, the same way. One batch size:
+// slope1 (the caller's per-sample figure) both ways. Every band widens
+// by bandZ × the relative noise (repeats, fit residuals) of the
+// prediction. how says which rule was used.
+func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
+	n := len(c.xs)
+	noise := func(b Band) Band {
+		d := bandZ * c.relSD * b.Mid
+		return Band{max(b.Low-d, 0), b.Mid, b.High + d}
+	}
+	if i, ok := slices.BinarySearch(c.xs, x); ok {
+		return noise(Band{c.lo[i], c.centre[i], c.hi[i]}), "measured"
+	}
+	if n == 1 {
+		d := x - c.xs[0]
+		return noise(Band{c.lo[0] + slope1*d, c.centre[0] + slope1*d, c.hi[0] + slope1*d}),
+			fmt.Sprintf("from batch %g + per-sample slope", c.xs[0])
+	}
+	lo, hi := slices.Min(c.slopes), slices.Max(c.slopes)
+	switch i, _ := slices.BinarySearch(c.xs, x); {
+	case i == n:
+		mid := max(c.fit, c.slopes[n-2])
+		if slopeCap > 0 {
+			mid = min(mid, slopeCap)
+		}
+		if c.proportional {
+			mid = max(mid, c.centre[n-1]/c.xs[n-1])
+		}
+		d := x - c.xs[n-1]
+		how := fmt.Sprintf("from batch %g on at the steeper of the fitted and the last slope", c.xs[n-1])
+		if c.proportional {
+			how = fmt.Sprintf("from batch %g on at the steepest of the fitted slope, the last one and its per-sample cost", c.xs[n-1])
+		}
+		return noise(Band{c.lo[n-1] + min(lo, mid)*d, c.centre[n-1] + mid*d, c.hi[n-1] + max(hi, mid)*d}), how
+	case i == 0:
+		mid := c.slopes[0]
+		d := c.xs[0] - x
+		return noise(Band{max(c.lo[0]-hi*d, 0), max(c.centre[0]-mid*d, 0), max(c.hi[0]-lo*d, 0)}),
+			fmt.Sprintf("down from batch %g", c.xs[0])
+	default:
+		f := (x - c.xs[i-1]) / (c.xs[i] - c.xs[i-1])
+		lerp := func(a, b float64) float64 { return a + f*(b-a) }
+		return noise(Band{lerp(c.lo[i-1], c.lo[i]), lerp(c.centre[i-1], c.centre[i]), lerp(c.hi[i-1], c.hi[i])}),
+			fmt.Sprintf("between batch %g and %g", c.xs[i-1], c.xs[i])
+	}
+}

@@ -1,0 +1,103 @@
+package plan
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestCurveAt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name          string
+		xs, ys        []float64
+		peak          bool
+		x, slope1, cp float64
+		want          Band
+		how           string
+	}{
+		{"measured, repeats: mean and spread", []float64{8, 8}, []float64{90, 110}, false, 8, 0, 0,
+			// relative SD of 90,110 around 100: sqrt((0.01+0.01)/1) = 0.1414; ±2×14.14
+			Band{90 - 2*14.142135623730951, 100, 110 + 2*14.142135623730951}, "measured"},
+		{"measured, repeats, peak: the worst run", []float64{8, 8}, []float64{90, 110}, true, 8, 0, 0,
+			Band{90 - 2*0.1414213562373095*110, 110, 110 + 2*0.1414213562373095*110}, "measured"},
+		{"between two sizes: straight line", []float64{8, 16}, []float64{100, 180}, false, 12, 0, 0,
+			Band{140, 140, 140}, "between batch 8 and 16"},
+		{"beyond: last marginal slope when steeper than the fit", []float64{4, 8, 16}, []float64{100, 120, 200}, false, 32, 0, 0,
+			// fit slope 100/112*... < last marginal 10; lowest marginal 5; residuals widen it (checked below)
+			Band{200 + 5*16, 200 + 10*16, 200 + 10*16}, "from batch 16"},
+		{"beyond: cap lowers the middle, not the high end", []float64{8, 16}, []float64{100, 180}, true, 32, 0, 4,
+			Band{100 + 80 + 4*16, 180 + 4*16, 180 + 10*16}, "from batch 16"},
+		{"one batch size: the caller's slope", []float64{8}, []float64{100}, false, 16, 3, 0,
+			Band{124, 124, 124}, "from batch 8 + per-sample slope"},
+		{"below the smallest", []float64{8, 16}, []float64{100, 180}, false, 4, 0, 0,
+			Band{60, 60, 60}, "down from batch 8"},
+		{"below: never negative", []float64{8, 16}, []float64{10, 180}, false, 2, 0, 0,
+			Band{0, 0, 0}, "down from batch 8"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cv, ok := NewCurve(c.xs, c.ys, c.peak)
+			if !ok {
+				t.Fatal("no curve")
+			}
+			got, how := cv.At(c.x, c.slope1, c.cp)
+			if !strings.Contains(how, c.how) {
+				t.Errorf("how %q, want it to say %q", how, c.how)
+			}
+			if cv.relSD > 0 && len(c.xs) > 2 && !strings.Contains(c.name, "repeats") {
+				// residual noise widens the band around the rule's figures
+				d := bandZ * cv.relSD * got.Mid
+				c.want.Low, c.want.High = c.want.Low-d, c.want.High+d
+			}
+			if !near(got.Low, c.want.Low, 1e-9) || !near(got.Mid, c.want.Mid, 1e-9) || !near(got.High, c.want.High, 1e-9) {
+				t.Errorf("At(%g) = %+v, want %+v", c.x, got, c.want)
+			}
+		})
+	}
+	// proportional (time): the per-sample cost of the largest batch is a
+	// floor of the slope beyond it
+	cv, _ := NewCurve([]float64{8, 16}, []float64{100, 120}, false)
+	if b, _ := cv.Proportional().At(32, 0, 0); b.Mid != 240 || b.High != 240 || b.Low != 120+2.5*16 {
+		t.Errorf("proportional: %+v, want mid 240 (120/16 per sample)", b)
+	}
+	if b, _ := cv.At(32, 0, 0); b.Mid != 120+2.5*16 {
+		t.Errorf("not proportional: %+v", b)
+	}
+	if _, ok := NewCurve(nil, nil, false); ok {
+		t.Error("a curve without points")
+	}
+}
+
+// TestCurveNeverShrinksPerSample: beyond the largest measured batch the
+// prediction's per-sample cost is at least the last measured marginal
+// one, whatever the least-squares line over the smaller batches says (the
+// small-batch gain of the issue: 8→16 flat, 16→32 steep).
+func TestCurveNeverShrinksPerSample(t *testing.T) {
+	t.Parallel()
+	cv, _ := NewCurve([]float64{8, 16, 32}, []float64{100, 104, 200}, false)
+	last := (200.0 - 104) / 16
+	for _, x := range []float64{48, 64, 128} {
+		b, _ := cv.At(x, 0, 0)
+		if b.Mid < 200+last*(x-32) {
+			t.Errorf("batch %g: %g, under the last marginal slope's %g", x, b.Mid, 200+last*(x-32))
+		}
+		if !(b.Low <= b.Mid && b.Mid <= b.High) || b.Width() <= 0 {
+			t.Errorf("batch %g: band %+v", x, b)
+		}
+	}
+}
+
+func TestBandOps(t *testing.T) {
+	t.Parallel()
+	b := Band{1, 2, 4}
+	if !b.Contains(1) || !b.Contains(4) || b.Contains(4.5) || b.Width() != 3 {
+		t.Errorf("%+v", b)
+	}
+	if s := b.scale(2).shift(1); s != (Band{3, 5, 9}) {
+		t.Errorf("%+v", s)
+	}
+	if math.IsNaN(Band{}.Width()) {
+		t.Error("NaN")
+	}
+}
