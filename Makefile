@@ -36,7 +36,7 @@ APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server py
 # builds without it, on a host without libmunge-dev.
 GOTAGS ?= libmunge
 export GOFLAGS := -tags=$(GOTAGS)
-BINARIES := isched-wrapper isched-agent isched-coordinator isched
+BINARIES := isched-wrapper isched-agent isched-coordinator isched-relay isched
 FUZZTIME ?= 10s
 
 .PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
@@ -53,11 +53,12 @@ deps: ## install what the tests and the demo need (apt packages as root, Go modu
 	fi
 	$(GO) mod download
 
-build: check-tags ## build the four binaries into ./bin
+build: check-tags ## build the five binaries into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-wrapper ./wrapper
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-agent ./agent
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-coordinator ./coordinator
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-relay ./relay
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched ./isched
 
 man: build ## man pages and bash/zsh completion, generated from the built binaries' flags (into $(BIN)/share)
@@ -178,18 +179,18 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	install -m 0644 python/isched/*.py $(DESTDIR)$(DATADIR)/isched/isched/
 	sed 's|/usr/local/bin/isched-wrapper|$(BINDIR)/isched-wrapper|g' scripts/isched-task-epilog > $(BIN)/isched-task-epilog
 	install -m 0755 $(BIN)/isched-task-epilog $(DESTDIR)$(LIBEXECDIR)/isched-task-epilog
-	for u in isched-agent isched-coordinator; do \
+	for u in isched-agent isched-coordinator isched-relay; do \
 	  sed -e 's|/usr/local/bin/|$(BINDIR)/|g' -e 's|/usr/local/share/doc/isched/|$(DOCDIR)/|g' -e 's|/etc/isched|$(SYSCONFDIR)/isched|g' systemd/$$u.service > $(BIN)/$$u.service; \
 	  install -m 0644 $(BIN)/$$u.service $(DESTDIR)$(UNITDIR)/$$u.service; done
 	install -m 0644 systemd/isched.sysusers $(DESTDIR)$(SYSUSERSDIR)/isched.conf
 	@set -e; etc=$(DESTDIR)$(SYSCONFDIR)/isched; \
-	for f in coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600; do \
+	for f in coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
 	  IFS=: read -r src dst mode <<< "$$f"; \
 	  if [ -e "$$etc/$$dst" ]; then echo "kept $$etc/$$dst"; else install -m "$$mode" "systemd/$$src" "$$etc/$$dst"; fi; done
 	for p in $(BIN)/share/man/man1/*.1 $(BIN)/share/man/man8/*.8; do \
 	  s=$${p##*.}; gzip -9n -c "$$p" > $(DESTDIR)$(MANDIR)/man$$s/$$(basename "$$p").gz; chmod 0644 $(DESTDIR)$(MANDIR)/man$$s/$$(basename "$$p").gz; done
 	install -m 0644 $(BIN)/share/bash-completion/isched $(DESTDIR)$(BASHCOMPDIR)/isched
-	for b in isched-wrapper isched-agent isched-coordinator; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
+	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
 	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 examples/README.md examples/*.json examples/*.py $(DESTDIR)$(DOCDIR)/examples/

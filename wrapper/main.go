@@ -53,6 +53,10 @@ func run(args []string) int {
 		Munger:  auth.ExecMunger{},
 		Logger:  logger,
 	}
+	if opts.Relay != "" {
+		// through isched-relay: this job holds no Redis password
+		deps.Connect = wrapper.RelayConnect(opts.Relay, opts.RelayUID, deps.Munger)
+	}
 	if opts.SendSpools {
 		return wrapper.SendSpools(context.Background(), opts, deps)
 	}

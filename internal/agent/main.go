@@ -2,18 +2,15 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/isched/isched/internal/daemon"
-	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/sdnotify"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
@@ -83,31 +80,6 @@ func (o options) slurmClient(m *Metrics) *slurm.Client {
 	return sc
 }
 
-// serve starts /metrics and /debug/pprof/ where configured; stop ends both.
-func (o options) serve(m *Metrics, log *slog.Logger) (stop func(), err error) {
-	var stops []func() error
-	stop = func() {
-		for _, s := range stops {
-			_ = s()
-		}
-	}
-	s, err := o.ServePprof(log)
-	if err != nil {
-		return stop, fmt.Errorf("pprof listener: %w", err)
-	}
-	stops = append(stops, s)
-	if o.MetricsListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", m.Handler())
-		s, err := daemon.Serve(o.MetricsListen, "metrics", mux, log)
-		if err != nil {
-			return stop, fmt.Errorf("metrics listener: %w", err)
-		}
-		stops = append(stops, s)
-	}
-	return stop, nil
-}
-
 // connect opens Redis for cluster name, retrying with jitter while it is
 // away (a boot order, a restart) rather than exit and let systemd restart
 // us in lockstep; ok false: return code (a configuration error exits 2).
@@ -123,21 +95,7 @@ func connect(ctx context.Context, name string, getenv func(string) string, log *
 		return nil, ExitUsage, false
 	}
 	rcfg.Private = true
-	b := &retry.Backoff{Min: time.Second, Max: 30 * time.Second, Log: log, What: "redis connection", Level: slog.LevelError}
-	err = retry.Do(ctx, b, func(ctx context.Context) (err error) {
-		rdb, err = stream.Open(ctx, rcfg)
-		return err
-	}, func(err error) bool { return errors.Is(err, stream.ErrConfig) })
-	if errors.Is(err, stream.ErrConfig) {
-		log.Error("redis configuration", "err", err, "addrs", rcfg.Addrs, "user", rcfg.User)
-		return nil, ExitUsage, false
-	}
-	if err != nil {
-		log.Info("stopped before Redis answered", "err", err)
-		return nil, ExitOK, false
-	}
-	log.Info("redis", "addrs", rcfg.Addrs, "redis_user", rcfg.User)
-	return rdb, 0, true
+	return daemon.ConnectRedis(ctx, rcfg, log)
 }
 
 // Main is isched-agent's entry point: flags and environment in, exit code
@@ -155,7 +113,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return ExitUsage
 	}
 	metrics := NewMetrics()
-	stop, err := o.serve(metrics, log)
+	stop, err := o.ServeMetrics(metrics.Handler(), log)
 	defer stop()
 	if err != nil {
 		log.Error("listener", "err", err)

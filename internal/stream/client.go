@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -128,13 +129,25 @@ func (c *Client) Ping(ctx context.Context) error {
 // Append adds an entry to a stream bounded at about maxLen entries
 // (XADD MAXLEN ~). It returns the entry id.
 func (c *Client) Append(ctx context.Context, stream string, payload []byte, mac string, maxLen int64) (string, error) {
+	return c.xadd(ctx, stream, maxLen, "m", string(payload), "mac", mac)
+}
+
+// AppendFrom is Append for a relay (isched-relay) that appends on a
+// reporter's behalf: the entry also carries the uid MUNGE vouched for
+// ("uid", for an operator reading the stream; the coordinator trusts only
+// the report's own credential and MAC).
+func (c *Client) AppendFrom(ctx context.Context, stream string, payload []byte, mac string, uid int, maxLen int64) (string, error) {
+	return c.xadd(ctx, stream, maxLen, "m", string(payload), "mac", mac, "uid", strconv.Itoa(uid))
+}
+
+func (c *Client) xadd(ctx context.Context, stream string, maxLen int64, values ...string) (string, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	id, err := c.rdb.XAdd(ctx, &redis.XAddArgs{
 		Stream: stream,
 		MaxLen: maxLen,
 		Approx: maxLen > 0,
-		Values: []string{"m", string(payload), "mac", mac},
+		Values: values,
 	}).Result()
 	if err != nil {
 		return "", fmt.Errorf("stream: xadd %s: %w", stream, err)

@@ -32,10 +32,13 @@ type Options struct {
 	NoReport           bool
 	Lineage            string
 	CoordinatorUID     int
-	TotalIters         int64
-	SpoolDir           string
-	QueueMax           int
-	LogLevel           string
+	// Relay is isched-relay's address; empty: reports go straight to Redis.
+	Relay      string
+	RelayUID   int
+	TotalIters int64
+	SpoolDir   string
+	QueueMax   int
+	LogLevel   string
 	// ResumeArg are the words appended to the command on an attempt that
 	// resumes ("{path}" in a word is replaced by the resume path); from
 	// --resume-arg, split on white space.
@@ -79,15 +82,17 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.StringVar(&o.SummaryJSON, "summary-json", "", "also write the end-of-job summary to this file")
 	fs.BoolVar(&o.NoReport, "no-report", false, "do not report to Redis (the summary is still printed)")
 	fs.StringVar(&o.Lineage, "lineage", getenv("ISCHED_LINEAGE"), "lineage id that survives requeues (default <cluster>-<job id>)")
-	uid := 0
-	if s := getenv("ISCHED_COORDINATOR_UID"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return o, fmt.Errorf("%w: ISCHED_COORDINATOR_UID=%q: want a uid", ErrUsage, s)
-		}
-		uid = n
+	uid, err := envUID(getenv, "ISCHED_COORDINATOR_UID", 0)
+	if err != nil {
+		return o, err
 	}
 	fs.IntVar(&o.CoordinatorUID, "coordinator-uid", uid, "uid of the coordinator (only it can open the report credential)")
+	fs.StringVar(&o.Relay, "relay", getenv("ISCHED_RELAY_ADDR"), "host:port of isched-relay: reports go through it instead of straight to Redis, and the job needs no Redis password (recommended; docs/deployment.md)")
+	relayUID, err := envUID(getenv, "ISCHED_RELAY_UID", -1)
+	if err != nil {
+		return o, err
+	}
+	fs.IntVar(&o.RelayUID, "relay-uid", relayUID, "uid isched-relay runs as (only it can open the connection's credential; default --coordinator-uid)")
 	fs.Int64Var(&o.TotalIters, "total-iters", 0, "total iterations of the run, when the loop does not say")
 	fs.StringVar(&o.SpoolDir, "spool-dir", getenv("ISCHED_SPOOL_DIR"), "where undelivered reports are spooled; the next wrapper of the same user on the node sends what a job left there (default: the job's tmp dir)")
 	fs.IntVar(&o.QueueMax, "queue-max", 20000, "reports held while Redis is unreachable; past it the oldest samples are dropped (events never are)")
@@ -99,6 +104,9 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	if o.RelayUID < 0 {
+		o.RelayUID = o.CoordinatorUID
 	}
 	if *resumeArg != "" {
 		o.ResumeArg = strings.Fields(*resumeArg)
@@ -260,4 +268,17 @@ func resumeArgv(argv, words []string, path string) []string {
 		out = append(out, strings.ReplaceAll(w, "{path}", path))
 	}
 	return out
+}
+
+// envUID reads a uid from the environment variable name; def when unset.
+func envUID(getenv func(string) string, name string, def int) (int, error) {
+	s := getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s=%q: want a uid", ErrUsage, name, s)
+	}
+	return n, nil
 }

@@ -47,17 +47,17 @@ func TestRoffEscapes(t *testing.T) {
 	}
 }
 
-// TestGenerateFromBinaries builds the four binaries, generates the pages
+// TestGenerateFromBinaries builds the five binaries, generates the pages
 // and completions, and checks them with man and bash: every flag of the
 // build is in its page, and the completion offers it.
 func TestGenerateFromBinaries(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds four binaries")
+		t.Skip("builds five binaries")
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	for _, p := range []string{"wrapper", "agent", "coordinator", "isched"} {
-		name := map[string]string{"wrapper": "isched-wrapper", "agent": "isched-agent", "coordinator": "isched-coordinator", "isched": "isched"}[p]
+	for _, p := range []string{"wrapper", "agent", "coordinator", "relay", "isched"} {
+		name := map[string]string{"wrapper": "isched-wrapper", "agent": "isched-agent", "coordinator": "isched-coordinator", "relay": "isched-relay", "isched": "isched"}[p]
 		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), "../../"+p).CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", p, err, out)
 		}

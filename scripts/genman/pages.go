@@ -1,6 +1,6 @@
 package main
 
-// programs are the four man pages' fixed text; the flags come from the
+// programs are the man pages' fixed text; the flags come from the
 // binaries.
 func programs() []Program {
 	redis := [][2]string{
@@ -49,6 +49,14 @@ Exit status: 0 when stopped by SIGTERM, 1 on a runtime failure, 2 on a configura
 			Environment: append([][2]string{{"ISCHED_COORDINATOR_CONFIG", "config file (default for -config)"}, {"ISCHED_AGENT_REDIS_PASSWORD_FILE", "the agent's password file under -with-agent"}}, redis...),
 			Files: [][2]string{{"/etc/isched/coordinator.json", "policy: speed factors, margins, dev partitions"},
 				{"/etc/isched/coordinator.env", "environment of isched-coordinator.service"}},
+		},
+		{
+			Name: "isched-relay", Section: "8", Summary: "take the wrappers' reports over TCP and append them to Redis",
+			Description: `isched-relay holds the reporter's Redis password so that jobs need none (the recommended setup; /usr/share/doc/isched/deployment.md). Wrappers (ISCHED_RELAY_ADDR) connect over TCP and prove their uid with a MUNGE credential restricted to the relay's uid (run it as the isched user, the coordinator's uid); the relay appends their signed reports to isched:CLUSTER:ingest only, with its own ids, its own approximate MAXLEN, at most 64 KiB a report and a per-uid ration of reports and bytes (a flooding uid is refused, never queued). It checks no report's contents: the coordinator does, as before.
+
+Exit status: 0 when stopped by SIGTERM, 1 on a runtime failure, 2 on a configuration error (which the unit does not restart). Under systemd it sends READY=1 once listening and connected to Redis.`,
+			Environment: append([][2]string{{"ISCHED_RELAY_LISTEN", "address to listen on (default for -listen)"}}, redis...),
+			Files:       [][2]string{{"/etc/isched/relay.env", "environment of isched-relay.service"}},
 		},
 	}
 }

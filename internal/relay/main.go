@@ -1,0 +1,150 @@
+package relay
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/daemon"
+	"github.com/isched/isched/internal/sdnotify"
+	"github.com/isched/isched/internal/stream"
+	"github.com/isched/isched/internal/version"
+)
+
+// DefaultListen is isched-relay's default address (all interfaces: the
+// wrappers run on every compute node).
+const DefaultListen = ":6395"
+
+// options are isched-relay's command line.
+type options struct {
+	daemon.Flags
+	listen, cluster, mungeSocket string
+	maxLen                       int64
+	ration                       Ration
+	maxConnsPerUID               int
+	readablePassword             bool
+}
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (o options, code int, ok bool) {
+	fs := flag.NewFlagSet("isched-relay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.Register(fs, "")
+	d := DefaultConfig("x")
+	listen := getenv("ISCHED_RELAY_LISTEN")
+	if listen == "" {
+		listen = DefaultListen
+	}
+	fs.StringVar(&o.listen, "listen", listen, "TCP address wrappers connect to (env ISCHED_RELAY_LISTEN)")
+	fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name: the relay appends to isched:<cluster>:ingest only (default $ISCHED_CLUSTER, else lab)")
+	fs.StringVar(&o.mungeSocket, "munge-socket", "", "munged's socket (default: MUNGE's)")
+	fs.Int64Var(&o.maxLen, "max-len", d.MaxLen, "approximate cap of the ingest stream (XADD MAXLEN ~)")
+	fs.Float64Var(&o.ration.EntriesPerSec, "uid-entries-per-sec", d.Ration.EntriesPerSec, "reports one uid may send per second, over all its jobs")
+	fs.Float64Var(&o.ration.EntryBurst, "uid-entry-burst", d.Ration.EntryBurst, "reports one uid may send at once above its rate")
+	fs.Float64Var(&o.ration.BytesPerSec, "uid-bytes-per-sec", d.Ration.BytesPerSec, "report bytes one uid may send per second")
+	fs.Float64Var(&o.ration.ByteBurst, "uid-byte-burst", d.Ration.ByteBurst, "report bytes one uid may send at once above its rate")
+	fs.IntVar(&o.maxConnsPerUID, "uid-max-conns", d.MaxConnsPerUID, "open connections one uid may hold")
+	fs.BoolVar(&o.readablePassword, "allow-readable-password", false, "accept a reporter password file readable by others (a site still giving it to jobs, the dev cluster); by default it must be private")
+	if code, ok := daemon.Parse(fs, args); !ok {
+		return o, code, false
+	}
+	if o.Version {
+		fmt.Fprintln(os.Stdout, version.String("isched-relay"))
+		return o, daemon.ExitOK, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "isched-relay: unexpected arguments %q\n", fs.Args())
+		return o, daemon.ExitUsage, false
+	}
+	if o.cluster == "" {
+		o.cluster = "lab"
+	}
+	return o, 0, true
+}
+
+// Main is isched-relay's entry point: flags and environment in, exit code
+// out. Redis is configured by the environment (stream.ConfigFromEnv, the
+// reporter ACL user by default, whose password file must be private: the
+// relay's host is the only one that needs it).
+func Main(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	o, code, ok := parseOptions(args, getenv, stderr)
+	if !ok {
+		return code
+	}
+	log, err := o.Logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "isched-relay: %v\n", err)
+		return daemon.ExitUsage
+	}
+	keys, err := stream.NewKeys(o.cluster)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return daemon.ExitUsage
+	}
+	cfg := DefaultConfig(keys.Ingest())
+	cfg.MaxLen, cfg.Ration, cfg.MaxConnsPerUID = o.maxLen, o.ration, o.maxConnsPerUID
+	if err := cfg.validate(); err != nil {
+		log.Error("configuration", "err", err)
+		return daemon.ExitUsage
+	}
+	metrics := NewMetrics()
+	stopHTTP, err := o.ServeMetrics(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), log)
+	defer stopHTTP()
+	if err != nil {
+		log.Error("listener", "err", err)
+		return daemon.ExitUsage
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		log.Error("listen", "err", err)
+		return daemon.ExitUsage
+	}
+	defer ln.Close()
+	rdb, code, ok := o.connect(ctx, getenv, log)
+	if !ok {
+		return code
+	}
+	defer rdb.Close()
+	v := MungeVerifier{Munger: auth.DefaultMunger(o.mungeSocket), UID: os.Getuid(), Cluster: o.cluster}
+	srv, err := NewServer(cfg, v, rdb, nil, metrics, log)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return daemon.ExitUsage
+	}
+	notify := sdnotify.FromEnv(getenv, os.Getpid())
+	log.Info("started", "listen", ln.Addr().String(), "stream", cfg.Stream, "max_len", cfg.MaxLen, "uid", v.UID,
+		"uid_entries_per_sec", cfg.Ration.EntriesPerSec, "uid_bytes_per_sec", cfg.Ration.BytesPerSec, "munge", auth.MungerKind)
+	if err := notify.Ready("relaying to " + cfg.Stream); err != nil {
+		log.Warn("systemd notify", "err", err)
+	}
+	defer func() { _ = notify.Stopping() }()
+	if err := srv.Serve(ctx, ln); err != nil {
+		log.Error("stopped", "err", err)
+		return daemon.ExitError
+	}
+	log.Info("stopped")
+	return daemon.ExitOK
+}
+
+// connect opens Redis as the reporter, retrying while it is away; ok
+// false: return code.
+func (o options) connect(ctx context.Context, getenv func(string) string, log *slog.Logger) (rdb *stream.Client, code int, ok bool) {
+	rcfg, err := stream.ConfigFromEnv(func(k string) string {
+		if k == "ISCHED_CLUSTER" {
+			return o.cluster
+		}
+		return getenv(k)
+	}, "reporter")
+	if err != nil {
+		log.Error("redis configuration", "err", err)
+		return nil, daemon.ExitUsage, false
+	}
+	rcfg.Private = !o.readablePassword
+	return daemon.ConnectRedis(ctx, rcfg, log)
+}

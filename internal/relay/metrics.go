@@ -1,0 +1,45 @@
+package relay
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the relay's Prometheus metrics (prefix isched_relay_). Labels
+// are bounded: reply codes only, never a uid.
+type Metrics struct {
+	Registry *prometheus.Registry
+	conns    *prometheus.CounterVec
+	entries  *prometheus.CounterVec
+}
+
+// NewMetrics registers the relay's metrics on a fresh registry.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		conns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_connections_total",
+			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit)."}, []string{"verdict"}),
+		entries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_entries_total",
+			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, unavailable (Redis failed)."}, []string{"verdict"}),
+	}
+	r.MustRegister(m.conns, m.entries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) conn(verdict string) {
+	if m != nil {
+		m.conns.WithLabelValues(verdict).Inc()
+	}
+}
+
+// entry counts a reply by its code ("" is ok).
+func (m *Metrics) entry(code string) {
+	if m == nil {
+		return
+	}
+	if code == "" {
+		code = "ok"
+	}
+	m.entries.WithLabelValues(code).Inc()
+}

@@ -1,0 +1,324 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// Appender is the part of the Redis client the relay uses (a
+// *stream.Client as the reporter user).
+type Appender interface {
+	AppendFrom(ctx context.Context, stream string, payload []byte, mac string, uid int, maxLen int64) (string, error)
+}
+
+// Config is the relay's fixed behaviour; nothing of it comes from clients.
+type Config struct {
+	// Stream is the one key entries go to: the cluster's ingest stream.
+	Stream string
+	// MaxLen is the stream's approximate cap (XADD MAXLEN ~).
+	MaxLen int64
+	// MaxEntry bounds a report's bytes (report.MaxPayload).
+	MaxEntry int
+	Ration   Ration
+	// AuthTimeout: a connection that has not sent its Hello by then is
+	// closed. IdleTimeout: an authenticated one that sends nothing for
+	// that long is closed.
+	AuthTimeout, IdleTimeout time.Duration
+	// AppendTimeout bounds one XADD.
+	AppendTimeout time.Duration
+	// MaxConnsPerUID and MaxUnauthenticated bound open connections.
+	MaxConnsPerUID, MaxUnauthenticated int
+}
+
+// DefaultConfig is the relay's configuration for stream.
+func DefaultConfig(stream string) Config {
+	return Config{Stream: stream, MaxLen: 100000, MaxEntry: report.MaxPayload, Ration: DefaultRation,
+		AuthTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute, AppendTimeout: 5 * time.Second,
+		MaxConnsPerUID: 1024, MaxUnauthenticated: 512}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Stream == "":
+		return errors.New("relay: no stream")
+	case c.MaxLen <= 0:
+		return fmt.Errorf("relay: MaxLen %d: want > 0", c.MaxLen)
+	case c.MaxEntry <= 0 || c.MaxEntry > report.MaxPayload:
+		return fmt.Errorf("relay: MaxEntry %d: want 1..%d", c.MaxEntry, report.MaxPayload)
+	case c.Ration.EntriesPerSec <= 0 || c.Ration.EntryBurst < 1 || c.Ration.BytesPerSec <= 0:
+		return fmt.Errorf("relay: ration %+v: rates must be > 0 and the entry burst ≥ 1", c.Ration)
+	case c.Ration.ByteBurst < float64(c.MaxEntry):
+		return fmt.Errorf("relay: byte burst %.0f below the entry limit %d: the largest report could never pass", c.Ration.ByteBurst, c.MaxEntry)
+	case c.AuthTimeout <= 0 || c.IdleTimeout <= 0 || c.AppendTimeout <= 0:
+		return errors.New("relay: timeouts must be > 0")
+	case c.MaxConnsPerUID <= 0 || c.MaxUnauthenticated <= 0:
+		return errors.New("relay: connection limits must be > 0")
+	}
+	return nil
+}
+
+// Server relays authenticated reports to Redis.
+type Server struct {
+	cfg     Config
+	verify  Verifier
+	redis   Appender
+	now     func() time.Time
+	log     *slog.Logger
+	metrics *Metrics
+	rations *rations
+
+	mu      sync.Mutex
+	unauth  int
+	perUID  map[int]int
+	conns   map[net.Conn]struct{}
+	closing bool
+}
+
+// NewServer checks cfg; now nil is time.Now, metrics nil counts nothing.
+func NewServer(cfg Config, v Verifier, a Appender, now func() time.Time, m *Metrics, log *slog.Logger) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
+		perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
+}
+
+// Serve accepts connections on ln until ctx ends, then closes ln and every
+// connection and returns once their goroutines have.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.closing = true
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		_ = ln.Close()
+	})
+	defer stop()
+	defer wg.Wait()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("relay: accept: %w", err)
+			}
+			// out of file descriptors and the like: wait it out
+			s.log.Warn("relay accept", "err", err, "retry_in", backoff.String())
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if !s.track(c) {
+			_ = c.Close()
+			return nil
+		}
+		// counted here, in accept order, so that the bound holds whatever
+		// the goroutines' order
+		admitted := s.admit(-1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.untrack(c)
+			s.handle(ctx, c, admitted)
+		}()
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	_ = c.Close()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// admit counts a connection against a limit: uid < 0 is the pool of
+// unauthenticated ones.
+func (s *Server) admit(uid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if uid < 0 {
+		if s.unauth >= s.cfg.MaxUnauthenticated {
+			return false
+		}
+		s.unauth++
+		return true
+	}
+	if s.perUID[uid] >= s.cfg.MaxConnsPerUID {
+		return false
+	}
+	s.perUID[uid]++
+	return true
+}
+
+func (s *Server) release(uid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if uid < 0 {
+		s.unauth--
+		return
+	}
+	if s.perUID[uid]--; s.perUID[uid] <= 0 {
+		delete(s.perUID, uid)
+	}
+}
+
+// conn is one client's connection.
+type conn struct {
+	net.Conn
+	r   *bufio.Reader
+	out []byte
+}
+
+func (c *conn) reply(r Reply, timeout time.Duration) error {
+	b, err := encode(r)
+	if err != nil {
+		return err
+	}
+	c.out = appendFrame(c.out[:0], b)
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	_, err = c.Write(c.out)
+	return err
+}
+
+// handle runs one connection: the Hello within AuthTimeout, then entries;
+// admitted false: over MaxUnauthenticated, refused.
+func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
+	c := &conn{Conn: nc, r: bufio.NewReaderSize(nc, 64<<10)}
+	log := s.log.With("remote", nc.RemoteAddr().String())
+	if !admitted {
+		s.metrics.conn("busy")
+		log.Warn("relay connection refused: too many unauthenticated connections", "limit", s.cfg.MaxUnauthenticated)
+		_ = c.reply(Reply{Code: CodeBusy, Err: "too many unauthenticated connections"}, time.Second)
+		return
+	}
+	uid, ok := s.hello(ctx, c, log)
+	s.release(-1)
+	if !ok {
+		return
+	}
+	if !s.admit(uid) {
+		s.metrics.conn("busy")
+		log.Warn("relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
+		_ = c.reply(Reply{Code: CodeBusy, Err: fmt.Sprintf("uid %d has %d connections", uid, s.cfg.MaxConnsPerUID)}, time.Second)
+		return
+	}
+	defer s.release(uid)
+	if err := c.reply(Reply{OK: true}, s.cfg.AuthTimeout); err != nil {
+		return
+	}
+	s.metrics.conn("ok")
+	log = log.With("uid", uid)
+	log.Debug("relay connection authenticated")
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		b, err := readFrame(c.r, MaxFrame)
+		if err != nil {
+			if errors.Is(err, ErrFrame) {
+				s.metrics.entry(CodeBadEntry)
+				log.Warn("relay connection closed: bad frame", "err", err)
+				_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
+			}
+			return
+		}
+		r := s.entry(ctx, uid, b, log)
+		s.metrics.entry(r.Code)
+		if err := c.reply(r, s.cfg.AppendTimeout); err != nil {
+			return
+		}
+	}
+}
+
+// hello reads and checks the first frame; it answers a refusal itself.
+func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, bool) {
+	_ = c.SetReadDeadline(time.Now().Add(s.cfg.AuthTimeout))
+	b, err := readFrame(c.r, MaxFrame)
+	if err != nil {
+		s.metrics.conn(CodeAuth)
+		log.Warn("relay connection closed before it authenticated", "err", err)
+		if errors.Is(err, ErrFrame) {
+			_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
+		}
+		return -1, false
+	}
+	var h Hello
+	err = decodeStrict(b, &h)
+	if err == nil && h.V != Version {
+		err = fmt.Errorf("protocol version %d, want %d", h.V, Version)
+	}
+	uid := -1
+	if err == nil {
+		vctx, cancel := context.WithTimeout(ctx, s.cfg.AuthTimeout)
+		uid, err = s.verify.Verify(vctx, h.Cred)
+		cancel()
+	}
+	if err != nil {
+		s.metrics.conn(CodeAuth)
+		log.Warn("relay credential refused", "err", err)
+		_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
+		return -1, false
+	}
+	return uid, true
+}
+
+// entry checks one Entry frame and appends it: refusals name the reason.
+func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger) Reply {
+	var e Entry
+	if err := decodeStrict(b, &e); err != nil {
+		return Reply{Code: CodeBadEntry, Err: "entry: " + err.Error()}
+	}
+	if len(e.M) > s.cfg.MaxEntry {
+		log.Warn("relay entry refused: oversize", "bytes", len(e.M), "limit", s.cfg.MaxEntry)
+		return Reply{Code: CodeOversize, Err: fmt.Sprintf("report of %d bytes, limit %d", len(e.M), s.cfg.MaxEntry)}
+	}
+	if len(e.M) == 0 || !json.Valid([]byte(e.M)) {
+		return Reply{Code: CodeBadEntry, Err: "report is not JSON"}
+	}
+	if mac, err := hex.DecodeString(e.MAC); err != nil || len(mac) != 32 {
+		return Reply{Code: CodeBadEntry, Err: "mac is not 32 hex bytes"}
+	}
+	size := len(e.M) + len(e.MAC)
+	if ok, wait := s.rations.take(uid, size, s.now()); !ok {
+		return Reply{Code: CodeThrottled, Err: fmt.Sprintf("uid %d is over its ration (%.0f entries/s, %.0f bytes/s)", uid, s.cfg.Ration.EntriesPerSec, s.cfg.Ration.BytesPerSec), RetryMS: max(wait.Milliseconds(), 1)}
+	}
+	actx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
+	defer cancel()
+	id, err := s.redis.AppendFrom(actx, s.cfg.Stream, []byte(e.M), e.MAC, uid, s.cfg.MaxLen)
+	if err != nil {
+		log.Warn("relay append failed", "err", err)
+		return Reply{Code: CodeUnavail, Err: "redis: " + err.Error()}
+	}
+	return Reply{OK: true, ID: id}
+}
