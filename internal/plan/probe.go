@@ -151,6 +151,9 @@ func (s *Site) LoadProbes(siteDir string) error {
 		if err != nil {
 			return fmt.Errorf("probe record %s: %w", path, err)
 		}
+		if p.NodeType != nt.Name {
+			return fmt.Errorf("probe record %s: %w", path, fieldErr("node_type", "%q, but the file is node type %s's", p.NodeType, nt.Name))
+		}
 		if err := s.SetProbe(p); err != nil {
 			return fmt.Errorf("probe record %s: %w", path, err)
 		}
