@@ -20,7 +20,8 @@ It writes a probe record (JSON, format version 1, docs/model-summary.md):
   counting the forward's multiply-adds as 2 and the backward as twice the
   forward (the summary's convention); "elementwise" (BatchNorm2d + in-place
   ReLU) in bytes of forward activations (the normalisation's input and
-  output) per second.
+  output) per second; "optimizer" (an SGD-with-momentum step) in bytes of
+  parameters, gradients and momentum per second.
 
 Every child runs without a shell and with a timeout. It needs only torch.
 """
@@ -150,6 +151,17 @@ def throughput(repeats, min_seconds):
         mod = torch.nn.Sequential(torch.nn.BatchNorm2d(c), torch.nn.ReLU(inplace=True))
         ew += _rate(train_step(mod, (b, c, hw, hw)), 2 * 4 * b * c * hw * hw, repeats, min_seconds)
     res["elementwise"] = ew
+    # the optimizer step (SGD with momentum) over 4 M and 16 M parameters:
+    # bytes of parameters x 3 (weights, gradients, momentum) per second
+    opt = []
+    for n in (1 << 22, 1 << 24):
+        params = [torch.nn.Parameter(torch.randn(n // 4)) for _ in range(4)]
+        for q in params:
+            q.grad = torch.randn_like(q)
+        sgd = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        opt += _rate(lambda sgd=sgd: sgd.step, 3 * 4 * n, repeats, min_seconds)
+        del params, sgd
+    res["optimizer"] = opt
     return {k: _stat(v) for k, v in res.items()}
 
 

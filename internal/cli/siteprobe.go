@@ -141,7 +141,7 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	if o.threads > 0 {
 		argv = append(argv, "--threads", strconv.Itoa(o.threads))
 	}
-	fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint, conv/depthwise/linear/elementwise throughput; about a minute)\n", o.nodeType)
+	fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint; conv, depthwise, linear, elementwise and optimizer throughput; about a minute)\n", o.nodeType)
 	b, err := a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)

@@ -169,7 +169,7 @@ func TestSiteProbeReal(t *testing.T) {
 	if p.NodeType != "lab-dev" || p.Threads != 1 || p.ImportRSS.Median < 20<<20 || p.RuntimeRSS.Max < p.ImportRSS.Median {
 		t.Errorf("record %+v", p)
 	}
-	for _, k := range []string{plan.WorkConv, plan.WorkDepthwise, plan.WorkLinear, plan.WorkElementwise} {
+	for _, k := range []string{plan.WorkConv, plan.WorkDepthwise, plan.WorkLinear, plan.WorkElementwise, plan.WorkOptimizer} {
 		if r := p.Throughput[k]; r.Median <= 0 || r.Repeats != 2 {
 			t.Errorf("%s: %+v (want a positive rate over 2 sizes x 1 repeat)", k, r)
 		}

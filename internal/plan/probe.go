@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +24,7 @@ const (
 	WorkDepthwise   = "depthwise"
 	WorkLinear      = "linear"
 	WorkElementwise = "elementwise"
+	WorkOptimizer   = "optimizer"
 )
 
 // flopKinds are the kinds whose throughput is in FLOP/s.
@@ -109,7 +111,7 @@ func (p *Probe) Validate() error {
 	if p.RuntimeRSS.Median < p.ImportRSS.Median {
 		return fieldErr("runtime_rss_bytes.median", "%d is below import_rss_bytes.median %d: training cannot need less than the import", p.RuntimeRSS.Median, p.ImportRSS.Median)
 	}
-	kinds := append(slices.Clone(flopKinds), WorkElementwise)
+	kinds := append(slices.Clone(flopKinds), WorkElementwise, WorkOptimizer)
 	if _, ok := p.Throughput[WorkConv]; !ok {
 		return fieldErr("throughput.conv", "required field missing")
 	}
@@ -198,10 +200,10 @@ func (s *Site) StaticBasis(nt *NodeType) string {
 		return fmt.Sprintf("assumed: framework %s, %s (no probe: isched site probe)", FormatBytes(CPUFrameworkBytes), "peak FLOPS x efficiency for every layer")
 	}
 	kinds := make([]string, 0, len(p.Throughput))
-	for _, k := range append(slices.Clone(flopKinds), WorkElementwise) {
+	for _, k := range append(slices.Clone(flopKinds), WorkElementwise, WorkOptimizer) {
 		if r, ok := p.Throughput[k]; ok {
 			unit := "GFLOP/s"
-			if k == WorkElementwise {
+			if k == WorkElementwise || k == WorkOptimizer {
 				unit = "GB/s"
 			}
 			kinds = append(kinds, fmt.Sprintf("%s %.1f %s", k, r.Median/1e9, unit))
@@ -217,8 +219,9 @@ func (s *Site) StaticBasis(nt *NodeType) string {
 // kind the probe did not measure runs at the conv rate), plus the
 // activations' bytes over the elementwise rate (normalisation and
 // activations are memory-bound), times the batch; plus the optimizer
-// step, which reads and writes the parameters, their gradients and the
-// optimizer state once per iteration, at the elementwise rate. ok is false
+// step, the bytes of the parameters, their gradients and the optimizer
+// state once per iteration at the optimizer rate (else the elementwise
+// one). ok is false
 // when the probe cannot model this training (half precision: the probe
 // measures fp32).
 func probedIterSeconds(p *Probe, m *Model, t Training, batch int) (sec float64, ok bool) {
@@ -238,11 +241,14 @@ func probedIterSeconds(p *Probe, m *Model, t Training, batch int) (sec float64, 
 		perSample += 3 * float64(f) / r
 	}
 	perSample += 3 * float64(max(0, m.FLOPsPerSample-kinded)) / conv
-	step := 0.0
-	if ew := p.rate(WorkElementwise); ew > 0 {
+	ew := p.rate(WorkElementwise)
+	if ew > 0 {
 		perSample += float64(m.ActivationBytesPerSample) / ew
+	}
+	step := 0.0
+	if r := cmp.Or(p.rate(WorkOptimizer), ew); r > 0 {
 		states := int64(2 + OptimizerStates[t.Optimizer])
-		step = float64(m.TrainableParameters*int64(m.ParamBytes)*states) / ew
+		step = float64(m.TrainableParameters*int64(m.ParamBytes)*states) / r
 	}
 	return perSample*float64(batch) + step, true
 }

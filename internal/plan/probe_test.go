@@ -137,6 +137,8 @@ func TestProbedIterSeconds(t *testing.T) {
 	if noEW.rate(WorkElementwise) != 0 {
 		t.Fatal("test bug: the elementwise rate is still there")
 	}
+	withOpt := mustProbe(t, strings.Replace(validProbe, `"elementwise":`, `"optimizer": {"median": 4e9, "min": 4e9, "max": 4e9, "repeats": 2},
+  "elementwise":`, 1))
 	m := &Model{V: 1, Name: "m", Parameters: 1000, TrainableParameters: 1000, ParamBytes: 4,
 		ActivationBytesPerSample: 1e6, FLOPsPerSample: 1e9, InputShape: []int{10},
 		FLOPsByKind: map[string]int64{"conv": 6e8, "depthwise": 2e8, "linear": 1e8}}
@@ -154,6 +156,8 @@ func TestProbedIterSeconds(t *testing.T) {
 	}{
 		{"per kind", p, m, Training{"momentum", PrecFP32}, 8,
 			8*(3*6e8/3e10+3*2e8/2e9+3*1e8/1e10+3*1e8/3e10+1e6/1e9) + step, true},
+		{"optimizer rate", withOpt, m, Training{"adam", PrecFP32}, 8,
+			8*(3*6e8/3e10+3*2e8/2e9+3*1e8/1e10+3*1e8/3e10+1e6/1e9) + 1000*4*4/4e9, true},
 		{"no kinds: all conv", p, &old, Training{"momentum", PrecFP32}, 8, 8*(3*1e9/3e10+1e6/1e9) + step, true},
 		{"no elementwise rate", noEW, m, Training{"momentum", PrecFP32}, 2,
 			2 * (3*6e8/3e10 + 3*2e8/2e9 + 3*1e8/1e10 + 3*1e8/3e10), true},
