@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/isched/isched/internal/child"
 	"github.com/isched/isched/internal/plan"
 )
 
@@ -36,21 +36,26 @@ const maxProbeOutput = 1 << 20
 
 type execProbe struct{}
 
+// RunProbe runs the script as a child in its own process group
+// (internal/child, no shell); past the timeout the group gets SIGTERM,
+// then SIGKILL, so the script's own children go too.
 func (execProbe) RunProbe(ctx context.Context, argv []string, stderr io.Writer, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var out limitedBuffer
-	cmd.Stdout, cmd.Stderr = &out, stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
+	exit, err := child.Run(runCtx, child.Config{Argv: argv, Stdout: &out, Stderr: stderr, Grace: 5 * time.Second}, nil)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("run %s: %w", argv[1], err)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case runCtx.Err() != nil:
 		return nil, fmt.Errorf("%s did not finish within %s", argv[1], timeout)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", argv[1], err)
-	}
-	if out.over {
+	case exit.Signaled:
+		return nil, fmt.Errorf("%s: killed by signal %d (%s)", argv[1], int(exit.Signal), exit.Signal)
+	case exit.Code != 0:
+		return nil, fmt.Errorf("%s: exit status %d", argv[1], exit.Code)
+	case out.over:
 		return nil, fmt.Errorf("%s wrote more than %d bytes", argv[1], maxProbeOutput)
 	}
 	return out.Bytes(), nil

@@ -175,3 +175,38 @@ func TestSiteProbeReal(t *testing.T) {
 		}
 	}
 }
+
+// TestExecProbe: the real runner returns the child's stdout, and says why
+// when it fails, is killed past its timeout, or writes too much.
+func TestExecProbe(t *testing.T) {
+	t.Parallel()
+	py := func(code string) []string { return []string{"/usr/bin/python3", "-c", code} }
+	tests := []struct {
+		name    string
+		argv    []string
+		timeout time.Duration
+		out     string
+		err     string
+	}{
+		{"stdout", py(`print("{}")`), time.Minute, "{}\n", ""},
+		{"exit status", py(`import sys; sys.exit(3)`), time.Minute, "", "exit status 3"},
+		{"killed", py(`import os, signal; os.kill(os.getpid(), signal.SIGKILL)`), time.Minute, "", "killed by signal 9 (killed)"},
+		{"timeout", py(`import time; time.sleep(600)`), 500 * time.Millisecond, "", "did not finish within 500ms"},
+		{"too much", py(`import sys; sys.stdout.write("x" * (2 << 20))`), time.Minute, "", "wrote more than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := execProbe{}.RunProbe(context.Background(), tt.argv, io.Discard, tt.timeout)
+			if tt.err == "" {
+				if err != nil || string(out) != tt.out {
+					t.Fatalf("out %q, err %v; want %q", out, err, tt.out)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("err %v, want one containing %q", err, tt.err)
+			}
+		})
+	}
+}
