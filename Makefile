@@ -39,7 +39,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched-relay isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -135,6 +135,13 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s) each (time-based: for 
 bench: ## Go benchmarks (figures printed; targets in the issue notes)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+bench-predict: ## static (assumed, probed) and fitted estimates vs the measured CPU training grid (REGRID=1 measures the grid and the probe again first, ~15 min)
+ifeq ($(REGRID),1)
+	nice /usr/bin/python3 scripts/site_probe.py --node-type lab-cpu --threads 1 -o scripts/bench/predict/testdata/probe.json
+	nice /usr/bin/python3 scripts/bench/predict/grid.py -o scripts/bench/predict/testdata/grid.json
+endif
+	$(GO) run ./scripts/bench/predict
+
 bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent (fake Slurm), 60 s each (~8 min)
 	$(GO) run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
 
@@ -167,7 +174,7 @@ demo-installed: deps deb cluster-up ## the demo from the installed Debian packag
 # What a site needs, for make install and the Debian package alike: the
 # binaries, the TaskEpilog, the units (paths rewritten to PREFIX), the
 # sysusers.d entry, /etc/isched examples (never over an existing file),
-# the Python helper and model_summary.py, man pages, completion, docs.
+# the Python helper, model_summary.py and site_probe.py, man pages, completion, docs.
 # The Python package goes to share/isched/isched (PYTHONPATH=share/isched:
 # import isched), scripts/isched.py beside it.
 install: build man ## install what a site needs under DESTDIR/PREFIX (default /usr/local; /etc/isched examples only where missing)
@@ -175,7 +182,7 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	  $(DESTDIR)$(SYSCONFDIR)/isched $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
 	for b in $(BINARIES); do install -m 0755 $(INSTALL_STRIP) $(BIN)/$$b $(DESTDIR)$(BINDIR)/$$b; done
 	install -d $(DESTDIR)$(DATADIR)/isched/isched
-	install -m 0644 scripts/isched.py scripts/model_summary.py $(DESTDIR)$(DATADIR)/isched/
+	install -m 0644 scripts/isched.py scripts/model_summary.py scripts/site_probe.py $(DESTDIR)$(DATADIR)/isched/
 	install -m 0644 python/isched/*.py $(DESTDIR)$(DATADIR)/isched/isched/
 	sed 's|/usr/local/bin/isched-wrapper|$(BINDIR)/isched-wrapper|g' scripts/isched-task-epilog > $(BIN)/isched-task-epilog
 	install -m 0755 $(BIN)/isched-task-epilog $(DESTDIR)$(LIBEXECDIR)/isched-task-epilog

@@ -104,6 +104,26 @@ def build_model(spec, kwargs):
     return ctor(**kwargs)
 
 
+# Layer kinds of the FLOPs (flops_by_kind, layers[].kind): isched site probe
+# measures a training throughput for each, and the static time model adds
+# up each kind's FLOPs over its own rate (docs/model-summary.md).
+KINDS = ("conv", "depthwise", "linear")
+
+
+def layer_kind(mod):
+    """conv, depthwise (a convolution with one input channel per group),
+    linear, or other (normalisation, activations, pooling: no FLOPs counted)."""
+    import torch  # noqa: PLC0415
+
+    if isinstance(mod, torch.nn.modules.conv._ConvNd):
+        if mod.groups > 1 and mod.in_channels == mod.groups and not mod.transposed:
+            return "depthwise"
+        return "conv"
+    if isinstance(mod, torch.nn.Linear):
+        return "linear"
+    return "other"
+
+
 def _tensors(x):
     import torch  # noqa: PLC0415
 
@@ -133,6 +153,7 @@ class _FlopCounter:
 
     def __init__(self):
         self.flops = 0
+        self.by_kind = {}
         self.ok = False
         self._mode = None
         try:
@@ -171,18 +192,25 @@ class _FlopCounter:
             a, b = args[1], args[2]
             return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
 
+        def conv_kind(args):
+            groups = int(args[8]) if len(args) > 8 else 1
+            return "depthwise" if groups > 1 and args[1].shape[1] == 1 else "conv"
+
         rules = {}
         for name, fn in (("convolution", conv), ("mm", mm), ("addmm", addmm), ("bmm", bmm), ("baddbmm", baddbmm)):
             op = getattr(aten, name, None)
             if op is not None:
-                rules[op] = fn
+                rules[op] = (fn, conv_kind if name == "convolution" else (lambda args: "linear"))
 
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
                 rule = rules.get(func.overloadpacket)
                 if rule is not None:
-                    counter.flops += int(rule(args, out))
+                    f = int(rule[0](args, out))
+                    counter.flops += f
+                    kind = rule[1](args)
+                    counter.by_kind[kind] = counter.by_kind.get(kind, 0) + f
                 counter._count(out)
                 return out
 
@@ -234,6 +262,7 @@ def summarize(model, input_shape, batch, input_dtype, vocab, name, layers=True):
     seen = set()
     keep = []
     hook_flops = [0]
+    hook_kinds = {}
 
     def hook_for(lname, module):
         def hook(mod, inputs, output):
@@ -248,16 +277,20 @@ def summarize(model, input_shape, batch, input_dtype, vocab, name, layers=True):
                 keep.append(t)  # alive until the end: a freed storage's address is reused
                 out_bytes += t.numel() * t.element_size()
             own = sum(p.numel() for p in mod.parameters(recurse=False))
-            records.append({"name": lname, "type": type(mod).__name__,
-                            "output_shape": shapes[0] if shapes else [],
-                            "params": own, "output_bytes": out_bytes})
+            kind, flops = layer_kind(mod), 0
             if isinstance(mod, torch.nn.modules.conv._ConvNd):
                 o = next(_tensors(output))
                 k = math.prod(mod.kernel_size)
-                hook_flops[0] += 2 * o.numel() * (mod.in_channels // mod.groups) * k
+                flops = 2 * o.numel() * (mod.in_channels // mod.groups) * k
             elif isinstance(mod, torch.nn.Linear):
                 o = next(_tensors(output))
-                hook_flops[0] += 2 * o.numel() * mod.in_features
+                flops = 2 * o.numel() * mod.in_features
+            hook_flops[0] += flops
+            hook_kinds[kind] = hook_kinds.get(kind, 0) + flops
+            records.append({"name": lname, "type": type(mod).__name__,
+                            "output_shape": shapes[0] if shapes else [],
+                            "params": own, "output_bytes": out_bytes,
+                            "kind": kind, "flops": flops})
         return hook
 
     handles = [m.register_forward_hook(hook_for(n or type(m).__name__, m)) for n, m in leaves]
@@ -277,6 +310,7 @@ def summarize(model, input_shape, batch, input_dtype, vocab, name, layers=True):
 
     del keep
     flops = counter.flops if counter.ok else hook_flops[0]
+    by_kind = counter.by_kind if counter.ok else hook_kinds
     if counter.ok:
         act, counted = counter.act_bytes, "aten-outputs"
         counter.release()
@@ -284,6 +318,7 @@ def summarize(model, input_shape, batch, input_dtype, vocab, name, layers=True):
         act, counted = sum(r["output_bytes"] for r in records), "leaf-outputs"
     for r in records:
         r["output_bytes"] = int(round(r["output_bytes"] / batch))
+        r["flops"] = int(round(r["flops"] / batch))
     out = {
         "v": FORMAT_VERSION,
         "name": name,
@@ -293,6 +328,7 @@ def summarize(model, input_shape, batch, input_dtype, vocab, name, layers=True):
         "param_bytes": int(param_bytes),
         "activation_bytes_per_sample": int(round(act / batch)),
         "flops_per_sample": int(round(flops / batch)),
+        "flops_by_kind": {k: int(round(v / batch)) for k, v in sorted(by_kind.items()) if k in KINDS and v > 0},
         "input_shape": list(input_shape),
         "activations_counted": counted,
     }

@@ -7,6 +7,7 @@
 //	isched status    a job's progress, ETA, memory, checkpoints and decisions
 //	isched report    plot a job's iteration time and memory over its run
 //	isched stop      the run is done: cancel its current job, never continued
+//	isched site probe  measure a node type for the static model (admins)
 //
 // It reads the cluster state and the coordinator's records from Redis as
 // the read-only ACL user `viewer` (ISCHED_REDIS_USER overrides), and runs
@@ -79,6 +80,8 @@ type App struct {
 	Random func(n int) []byte
 	// Terminal reports whether w is a terminal (status --watch clears it).
 	Terminal func(w io.Writer) bool
+	// Prober runs `isched site probe`'s script (default: a child process).
+	Prober ProbeRunner
 
 	stdout, stderr io.Writer
 	store          Store
@@ -102,6 +105,8 @@ commands:
   status     a job's partitions, progress, ETA, memory, checkpoints and decisions
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
   stop       the run is done: cancel its current job (scancel, as you); isched never continues it
+  site probe measure this node type (framework memory, throughput per kind of layer) for the static
+             model, once per node type (site administrators): isched site probe --local --node-type T
   version    print the version (also --version)
 
 'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default
@@ -139,6 +144,8 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = a.report(ctx, rest)
 	case "stop":
 		err = a.stop(ctx, rest)
+	case "site":
+		err = a.siteCmd(ctx, rest)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, version.String("isched"))
 		return ExitOK
@@ -194,6 +201,9 @@ func (a *App) defaults() {
 	}
 	if a.Executable == nil {
 		a.Executable = os.Executable
+	}
+	if a.Prober == nil {
+		a.Prober = execProbe{}
 	}
 	if a.Getwd == nil {
 		a.Getwd = os.Getwd

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -118,6 +119,9 @@ func loadSite(path string) (*plan.Site, error) {
 	}
 	s, err := plan.DecodeSite(b)
 	if err != nil {
+		return nil, fmt.Errorf("site catalogue %s: %w", path, err)
+	}
+	if err := s.LoadProbes(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("site catalogue %s: %w", path, err)
 	}
 	return s, nil
@@ -317,6 +321,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	fmt.Fprintln(w, "source: static = model summary and catalogue only; measured = receipts of this model, set-up, batch and node type;")
 	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput);")
 	fmt.Fprintln(w, "        profiled = your isched profile receipts only (at this batch, or fitted over the profiled batches)")
+	writeStaticBasis(w, l.site)
 	if len(notes) > 0 {
 		fmt.Fprintln(w, "how the measured and scaled rows were derived:")
 		for _, n := range notes {
@@ -328,7 +333,10 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		for i := range l.rows {
 			r := &l.rows[i]
 			s := r.Static
-			over := "Python+torch"
+			over := "Python+torch (assumed)"
+			if l.site.Probe(r.NodeType) != nil {
+				over = "Python+torch (probed)"
+			}
 			if r.NodeType.DeviceMemory() {
 				over = "CUDA context"
 			}
@@ -365,6 +373,24 @@ func bandOf(b plan.Band) *jsonBand {
 		return nil
 	}
 	return &jsonBand{Low: b.Low, High: b.High}
+}
+
+// writeStaticBasis says what the static rows rest on: a probe record of the
+// node type (isched site probe), or assumptions.
+func writeStaticBasis(w io.Writer, s *plan.Site) {
+	var assumed []string
+	for i := range s.NodeTypes {
+		nt := &s.NodeTypes[i]
+		if s.Probe(nt) != nil {
+			fmt.Fprintf(w, "static model on %s: %s\n", nt.Name, s.StaticBasis(nt))
+		} else {
+			assumed = append(assumed, nt.Name)
+		}
+	}
+	if len(assumed) > 0 {
+		fmt.Fprintf(w, "static model on %s: assumed (framework %s, peak FLOPS x efficiency for every layer; isched site probe measures a node type)\n",
+			strings.Join(assumed, ","), plan.FormatBytes(plan.CPUFrameworkBytes))
+	}
 }
 
 type jsonPartition struct {

@@ -50,6 +50,13 @@ func TestDecodeModel(t *testing.T) {
 		{"truncated", validModel[:40], "framework", "unexpected end"},
 		{"not an object", `[1,2]`, "", "want an object"},
 		{"not UTF-8", "{\"v\": 1, \"name\": \"\xff\"}", "", "UTF-8"},
+		{"flops by kind", edit(`"flops_per_sample": 20000,`, `"flops_per_sample": 20000, "flops_by_kind": {"conv": 15000, "linear": 5000},`), "", ""},
+		{"flops by kind: unknown kind", edit(`"flops_per_sample": 20000,`, `"flops_per_sample": 20000, "flops_by_kind": {"attention": 5},`), "flops_by_kind.attention", "unknown kind"},
+		{"flops by kind: over the total", edit(`"flops_per_sample": 20000,`, `"flops_per_sample": 20000, "flops_by_kind": {"conv": 15000, "linear": 10000},`), "flops_by_kind", "adds up to 25000"},
+		{"flops by kind: fraction", edit(`"flops_per_sample": 20000,`, `"flops_per_sample": 20000, "flops_by_kind": {"conv": 1.5},`), "flops_by_kind.conv", "want an integer"},
+		{"layer kind", edit(`"output_bytes": 40`, `"output_bytes": 40, "kind": "linear", "flops": 20000`), "", ""},
+		{"layer kind unknown", edit(`"output_bytes": 40`, `"output_bytes": 40, "kind": "dense"`), "layers[0].kind", "want conv, depthwise, linear or other"},
+		{"layer flops negative", edit(`"output_bytes": 40`, `"output_bytes": 40, "flops": -1`), "layers[0].flops", "negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -160,8 +160,7 @@ func (s *Site) Estimate(req Request) ([]Row, error) {
 }
 
 func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibration) Row {
-	dev := nt.DeviceMemory()
-	st := StaticMemory(req.Model, req.Training, batch, dev)
+	st := s.StaticMemoryOn(req.Model, req.Training, batch, nt)
 	r := Row{Batch: batch, NodeType: nt, Static: st, MemCap: nt.MemCapacity(), Source: Static}
 	r.Mem = st.Total()
 	r.IterSeconds = s.StaticIterSeconds(req.Model, nt, req.Training, batch)
@@ -582,7 +581,7 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 	if len(c.mem) > 0 {
 		if c.nt.DeviceMemory() == nt.DeviceMemory() {
 			if band, basis, ok := scaleMem(c.mem, b, r.Static, b); ok {
-				band = band.shift(float64(overheadOf(nt) - c.overhead()))
+				band = band.shift(float64(s.overheadOf(nt) - s.overheadOf(c.nt)))
 				r.Mem, r.MemBand = int64(band.Mid), band
 				if _, measured := peakAt(c.mem, b); measured {
 					basis = fmt.Sprintf("measured at batch %d", b)
@@ -616,13 +615,13 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 	r.Basis = "from " + c.nt.Name + " receipts: " + strings.Join(how, "; ")
 }
 
-func (c *calibration) overhead() int64 { return overheadOf(c.nt) }
-
-func overheadOf(nt *NodeType) int64 {
+// overheadOf is the fixed memory of a job on nt besides its tensors.
+func (s *Site) overheadOf(nt *NodeType) int64 {
 	if nt.DeviceMemory() {
 		return GPUContextBytes
 	}
-	return CPUFrameworkBytes
+	n, _ := s.FrameworkBytes(nt)
+	return n
 }
 
 // FormatBytes prints a byte count with a binary unit ("31.5 GiB").

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,7 +50,11 @@ type Model struct {
 	// counting as 2 (convolutions and matrix products).
 	// Element-wise work is not counted; 0 for a model of embeddings only.
 	FLOPsPerSample int64 `json:"flops_per_sample"`
-	InputShape     []int `json:"input_shape"` // one sample, e.g. [3, 224, 224]
+	// FLOPsByKind splits FLOPsPerSample by kind of layer (conv, depthwise,
+	// linear: matrix products), for the probed time model; optional (older
+	// summaries: all FLOPs count as conv).
+	FLOPsByKind map[string]int64 `json:"flops_by_kind,omitempty"`
+	InputShape  []int            `json:"input_shape"` // one sample, e.g. [3, 224, 224]
 	// ActivationsCounted says how ActivationBytesPerSample was measured:
 	// "aten-outputs" (every tensor the forward pass created, at the
 	// dispatcher, so functional calls count) or "leaf-outputs" (outputs of
@@ -66,6 +71,10 @@ type Layer struct {
 	OutputShape []int  `json:"output_shape"`
 	Params      int64  `json:"params"`
 	OutputBytes int64  `json:"output_bytes"`
+	// Kind is conv, depthwise, linear or other; FLOPs the layer's forward
+	// FLOPs per sample (conv and linear modules only). Both optional.
+	Kind  string `json:"kind,omitempty"`
+	FLOPs int64  `json:"flops,omitempty"`
 }
 
 // DecodeModel reads a model summary strictly: an unknown, misspelt,
@@ -110,6 +119,19 @@ func (m *Model) Validate() error {
 	case len(m.InputShape) == 0 || len(m.InputShape) > 8:
 		return fieldErr("input_shape", "want 1 to 8 dimensions")
 	}
+	var kinded int64
+	for k, f := range m.FLOPsByKind {
+		switch {
+		case !slices.Contains(flopKinds, k):
+			return fieldErr(joinField("flops_by_kind", k), "unknown kind (want %s)", strings.Join(flopKinds, ", "))
+		case f < 0 || f > m.FLOPsPerSample:
+			return fieldErr(joinField("flops_by_kind", k), "must be between 0 and flops_per_sample (%d), got %d", m.FLOPsPerSample, f)
+		}
+		kinded += f
+	}
+	if kinded > m.FLOPsPerSample {
+		return fieldErr("flops_by_kind", "adds up to %d, more than flops_per_sample (%d)", kinded, m.FLOPsPerSample)
+	}
 	for i, d := range m.InputShape {
 		if d <= 0 {
 			return fieldErr(fmt.Sprintf("input_shape[%d]", i), "must be positive, got %d", d)
@@ -126,6 +148,10 @@ func (m *Model) Validate() error {
 			return fieldErr(p+".params", "must not be negative")
 		case l.OutputBytes < 0:
 			return fieldErr(p+".output_bytes", "must not be negative")
+		case l.Kind != "" && l.Kind != "other" && !slices.Contains(flopKinds, l.Kind):
+			return fieldErr(p+".kind", "want conv, depthwise, linear or other, got %q", l.Kind)
+		case l.FLOPs < 0:
+			return fieldErr(p+".flops", "must not be negative")
 		}
 		for j, d := range l.OutputShape {
 			if d < 0 {

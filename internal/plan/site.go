@@ -21,6 +21,9 @@ type Site struct {
 	Currency    string          `json:"currency,omitempty"` // label printed after costs; may be empty
 	NodeTypes   []NodeType      `json:"node_types"`
 	Partitions  []PartitionSpec `json:"partitions"`
+	// probes are the probe records of node types, by name: not part of
+	// the catalogue's JSON, read from probes/ beside it (LoadProbes).
+	probes map[string]*Probe
 }
 
 // Kinds of node type.

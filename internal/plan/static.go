@@ -69,8 +69,9 @@ const (
 	// GPUContextBytes is the CUDA context, cuDNN and cuBLAS handles and
 	// workspace on the device, before any tensor.
 	GPUContextBytes = 500 << 20
-	// CPUFrameworkBytes is the RSS of Python with torch imported (343 MiB
-	// measured here with torchvision, docs/model-summary.md).
+	// CPUFrameworkBytes is the assumed RSS of Python with torch imported
+	// (343 MiB measured here with torchvision, docs/model-summary.md),
+	// used for node types without a probe record (Site.FrameworkBytes).
 	CPUFrameworkBytes = 300 << 20
 	// GPUHostBytes is the host RSS of a GPU job: Python, torch and the CUDA
 	// runtime's host side; the weights are also loaded through the host.
@@ -122,6 +123,18 @@ func StaticMemory(m *Model, t Training, batch int, device bool) Memory {
 		mem.Overhead = GPUContextBytes
 	} else {
 		mem.Overhead = CPUFrameworkBytes
+	}
+	return mem
+}
+
+// StaticMemoryOn is StaticMemory on node type nt: host memory on CPU and
+// emulated GPU node types, with the framework footprint its probe measured
+// when it has one (Site.FrameworkBytes).
+func (s *Site) StaticMemoryOn(m *Model, t Training, batch int, nt *NodeType) Memory {
+	dev := nt.DeviceMemory()
+	mem := StaticMemory(m, t, batch, dev)
+	if !dev {
+		mem.Overhead, _ = s.FrameworkBytes(nt)
 	}
 	return mem
 }
@@ -192,10 +205,15 @@ func batchEfficiency(nt *NodeType, batch int) float64 {
 	return float64(batch) / (float64(batch) + nt.HalfBatch)
 }
 
-// StaticIterSeconds is the static time of one training iteration:
-// forward FLOPs x 3 (forward and a backward twice as expensive) x batch,
-// over the node type's throughput at that batch.
+// StaticIterSeconds is the static time of one training iteration. With a
+// probe record of nt (fp32), each kind of layer's work over the rate the
+// probe measured for it (probedIterSeconds); else forward FLOPs x 3
+// (forward and a backward twice as expensive) x batch over the node type's
+// assumed throughput. Either is divided by the batch efficiency.
 func (s *Site) StaticIterSeconds(m *Model, nt *NodeType, t Training, batch int) float64 {
+	if sec, ok := probedIterSeconds(s.Probe(nt), m, t, batch); ok {
+		return sec / batchEfficiency(nt, batch)
+	}
 	tp := s.Throughput(nt, t.Precision) * batchEfficiency(nt, batch)
 	if tp <= 0 {
 		return math.Inf(1)

@@ -81,6 +81,41 @@ class Net(nn.Module):
 			}
 		}
 	})
+	t.Run("kinds", func(t *testing.T) {
+		t.Parallel()
+		kn := filepath.Join(dir, "kinds.py")
+		if err := os.WriteFile(kn, []byte(`import torch.nn as nn
+def Net():
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1, groups=4),
+                         nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(256, 2))
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := summarize(t, "--model", kn+":Net", "--input", "1,8,8")
+		// conv: 2 x 256 outputs x 1 input channel x 9; depthwise: the same
+		// (one input channel per group); linear: 2 x 256 x 2
+		want := map[string]int64{"conv": 4608, "depthwise": 4608, "linear": 1024}
+		if len(m.FLOPsByKind) != 3 || m.FLOPsPerSample != 4608+4608+1024 {
+			t.Fatalf("FLOPs %d by kind %v, want %v", m.FLOPsPerSample, m.FLOPsByKind, want)
+		}
+		for k, v := range want {
+			if m.FLOPsByKind[k] != v {
+				t.Errorf("flops_by_kind[%s] %d, want %d", k, m.FLOPsByKind[k], v)
+			}
+		}
+		kinds := []struct {
+			kind  string
+			flops int64
+		}{{"conv", 4608}, {"depthwise", 4608}, {"other", 0}, {"other", 0}, {"linear", 1024}}
+		if len(m.Layers) != len(kinds) {
+			t.Fatalf("%d layers: %+v", len(m.Layers), m.Layers)
+		}
+		for i, w := range kinds {
+			if l := m.Layers[i]; l.Kind != w.kind || l.FLOPs != w.flops {
+				t.Errorf("layer %d (%s): kind %q flops %d, want %q %d", i, l.Name, l.Kind, l.FLOPs, w.kind, w.flops)
+			}
+		}
+	})
 	t.Run("module path with arguments", func(t *testing.T) {
 		t.Parallel()
 		m := summarize(t, "--model", "torch.nn:Linear", "--kwargs", `{"in_features": 10, "out_features": 5}`, "--input", "10", "--name", "lin")

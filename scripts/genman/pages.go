@@ -18,11 +18,14 @@ func programs() []Program {
 
 isched submit takes the site's sbatch options (--account, --qos, --mail-type, --mail-user, --constraint, --ntasks, --nodes and a repeatable --sbatch-arg=--name[=value]) and keeps the user's SBATCH_* environment, except the variables that would override a line isched writes; see /usr/share/doc/isched/deployment.md. Run python3 /usr/share/isched/model_summary.py to describe a model (model.json). isched version prints the version.
 
-isched profile runs the real training command under isched-wrapper for a short measured window per batch size ({batch} in an argument, or ISCHED_BATCH), here (--local) or as short Slurm jobs (--partition), and keeps what it measured as the user's own receipts, which estimate, plan and submit then use (source "profiled").`,
+isched profile runs the real training command under isched-wrapper for a short measured window per batch size ({batch} in an argument, or ISCHED_BATCH), here (--local) or as short Slurm jobs (--partition), and keeps what it measured as the user's own receipts, which estimate, plan and submit then use (source "profiled").
+
+isched site probe (site administrators, once per node type, on a node of that type: srun -p P isched site probe --local --node-type T) measures the framework's memory footprint and the training throughput of convolutions, depthwise convolutions, matrix products and elementwise work with /usr/share/isched/site_probe.py, and keeps the record in probes/T.json beside the site catalogue; the static estimates of that node type then say "probed" instead of "assumed".`,
 			Environment: append([][2]string{{"ISCHED_SITE", "site catalogue (default for --site)"}, {"SBATCH_*", "passed to sbatch unless the script sets the option"}}, redis...),
 			Files: [][2]string{{"/etc/isched/site.json", "site catalogue example: partitions, node types, prices"},
 				{"/usr/share/isched/isched/", "the Python package for training loops (progress, checkpoint requests, resume; Lightning and HF callbacks): PYTHONPATH=/usr/share/isched, import isched"},
 				{"/usr/share/isched/model_summary.py", "writes model.json for estimate, plan and submit"},
+				{"/etc/isched/probes/NODE-TYPE.json", "probe records of node types (isched site probe), read with the site catalogue beside them"},
 				{"$XDG_DATA_HOME/isched/CLUSTER/profiled-receipts.jsonl", "the receipts isched profile keeps (default XDG_DATA_HOME: ~/.local/share)"}},
 		},
 		{

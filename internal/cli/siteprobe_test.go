@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/plan"
+)
+
+const fakeProbeRecord = `{"v": 1, "node_type": "lab-cpu", "host": "n1", "measured_at": "2026-11-26T05:41:31Z",
+ "framework": "pytorch 1.13.0", "python": "3.11.2", "threads": 2, "load_average": 0.5,
+ "import_rss_bytes": {"median": 250000000, "min": 249000000, "max": 252000000, "repeats": 3},
+ "runtime_rss_bytes": {"median": 268000000, "min": 267000000, "max": 270000000, "repeats": 3},
+ "throughput": {"conv": {"median": 3e10, "min": 2e10, "max": 4e10, "repeats": 6},
+  "elementwise": {"median": 1e9, "min": 1e9, "max": 1e9, "repeats": 6}}}`
+
+// fakeProber records the argv it was given and answers out, err.
+type fakeProber struct {
+	argv    []string
+	timeout time.Duration
+	out     string
+	err     error
+}
+
+func (f *fakeProber) RunProbe(_ context.Context, argv []string, stderr io.Writer, timeout time.Duration) ([]byte, error) {
+	f.argv, f.timeout = argv, timeout
+	_, _ = io.WriteString(stderr, "probe progress\n")
+	return []byte(f.out), f.err
+}
+
+// siteCopy copies the lab catalogue into a fresh folder: the probe record
+// goes to probes/ beside it.
+func siteCopy(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/site-lab.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "site.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runWithProber(h *harness, p ProbeRunner, args ...string) (int, string, string) {
+	h.t.Helper()
+	app := h.app()
+	app.Prober = p
+	var out, errb bytes.Buffer
+	code := app.Run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestSiteProbe: the record the script writes is checked, kept beside the
+// catalogue, and the estimate then says probed for that node type and
+// assumed for the others, with the probed framework footprint.
+func TestSiteProbe(t *testing.T) {
+	h := newHarness(t)
+	site := siteCopy(t)
+	f := &fakeProber{out: fakeProbeRecord}
+	code, out, errOut := runWithProber(h, f, "site", "probe", "--local", "--node-type", "lab-cpu", "--site", site,
+		"--script", "/opt/x/site_probe.py", "--threads", "2", "--repeats", "3", "--timeout", "2m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := []string{"/usr/bin/python3", "/opt/x/site_probe.py", "--node-type", "lab-cpu", "--repeats", "3", "--threads", "2"}
+	if !slices.Equal(f.argv, want) || f.timeout != 2*time.Minute {
+		t.Errorf("probe argv %q timeout %s, want %q 2m", f.argv, f.timeout, want)
+	}
+	if !strings.Contains(errOut, "probe progress") || !strings.Contains(out, "lab-cpu: probed") || !strings.Contains(out, "import 238.4 MiB") {
+		t.Errorf("output:\n%s\nstderr:\n%s", out, errOut)
+	}
+	kept, err := os.ReadFile(filepath.Join(filepath.Dir(site), "probes", "lab-cpu.json"))
+	if err != nil || string(kept) != fakeProbeRecord {
+		t.Fatalf("kept record %q, %v", kept, err)
+	}
+	code, out, errOut = h.run("estimate", "--model", "testdata/mnist_cnn.json", "--site", site, "--batch", "8", "--samples", "1000", "--epochs", "1", "--state", "none", "--receipts", "none", "--explain")
+	if code != 0 {
+		t.Fatalf("estimate: exit %d: %s", code, errOut)
+	}
+	for _, s := range []string{"static model on lab-cpu: probed 2026-11-26T05:41:31Z on n1 (2 threads): framework 257.5 MiB",
+		"static model on lab-dev,lab-gdev,lab-gpu: assumed (framework 300.0 MiB",
+		"on lab-cpu: weights", "Python+torch (probed) 257.5 MiB", "on lab-dev: weights", "Python+torch (assumed) 300.0 MiB"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("estimate output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// TestSiteProbeErrors: a bad record, a record of another node type and a
+// failed run are errors that keep nothing; bad flags are usage errors.
+func TestSiteProbeErrors(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name     string
+		prober   *fakeProber
+		args     []string
+		code     int
+		contains string
+	}{
+		{"malformed record", &fakeProber{out: `{"v": 1, "node_type": "lab-cpu"`}, nil, ExitError, "probe record from /opt/x/site_probe.py"},
+		{"unknown field", &fakeProber{out: strings.Replace(fakeProbeRecord, `"host"`, `"hots"`, 1)}, nil, ExitError, "field hots: unknown field"},
+		{"another node type", &fakeProber{out: strings.Replace(fakeProbeRecord, `"lab-cpu"`, `"lab-dev"`, 1)}, nil, ExitError, `node_type "lab-dev", want "lab-cpu"`},
+		{"run failed", &fakeProber{err: errors.New("site_probe.py: exit status 2")}, nil, ExitError, "probe: site_probe.py: exit status 2"},
+		{"not local", &fakeProber{}, []string{"site", "probe", "--node-type", "lab-cpu"}, ExitUsage, "--local is required"},
+		{"no node type", &fakeProber{}, []string{"site", "probe", "--local"}, ExitUsage, "--node-type is required"},
+		{"unknown node type", &fakeProber{}, []string{"site", "probe", "--local", "--node-type", "nope"}, ExitUsage, "--node-type nope: not in the site catalogue"},
+		{"relative python", &fakeProber{}, []string{"site", "probe", "--local", "--node-type", "lab-cpu", "--python", "python3"}, ExitUsage, "absolute path"},
+		{"no subcommand", &fakeProber{}, []string{"site"}, ExitUsage, "isched site probe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			site := siteCopy(t)
+			args := tt.args
+			if args == nil {
+				args = []string{"site", "probe", "--local", "--node-type", "lab-cpu"}
+			}
+			args = append(args, "--site", site, "--script", "/opt/x/site_probe.py")
+			if len(tt.args) == 1 {
+				args = tt.args
+			}
+			code, _, errOut := runWithProber(h, tt.prober, args...)
+			if code != tt.code || !strings.Contains(errOut, tt.contains) {
+				t.Fatalf("exit %d, stderr %q; want exit %d containing %q", code, errOut, tt.code, tt.contains)
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(site), "probes")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("probes/ written after a failure: %v", err)
+			}
+		})
+	}
+}
+
+// TestSiteProbeReal runs scripts/site_probe.py with /usr/bin/python3 and
+// torch (Debian's python3-torch) through the real runner: the record
+// decodes, the framework footprint and every rate are positive. Nothing
+// about speed is asserted.
+func TestSiteProbeReal(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Fatalf("/usr/bin/python3 with python3-torch is needed: %v", err)
+	}
+	h := newHarness(t)
+	site := siteCopy(t)
+	script, err := filepath.Abs("../../scripts/site_probe.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := h.run("site", "probe", "--local", "--node-type", "lab-dev", "--site", site, "--script", script,
+		"--threads", "1", "--repeats", "1", "--timeout", "5m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(plan.ProbePath(filepath.Dir(site), "lab-dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.DecodeProbe(b)
+	if err != nil {
+		t.Fatalf("the script's record: %v\n%s", err, b)
+	}
+	if p.NodeType != "lab-dev" || p.Threads != 1 || p.ImportRSS.Median < 20<<20 || p.RuntimeRSS.Max < p.ImportRSS.Median {
+		t.Errorf("record %+v", p)
+	}
+	for _, k := range []string{plan.WorkConv, plan.WorkDepthwise, plan.WorkLinear, plan.WorkElementwise, plan.WorkOptimizer} {
+		if r := p.Throughput[k]; r.Median <= 0 || r.Repeats != 2 {
+			t.Errorf("%s: %+v (want a positive rate over 2 sizes x 1 repeat)", k, r)
+		}
+	}
+}
+
+// TestExecProbe: the real runner returns the child's stdout, and says why
+// when it fails, is killed past its timeout, or writes too much.
+func TestExecProbe(t *testing.T) {
+	t.Parallel()
+	py := func(code string) []string { return []string{"/usr/bin/python3", "-c", code} }
+	tests := []struct {
+		name    string
+		argv    []string
+		timeout time.Duration
+		out     string
+		err     string
+	}{
+		{"stdout", py(`print("{}")`), time.Minute, "{}\n", ""},
+		{"exit status", py(`import sys; sys.exit(3)`), time.Minute, "", "exit status 3"},
+		{"killed", py(`import os, signal; os.kill(os.getpid(), signal.SIGKILL)`), time.Minute, "", "killed by signal 9 (killed)"},
+		{"timeout", py(`import time; time.sleep(600)`), 500 * time.Millisecond, "", "did not finish within 500ms"},
+		{"too much", py(`import sys; sys.stdout.write("x" * (2 << 20))`), time.Minute, "", "wrote more than"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := execProbe{}.RunProbe(context.Background(), tt.argv, io.Discard, tt.timeout)
+			if tt.err == "" {
+				if err != nil || string(out) != tt.out {
+					t.Fatalf("out %q, err %v; want %q", out, err, tt.out)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("err %v, want one containing %q", err, tt.err)
+			}
+		})
+	}
+}

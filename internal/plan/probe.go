@@ -1,0 +1,254 @@
+package plan
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ProbeVersion is the probe record format version this package reads.
+const ProbeVersion = 1
+
+// Kinds of work the probe measures a training throughput for. The model
+// summary's flops_by_kind uses the first three; elementwise (normalisation
+// and activations, memory-bound) is measured in bytes of forward
+// activations per second.
+const (
+	WorkConv        = "conv"
+	WorkDepthwise   = "depthwise"
+	WorkLinear      = "linear"
+	WorkElementwise = "elementwise"
+	WorkOptimizer   = "optimizer"
+)
+
+// flopKinds are the kinds whose throughput is in FLOP/s.
+var flopKinds = []string{WorkConv, WorkDepthwise, WorkLinear}
+
+// Probe is what `isched site probe` (scripts/site_probe.py) measured on one
+// node type: the framework's own memory and the achieved training
+// throughput of each kind of layer (docs/model-summary.md).
+type Probe struct {
+	V           int     `json:"v"`
+	NodeType    string  `json:"node_type"`
+	Host        string  `json:"host"`
+	MeasuredAt  string  `json:"measured_at"`
+	Framework   string  `json:"framework"`
+	Python      string  `json:"python"`
+	Threads     int     `json:"threads"`
+	LoadAverage float64 `json:"load_average"`
+	// ImportRSS is a fresh Python's RSS after importing torch (and
+	// torchvision); RuntimeRSS the peak RSS of one that then trained a tiny
+	// network for three steps: the framework's footprint besides the
+	// model's tensors.
+	ImportRSS  ByteStat            `json:"import_rss_bytes"`
+	RuntimeRSS ByteStat            `json:"runtime_rss_bytes"`
+	Throughput map[string]RateStat `json:"throughput"`
+}
+
+// ByteStat is a measured size over repeats.
+type ByteStat struct {
+	Median  int64 `json:"median"`
+	Min     int64 `json:"min"`
+	Max     int64 `json:"max"`
+	Repeats int   `json:"repeats"`
+}
+
+// RateStat is a measured rate over repeats and sizes: FLOP/s, or bytes/s
+// for elementwise.
+type RateStat struct {
+	Median  float64 `json:"median"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	Repeats int     `json:"repeats"`
+}
+
+// DecodeProbe reads a probe record strictly (see DecodeModel).
+func DecodeProbe(b []byte) (*Probe, error) {
+	var p Probe
+	if err := decodeStrict(b, &p, "v", "node_type", "threads", "import_rss_bytes", "runtime_rss_bytes", "throughput"); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// Validate checks a probe record's values.
+func (p *Probe) Validate() error {
+	switch {
+	case p.V != ProbeVersion:
+		return fieldErr("v", "want %d (this build reads probe record version %d), got %d", ProbeVersion, ProbeVersion, p.V)
+	case !validName(p.NodeType):
+		return fieldErr("node_type", "want 1-64 of [A-Za-z0-9._-], got %q", p.NodeType)
+	case !printable(p.Host, 256):
+		return fieldErr("host", "want up to 256 printable characters")
+	case !printable(p.MeasuredAt, 64):
+		return fieldErr("measured_at", "want up to 64 printable characters")
+	case !printable(p.Framework, 128):
+		return fieldErr("framework", "want up to 128 printable characters")
+	case !printable(p.Python, 64):
+		return fieldErr("python", "want up to 64 printable characters")
+	case p.Threads <= 0:
+		return fieldErr("threads", "must be positive, got %d", p.Threads)
+	case !finiteNonNeg(p.LoadAverage):
+		return fieldErr("load_average", "must be a non-negative number")
+	}
+	for name, s := range map[string]ByteStat{"import_rss_bytes": p.ImportRSS, "runtime_rss_bytes": p.RuntimeRSS} {
+		if s.Min <= 0 || s.Median < s.Min || s.Max < s.Median || s.Repeats <= 0 {
+			return fieldErr(name, "want 0 < min <= median <= max and repeats > 0, got %d <= %d <= %d, %d repeats", s.Min, s.Median, s.Max, s.Repeats)
+		}
+		if s.Max > 1<<40 {
+			return fieldErr(name+".max", "%d bytes is not a framework footprint", s.Max)
+		}
+	}
+	if p.RuntimeRSS.Median < p.ImportRSS.Median {
+		return fieldErr("runtime_rss_bytes.median", "%d is below import_rss_bytes.median %d: training cannot need less than the import", p.RuntimeRSS.Median, p.ImportRSS.Median)
+	}
+	kinds := append(slices.Clone(flopKinds), WorkElementwise, WorkOptimizer)
+	if _, ok := p.Throughput[WorkConv]; !ok {
+		return fieldErr("throughput.conv", "required field missing")
+	}
+	for k, r := range p.Throughput {
+		f := joinField("throughput", k)
+		if !slices.Contains(kinds, k) {
+			return fieldErr(f, "unknown kind (want %s)", strings.Join(kinds, ", "))
+		}
+		if !(r.Min > 0) || math.IsInf(r.Max, 0) || r.Median < r.Min || r.Max < r.Median || r.Repeats <= 0 {
+			return fieldErr(f, "want finite rates 0 < min <= median <= max and repeats > 0")
+		}
+	}
+	return nil
+}
+
+// rate is the probe's median rate of a kind, 0 when it was not measured.
+func (p *Probe) rate(kind string) float64 { return p.Throughput[kind].Median }
+
+// ProbePath is where the probe record of a node type lives: probes/
+// beside the site catalogue, one file per node type.
+func ProbePath(siteDir, nodeType string) string {
+	return filepath.Join(siteDir, "probes", nodeType+".json")
+}
+
+// LoadProbes reads the probe record of every node type that has one under
+// siteDir/probes (a missing file is no probe; a bad one is an error).
+func (s *Site) LoadProbes(siteDir string) error {
+	for i := range s.NodeTypes {
+		nt := &s.NodeTypes[i]
+		path := ProbePath(siteDir, nt.Name)
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("probe record: %w", err)
+		}
+		p, err := DecodeProbe(b)
+		if err != nil {
+			return fmt.Errorf("probe record %s: %w", path, err)
+		}
+		if p.NodeType != nt.Name {
+			return fmt.Errorf("probe record %s: %w", path, fieldErr("node_type", "%q, but the file is node type %s's", p.NodeType, nt.Name))
+		}
+		if err := s.SetProbe(p); err != nil {
+			return fmt.Errorf("probe record %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// SetProbe attaches a probe record to its node type.
+func (s *Site) SetProbe(p *Probe) error {
+	if s.NodeType(p.NodeType) == nil {
+		return fieldErr("node_type", "%q is not a node type of site %s", p.NodeType, s.Name)
+	}
+	if s.probes == nil {
+		s.probes = map[string]*Probe{}
+	}
+	s.probes[p.NodeType] = p
+	return nil
+}
+
+// Probe returns the node type's probe record, or nil.
+func (s *Site) Probe(nt *NodeType) *Probe {
+	if s == nil || nt == nil {
+		return nil
+	}
+	return s.probes[nt.Name]
+}
+
+// FrameworkBytes is the host RSS of the framework on nt, besides the
+// model's tensors: the largest runtime footprint its probe measured, else
+// the assumed CPUFrameworkBytes. probed says which.
+func (s *Site) FrameworkBytes(nt *NodeType) (n int64, probed bool) {
+	if p := s.Probe(nt); p != nil {
+		return p.RuntimeRSS.Max, true
+	}
+	return CPUFrameworkBytes, false
+}
+
+// StaticBasis says in words what the static model of nt rests on.
+func (s *Site) StaticBasis(nt *NodeType) string {
+	p := s.Probe(nt)
+	if p == nil {
+		return fmt.Sprintf("assumed: framework %s, %s (no probe: isched site probe)", FormatBytes(CPUFrameworkBytes), "peak FLOPS x efficiency for every layer")
+	}
+	kinds := make([]string, 0, len(p.Throughput))
+	for _, k := range append(slices.Clone(flopKinds), WorkElementwise, WorkOptimizer) {
+		if r, ok := p.Throughput[k]; ok {
+			unit := "GFLOP/s"
+			if k == WorkElementwise || k == WorkOptimizer {
+				unit = "GB/s"
+			}
+			kinds = append(kinds, fmt.Sprintf("%s %.1f %s", k, r.Median/1e9, unit))
+		}
+	}
+	return fmt.Sprintf("probed %s on %s (%d threads): framework %s, %s", p.MeasuredAt, p.Host, p.Threads,
+		FormatBytes(p.RuntimeRSS.Max), strings.Join(kinds, ", "))
+}
+
+// probedIterSeconds is the time of one iteration from the probe's rates:
+// each kind's FLOPs x 3 (forward and a backward twice as expensive) over
+// its measured rate (FLOPs the summary gives no kind count as conv; a
+// kind the probe did not measure runs at the conv rate), plus the
+// activations' bytes over the elementwise rate (normalisation and
+// activations are memory-bound), times the batch; plus the optimizer
+// step, the bytes of the parameters, their gradients and the optimizer
+// state once per iteration at the optimizer rate (else the elementwise
+// one). ok is false
+// when the probe cannot model this training (half precision: the probe
+// measures fp32).
+func probedIterSeconds(p *Probe, m *Model, t Training, batch int) (sec float64, ok bool) {
+	if p == nil || t.Precision != PrecFP32 {
+		return 0, false
+	}
+	conv := p.rate(WorkConv)
+	var perSample float64
+	var kinded int64
+	for _, k := range flopKinds {
+		f := m.FLOPsByKind[k]
+		kinded += f
+		r := p.rate(k)
+		if r <= 0 {
+			r = conv
+		}
+		perSample += 3 * float64(f) / r
+	}
+	perSample += 3 * float64(max(0, m.FLOPsPerSample-kinded)) / conv
+	ew := p.rate(WorkElementwise)
+	if ew > 0 {
+		perSample += float64(m.ActivationBytesPerSample) / ew
+	}
+	step := 0.0
+	if r := cmp.Or(p.rate(WorkOptimizer), ew); r > 0 {
+		states := int64(2 + OptimizerStates[t.Optimizer])
+		step = float64(m.TrainableParameters*int64(m.ParamBytes)*states) / r
+	}
+	return perSample*float64(batch) + step, true
+}

@@ -1,0 +1,220 @@
+package plan
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const validProbe = `{"v": 1, "node_type": "lab-cpu", "host": "n1", "measured_at": "2026-11-26T05:41:31Z",
+ "framework": "pytorch 1.13.0", "python": "3.11.2", "threads": 2, "load_average": 0.5,
+ "import_rss_bytes": {"median": 250000000, "min": 249000000, "max": 252000000, "repeats": 3},
+ "runtime_rss_bytes": {"median": 268000000, "min": 267000000, "max": 270000000, "repeats": 3},
+ "throughput": {"conv": {"median": 3e10, "min": 2e10, "max": 4e10, "repeats": 6},
+  "depthwise": {"median": 2e9, "min": 1e9, "max": 3e9, "repeats": 6},
+  "linear": {"median": 1e10, "min": 1e10, "max": 1e10, "repeats": 6},
+  "elementwise": {"median": 1e9, "min": 1e9, "max": 1e9, "repeats": 6}}}`
+
+func TestDecodeProbe(t *testing.T) {
+	t.Parallel()
+	edit := func(old, new string) string {
+		if !strings.Contains(validProbe, old) {
+			t.Fatalf("test bug: %q not in the valid probe", old)
+		}
+		return strings.Replace(validProbe, old, new, 1)
+	}
+	tests := []struct {
+		name, in      string
+		field, reason string // reason "" = valid
+	}{
+		{"valid", validProbe, "", ""},
+		{"version", edit(`"v": 1`, `"v": 2`), "v", "want 1"},
+		{"unknown field", edit(`"host"`, `"hostname"`), "hostname", "unknown field"},
+		{"missing throughput", edit(`"throughput"`, `"throughput_x"`), "throughput_x", "unknown field"},
+		{"missing threads", edit(`"threads": 2,`, ``), "threads", "required field missing"},
+		{"zero threads", edit(`"threads": 2`, `"threads": 0`), "threads", "positive"},
+		{"bad node type", edit(`"lab-cpu"`, `"lab cpu"`), "node_type", "A-Za-z0-9"},
+		{"fraction in bytes", edit(`"median": 250000000`, `"median": 2.5e8`), "import_rss_bytes.median", "integer"},
+		{"min above median", edit(`"min": 249000000`, `"min": 251000000`), "import_rss_bytes", "min <= median <= max"},
+		{"runtime below import", edit(`"median": 268000000, "min": 267000000`, `"median": 240000000, "min": 239000000`), "runtime_rss_bytes.median", "below import"},
+		{"unknown kind", edit(`"linear":`, `"attention":`), "throughput.attention", "unknown kind"},
+		{"conv missing", edit(`"conv":`, `"linear2":`), "throughput.conv", "required"},
+		{"zero rate", edit(`"median": 2e9, "min": 1e9`, `"median": 0, "min": 0`), "throughput.depthwise", "0 < min"},
+		{"string rate", edit(`"median": 3e10`, `"median": "fast"`), "throughput.conv.median", "want a number"},
+		{"trailing", validProbe + "x", "", "trailing"},
+		{"truncated", validProbe[:60], "", "unexpected end"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := DecodeProbe([]byte(tt.in))
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatalf("DecodeProbe: %v", err)
+				}
+				if p.NodeType != "lab-cpu" || p.RuntimeRSS.Max != 270000000 || p.rate(WorkConv) != 3e10 {
+					t.Fatalf("decoded %+v", p)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v (%T), want a *FieldError", err, err)
+			}
+			if (tt.field != "" && fe.Field != tt.field) || !strings.Contains(fe.Reason, tt.reason) {
+				t.Fatalf("error field %q reason %q, want field %q reason containing %q", fe.Field, fe.Reason, tt.field, tt.reason)
+			}
+		})
+	}
+}
+
+func mustProbe(t *testing.T, s string) *Probe {
+	t.Helper()
+	p, err := DecodeProbe([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFrameworkBytes: the probed node type takes the largest runtime RSS
+// measured, the others the assumed figure; memory estimates follow.
+func TestFrameworkBytes(t *testing.T) {
+	t.Parallel()
+	site := mustSite(t, "../../examples/site-lab.json")
+	if err := site.SetProbe(mustProbe(t, validProbe)); err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{V: 1, Name: "m", Parameters: 1000, TrainableParameters: 1000, ParamBytes: 4,
+		ActivationBytesPerSample: 1000, FLOPsPerSample: 1e6, InputShape: []int{10}}
+	tr := Training{"sgd", PrecFP32}
+	tests := []struct {
+		nodeType string
+		want     int64
+		probed   bool
+		overhead int64 // of StaticMemoryOn
+	}{
+		{"lab-cpu", 270000000, true, 270000000},
+		{"lab-dev", CPUFrameworkBytes, false, CPUFrameworkBytes},
+		{"lab-gdev", CPUFrameworkBytes, false, CPUFrameworkBytes}, // emulated GPU: host memory, no probe
+	}
+	for _, tt := range tests {
+		nt := site.NodeType(tt.nodeType)
+		got, probed := site.FrameworkBytes(nt)
+		if got != tt.want || probed != tt.probed {
+			t.Errorf("%s: FrameworkBytes %d, %v; want %d, %v", tt.nodeType, got, probed, tt.want, tt.probed)
+		}
+		mem := site.StaticMemoryOn(m, tr, 4, nt)
+		if mem.Overhead != tt.overhead || mem.Activations != StaticMemory(m, tr, 4, false).Activations {
+			t.Errorf("%s: StaticMemoryOn %+v, want overhead %d", tt.nodeType, mem, tt.overhead)
+		}
+		if b := site.StaticBasis(nt); strings.HasPrefix(b, "probed") != tt.probed || strings.HasPrefix(b, "assumed") == tt.probed {
+			t.Errorf("%s: StaticBasis %q", tt.nodeType, b)
+		}
+	}
+	// a GPU node type keeps the CUDA context whatever its probe says
+	seed := mustSite(t, "../../examples/site-seed.json")
+	p := mustProbe(t, strings.Replace(validProbe, `"lab-cpu"`, `"v100-32g"`, 1))
+	if err := seed.SetProbe(p); err != nil {
+		t.Fatal(err)
+	}
+	if mem := seed.StaticMemoryOn(m, tr, 4, seed.NodeType("v100-32g")); mem.Overhead != GPUContextBytes {
+		t.Errorf("v100 with a probe: overhead %d, want the CUDA context", mem.Overhead)
+	}
+	if err := seed.SetProbe(mustProbe(t, validProbe)); err == nil {
+		t.Error("SetProbe of a node type the catalogue lacks: no error")
+	}
+}
+
+// TestProbedIterSeconds checks the per-kind time model by hand.
+func TestProbedIterSeconds(t *testing.T) {
+	t.Parallel()
+	p := mustProbe(t, validProbe) // conv 3e10, depthwise 2e9, linear 1e10, elementwise 1e9
+	noEW := mustProbe(t, strings.Replace(validProbe, `,
+  "elementwise": {"median": 1e9, "min": 1e9, "max": 1e9, "repeats": 6}`, ``, 1))
+	if noEW.rate(WorkElementwise) != 0 {
+		t.Fatal("test bug: the elementwise rate is still there")
+	}
+	withOpt := mustProbe(t, strings.Replace(validProbe, `"elementwise":`, `"optimizer": {"median": 4e9, "min": 4e9, "max": 4e9, "repeats": 2},
+  "elementwise":`, 1))
+	m := &Model{V: 1, Name: "m", Parameters: 1000, TrainableParameters: 1000, ParamBytes: 4,
+		ActivationBytesPerSample: 1e6, FLOPsPerSample: 1e9, InputShape: []int{10},
+		FLOPsByKind: map[string]int64{"conv": 6e8, "depthwise": 2e8, "linear": 1e8}}
+	old := *m
+	old.FLOPsByKind = nil
+	const step = 1000 * 4 * 3 / 1e9 // params x 4 B x (weights, grads, momentum) at 1 GB/s
+	tests := []struct {
+		name  string
+		p     *Probe
+		m     *Model
+		tr    Training
+		batch int
+		want  float64
+		ok    bool
+	}{
+		{"per kind", p, m, Training{"momentum", PrecFP32}, 8,
+			8*(3*6e8/3e10+3*2e8/2e9+3*1e8/1e10+3*1e8/3e10+1e6/1e9) + step, true},
+		{"optimizer rate", withOpt, m, Training{"adam", PrecFP32}, 8,
+			8*(3*6e8/3e10+3*2e8/2e9+3*1e8/1e10+3*1e8/3e10+1e6/1e9) + 1000*4*4/4e9, true},
+		{"no kinds: all conv", p, &old, Training{"momentum", PrecFP32}, 8, 8*(3*1e9/3e10+1e6/1e9) + step, true},
+		{"no elementwise rate", noEW, m, Training{"momentum", PrecFP32}, 2,
+			2 * (3*6e8/3e10 + 3*2e8/2e9 + 3*1e8/1e10 + 3*1e8/3e10), true},
+		{"half precision: not modelled", p, m, Training{"momentum", PrecBF16}, 8, 0, false},
+		{"no probe", nil, m, Training{"momentum", PrecFP32}, 8, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := probedIterSeconds(tt.p, tt.m, tt.tr, tt.batch)
+		if ok != tt.ok || !near(got, tt.want, 1e-12) {
+			t.Errorf("%s: %.9f s, %v; want %.9f s, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	// through the site: the probed node type uses it, the others do not
+	site := mustSite(t, "../../examples/site-lab.json")
+	before := site.StaticIterSeconds(m, site.NodeType("lab-cpu"), Training{"momentum", PrecFP32}, 8)
+	if err := site.SetProbe(p); err != nil {
+		t.Fatal(err)
+	}
+	nt := site.NodeType("lab-cpu")
+	want, _ := probedIterSeconds(p, m, Training{"momentum", PrecFP32}, 8)
+	if got := site.StaticIterSeconds(m, nt, Training{"momentum", PrecFP32}, 8); !near(got, want/batchEfficiency(nt, 8), 1e-12) || near(got, before, 1e-3) {
+		t.Errorf("lab-cpu with a probe: %.6f s, want %.6f (without: %.6f)", got, want/batchEfficiency(nt, 8), before)
+	}
+}
+
+// TestLoadProbes reads probes/<node type>.json beside a catalogue: a
+// missing file is no probe, a bad one an error naming the file.
+func TestLoadProbes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	site := mustSite(t, "../../examples/site-lab.json")
+	if err := site.LoadProbes(dir); err != nil || site.Probe(site.NodeType("lab-cpu")) != nil {
+		t.Fatalf("no probes/: %v, %v", err, site.Probe(site.NodeType("lab-cpu")))
+	}
+	path := ProbePath(dir, "lab-cpu")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(validProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := site.LoadProbes(dir); err != nil || site.Probe(site.NodeType("lab-cpu")) == nil || site.Probe(site.NodeType("lab-dev")) != nil {
+		t.Fatalf("with probes/lab-cpu.json: %v", err)
+	}
+	// lab-cpu's record copied to lab-dev's name
+	if err := os.WriteFile(ProbePath(dir, "lab-dev"), []byte(validProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := mustSite(t, "../../examples/site-lab.json").LoadProbes(dir)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lab-dev.json") || !strings.Contains(err.Error(), "node_type") {
+		t.Fatalf("probe of another node type: %v", err)
+	}
+	if err := os.WriteFile(ProbePath(dir, "lab-dev"), []byte(`{"v": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = mustSite(t, "../../examples/site-lab.json").LoadProbes(dir)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lab-dev.json") {
+		t.Fatalf("malformed probe: %v", err)
+	}
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Measure one node type for isched's static model (isched site probe).
+
+    site_probe.py --node-type lab-cpu --threads 1 -o probes/lab-cpu.json
+
+Run on the node type itself (isched site probe runs it, once per node type).
+It writes a probe record (JSON, format version 1, docs/model-summary.md):
+
+- import_rss_bytes: the RSS of a fresh Python that imported torch (and
+  torchvision when it is installed), --repeats children, median/min/max;
+- runtime_rss_bytes: the peak RSS (VmHWM) of a fresh Python that imported the
+  same and ran three training steps (SGD with momentum) of a reference CNN
+  with large convolutions on a tiny input, minus its weights, gradients and
+  momentum: the framework's own footprint once its kernels, thread pools and
+  allocator are set up, which is what a training process holds besides the
+  model's tensors;
+- throughput: achieved training rates of short micro-benchmarks, forward +
+  backward, median over repeats and sizes: "linear" (nn.Linear), "conv"
+  (a 3x3 nn.Conv2d), "depthwise" (a 3x3 depthwise nn.Conv2d) in FLOP/s,
+  counting the forward's multiply-adds as 2 and the backward as twice the
+  forward (the summary's convention); "elementwise" (BatchNorm2d + in-place
+  ReLU) in bytes of forward activations (the normalisation's input and
+  output) per second; "optimizer" (an SGD-with-momentum step) in bytes of
+  parameters, gradients and momentum per second.
+
+Every child runs without a shell and with a timeout. It needs only torch.
+"""
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+FORMAT_VERSION = 1
+
+_CHILD = r"""
+import sys
+import torch
+try:
+    import torchvision  # noqa: F401
+except ImportError:
+    pass
+torch.set_num_threads(int(sys.argv[1]))
+tensors = 0
+if sys.argv[2] == "runtime":
+    # a reference CNN with large convolutions (3.9 M parameters) on a tiny
+    # input: its activations are negligible, its weights, gradients and
+    # momentum (3 x weights) are subtracted, and what remains is the
+    # framework's own footprint once convolution kernels, thread pools and
+    # the allocator are set up for a network of that kind
+    ch = [3, 64, 128, 256, 512, 512]
+    layers = []
+    for a, b in zip(ch, ch[1:]):
+        layers += [torch.nn.Conv2d(a, b, 3, padding=1, bias=False), torch.nn.BatchNorm2d(b), torch.nn.ReLU(inplace=True)]
+    net = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(512, 10))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(2, 3, 4, 4), torch.randint(0, 10, (2,))
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+    tensors = 3 * sum(p.numel() * p.element_size() for p in net.parameters())
+fields = {}
+with open("/proc/self/status") as f:
+    for line in f:
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "VmHWM"):
+            fields[k] = int(v.split()[0]) * 1024
+print(fields["VmHWM"] - tensors if sys.argv[2] == "runtime" else fields["VmRSS"])
+"""
+
+
+def _fail(msg):
+    sys.stderr.write("site_probe: %s\n" % msg)
+    sys.exit(2)
+
+
+def _stat(values):
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "repeats": len(values)}
+
+
+def framework_rss(mode, threads, repeats, timeout):
+    out = []
+    for _ in range(repeats):
+        try:
+            p = subprocess.run([sys.executable, "-c", _CHILD, str(threads), mode], capture_output=True, text=True,
+                               timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            _fail("measuring the %s footprint: the child did not finish in %d s" % (mode, timeout))
+        if p.returncode != 0:
+            _fail("measuring the %s footprint: the child failed (%d): %s" % (mode, p.returncode, p.stderr.strip()[-400:]))
+        out.append(int(p.stdout.strip()))
+    return {k: (int(v) if k != "median" else int(round(v))) for k, v in _stat(out).items()}
+
+
+def _time(fn, iters):
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters
+
+
+def _rate(make, work, repeats, min_seconds):
+    """work units per second of step(): warm-up, then repeats of a few
+    iterations each (as many as take about min_seconds)."""
+    step = make()
+    step()
+    step()
+    one = max(_time(step, 1), 1e-6)
+    iters = max(1, int(min_seconds / one))
+    return [work / _time(step, iters) for _ in range(repeats)]
+
+
+def throughput(repeats, min_seconds):
+    import torch  # noqa: PLC0415
+
+    def train_step(module, shape):
+        x = torch.randn(*shape, requires_grad=True)
+
+        def make():
+            def step():
+                module.zero_grad(set_to_none=True)
+                x.grad = None
+                module(x).sum().backward()
+            return step
+        return make
+
+    res = {}
+    # linear: (batch, in, out); forward 2*B*I*O, backward twice that
+    lin = []
+    for b, i, o in ((64, 512, 512), (256, 1024, 1024)):
+        lin += _rate(train_step(torch.nn.Linear(i, o), (b, i)), 3 * 2 * b * i * o, repeats, min_seconds)
+    res["linear"] = lin
+    conv = []
+    for b, c, hw in ((8, 64, 32), (8, 128, 16)):
+        conv += _rate(train_step(torch.nn.Conv2d(c, c, 3, padding=1), (b, c, hw, hw)),
+                      3 * 2 * b * c * hw * hw * c * 9, repeats, min_seconds)
+    res["conv"] = conv
+    dw = []
+    for b, c, hw in ((8, 128, 32), (8, 256, 16)):
+        dw += _rate(train_step(torch.nn.Conv2d(c, c, 3, padding=1, groups=c), (b, c, hw, hw)),
+                    3 * 2 * b * c * hw * hw * 9, repeats, min_seconds)
+    res["depthwise"] = dw
+    ew = []
+    for b, c, hw in ((8, 64, 32), (8, 128, 16)):
+        mod = torch.nn.Sequential(torch.nn.BatchNorm2d(c), torch.nn.ReLU(inplace=True))
+        ew += _rate(train_step(mod, (b, c, hw, hw)), 2 * 4 * b * c * hw * hw, repeats, min_seconds)
+    res["elementwise"] = ew
+    # the optimizer step (SGD with momentum) over 4 M and 16 M parameters:
+    # bytes of parameters x 3 (weights, gradients, momentum) per second
+    opt = []
+    for n in (1 << 22, 1 << 24):
+        params = [torch.nn.Parameter(torch.randn(n // 4)) for _ in range(4)]
+        for q in params:
+            q.grad = torch.randn_like(q)
+        sgd = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        opt += _rate(lambda sgd=sgd: sgd.step, 3 * 4 * n, repeats, min_seconds)
+        del params, sgd
+    res["optimizer"] = opt
+    return {k: _stat(v) for k, v in res.items()}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--node-type", required=True, help="the site catalogue's node type this machine is")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's default here)")
+    ap.add_argument("--repeats", type=int, default=5, help="repeats of each measurement")
+    ap.add_argument("--min-seconds", type=float, default=0.2, help="length of one timed repeat")
+    ap.add_argument("--child-timeout", type=int, default=300, help="seconds a footprint child may take")
+    ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    args = ap.parse_args(argv)
+    if args.repeats < 1 or args.repeats > 100:
+        _fail("--repeats: want 1 to 100")
+    if args.threads < 0 or args.threads > 4096:
+        _fail("--threads: want 0 (default) to 4096")
+    if not (0 < args.min_seconds <= 60):
+        _fail("--min-seconds: want a number of seconds above 0, at most 60")
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError as e:
+        _fail("torch is not installed (%s); apt install python3-torch" % e)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    try:
+        import torchvision  # noqa: F401, PLC0415
+        framework = "pytorch %s torchvision %s" % (torch.__version__, torchvision.__version__)
+    except ImportError:
+        framework = "pytorch " + torch.__version__
+    rec = {
+        "v": FORMAT_VERSION,
+        "node_type": args.node_type,
+        "host": socket.gethostname(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "framework": framework,
+        "python": platform.python_version(),
+        "threads": threads,
+        "load_average": round(os.getloadavg()[0], 2),
+        "import_rss_bytes": framework_rss("import", threads, args.repeats, args.child_timeout),
+        "runtime_rss_bytes": framework_rss("runtime", threads, args.repeats, args.child_timeout),
+        "throughput": throughput(args.repeats, args.min_seconds),
+    }
+    text = json.dumps(rec, indent=1) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, args.output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
