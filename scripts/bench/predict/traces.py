@@ -11,7 +11,8 @@ skip them itself). Every configuration runs once alone; each --shift
 configuration then runs again with --burners busy-loop processes sharing the
 CPUs until the run has done --burn-frac of its steps, when they are killed: a
 changed regime, measured. The load average before and after
-each run is recorded with it. No shell; every child has a timeout.
+each run is recorded with it. No shell; a burner stops itself after --timeout
+seconds, and a run that outlives it is killed.
 """
 
 import argparse
@@ -20,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 _CHILD = r"""
@@ -56,6 +58,8 @@ def one(args, arch, batch, burn_steps=0):
     p = subprocess.Popen([sys.executable, "-c", _CHILD, arch, str(batch), str(args.size), str(args.threads), str(args.steps)],
                          stdout=subprocess.PIPE, stderr=errf, text=True)
     last = ""
+    killer = threading.Timer(args.timeout, p.kill)
+    killer.start()
     try:
         for line in p.stdout:
             last = line
@@ -66,12 +70,14 @@ def one(args, arch, batch, burn_steps=0):
                 burners = []
         p.wait(timeout=args.timeout)
     finally:
+        killer.cancel()
         for b in burners:
             b.kill()
             b.wait()
     if p.returncode != 0:
         errf.seek(0)
-        sys.exit("traces: %s batch %d failed: %s" % (arch, batch, errf.read()[-800:]))
+        sys.exit("traces: %s batch %d failed (exit %d; -9: killed after --timeout %d s): %s" % (
+            arch, batch, p.returncode, args.timeout, errf.read()[-800:]))
     r = json.loads(last)
     run = {"name": "%s-b%d%s" % (arch, batch, "-shift" if burn_steps else ""), "arch": arch, "batch": batch,
            "iter_ms": [round(t, 1) for t in r["iter_ms"]],
