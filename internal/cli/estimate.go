@@ -258,7 +258,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BATCH\tNODE TYPE\tPEAK MEMORY\tLIMIT\tFITS\tHOURS\tPARTITIONS\tIDLE NOW\tCOST\tSOURCE")
 	chunked, emulated := false, false
-	var notes []string
+	var notes, staticNotes []string
 	for i := range l.rows {
 		r := &l.rows[i]
 		nt := r.NodeType
@@ -308,6 +308,8 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
 		if r.Source != plan.Static {
 			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s%s", r.Batch, nt.Name, r.Source, r.Basis, bandText(r)))
+		} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
+			staticNotes = append(staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
 		}
 	}
 	tw.Flush()
@@ -322,6 +324,12 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput);")
 	fmt.Fprintln(w, "        profiled = your isched profile receipts only (at this batch, or fitted over the profiled batches)")
 	writeStaticBasis(w, l.site)
+	if len(staticNotes) > 0 {
+		fmt.Fprintln(w, "static rows on CPU node types: the range real / static took on the bench-predict grid of CPU trainings (docs/model-summary.md):")
+		for _, n := range staticNotes {
+			fmt.Fprintln(w, n)
+		}
+	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w, "how the measured and scaled rows were derived:")
 		for _, n := range notes {
@@ -362,7 +370,8 @@ func bandText(r *plan.Row) string {
 	return "; band: " + strings.Join(parts, ", ")
 }
 
-// jsonBand is a measured range; absent for a static figure.
+// jsonBand is a measured range; absent for a static figure nothing
+// calibrated (a GPU row).
 type jsonBand struct {
 	Low  float64 `json:"low"`
 	High float64 `json:"high"`
@@ -415,7 +424,9 @@ type jsonRow struct {
 	Cost        float64     `json:"cost"`
 	Source      plan.Source `json:"source"`
 	Basis       string      `json:"basis,omitempty"`
-	// bands from the receipts' spread (plan.Curve); absent when static
+	// bands from the receipts' spread (plan.Curve); on a static CPU row
+	// the bench-predict grid's calibration (plan.StaticBand); absent on
+	// other static rows
 	MemoryBand *jsonBand       `json:"memory_band_bytes,omitempty"`
 	IterBand   *jsonBand       `json:"iter_seconds_band,omitempty"`
 	HoursBand  *jsonBand       `json:"hours_band,omitempty"`

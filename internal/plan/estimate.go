@@ -186,6 +186,7 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	if r.IterBand.Mid != r.IterSeconds {
 		r.IterBand = Band{}
 	}
+	s.staticBands(&r)
 	if nt.Kind == KindGPU && !nt.Emulated {
 		r.HostMem = StaticHostMemory(req.Model)
 	} else {

@@ -218,3 +218,49 @@ func TestLoadProbes(t *testing.T) {
 		t.Fatalf("malformed probe: %v", err)
 	}
 }
+
+// TestStaticBands: a static CPU row carries the grid's calibration band of
+// its static model (probed or assumed) around its figures; a GPU row and a
+// measured row carry none of it.
+func TestStaticBands(t *testing.T) {
+	t.Parallel()
+	site := mustSite(t, "../../examples/site-seed.json")
+	probed := mustSite(t, "../../examples/site-seed.json")
+	p := mustProbe(t, validProbe)
+	p.NodeType = "xeon-40c"
+	if err := probed.SetProbe(p); err != nil {
+		t.Fatal(err)
+	}
+	m := mustModel(t, "testdata/resnet50.json")
+	for _, tc := range []struct {
+		name string
+		s    *Site
+		want StaticBand
+	}{{"assumed", site, StaticBandFor(false)}, {"probed", probed, StaticBandFor(true)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.want.Cells == 0 || tc.want.MemLow > 1 || tc.want.MemHigh < 1 || tc.want.TimeLow > 1 || tc.want.TimeHigh < 1 {
+				t.Fatalf("band %+v: not generated from a grid, or does not hold the estimate", tc.want)
+			}
+			rows, err := tc.s.Estimate(Request{Model: m, Training: Training{"adam", PrecFP32}, Samples: 1000, Epochs: 1, Batches: []int{16}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				if r.NodeType.Kind != KindCPU {
+					if r.MemBand != (Band{}) || r.IterBand != (Band{}) {
+						t.Errorf("%s: GPU row has bands %v %v", r.NodeType.Name, r.MemBand, r.IterBand)
+					}
+					continue
+				}
+				mem := float64(r.Mem)
+				if want := (Band{mem * tc.want.MemLow, mem, mem * tc.want.MemHigh}); r.MemBand != want {
+					t.Errorf("%s: memory band %v, want %v", r.NodeType.Name, r.MemBand, want)
+				}
+				if want := (Band{r.IterSeconds * tc.want.TimeLow, r.IterSeconds, r.IterSeconds * tc.want.TimeHigh}); r.IterBand != want {
+					t.Errorf("%s: time band %v, want %v", r.NodeType.Name, r.IterBand, want)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,13 @@
 // estimate fitted over the grid's own batch-8 and batch-16 cells taken as
 // profiled receipts (what isched profile --batches 8,16 gives).
 //
+// It then prints the band of each static estimate (the range of real /
+// static over the grid, which internal/plan/staticband_gen.go holds and
+// isched estimate shows on static CPU rows) with its in-sample and
+// leave-one-architecture-out coverage, and replays real runs' per-step
+// times (testdata/traces.json, from traces.py) through the coordinator's
+// iteration estimator to score its ETA at 10, 25 and 50 % of each run.
+//
 // The grid (testdata/grid.json, from grid.py), the model summaries
 // (testdata/<arch>.json, from scripts/model_summary.py) and the probe record
 // (testdata/probe.json, from scripts/site_probe.py) are committed;
@@ -57,24 +64,42 @@ func main() {
 	dir := flag.String("dir", "scripts/bench/predict/testdata", "folder with grid.json, probe.json and <arch>.json summaries")
 	sitePath := flag.String("site", "examples/site-lab.json", "site catalogue")
 	nodeType := flag.String("node-type", "lab-cpu", "the catalogue's node type the grid ran on")
+	writeBand := flag.String("write-static-band", "", "write the static bands derived from the grid to this Go file (internal/plan/staticband_gen.go) and exit")
 	flag.Parse()
+	if *writeBand != "" {
+		if err := writeStaticBand(*writeBand, *dir, *sitePath, *nodeType); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-predict:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Stdout, *dir, *sitePath, *nodeType); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-predict:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, dir, sitePath, nodeType string) error {
+// bench is the grid and the two static models it is compared with.
+type bench struct {
+	g                 grid
+	before, after     *plan.Site // the catalogue as is, and with the probe record
+	ntBefore, ntAfter *plan.NodeType
+	tr                plan.Training
+	models            map[string]*plan.Model
+	nodeType, dir     string
+}
+
+func loadBench(dir, sitePath, nodeType string) (*bench, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "grid.json"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var g grid
-	if err := json.Unmarshal(b, &g); err != nil {
-		return fmt.Errorf("grid.json: %w", err)
+	bn := &bench{models: map[string]*plan.Model{}, nodeType: nodeType, dir: dir}
+	if err := json.Unmarshal(b, &bn.g); err != nil {
+		return nil, fmt.Errorf("grid.json: %w", err)
 	}
-	if len(g.Cells) == 0 {
-		return errors.New("grid.json: no cells")
+	if len(bn.g.Cells) == 0 {
+		return nil, errors.New("grid.json: no cells")
 	}
 	load := func() (*plan.Site, *plan.NodeType, error) {
 		sb, err := os.ReadFile(sitePath)
@@ -91,30 +116,82 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 		}
 		return s, nt, nil
 	}
-	before, ntBefore, err := load()
-	if err != nil {
-		return err
+	if bn.before, bn.ntBefore, err = load(); err != nil {
+		return nil, err
 	}
-	after, ntAfter, err := load()
-	if err != nil {
-		return err
+	if bn.after, bn.ntAfter, err = load(); err != nil {
+		return nil, err
 	}
 	pb, err := os.ReadFile(filepath.Join(dir, "probe.json"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	probe, err := plan.DecodeProbe(pb)
 	if err != nil {
-		return fmt.Errorf("probe.json: %w", err)
+		return nil, fmt.Errorf("probe.json: %w", err)
 	}
 	probe.NodeType = nodeType // the probe record stands for the grid's node type
-	if err := after.SetProbe(probe); err != nil {
+	if err := bn.after.SetProbe(probe); err != nil {
+		return nil, err
+	}
+	bn.tr = plan.Training{Optimizer: bn.g.Optimizer, Precision: bn.g.Precision}
+	if err := bn.tr.Validate(); err != nil {
+		return nil, err
+	}
+	for _, c := range bn.g.Cells {
+		if bn.models[c.Arch] != nil {
+			continue
+		}
+		mb, err := os.ReadFile(filepath.Join(dir, c.Arch+".json"))
+		if err != nil {
+			return nil, err
+		}
+		if bn.models[c.Arch], err = plan.DecodeModel(mb); err != nil {
+			return nil, fmt.Errorf("%s.json: %w", c.Arch, err)
+		}
+	}
+	return bn, nil
+}
+
+// cellEst is isched's estimate of one cell: memory (bytes) and iteration
+// time (ms), static as assumed (S), static probed (P), fitted (F).
+type cellEst struct{ memS, msS, memP, msP, memF, msF float64 }
+
+func (bn *bench) estimates(c *cell) cellEst {
+	m := bn.models[c.Arch]
+	key := plan.ConfigKey(m, bn.tr)
+	var receipts []report.Receipt
+	for _, o := range bn.g.Cells {
+		if o.Arch == c.Arch && (o.Batch == 8 || o.Batch == 16) {
+			receipts = append(receipts, report.Receipt{Model: key, Batch: o.Batch, NodeType: bn.nodeType, IterMS: o.MedianIterMS,
+				PeakRSS: o.PeakRSSBytes, Iters: int64(len(o.IterMS)), Profiled: true})
+		}
+	}
+	var e cellEst
+	e.memS, e.msS = estimate(bn.before, bn.ntBefore, m, bn.tr, c.Batch, nil)
+	e.memP, e.msP = estimate(bn.after, bn.ntAfter, m, bn.tr, c.Batch, nil)
+	e.memF, e.msF = estimate(bn.before, bn.ntBefore, m, bn.tr, c.Batch, receipts)
+	return e
+}
+
+func writeStaticBand(path, dir, sitePath, nodeType string) error {
+	bn, err := loadBench(dir, sitePath, nodeType)
+	if err != nil {
 		return err
 	}
-	tr := plan.Training{Optimizer: g.Optimizer, Precision: g.Precision}
-	if err := tr.Validate(); err != nil {
+	src, err := staticBandSource(bn)
+	if err != nil {
 		return err
 	}
+	return os.WriteFile(path, src, 0o644)
+}
+
+func run(w io.Writer, dir, sitePath, nodeType string) error {
+	bn, err := loadBench(dir, sitePath, nodeType)
+	if err != nil {
+		return err
+	}
+	g, before, after, ntBefore, ntAfter := &bn.g, bn.before, bn.after, bn.ntBefore, bn.ntAfter
 
 	fmt.Fprintf(w, "grid %s (%s, %d threads, median of %d iterations after %d warm-up, input %v): errors are (estimate - real) / real\n",
 		g.MeasuredAt, g.Framework, g.Threads, g.Steps, g.Warmup, g.InputShape)
@@ -123,30 +200,9 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "model\tbatch\treal MiB\tassumed\tprobed\tfitted\treal ms\tmin ms\tassumed\tprobed\tfitted\tload\t")
 	errs := map[string][]float64{}
-	models := map[string]*plan.Model{}
 	for _, c := range g.Cells {
-		m := models[c.Arch]
-		if m == nil {
-			mb, err := os.ReadFile(filepath.Join(dir, c.Arch+".json"))
-			if err != nil {
-				return err
-			}
-			if m, err = plan.DecodeModel(mb); err != nil {
-				return fmt.Errorf("%s.json: %w", c.Arch, err)
-			}
-			models[c.Arch] = m
-		}
-		key := plan.ConfigKey(m, tr)
-		var receipts []report.Receipt
-		for _, o := range g.Cells {
-			if o.Arch == c.Arch && (o.Batch == 8 || o.Batch == 16) {
-				receipts = append(receipts, report.Receipt{Model: key, Batch: o.Batch, NodeType: nodeType, IterMS: o.MedianIterMS,
-					PeakRSS: o.PeakRSSBytes, Iters: int64(len(o.IterMS)), Profiled: true})
-			}
-		}
-		memS, msS := estimate(before, ntBefore, m, tr, c.Batch, nil)
-		memP, msP := estimate(after, ntAfter, m, tr, c.Batch, nil)
-		memF, msF := estimate(before, ntBefore, m, tr, c.Batch, receipts)
+		est := bn.estimates(c)
+		memS, msS, memP, msP, memF, msF := est.memS, est.msS, est.memP, est.msP, est.memF, est.msF
 		realMem, realMS := float64(c.PeakRSSBytes), c.MedianIterMS
 		e := func(name string, est, real float64) string {
 			v := (est - real) / real
@@ -187,7 +243,13 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%+.1f%%\t\n", name, len(v), under, 100*median(abs), 100*slices.Max(abs), 100*median(v))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printStaticBands(w, bn); err != nil {
+		return err
+	}
+	return printETA(w, dir)
 }
 
 // estimate is isched's estimate of one cell: peak memory (bytes) and

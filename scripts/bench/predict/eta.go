@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	iest "github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/report"
+)
+
+// traces is testdata/traces.json (traces.py): the per-step wall times of
+// real CPU training runs, some with a changed regime.
+type traces struct {
+	V          int      `json:"v"`
+	MeasuredAt string   `json:"measured_at"`
+	Framework  string   `json:"framework"`
+	Threads    int      `json:"threads"`
+	CPUs       int      `json:"cpus"`
+	BurnFrac   float64  `json:"burn_frac"`
+	Runs       []*trace `json:"runs"`
+}
+
+type trace struct {
+	Name       string    `json:"name"`
+	Arch       string    `json:"arch"`
+	Batch      int       `json:"batch"`
+	IterMS     []float64 `json:"iter_ms"`
+	LoadBefore float64   `json:"load_before"`
+	LoadAfter  float64   `json:"load_after"`
+	Burners    int       `json:"burners,omitempty"`    // busy loops sharing the CPUs at the start
+	ShiftStep  int       `json:"shift_step,omitempty"` // first step that ended after they stopped
+}
+
+// etaFracs are the progress points the ETA is judged at.
+var etaFracs = []float64{0.10, 0.25, 0.50}
+
+// bandTolMS absorbs the nanosecond rounding of time.Time: a band of
+// zero width around an exact prediction holds the real end.
+const bandTolMS = 1e-3
+
+// etaPoint is the coordinator's ETA at one progress point of a replayed run.
+type etaPoint struct {
+	Frac  float64
+	Step  int64
+	Known bool
+	// Err is (predicted end − real end) / real run length; InBand is
+	// whether [Low, High] holds the real end.
+	Err         float64
+	InBand      bool
+	Provisional bool
+}
+
+// replayETA feeds a run's step times, one report.Iter per step as the
+// wrapper sends them, to the estimator the coordinator keeps per job
+// (estimate.IterEstimator) and asks estimate.PredictEnd, as the
+// coordinator's refreshEstimates does, at each progress point: the run
+// starts at 0, step i ends at the sum of the first i times, and the real
+// end is the sum of all of them.
+func replayETA(iterMS []float64, fracs []float64) ([]etaPoint, error) {
+	n := int64(len(iterMS))
+	if n == 0 {
+		return nil, errors.New("empty trace")
+	}
+	ends := make([]float64, n) // ms since the start
+	var sum float64
+	for i, ms := range iterMS {
+		if !(ms > 0) || math.IsInf(ms, 0) {
+			return nil, fmt.Errorf("step %d: iteration time %v ms", i+1, ms)
+		}
+		sum += ms
+		ends[i] = sum
+	}
+	realEnd := sum
+	at := func(ms float64) time.Time {
+		return time.UnixMilli(0).Add(time.Duration(ms * float64(time.Millisecond)))
+	}
+	since := func(t time.Time) float64 { return float64(t.Sub(at(0))) / float64(time.Millisecond) }
+	var est iest.IterEstimator
+	out := make([]etaPoint, 0, len(fracs))
+	next := int64(0) // steps fed so far
+	for _, f := range fracs {
+		k := min(max(int64(math.Ceil(f*float64(n))), 1), n)
+		for ; next < k; next++ {
+			est.Add(report.Iter{Step: next + 1, DurMS: iterMS[next]})
+		}
+		p := etaPoint{Frac: f, Step: k}
+		if e, ok := est.Estimate(); ok {
+			eta := iest.PredictEnd(at(ends[k-1]), k, n, e, 0)
+			if eta.Known {
+				p.Known, p.Provisional = true, e.Provisional
+				p.Err = (since(eta.End) - realEnd) / realEnd
+				p.InBand = since(eta.Low) <= realEnd+bandTolMS && realEnd <= since(eta.High)+bandTolMS
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// printETA replays every trace and prints the ETA's error and band
+// coverage per progress point, per run and summed up.
+func printETA(w io.Writer, dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "traces.json"))
+	if err != nil {
+		return err
+	}
+	var tf traces
+	if err := json.Unmarshal(b, &tf); err != nil {
+		return fmt.Errorf("traces.json: %w", err)
+	}
+	if len(tf.Runs) == 0 {
+		return errors.New("traces.json: no runs")
+	}
+	fmt.Fprintf(w, "\nETA replay: traces %s (%s, %d thread(s), %d CPUs shared): every step of each run fed to the coordinator's estimator (estimate.IterEstimator + PredictEnd)\n",
+		tf.MeasuredAt, tf.Framework, tf.Threads, tf.CPUs)
+	fmt.Fprintln(w, "err = (predicted end - real end) / run length; band = [low, high] holds the real end; * = provisional (warm-up)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	hdr := "run\tsteps\tseconds\tload\tshift at\t"
+	for _, f := range etaFracs {
+		hdr += fmt.Sprintf("err@%.0f%%\tband\t", 100*f)
+	}
+	fmt.Fprintln(tw, hdr)
+	type acc struct {
+		errs           []float64
+		in, n, unknown int
+	}
+	all, shifted := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
+	for _, r := range tf.Runs {
+		pts, err := replayETA(r.IterMS, etaFracs)
+		if err != nil {
+			return fmt.Errorf("traces.json: %s: %w", r.Name, err)
+		}
+		shift := "-"
+		if r.Burners > 0 {
+			shift = fmt.Sprintf("%d (%.0f%%)", r.ShiftStep, 100*float64(r.ShiftStep)/float64(len(r.IterMS)))
+		}
+		var total float64
+		for _, ms := range r.IterMS {
+			total += ms
+		}
+		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f-%.1f\t%s\t", r.Name, len(r.IterMS), total/1000, r.LoadBefore, r.LoadAfter, shift)
+		for i, p := range pts {
+			for _, a := range []*acc{&all[i], &shifted[i]} {
+				if a == &shifted[i] && r.Burners == 0 {
+					continue
+				}
+				a.n++
+				if !p.Known {
+					a.unknown++
+					continue
+				}
+				a.errs = append(a.errs, math.Abs(p.Err))
+				if p.InBand {
+					a.in++
+				}
+			}
+			if !p.Known {
+				line += "unknown\t-\t"
+				continue
+			}
+			mark := ""
+			if p.Provisional {
+				mark = "*"
+			}
+			in := "miss"
+			if p.InBand {
+				in = "in"
+			}
+			line += fmt.Sprintf("%+.1f%%%s\t%s\t", 100*p.Err, mark, in)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "runs\tprogress\tn\tmedian |err|\tworst |err|\tband coverage\tunknown\t")
+	for _, set := range []struct {
+		name string
+		a    []acc
+	}{{"all", all}, {"regime shift", shifted}} {
+		for i, f := range etaFracs {
+			a := set.a[i]
+			if a.n == 0 {
+				continue
+			}
+			med, worst := math.NaN(), math.NaN()
+			if len(a.errs) > 0 {
+				med, worst = median(a.errs), slices.Max(a.errs)
+			}
+			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%.1f%%\t%.1f%%\t%d/%d (%.0f%%)\t%d\t\n", set.name, 100*f, a.n, 100*med, 100*worst,
+				a.in, a.n, 100*float64(a.in)/float64(a.n), a.unknown)
+		}
+	}
+	return tw.Flush()
+}
