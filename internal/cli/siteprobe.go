@@ -7,8 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,6 +170,10 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	fmt.Fprintf(a.stdout, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
 		plan.FormatBytes(p.ImportRSS.Median), plan.FormatBytes(p.ImportRSS.Max-p.ImportRSS.Min),
 		plan.FormatBytes(p.RuntimeRSS.Median), plan.FormatBytes(p.RuntimeRSS.Max-p.RuntimeRSS.Min), p.RuntimeRSS.Repeats)
+	for _, ref := range slices.Sorted(maps.Keys(p.RuntimeReferences)) {
+		s := p.RuntimeReferences[ref]
+		fmt.Fprintf(a.stdout, "  reference %s: %s (spread %s), %d repeats\n", ref, plan.FormatBytes(s.Median), plan.FormatBytes(s.Max-s.Min), s.Repeats)
+	}
 	fmt.Fprintf(a.stderr, "isched site probe: record kept in %s; estimate, plan and submit use it for %s (static rows say \"probed\")\n", out, o.nodeType)
 	return nil
 }

@@ -87,9 +87,9 @@ func TestSiteProbe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("estimate: exit %d: %s", code, errOut)
 	}
-	for _, s := range []string{"static model on lab-cpu: probed 2026-11-26T05:41:31Z on n1 (2 threads): framework 257.5 MiB",
+	for _, s := range []string{"static model on lab-cpu: probed 2026-11-26T05:41:31Z on n1 (2 threads): framework 260.4 MiB (largest 257.5 MiB + repeat spread 2.86 MiB)",
 		"static model on lab-dev,lab-gdev,lab-gpu: assumed (framework 300.0 MiB",
-		"on lab-cpu: weights", "Python+torch (probed) 257.5 MiB", "on lab-dev: weights", "Python+torch (assumed) 300.0 MiB"} {
+		"on lab-cpu: weights", "Python+torch (probed) 260.4 MiB", "on lab-dev: weights", "Python+torch (assumed) 300.0 MiB"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("estimate output lacks %q:\n%s", s, out)
 		}
