@@ -9,11 +9,13 @@ It writes a probe record (JSON, format version 1, docs/model-summary.md):
 - import_rss_bytes: the RSS of a fresh Python that imported torch (and
   torchvision when it is installed), --repeats children, median/min/max;
 - runtime_rss_bytes: the peak RSS (VmHWM) of a fresh Python that imported the
-  same and ran three training steps (SGD with momentum) of a reference CNN
-  with large convolutions on a tiny input, minus its weights, gradients and
-  momentum: the framework's own footprint once its kernels, thread pools and
-  allocator are set up, which is what a training process holds besides the
-  model's tensors;
+  same and ran three training steps (SGD with momentum) of a reference
+  network, minus its weights, gradients and momentum: the framework's own
+  footprint once its kernels, thread pools and allocator are set up, which
+  is what a training process holds besides the model's tensors; pooled over
+  two reference networks ("wide": large convolutions on a tiny input;
+  "residual": ResNet-18's layout on 64x64 images), each also given alone in
+  runtime_references so that isched can add the spread between repeats;
 - throughput: achieved training rates of short micro-benchmarks, forward +
   backward, median over repeats and sizes: "linear" (nn.Linear), "conv"
   (a 3x3 nn.Conv2d), "depthwise" (a 3x3 depthwise nn.Conv2d) in FLOP/s,
@@ -47,19 +49,47 @@ except ImportError:
     pass
 torch.set_num_threads(int(sys.argv[1]))
 tensors = 0
-if sys.argv[2] == "runtime":
-    # a reference CNN with large convolutions (3.9 M parameters) on a tiny
-    # input: its activations are negligible, its weights, gradients and
-    # momentum (3 x weights) are subtracted, and what remains is the
-    # framework's own footprint once convolution kernels, thread pools and
-    # the allocator are set up for a network of that kind
-    ch = [3, 64, 128, 256, 512, 512]
+if sys.argv[2] != "import":
+    # two reference networks; from each peak RSS their weights, gradients
+    # and momentum (3 x weights) are subtracted, and what remains is the
+    # framework's own footprint once convolution kernels, thread pools, the
+    # autograd graph and the allocator are set up for a network of that kind.
+    # "wide": large convolutions (3.9 M parameters) on a tiny 4x4 input, its
+    # activations negligible. "residual": ResNet-18's layout (7x7 stem,
+    # max-pool, eight residual blocks, 11.2 M parameters) on 2 x 3 x 64 x 64:
+    # many layers and real image sizes, as the networks users train; its
+    # activations (a few MiB) are left in, on the safe side.
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, a, b, stride):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(a, b, 3, stride, 1, bias=False), nn.BatchNorm2d(b)
+            self.c2, self.b2 = nn.Conv2d(b, b, 3, 1, 1, bias=False), nn.BatchNorm2d(b)
+            self.sc = nn.Sequential()
+            if a != b or stride != 1:
+                self.sc = nn.Sequential(nn.Conv2d(a, b, 1, stride, bias=False), nn.BatchNorm2d(b))
+
+        def forward(self, x):
+            y = torch.relu(self.b1(self.c1(x)))
+            return torch.relu(self.b2(self.c2(y)) + self.sc(x))
+
     layers = []
-    for a, b in zip(ch, ch[1:]):
-        layers += [torch.nn.Conv2d(a, b, 3, padding=1, bias=False), torch.nn.BatchNorm2d(b), torch.nn.ReLU(inplace=True)]
-    net = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(512, 10))
+    if sys.argv[2] == "residual":
+        layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+        a = 64
+        for b, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers += [Block(a, b, stride), Block(b, b, 1)]
+            a = b
+        hw = 64
+    else:
+        ch = [3, 64, 128, 256, 512, 512]
+        for a, b in zip(ch, ch[1:]):
+            layers += [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b), nn.ReLU(inplace=True)]
+        hw = 4
+    net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(2, 3, 4, 4), torch.randint(0, 10, (2,))
+    x, y = torch.randn(2, 3, hw, hw), torch.randint(0, 10, (2,))
     for _ in range(3):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(x), y).backward()
@@ -71,7 +101,7 @@ with open("/proc/self/status") as f:
         k, _, v = line.partition(":")
         if k in ("VmRSS", "VmHWM"):
             fields[k] = int(v.split()[0]) * 1024
-print(fields["VmHWM"] - tensors if sys.argv[2] == "runtime" else fields["VmRSS"])
+print(fields["VmRSS"] if sys.argv[2] == "import" else fields["VmHWM"] - tensors)
 """
 
 
@@ -84,7 +114,17 @@ def _stat(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "repeats": len(values)}
 
 
+# the reference networks of the runtime footprint (see _CHILD)
+REFERENCES = ("wide", "residual")
+
+
+def _byte_stat(values):
+    return {k: (int(v) if k != "median" else int(round(v))) for k, v in _stat(values).items()}
+
+
 def framework_rss(mode, threads, repeats, timeout):
+    """the footprints (bytes) of repeats fresh children in mode (import or
+    a reference network)"""
     out = []
     for _ in range(repeats):
         try:
@@ -95,7 +135,7 @@ def framework_rss(mode, threads, repeats, timeout):
         if p.returncode != 0:
             _fail("measuring the %s footprint: the child failed (%d): %s" % (mode, p.returncode, p.stderr.strip()[-400:]))
         out.append(int(p.stdout.strip()))
-    return {k: (int(v) if k != "median" else int(round(v))) for k, v in _stat(out).items()}
+    return out
 
 
 def _time(fn, iters):
@@ -201,10 +241,12 @@ def main(argv=None):
         "python": platform.python_version(),
         "threads": threads,
         "load_average": round(os.getloadavg()[0], 2),
-        "import_rss_bytes": framework_rss("import", threads, args.repeats, args.child_timeout),
-        "runtime_rss_bytes": framework_rss("runtime", threads, args.repeats, args.child_timeout),
-        "throughput": throughput(args.repeats, args.min_seconds),
+        "import_rss_bytes": _byte_stat(framework_rss("import", threads, args.repeats, args.child_timeout)),
     }
+    refs = {r: framework_rss(r, threads, args.repeats, args.child_timeout) for r in REFERENCES}
+    rec["runtime_rss_bytes"] = _byte_stat([v for vs in refs.values() for v in vs])
+    rec["runtime_references"] = {r: _byte_stat(vs) for r, vs in refs.items()}
+    rec["throughput"] = throughput(args.repeats, args.min_seconds)
     text = json.dumps(rec, indent=1) + "\n"
     if args.output == "-":
         sys.stdout.write(text)

@@ -106,7 +106,8 @@ commands:
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
   stop       the run is done: cancel its current job (scancel, as you); isched never continues it
   site probe measure this node type (framework memory, throughput per kind of layer) for the static
-             model, once per node type (site administrators): isched site probe --local --node-type T
+             model, once per node type (site administrators): isched site probe --partition P (a short
+             job there), or --local --node-type T on a node of the type
   version    print the version (also --version)
 
 'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default

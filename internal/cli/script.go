@@ -189,11 +189,14 @@ func (s *Script) Render() ([]byte, error) {
 		b.WriteString("unset " + strings.Join(s.Unset, " ") + "\n")
 	}
 	b.WriteString(`echo "isched: lineage $ISCHED_LINEAGE job ${SLURM_JOB_ID:-} attempt ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_PARTITION:-}/${SLURMD_NODENAME:-} at $(date -Is)"` + "\n")
-	words := []string{"exec", "srun", ShellQuote(s.Wrapper)}
-	for _, a := range s.WrapperArgs {
-		words = append(words, ShellQuote(a))
+	words := []string{"exec", "srun"}
+	if s.Wrapper != "" { // no wrapper: isched's own short jobs (site probe)
+		words = append(words, ShellQuote(s.Wrapper))
+		for _, a := range s.WrapperArgs {
+			words = append(words, ShellQuote(a))
+		}
+		words = append(words, "--")
 	}
-	words = append(words, "--")
 	for _, a := range s.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
 			return nil, fmt.Errorf("command argument %q contains a NUL byte", a)

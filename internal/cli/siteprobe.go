@@ -7,13 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/isched/isched/internal/child"
 	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
 )
 
 // `isched site probe` measures the node type it runs on for the static
@@ -77,9 +81,10 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 
 type siteProbeOpts struct {
 	site, nodeType, python, script, output string
+	partition, isched                      string
 	threads, repeats                       int
 	local                                  bool
-	timeout                                time.Duration
+	timeout, queueWait                     time.Duration
 }
 
 func (a *App) siteCmd(ctx context.Context, args []string) error {
@@ -90,11 +95,14 @@ func (a *App) siteCmd(ctx context.Context, args []string) error {
 }
 
 func (a *App) siteProbe(ctx context.Context, args []string) error {
-	fs := a.newFlags("site probe", "--local --node-type T [flags] (on a node of type T; as a short job: srun -p P isched site probe --local --node-type T)")
+	fs := a.newFlags("site probe", "(--local --node-type T | --partition P [--node-type T]) [flags] (--local on a node of type T; --partition as a short Slurm job there)")
 	var o siteProbeOpts
 	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+"); the record goes to probes/ beside it")
-	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type this machine is (required)")
-	fs.BoolVar(&o.local, "local", false, "measure this machine (required: run the command on a node of the type)")
+	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type this machine is (required with --local; with --partition default the partition's only node type)")
+	fs.BoolVar(&o.local, "local", false, "measure this machine (run the command on a node of the type)")
+	fs.StringVar(&o.partition, "partition", "", "measure a node of this partition: a short Slurm job that runs isched site probe --local there")
+	fs.DurationVar(&o.queueWait, "queue-wait", 30*time.Minute, "with --partition: how long the job may wait to start")
+	fs.StringVar(&o.isched, "isched", "", "with --partition: the isched program the job runs (default: this one; the node must see it)")
 	fs.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with the framework the jobs use")
 	fs.StringVar(&o.script, "script", "", "site_probe.py (default: share/isched/ or scripts/ beside this program)")
 	fs.IntVar(&o.threads, "threads", 0, "torch threads of the micro-benchmarks (default: torch's default, all cores)")
@@ -110,10 +118,16 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return usageErr("unexpected arguments %q", fs.Args())
-	case !o.local:
-		return usageErr("--local is required: the probe measures the machine it runs on (as a short job: srun -p P isched site probe --local --node-type T)")
-	case o.nodeType == "":
+	case o.local == (o.partition != ""):
+		return usageErr("say where to measure: --local (this machine, a node of the type) or --partition P (a short Slurm job there), one of them")
+	case o.partition != "" && !stream.ValidName(o.partition):
+		return usageErr("--partition %q: not a partition name", o.partition)
+	case o.nodeType != "" && !stream.ValidName(o.nodeType):
+		return usageErr("--node-type %q: not a node type name (letters, digits, ., _, -)", o.nodeType)
+	case o.local && o.nodeType == "":
 		return usageErr("--node-type is required: the catalogue's node type this machine is")
+	case o.queueWait <= 0:
+		return usageErr("--queue-wait must be positive")
 	case o.repeats < 1 || o.repeats > 100:
 		return usageErr("--repeats %d: want 1 to 100", o.repeats)
 	case o.threads < 0 || o.threads > 4096:
@@ -131,6 +145,13 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.partition != "" {
+		nt, err := profileNodeType(site, o.partition, o.nodeType)
+		if err != nil {
+			return err
+		}
+		o.nodeType = nt.Name
+	}
 	if site.NodeType(o.nodeType) == nil {
 		return usageErr("--node-type %s: not in the site catalogue %s", o.nodeType, sitePath)
 	}
@@ -146,8 +167,13 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	if o.threads > 0 {
 		argv = append(argv, "--threads", strconv.Itoa(o.threads))
 	}
-	fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint; conv, depthwise, linear, elementwise and optimizer throughput; about a minute)\n", o.nodeType)
-	b, err := a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
+	var b []byte
+	if o.partition != "" {
+		b, err = a.probeSlurm(ctx, &o, sitePath, script)
+	} else {
+		fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint; conv, depthwise, linear, elementwise and optimizer throughput; about a minute)\n", o.nodeType)
+		b, err = a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
+	}
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
@@ -168,8 +194,120 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	fmt.Fprintf(a.stdout, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
 		plan.FormatBytes(p.ImportRSS.Median), plan.FormatBytes(p.ImportRSS.Max-p.ImportRSS.Min),
 		plan.FormatBytes(p.RuntimeRSS.Median), plan.FormatBytes(p.RuntimeRSS.Max-p.RuntimeRSS.Min), p.RuntimeRSS.Repeats)
+	for _, ref := range slices.Sorted(maps.Keys(p.RuntimeReferences)) {
+		s := p.RuntimeReferences[ref]
+		fmt.Fprintf(a.stdout, "  reference %s: %s (spread %s), %d repeats\n", ref, plan.FormatBytes(s.Median), plan.FormatBytes(s.Max-s.Min), s.Repeats)
+	}
 	fmt.Fprintf(a.stderr, "isched site probe: record kept in %s; estimate, plan and submit use it for %s (static rows say \"probed\")\n", out, o.nodeType)
 	return nil
+}
+
+// probeSlurm runs the probe as a short job on o.partition: the job runs
+// `isched site probe --local` (under srun, no wrapper) with the same
+// catalogue, script and settings, writing its record to a file in the
+// working directory (which the node must share, as for any job's
+// output); this process waits for the job, then returns the record, which
+// the caller validates and keeps where --local keeps it (the catalogue's
+// folder need not be writable on the node).
+func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script string) ([]byte, error) {
+	cwd, err := a.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	exe := o.isched
+	if exe == "" {
+		if exe, err = a.Executable(); err != nil {
+			return nil, fmt.Errorf("find this program for the job: %w (pass --isched PATH)", err)
+		}
+	}
+	if exe, err = filepath.Abs(exe); err != nil {
+		return nil, err
+	}
+	if sitePath, err = filepath.Abs(sitePath); err != nil {
+		return nil, err
+	}
+	lineage := a.newLineage("probe-" + o.nodeType)
+	record := filepath.Join(cwd, "isched-"+lineage+".probe.json")
+	output := filepath.Join(cwd, "isched-"+lineage+".out")
+	argv := []string{exe, "site", "probe", "--local", "--node-type", o.nodeType, "--site", sitePath, "-o", record,
+		"--python", o.python, "--script", script, "--repeats", strconv.Itoa(o.repeats), "--timeout", o.timeout.String()}
+	if o.threads > 0 {
+		argv = append(argv, "--threads", strconv.Itoa(o.threads))
+	}
+	limit := o.timeout + 2*time.Minute
+	sc := Script{
+		Header:     []string{"Generated by `isched site probe --partition " + o.partition + "`."},
+		JobName:    "isched-probe-" + o.nodeType,
+		Partitions: []string{o.partition},
+		TimeLimit:  limit,
+		Output:     output,
+		Chdir:      cwd,
+		Env:        [][2]string{{"ISCHED_LINEAGE", lineage}},
+		Unset:      []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
+		Argv:       argv,
+	}
+	text, err := sc.Render()
+	if err != nil {
+		return nil, err
+	}
+	env, dropped, err := sbatchEnv(a.Environ(), scriptOptions(text))
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dropped {
+		fmt.Fprintf(a.stderr, "isched site probe: %s\n", d)
+	}
+	id, err := a.Slurm.SubmitWith(ctx, text, slurm.SubmitSpec{Env: env})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(a.stderr, "isched site probe: measuring %s as job %s on %s (time limit %s), output %s\n", o.nodeType, id, o.partition, limit, output)
+	defer os.Remove(record)
+	deadline := a.Now().Add(o.queueWait + limit)
+	started := false
+	for {
+		ji, err := a.Slurm.ShowJob(ctx, id)
+		if err == nil {
+			if !started && ji.State == "RUNNING" {
+				started = true
+				deadline = a.Now().Add(limit)
+			}
+			if slices.Contains(endedStates, ji.State) {
+				// the record is written before the job ends; give a shared
+				// file system a moment to show it
+				b, err := waitFile(ctx, record, 10*time.Second)
+				if ji.State != "COMPLETED" || err != nil {
+					return nil, fmt.Errorf("job %s ended %s without a record in %s; output in %s:\n%s", id, ji.State, record, output, tail(output))
+				}
+				fmt.Fprintf(a.stderr, "isched site probe: job %s done on %s/%s\n", id, ji.Partition, ji.NodeList)
+				return b, nil
+			}
+		}
+		if a.Now().After(deadline) {
+			return nil, fmt.Errorf("job %s not done in time; cancel it with scancel %s", id, id)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("job %s left running (scancel %s): %w", id, id, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// waitFile reads path, waiting up to d for it to appear.
+func waitFile(ctx context.Context, path string, d time.Duration) ([]byte, error) {
+	until := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil || time.Now().After(until) {
+			return b, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // findProbeScript is --script, else site_probe.py in share/isched or

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/slurm"
 )
 
 const fakeProbeRecord = `{"v": 1, "node_type": "lab-cpu", "host": "n1", "measured_at": "2026-11-26T05:41:31Z",
@@ -87,9 +88,9 @@ func TestSiteProbe(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("estimate: exit %d: %s", code, errOut)
 	}
-	for _, s := range []string{"static model on lab-cpu: probed 2026-11-26T05:41:31Z on n1 (2 threads): framework 257.5 MiB",
+	for _, s := range []string{"static model on lab-cpu: probed 2026-11-26T05:41:31Z on n1 (2 threads): framework 260.4 MiB (largest 257.5 MiB + repeat spread 2.86 MiB)",
 		"static model on lab-dev,lab-gdev,lab-gpu: assumed (framework 300.0 MiB",
-		"on lab-cpu: weights", "Python+torch (probed) 257.5 MiB", "on lab-dev: weights", "Python+torch (assumed) 300.0 MiB"} {
+		"on lab-cpu: weights", "Python+torch (probed) 260.4 MiB", "on lab-dev: weights", "Python+torch (assumed) 300.0 MiB"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("estimate output lacks %q:\n%s", s, out)
 		}
@@ -111,7 +112,7 @@ func TestSiteProbeErrors(t *testing.T) {
 		{"unknown field", &fakeProber{out: strings.Replace(fakeProbeRecord, `"host"`, `"hots"`, 1)}, nil, ExitError, "field hots: unknown field"},
 		{"another node type", &fakeProber{out: strings.Replace(fakeProbeRecord, `"lab-cpu"`, `"lab-dev"`, 1)}, nil, ExitError, `node_type "lab-dev", want "lab-cpu"`},
 		{"run failed", &fakeProber{err: errors.New("site_probe.py: exit status 2")}, nil, ExitError, "probe: site_probe.py: exit status 2"},
-		{"not local", &fakeProber{}, []string{"site", "probe", "--node-type", "lab-cpu"}, ExitUsage, "--local is required"},
+		{"not local", &fakeProber{}, []string{"site", "probe", "--node-type", "lab-cpu"}, ExitUsage, "--local (this machine, a node of the type) or --partition P"},
 		{"no node type", &fakeProber{}, []string{"site", "probe", "--local"}, ExitUsage, "--node-type is required"},
 		{"unknown node type", &fakeProber{}, []string{"site", "probe", "--local", "--node-type", "nope"}, ExitUsage, "--node-type nope: not in the site catalogue"},
 		{"relative python", &fakeProber{}, []string{"site", "probe", "--local", "--node-type", "lab-cpu", "--python", "python3"}, ExitUsage, "absolute path"},
@@ -206,6 +207,103 @@ func TestExecProbe(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Fatalf("err %v, want one containing %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// TestSiteProbeSlurm: with --partition the probe is one short job of
+// `isched site probe --local` on that partition (no wrapper), for the
+// partition's node type; the record the job writes is checked and kept
+// beside the catalogue. A job that ends without a record is an error that
+// keeps nothing; hostile names are refused before anything is submitted.
+func TestSiteProbeSlurm(t *testing.T) {
+	h := newHarness(t)
+	work := t.TempDir()
+	var scripts []string
+	hook := &submitHook{fakeSlurm: h.slurm}
+	record := strings.Replace(fakeProbeRecord, `"lab-cpu"`, `"lab-dev"`, 1)
+	hook.onSubmit = func(id string, script []byte) {
+		scripts = append(scripts, string(script))
+		f := strings.Fields(string(script)[strings.Index(string(script), "exec srun"):])
+		i := slices.Index(f, "-o")
+		if i < 0 {
+			t.Fatalf("no -o in the job's command:\n%s", script)
+		}
+		if err := os.WriteFile(f[i+1], []byte(record), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h.slurm.jobs = map[string]*slurm.JobInfo{id: {JobID: id, State: "COMPLETED", Partition: "dev", NodeList: "dev1"}}
+	}
+	app := h.app()
+	app.Slurm = hook
+	app.Getwd = func() (string, error) { return work, nil }
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := app.Run(context.Background(), args, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	site := siteCopy(t)
+	code, out, errOut := run("site", "probe", "--partition", "dev", "--site", site, "--script", "/opt/x/site_probe.py",
+		"--isched", "/opt/isched/bin/isched", "--repeats", "2", "--threads", "1", "--timeout", "5m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if len(scripts) != 1 {
+		t.Fatalf("%d jobs submitted, want 1", len(scripts))
+	}
+	for _, want := range []string{"#SBATCH --partition=dev\n", "#SBATCH --time=7\n", "#SBATCH --job-name=isched-probe-lab-dev\n",
+		"exec srun /opt/isched/bin/isched site probe --local --node-type lab-dev --site " + site + " -o " + work + "/isched-",
+		"--python /usr/bin/python3 --script /opt/x/site_probe.py --repeats 2 --timeout 5m0s --threads 1\n"} {
+		if !strings.Contains(scripts[0], want) {
+			t.Errorf("the script lacks %q:\n%s", want, scripts[0])
+		}
+	}
+	if strings.Contains(scripts[0], " -- ") {
+		t.Errorf("the probe job runs under a wrapper:\n%s", scripts[0])
+	}
+	if !strings.Contains(out, "lab-dev: probed") || !strings.Contains(errOut, "done on dev/dev1") {
+		t.Errorf("output:\n%s\nstderr:\n%s", out, errOut)
+	}
+	kept, err := os.ReadFile(filepath.Join(filepath.Dir(site), "probes", "lab-dev.json"))
+	if err != nil || string(kept) != record {
+		t.Fatalf("kept record %q, %v", kept, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(work, "*.probe.json")); len(left) != 0 {
+		t.Errorf("the job's record file is left: %q", left)
+	}
+
+	for _, tt := range []struct {
+		name     string
+		args     []string
+		onSubmit func(id string, script []byte)
+		code     int
+		contains string
+	}{
+		{"job failed", []string{"--partition", "dev"}, func(id string, _ []byte) {
+			h.slurm.jobs = map[string]*slurm.JobInfo{id: {JobID: id, State: "FAILED", Partition: "dev", NodeList: "dev1"}}
+		}, ExitError, "ended FAILED without a record"},
+		{"record of another node type", []string{"--partition", "dev"}, hook.onSubmit, ExitError, `node_type "lab-cpu", want "lab-dev"`},
+		{"hostile partition", []string{"--partition", "dev;rm -rf /"}, nil, ExitUsage, `--partition "dev;rm -rf /": not a partition name`},
+		{"hostile node type", []string{"--partition", "dev", "--node-type", "lab-dev$(id)"}, nil, ExitUsage, `--node-type "lab-dev$(id)": not a node type name`},
+		{"node type not of the partition", []string{"--partition", "dev", "--node-type", "lab-cpu"}, nil, ExitUsage, "partition dev has lab-dev"},
+		{"both places", []string{"--partition", "dev", "--local", "--node-type", "lab-dev"}, nil, ExitUsage, "one of them"},
+		{"neither place", []string{"--node-type", "lab-dev"}, nil, ExitUsage, "one of them"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			record = fakeProbeRecord // lab-cpu's, where the job measures lab-dev
+			scripts = nil
+			hook.onSubmit = tt.onSubmit
+			if hook.onSubmit == nil {
+				hook.onSubmit = func(string, []byte) { t.Error("submitted") }
+			}
+			site := siteCopy(t)
+			code, _, errOut := run(append(append([]string{"site", "probe"}, tt.args...), "--site", site, "--script", "/opt/x/site_probe.py", "--isched", "/opt/isched/bin/isched")...)
+			if code != tt.code || !strings.Contains(errOut, tt.contains) {
+				t.Fatalf("exit %d, stderr %q; want exit %d containing %q", code, errOut, tt.code, tt.contains)
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(site), "probes")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("probes/ written after a failure: %v", err)
 			}
 		})
 	}

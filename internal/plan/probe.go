@@ -44,11 +44,14 @@ type Probe struct {
 	LoadAverage float64 `json:"load_average"`
 	// ImportRSS is a fresh Python's RSS after importing torch (and
 	// torchvision); RuntimeRSS the peak RSS of one that then trained a tiny
-	// network for three steps: the framework's footprint besides the
-	// model's tensors.
-	ImportRSS  ByteStat            `json:"import_rss_bytes"`
-	RuntimeRSS ByteStat            `json:"runtime_rss_bytes"`
-	Throughput map[string]RateStat `json:"throughput"`
+	// reference network for three steps: the framework's footprint
+	// besides the model's tensors, pooled over the reference networks.
+	ImportRSS  ByteStat `json:"import_rss_bytes"`
+	RuntimeRSS ByteStat `json:"runtime_rss_bytes"`
+	// RuntimeReferences is RuntimeRSS per reference network ("wide",
+	// "residual"); optional (records of one reference network lack it).
+	RuntimeReferences map[string]ByteStat `json:"runtime_references,omitempty"`
+	Throughput        map[string]RateStat `json:"throughput"`
 }
 
 // ByteStat is a measured size over repeats.
@@ -100,7 +103,18 @@ func (p *Probe) Validate() error {
 	case !finiteNonNeg(p.LoadAverage):
 		return fieldErr("load_average", "must be a non-negative number")
 	}
-	for name, s := range map[string]ByteStat{"import_rss_bytes": p.ImportRSS, "runtime_rss_bytes": p.RuntimeRSS} {
+	stats := map[string]ByteStat{"import_rss_bytes": p.ImportRSS, "runtime_rss_bytes": p.RuntimeRSS}
+	for ref, s := range p.RuntimeReferences {
+		f := joinField("runtime_references", ref)
+		if !validName(ref) {
+			return fieldErr(f, "want a name of 1-64 of [A-Za-z0-9._-]")
+		}
+		if s.Max > p.RuntimeRSS.Max || s.Min < p.RuntimeRSS.Min {
+			return fieldErr(f, "%d..%d lies outside runtime_rss_bytes %d..%d, which pools the references", s.Min, s.Max, p.RuntimeRSS.Min, p.RuntimeRSS.Max)
+		}
+		stats[f] = s
+	}
+	for name, s := range stats {
 		if s.Min <= 0 || s.Median < s.Min || s.Max < s.Median || s.Repeats <= 0 {
 			return fieldErr(name, "want 0 < min <= median <= max and repeats > 0, got %d <= %d <= %d, %d repeats", s.Min, s.Median, s.Max, s.Repeats)
 		}
@@ -184,13 +198,35 @@ func (s *Site) Probe(nt *NodeType) *Probe {
 }
 
 // FrameworkBytes is the host RSS of the framework on nt, besides the
-// model's tensors: the largest runtime footprint its probe measured, else
-// the assumed CPUFrameworkBytes. probed says which.
+// model's tensors: the largest runtime footprint its probe measured on any
+// reference network plus the repeat spread (Probe.RepeatSpread), else the
+// assumed CPUFrameworkBytes. probed says which.
+//
+// The largest, and not the median, because a static estimate must not
+// under-promise; the spread on top because a training process is one more
+// draw of the same noise, which the probe's few repeats may not have
+// caught at its worst (docs/model-summary.md, "the probe").
 func (s *Site) FrameworkBytes(nt *NodeType) (n int64, probed bool) {
 	if p := s.Probe(nt); p != nil {
-		return p.RuntimeRSS.Max, true
+		return p.RuntimeRSS.Max + p.RepeatSpread(), true
 	}
 	return CPUFrameworkBytes, false
+}
+
+// RepeatSpread is how much the runtime footprint varied between repeats
+// of the same reference network: the largest max - min over the reference
+// networks, or over runtime_rss_bytes when the record has no per-reference
+// figures (one reference network). The spread between different reference
+// networks is not noise and does not count.
+func (p *Probe) RepeatSpread() int64 {
+	if len(p.RuntimeReferences) == 0 {
+		return p.RuntimeRSS.Max - p.RuntimeRSS.Min
+	}
+	var spread int64
+	for _, s := range p.RuntimeReferences {
+		spread = max(spread, s.Max-s.Min)
+	}
+	return spread
 }
 
 // StaticBasis says in words what the static model of nt rests on.
@@ -209,8 +245,8 @@ func (s *Site) StaticBasis(nt *NodeType) string {
 			kinds = append(kinds, fmt.Sprintf("%s %.1f %s", k, r.Median/1e9, unit))
 		}
 	}
-	return fmt.Sprintf("probed %s on %s (%d threads): framework %s, %s", p.MeasuredAt, p.Host, p.Threads,
-		FormatBytes(p.RuntimeRSS.Max), strings.Join(kinds, ", "))
+	return fmt.Sprintf("probed %s on %s (%d threads): framework %s (largest %s + repeat spread %s), %s", p.MeasuredAt, p.Host, p.Threads,
+		FormatBytes(p.RuntimeRSS.Max+p.RepeatSpread()), FormatBytes(p.RuntimeRSS.Max), FormatBytes(p.RepeatSpread()), strings.Join(kinds, ", "))
 }
 
 // probedIterSeconds is the time of one iteration from the probe's rates:

@@ -17,6 +17,13 @@ const validProbe = `{"v": 1, "node_type": "lab-cpu", "host": "n1", "measured_at"
   "linear": {"median": 1e10, "min": 1e10, "max": 1e10, "repeats": 6},
   "elementwise": {"median": 1e9, "min": 1e9, "max": 1e9, "repeats": 6}}}`
 
+// validProbeRefs is validProbe with the runtime footprint per reference
+// network (repeat spreads 0.5 MB and 1 MB; pooled 267-270 MB).
+var validProbeRefs = strings.Replace(validProbe, `"throughput":`, `"runtime_references": {
+  "wide": {"median": 267200000, "min": 267000000, "max": 267500000, "repeats": 3},
+  "residual": {"median": 269500000, "min": 269000000, "max": 270000000, "repeats": 3}},
+ "throughput":`, 1)
+
 func TestDecodeProbe(t *testing.T) {
 	t.Parallel()
 	edit := func(old, new string) string {
@@ -25,11 +32,23 @@ func TestDecodeProbe(t *testing.T) {
 		}
 		return strings.Replace(validProbe, old, new, 1)
 	}
+	editRefs := func(old, new string) string {
+		if !strings.Contains(validProbeRefs, old) {
+			t.Fatalf("test bug: %q not in the valid probe", old)
+		}
+		return strings.Replace(validProbeRefs, old, new, 1)
+	}
 	tests := []struct {
 		name, in      string
 		field, reason string // reason "" = valid
 	}{
 		{"valid", validProbe, "", ""},
+		{"valid with references", validProbeRefs, "", ""},
+		{"reference above pooled max", editRefs(`"max": 270000000, "repeats": 3}}`, `"max": 271000000, "repeats": 3}}`), "runtime_references.residual", "outside runtime_rss_bytes"},
+		{"reference below pooled min", editRefs(`"min": 267000000, "max": 267500000`, `"min": 266000000, "max": 267500000`), "runtime_references.wide", "outside runtime_rss_bytes"},
+		{"reference min above median", editRefs(`"median": 269500000, "min": 269000000`, `"median": 269500000, "min": 269600000`), "runtime_references.residual", "min <= median <= max"},
+		{"reference name", editRefs(`"wide":`, `"wide net":`), "runtime_references.wide net", "A-Za-z0-9"},
+		{"reference not a stat", editRefs(`"wide": {"median": 267200000`, `"wide": {"median": "big"`), "runtime_references.wide.median", "integer"},
 		{"version", edit(`"v": 1`, `"v": 2`), "v", "want 1"},
 		{"unknown field", edit(`"host"`, `"hostname"`), "hostname", "unknown field"},
 		{"missing throughput", edit(`"throughput"`, `"throughput_x"`), "throughput_x", "unknown field"},
@@ -79,8 +98,35 @@ func mustProbe(t *testing.T, s string) *Probe {
 	return p
 }
 
+// TestRepeatSpread: the spread between repeats of one reference network
+// counts, the difference between reference networks does not.
+func TestRepeatSpread(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name       string
+		in         string
+		spread, fw int64
+	}{
+		{"one reference network", validProbe, 3000000, 273000000},
+		{"per reference", validProbeRefs, 1000000, 271000000},
+	} {
+		site := mustSite(t, "../../examples/site-lab.json")
+		p := mustProbe(t, tt.in)
+		if err := site.SetProbe(p); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.RepeatSpread(); got != tt.spread {
+			t.Errorf("%s: RepeatSpread %d, want %d", tt.name, got, tt.spread)
+		}
+		if got, _ := site.FrameworkBytes(site.NodeType("lab-cpu")); got != tt.fw {
+			t.Errorf("%s: FrameworkBytes %d, want %d", tt.name, got, tt.fw)
+		}
+	}
+}
+
 // TestFrameworkBytes: the probed node type takes the largest runtime RSS
-// measured, the others the assumed figure; memory estimates follow.
+// measured plus the repeat spread, the others the assumed figure; memory
+// estimates follow.
 func TestFrameworkBytes(t *testing.T) {
 	t.Parallel()
 	site := mustSite(t, "../../examples/site-lab.json")
@@ -96,7 +142,7 @@ func TestFrameworkBytes(t *testing.T) {
 		probed   bool
 		overhead int64 // of StaticMemoryOn
 	}{
-		{"lab-cpu", 270000000, true, 270000000},
+		{"lab-cpu", 273000000, true, 273000000}, // max 270 MB + pooled spread 3 MB (no references)
 		{"lab-dev", CPUFrameworkBytes, false, CPUFrameworkBytes},
 		{"lab-gdev", CPUFrameworkBytes, false, CPUFrameworkBytes}, // emulated GPU: host memory, no probe
 	}

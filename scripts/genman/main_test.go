@@ -47,6 +47,57 @@ func TestRoffEscapes(t *testing.T) {
 	}
 }
 
+// bashComplete sources a bash completion file and returns what _isched
+// offers for words with the cursor on the last one.
+func bashComplete(t *testing.T, file string, words ...string) string {
+	t.Helper()
+	script := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _isched; printf '%s\n' "${COMPREPLY[@]}"`
+	got, err := exec.Command("bash", append([]string{"-c", script, "bash", file}, words...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash completion of %q: %v\n%s", words, err, got)
+	}
+	return strings.TrimSpace(string(got))
+}
+
+// TestBashTwoWordCommands: a two-word command completes its first word,
+// then its second, then its own flags; one-word commands are unchanged.
+func TestBashTwoWordCommands(t *testing.T) {
+	p := Program{Name: "isched", Commands: []Command{
+		{Name: "submit", Flags: []Flag{{"account", "string", ""}}},
+		{Name: "site probe", Flags: []Flag{{"node-type", "string", ""}, {"local", "", ""}}},
+		{Name: "site show", Flags: []Flag{{"json", "", ""}}},
+		{Name: "stop"},
+	}}
+	file := filepath.Join(t.TempDir(), "isched")
+	if err := os.WriteFile(file, []byte(Bash([]Program{p})), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"isched", "s"}, "submit\nsite\nstop"},
+		{[]string{"isched", "site", ""}, "probe\nshow"},
+		{[]string{"isched", "site", "p"}, "probe"},
+		{[]string{"isched", "site", "probe", "--no"}, "--node-type"},
+		{[]string{"isched", "site", "probe", "--l"}, "--local"},
+		{[]string{"isched", "site", "show", "--"}, "--json"},
+		{[]string{"isched", "submit", "--a"}, "--account"},
+		{[]string{"isched", "stop", "--"}, ""},
+		{[]string{"isched", "site", "nosuch", "--"}, ""},
+	} {
+		if got := bashComplete(t, file, tt.words...); got != tt.want {
+			t.Errorf("bash completion of %q: %q, want %q", tt.words, got, tt.want)
+		}
+	}
+	z := Zsh([]Program{p})
+	for _, want := range []string{`local -a cmds=("submit" "site" "stop" help version)`, `local -a subs=("probe" "show" )`, `"site probe")`, "shift words"} {
+		if !strings.Contains(z, want) {
+			t.Errorf("zsh completion lacks %q:\n%s", want, z)
+		}
+	}
+}
+
 // TestGenerateFromBinaries builds the five binaries, generates the pages
 // and completions, and checks them with man and bash: every flag of the
 // build is in its page, and the completion offers it.
@@ -70,7 +121,7 @@ func TestGenerateFromBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`.B \-\-account \fIstring\fR`, `.B \-\-sbatch\-arg \fIvalue\fR`, ".SH COMMAND: SUBMIT", ".SH COMMAND: STATUS", `isched 9.9.9`} {
+	for _, want := range []string{`.B \-\-account \fIstring\fR`, `.B \-\-sbatch\-arg \fIvalue\fR`, ".SH COMMAND: SUBMIT", ".SH COMMAND: STATUS", ".SH COMMAND: SITE PROBE", ".SH COMMAND: STOP", `.B \-\-node\-type \fIstring\fR`, `isched 9.9.9`} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("isched.1 lacks %q", want)
 		}
@@ -83,11 +134,18 @@ func TestGenerateFromBinaries(t *testing.T) {
 			t.Errorf("man -l isched-agent.8: %v\n%s", err, text)
 		}
 	}
-	// bash: source the completion and ask it for "isched submit --acc"
-	script := `source "$1"; COMP_WORDS=(isched submit --acc); COMP_CWORD=2; _isched; printf '%s\n' "${COMPREPLY[@]}"`
-	got, err := exec.Command("bash", "-c", script, "bash", filepath.Join(out, "bash-completion", "isched")).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(got)) != "--account" {
-		t.Errorf("bash completion of 'isched submit --acc': %q %v", got, err)
+	// bash: source the completion and ask it for every kind of command
+	bashFile := filepath.Join(out, "bash-completion", "isched")
+	for _, tt := range [][]string{
+		{"--account", "isched", "submit", "--acc"},
+		{"site", "isched", "sit"},
+		{"probe", "isched", "site", "pr"},
+		{"--node-type", "isched", "site", "probe", "--node"},
+		{"stop", "isched", "sto"},
+	} {
+		if got := bashComplete(t, bashFile, tt[1:]...); got != tt[0] {
+			t.Errorf("bash completion of %q: %q, want %q", tt[1:], got, tt[0])
+		}
 	}
 	if zsh, err := exec.LookPath("zsh"); err == nil {
 		if out, err := exec.Command(zsh, "-n", filepath.Join(out, "zsh", "_isched")).CombinedOutput(); err != nil {

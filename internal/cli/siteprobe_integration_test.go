@@ -1,0 +1,66 @@
+//go:build integration
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/testutil"
+)
+
+// TestSiteProbeOnCluster measures the dev partition's node type with
+// scripts/site_probe.py (real torch) as a short Slurm job of the real
+// isched: the record is checked and kept beside the catalogue, and the
+// job's temporary record is gone.
+func TestSiteProbeOnCluster(t *testing.T) {
+	testutil.NeedSlurm(t)
+	root := testutil.RepoRoot()
+	isched := testutil.Binary(t, "isched", "./isched")
+	dir := testutil.WorkDir(t, "isched-siteprobe-it")
+	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(dir, "site.json")
+	if err := os.WriteFile(site, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": dir, "PATH": os.Getenv("PATH")}
+	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
+	var out, errb bytes.Buffer
+	// the dev partition may be busy with other tests' jobs: --queue-wait
+	// is generous, and so is the test's own limit
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	code := app.Run(ctx, []string{"site", "probe", "--partition", "dev", "--site", site, "--isched", isched,
+		"--script", filepath.Join(root, "scripts/site_probe.py"), "--repeats", "1", "--threads", "1",
+		"--timeout", "8m", "--queue-wait", "20m"}, &out, &errb)
+	t.Log(errb.String())
+	if code != 0 {
+		t.Fatalf("site probe --partition dev: exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "done on dev/dev1") || !strings.Contains(out.String(), "lab-dev: probed") {
+		t.Errorf("output:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	raw, err := os.ReadFile(plan.ProbePath(dir, "lab-dev"))
+	if err != nil {
+		t.Fatalf("no record kept: %v", err)
+	}
+	p, err := plan.DecodeProbe(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NodeType != "lab-dev" || p.Threads != 1 || len(p.RuntimeReferences) != 2 || p.RuntimeRSS.Max < p.ImportRSS.Median || p.Throughput[plan.WorkConv].Median <= 0 {
+		t.Errorf("record %+v", p)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.probe.json")); len(left) != 0 {
+		t.Errorf("the job's record file is left: %q", left)
+	}
+}
