@@ -101,12 +101,13 @@ func (t *gpuTally) observe(gs *report.GPUStat) map[string]int64 {
 		d := &t.sum.Devices[i]
 		d.TotalBytes = max(d.TotalBytes, dv.TotalBytes)
 		d.PeakUsedBytes = max(d.PeakUsedBytes, dv.UsedBytes)
-		if used := t.observeProcs(gs.Procs, dv.UUID); used > 0 {
+		t.observeProcs(gs.Procs, dv.UUID)
+		if used, perProcess := gs.JobBytes(dv); perProcess {
 			d.procSamples++
 			d.procPeak = max(d.procPeak, used)
 		} else {
 			d.devSamples++
-			d.devPeak = max(d.devPeak, dv.UsedBytes)
+			d.devPeak = max(d.devPeak, used)
 		}
 		if d.procSamples > 0 {
 			d.Source, d.PeakJobBytes = GPUSourceProcess, d.procPeak
@@ -136,15 +137,12 @@ func (t *gpuTally) observe(gs *report.GPUStat) map[string]int64 {
 	return job
 }
 
-// observeProcs adds the job's processes on one device to their peaks and
-// returns their sum in this sample.
-func (t *gpuTally) observeProcs(procs []report.GPUProc, device string) int64 {
-	var used int64
+// observeProcs adds the job's processes on one device to their peaks.
+func (t *gpuTally) observeProcs(procs []report.GPUProc, device string) {
 	for _, p := range procs {
 		if p.Device != device {
 			continue
 		}
-		used += max(p.UsedBytes, 0)
 		key := strconv.Itoa(p.PID) + "|" + p.Device
 		j, ok := t.procs[key]
 		if !ok {
@@ -154,7 +152,6 @@ func (t *gpuTally) observeProcs(procs []report.GPUProc, device string) int64 {
 		}
 		t.sum.Procs[j].PeakBytes = max(t.sum.Procs[j].PeakBytes, p.UsedBytes)
 	}
-	return used
 }
 
 func maxPtr(p *float64, v float64) *float64 {
