@@ -13,6 +13,7 @@ import (
 	"time"
 
 	iest "github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -195,7 +196,7 @@ func printETA(w io.Writer, dir string) error {
 			}
 			med, worst := math.NaN(), math.NaN()
 			if len(a.errs) > 0 {
-				med, worst = median(a.errs), slices.Max(a.errs)
+				med, worst = plan.Median(a.errs), slices.Max(a.errs)
 			}
 			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%.1f%%\t%.1f%%\t%d/%d (%.0f%%)\t%d\t\n", set.name, 100*f, a.n, 100*med, 100*worst,
 				a.in, a.n, 100*float64(a.in)/float64(a.n), a.unknown)

@@ -241,7 +241,7 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 				under++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%+.1f%%\t\n", name, len(v), under, 100*median(abs), 100*slices.Max(abs), 100*median(v))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t%.1f%%\t%+.1f%%\t\n", name, len(v), under, 100*plan.Median(abs), 100*slices.Max(abs), 100*plan.Median(v))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -265,14 +265,4 @@ func estimate(s *plan.Site, nt *plan.NodeType, m *plan.Model, tr plan.Training, 
 		}
 	}
 	panic("no row for " + nt.Name)
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
