@@ -112,6 +112,16 @@ func loadModel(path string) (*plan.Model, error) {
 	return m, nil
 }
 
+// openSite finds the site catalogue (a.sitePath) and loads it.
+func (a *App) openSite(flagValue string) (string, *plan.Site, error) {
+	path, err := a.sitePath(flagValue)
+	if err != nil {
+		return "", nil, err
+	}
+	s, err := loadSite(path)
+	return path, s, err
+}
+
 func loadSite(path string) (*plan.Site, error) {
 	b, err := readFile(path)
 	if err != nil {

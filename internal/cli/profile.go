@@ -119,11 +119,7 @@ func (a *App) profile(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	sitePath, err := a.sitePath(o.site)
-	if err != nil {
-		return err
-	}
-	site, err := loadSite(sitePath)
+	_, site, err := a.openSite(o.site)
 	if err != nil {
 		return err
 	}

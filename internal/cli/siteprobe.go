@@ -137,11 +137,7 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	case !filepath.IsAbs(o.python):
 		return usageErr("--python %q: want an absolute path", o.python)
 	}
-	sitePath, err := a.sitePath(o.site)
-	if err != nil {
-		return err
-	}
-	site, err := loadSite(sitePath)
+	sitePath, site, err := a.openSite(o.site)
 	if err != nil {
 		return err
 	}
