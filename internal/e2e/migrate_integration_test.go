@@ -73,7 +73,14 @@ func testMigrateCPUToGPU(t *testing.T, w *world) (lineage, jobID string) {
 	if start <= 0 {
 		t.Errorf("the moved job started from step %v: it did not resume from its checkpoint", start)
 	}
-	st, _ := w.status(lineage)
+	// Slurm can call the job COMPLETED before the coordinator has read its
+	// end report: wait for the lineage to end
+	var st report.JobStatus
+	waitFor(t, w, 60*time.Second, "the lineage to end", func() bool {
+		var ok bool
+		st, ok = w.status(lineage)
+		return ok && st.EndedMS != 0
+	})
 	if len(st.History) < 2 || st.History[0].Partition != "cpu" || st.History[len(st.History)-1].Partition != "gpu" {
 		t.Errorf("partition history %+v", st.History)
 	}
