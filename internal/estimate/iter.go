@@ -24,14 +24,22 @@ const (
 	refreshEvery  = 64   // recompute the outlier reference median every so many adds
 	minSteady     = 3    // steady observations before a non-provisional estimate
 	maxWeight     = 1000 // steps one observation may stand for
-	// regime: every regimeRecent steady adds, the last regimeRecent
-	// observations are compared with the window; when their median differs
-	// from the window's by more than regimeShift and their middle half
-	// lies wholly on one side of the window's median, the job runs at a new
-	// speed (a job sharing the node ended, the data loader warmed its
-	// cache) and the window restarts from them.
-	regimeRecent = 32
-	regimeShift  = 0.20
+	// regime: every regimeEvery steady adds, the last regimeRecent
+	// observations are compared with the up to regimeOld before them (at
+	// least regimeMinOld). When the larger of their medians is more than
+	// 1 + regimeShift times the smaller (1.3: a shared VM's speed wanders
+	// by ±20 % on its own, docs/model-summary.md) and they differ by more
+	// than regimeZ standard errors (from the parts' interquartile ranges),
+	// and the recent middle half lies wholly on one side of the older
+	// median, the job runs at a new speed (a job sharing the node ended,
+	// the data loader warmed its cache) and the window restarts from the
+	// recent observations.
+	regimeEvery  = 4
+	regimeRecent = 24
+	regimeOld    = 48
+	regimeMinOld = 24
+	regimeShift  = 0.30
+	regimeZ      = 5.0
 )
 
 // IterEstimator is a robust online estimate of one job's iteration time.
@@ -55,9 +63,12 @@ const (
 // an eval pass every 100 iterations neither inflates the median nor is
 // forgotten by the ETA. Sixteen outliers in a row are a level shift (the
 // node got slower): the window restarts from them. A regime shift (the last
-// 32 observations' median more than 20% away from the window's, their
-// middle half wholly on one side of it) restarts the window from those 32:
-// the job got faster, or slower by less than the outlier factor.
+// 24 observations' median 1.3 times faster or slower than, and more than 5
+// standard errors away from, the median of the up to 48 before them, their
+// middle half wholly on one side of it) restarts the window from those 24:
+// the job got faster, or slower by less than the outlier factor. It is
+// noticed about 24 steps after the change, once 48 steady observations
+// exist.
 type IterEstimator struct {
 	Window Observations `json:"window"` // ring of at most WindowSize steady observations
 	Next   int          `json:"next"`   // where the next observation goes once the ring is full
@@ -259,7 +270,7 @@ func (e *IterEstimator) addSteady(o Obs) {
 		e.refresh()
 	}
 	e.SinceRegime++
-	if e.SinceRegime >= regimeRecent {
+	if e.SinceRegime >= regimeEvery {
 		e.SinceRegime = 0
 		e.checkRegime()
 	}
@@ -284,34 +295,53 @@ func (e *IterEstimator) recent(n int) Observations {
 // window of 512 observations follows a speed-up (a job that shared the
 // node ended) only once half of it is new, and the ETA stays late that
 // long; a slow-down under OutlierFactor is never a level shift either.
+//
+// The recent observations are compared with the ones just before them,
+// not with the whole window: a window that already mixes two speeds has a
+// median between them. The standard-error test keeps noisy jobs (±40 %
+// per step) from seeing regimes in their noise; the relative one keeps
+// very steady jobs from restarting at every small drift.
 func (e *IterEstimator) checkRegime() {
-	if len(e.Window) < 2*regimeRecent {
+	if len(e.Window) < regimeRecent+regimeMinOld {
 		return // too little history to tell a new regime from the old
 	}
-	rec := e.recent(regimeRecent)
-	q := wquantiles(rec, 0.25, 0.5, 0.75)
-	med := e.windowQuantiles(0.5)[0]
-	if !(med > 0) || math.Abs(q[1]-med) <= regimeShift*med {
+	all := e.recent(regimeRecent + regimeOld)
+	old, rec := all[:len(all)-regimeRecent], all[len(all)-regimeRecent:]
+	r := wquantiles(rec, 0.25, 0.5, 0.75)
+	o := wquantiles(old, 0.25, 0.5, 0.75)
+	med, diff := o[1], math.Abs(r[1]-o[1])
+	// the spread: the wider of the two parts' interquartile ranges (a dozen
+	// observations can show a narrow one by chance)
+	iqr := max(r[2]-r[0], o[2]-o[0])
+	if !(med > 0) || !(r[1] > 0) || max(r[1], med) <= (1+regimeShift)*min(r[1], med) || diff <= regimeZ*medianDiffSE(iqr, len(rec), len(old)) {
 		return
 	}
-	if q[0] <= med && med <= q[2] {
+	if r[0] <= med && med <= r[2] {
 		return // the recent spread still covers the old level: noise, not a regime
 	}
 	// the change may have come within the recent observations: the ones
 	// still on the old level's side of the midpoint belong to the old regime
-	mid := (q[1] + med) / 2
-	faster := q[1] < med
+	mid := (r[1] + med) / 2
+	faster := r[1] < med
 	e.RegimeShifts++
 	steps := e.SteadySteps // the recent observations are counted already
 	e.Window, e.Next = nil, 0
-	for _, r := range rec {
-		if (faster && r.MS > mid) || (!faster && r.MS < mid) {
+	for _, o := range rec {
+		if (faster && o.MS > mid) || (!faster && o.MS < mid) {
 			continue
 		}
-		e.push(r)
+		e.push(o)
 	}
 	e.SteadySteps = steps
 	e.refresh()
+}
+
+// medianDiffSE is the standard error of the difference of the medians of
+// two samples of n and m observations with the interquartile range iqr:
+// 1.253 σ √(1/n + 1/m), σ estimated as iqr / 1.349 (normal data; robust to
+// the odd slow step).
+func medianDiffSE(iqr float64, n, m int) float64 {
+	return 1.253 * iqr / 1.349 * math.Sqrt(1/float64(n)+1/float64(m))
 }
 
 // commitRun counts the pending outliers as periodic phases: a normal

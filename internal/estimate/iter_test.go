@@ -926,3 +926,52 @@ func TestIterEstimatorNewProcess(t *testing.T) {
 		t.Errorf("fixture: without NewProcess the start-up gave %d outliers (before %d); the test shows nothing", old.Outliers, before.Outliers)
 	}
 }
+
+// TestRegimeShiftEarly: a job that shares the node for its first 30 steps
+// (a co-located job ends, the data loader has warmed its cache) must be
+// re-based about 24 steps later, not after half of a long window, so that
+// the ETA at step 70 is the new speed's; at every seed and noise level up
+// to ±10 % per step, faster or slower.
+func TestRegimeShiftEarly(t *testing.T) {
+	const shiftAt, n, judge = 30, 300, 70
+	for _, noise := range []float64{0.02, 0.05, 0.10} {
+		for _, ratio := range []float64{1.5, 2, 0.67} {
+			for seed := uint64(1); seed <= 10; seed++ {
+				r := append(constant(shiftAt, 100*ratio), constant(n-shiftAt, 100)...).noisy(seed, noise)
+				var e IterEstimator
+				feed(&e, r.reports(judge, 1))
+				est, ok := e.Estimate()
+				if !ok {
+					t.Fatalf("noise %.2f ratio %.2f seed %d: no estimate at step %d", noise, ratio, seed, judge)
+				}
+				// a warm-up that outlasted the slow part needs no re-basing
+				if e.RegimeShifts != 1 && e.WarmupSkipped < shiftAt {
+					t.Errorf("noise %.2f ratio %.2f seed %d: RegimeShifts %d (warm-up skipped %d), want 1",
+						noise, ratio, seed, e.RegimeShifts, e.WarmupSkipped)
+				}
+				left := r.sum(judge, n)
+				eta := PredictEnd(t0, judge, n, est, 0)
+				got := float64(eta.End.Sub(t0)) / float64(time.Millisecond)
+				if err := (got - left) / r.sum(0, n); math.Abs(err) > 0.04 {
+					t.Errorf("noise %.2f ratio %.2f seed %d: ETA at step %d off by %+.1f%% of the run, want within 4%%",
+						noise, ratio, seed, judge, 100*err)
+				}
+			}
+		}
+	}
+}
+
+// TestRegimeShiftNotInNoise: noise alone, however wide, is no regime: 20
+// runs of 3000 steps at ±40 % and ±20 % per step and none restarts its
+// window.
+func TestRegimeShiftNotInNoise(t *testing.T) {
+	for _, noise := range []float64{0.2, 0.4} {
+		for seed := uint64(1); seed <= 20; seed++ {
+			var e IterEstimator
+			feed(&e, constant(3000, 100).noisy(seed, noise).reports(3000, 1))
+			if e.RegimeShifts != 0 {
+				t.Errorf("noise ±%.0f%% seed %d: RegimeShifts %d, want 0", 100*noise, seed, e.RegimeShifts)
+			}
+		}
+	}
+}
