@@ -127,7 +127,9 @@ func (c Curve) Batches() int { return len(c.xs) }
 // smallest: the first marginal slope down, the same way. One batch size:
 // slope1 (the caller's per-sample figure) both ways. Every band widens
 // by bandZ × the relative noise (repeats, fit residuals) of the
-// prediction. how says which rule was used.
+// prediction. On a proportional curve (time), between a smaller batch that
+// ran slower and a larger one, only the larger one counts (see the case).
+// how says which rule was used.
 func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
 	n := len(c.xs)
 	noise := func(b Band) Band {
@@ -164,6 +166,19 @@ func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
 		return noise(Band{max(c.lo[0]-hi*d, 0), max(c.centre[0]-mid*d, 0), max(c.hi[0]-lo*d, 0)}),
 			fmt.Sprintf("down from batch %g", c.xs[0])
 	default:
+		if c.proportional && c.centre[i-1] > c.centre[i] {
+			// the smaller batch ran slower than the larger one (a slow
+			// kernel path at small batches: ResNet-50 at batch 8 on one
+			// CPU thread took 3x batch 16's time): no line through it
+			// holds. Time that grows with the batch at a per-sample cost
+			// that does not grow bounds x by the larger batch alone:
+			// between its per-sample cost times x and its own time; the
+			// estimate is the middle of the two (geometric).
+			r := x / c.xs[i]
+			lo, hi := c.lo[i]*r, c.hi[i]
+			return noise(Band{lo, math.Sqrt(c.centre[i] * r * c.centre[i]), hi}),
+				fmt.Sprintf("below batch %g, which ran faster than batch %g", c.xs[i], c.xs[i-1])
+		}
 		f := (x - c.xs[i-1]) / (c.xs[i] - c.xs[i-1])
 		lerp := func(a, b float64) float64 { return a + f*(b-a) }
 		return noise(Band{lerp(c.lo[i-1], c.lo[i]), lerp(c.centre[i-1], c.centre[i]), lerp(c.hi[i-1], c.hi[i])}),

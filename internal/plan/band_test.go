@@ -73,6 +73,28 @@ func TestCurveAt(t *testing.T) {
 // prediction's per-sample cost is at least the last measured marginal
 // one, whatever the least-squares line over the smaller batches says (the
 // small-batch gain of the issue: 8→16 flat, 16→32 steep).
+// TestCurveSlowSmallBatch: time measured at 8 slower than at 32 (a slow
+// kernel path at batch 8): batch 16 lies between batch 32's per-sample
+// cost × 16 and batch 32's time, not on the line from 8 to 32.
+func TestCurveSlowSmallBatch(t *testing.T) {
+	cv, _ := NewCurve([]float64{8, 32}, []float64{3000, 1600}, false)
+	b, how := cv.Proportional().At(16, 0, 0)
+	if b.Low != 800 || b.High != 1600 || math.Abs(b.Mid-math.Sqrt(800*1600)) > 1e-9 {
+		t.Errorf("At(16) = %+v (%s), want [800, 1600] around %.1f", b, how, math.Sqrt(800*1600))
+	}
+	if !strings.Contains(how, "ran faster") {
+		t.Errorf("how %q does not say why", how)
+	}
+	// not proportional (memory), or monotone: the straight line
+	if b, _ := cv.At(16, 0, 0); b.Mid != 3000-1400.0/3 {
+		t.Errorf("memory curve At(16) = %+v, want the line %.1f", b, 3000-1400.0/3)
+	}
+	up, _ := NewCurve([]float64{8, 32}, []float64{400, 1600}, false)
+	if b, _ := up.Proportional().At(16, 0, 0); b.Mid != 800 {
+		t.Errorf("monotone time At(16) = %+v, want the line 800", b)
+	}
+}
+
 func TestCurveNeverShrinksPerSample(t *testing.T) {
 	t.Parallel()
 	cv, _ := NewCurve([]float64{8, 16, 32}, []float64{100, 104, 200}, false)
