@@ -135,11 +135,12 @@ fuzz: ## run every fuzz target for FUZZTIME (default 10s) each (time-based: for 
 bench: ## Go benchmarks (figures printed; targets in the issue notes)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-bench-predict: ## static (assumed, probed) and fitted estimates, static bands and the ETA vs measured CPU trainings (REGRID=1 measures the grid, probe and traces again first, ~25 min)
+bench-predict: ## static (assumed, probed) and fitted estimates, static bands and the ETA vs measured CPU trainings (REGRID=1 measures the probe, grid and traces again first, ~40 min)
 ifeq ($(REGRID),1)
 	nice /usr/bin/python3 scripts/site_probe.py --node-type lab-cpu --threads 1 -o scripts/bench/predict/testdata/probe.json
 	nice /usr/bin/python3 scripts/bench/predict/grid.py -o scripts/bench/predict/testdata/grid.json
 	nice /usr/bin/python3 scripts/bench/predict/traces.py -o scripts/bench/predict/testdata/traces.json
+	nice /usr/bin/python3 scripts/bench/predict/traces.py --steps 2000 --runs resnet18:8 --shift resnet18:8:0-0.05 --timeout 1500 -o scripts/bench/predict/testdata/traces-long.json
 	$(GO) run ./scripts/bench/predict -write-static-band internal/plan/staticband_gen.go
 endif
 	$(GO) run ./scripts/bench/predict

@@ -17,15 +17,15 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// traces is testdata/traces.json (traces.py): the per-step wall times of
-// real CPU training runs, some with a changed regime.
+// traces is one trace set, testdata/traces.json or traces-long.json
+// (traces.py): the per-step wall times of real CPU training runs, some
+// with a changed regime.
 type traces struct {
 	V          int      `json:"v"`
 	MeasuredAt string   `json:"measured_at"`
 	Framework  string   `json:"framework"`
 	Threads    int      `json:"threads"`
 	CPUs       int      `json:"cpus"`
-	BurnFrac   float64  `json:"burn_frac"`
 	Runs       []*trace `json:"runs"`
 }
 
@@ -36,8 +36,20 @@ type trace struct {
 	IterMS     []float64 `json:"iter_ms"`
 	LoadBefore float64   `json:"load_before"`
 	LoadAfter  float64   `json:"load_after"`
-	Burners    int       `json:"burners,omitempty"`    // busy loops sharing the CPUs at the start
-	ShiftStep  int       `json:"shift_step,omitempty"` // first step that ended after they stopped
+	Burners    int       `json:"burners,omitempty"` // busy loops sharing the CPUs for a part of the run
+	// BurnSteps [first, last]: the burners ran after step first (0: from
+	// the start) until step last ended.
+	BurnSteps []int `json:"burn_steps,omitempty"`
+}
+
+// changeAhead says whether the run's speed changes after step k: the
+// burners start or stop later (a change no estimator can foresee).
+func (r *trace) changeAhead(k int64) bool {
+	if len(r.BurnSteps) != 2 {
+		return false
+	}
+	first, last := int64(r.BurnSteps[0]), int64(r.BurnSteps[1])
+	return first > k || (last > k && last < int64(len(r.IterMS)))
 }
 
 // etaFracs are the progress points the ETA is judged at.
@@ -106,25 +118,41 @@ func replayETA(iterMS []float64, fracs []float64) ([]etaPoint, error) {
 	return out, nil
 }
 
-// printETA replays every trace and prints the ETA's error and band
-// coverage per progress point, per run and summed up.
+// traceFiles are the committed trace sets: short runs (300 steps, about a
+// minute or two: the speed's wander on a shared machine is as long as the
+// run) and long ones (2000 steps, about 8 minutes).
+var traceFiles = []string{"traces.json", "traces-long.json"}
+
+// printETA replays every trace of every trace file and prints the ETA's
+// error and band coverage per progress point, per run and summed up.
 func printETA(w io.Writer, dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, "traces.json"))
+	for _, name := range traceFiles {
+		if err := printETAFile(w, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printETAFile(w io.Writer, path string) error {
+	name := filepath.Base(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	var tf traces
 	if err := json.Unmarshal(b, &tf); err != nil {
-		return fmt.Errorf("traces.json: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if len(tf.Runs) == 0 {
-		return errors.New("traces.json: no runs")
+		return fmt.Errorf("%s: no runs", name)
 	}
-	fmt.Fprintf(w, "\nETA replay: traces %s (%s, %d thread(s), %d CPUs shared): every step of each run fed to the coordinator's estimator (estimate.IterEstimator + PredictEnd)\n",
-		tf.MeasuredAt, tf.Framework, tf.Threads, tf.CPUs)
-	fmt.Fprintln(w, "err = (predicted end - real end) / run length; band = [low, high] holds the real end; * = provisional (warm-up)")
+	fmt.Fprintf(w, "\nETA replay: %s %s (%s, %d thread(s), %d CPUs shared): every step of each run fed to the coordinator's estimator (estimate.IterEstimator + PredictEnd)\n",
+		name, tf.MeasuredAt, tf.Framework, tf.Threads, tf.CPUs)
+	fmt.Fprintln(w, "err = (predicted end - real end) / run length; band = [low, high] holds the real end; * = provisional (warm-up);")
+	fmt.Fprintln(w, "burners = busy loops sharing the CPUs over those steps; ^ = the speed changes after this point (burners start or stop later: no estimator can know)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	hdr := "run\tsteps\tseconds\tload\tshift at\t"
+	hdr := "run\tsteps\tseconds\tload avg\tburners\t"
 	for _, f := range etaFracs {
 		hdr += fmt.Sprintf("err@%.0f%%\tband\t", 100*f)
 	}
@@ -133,24 +161,32 @@ func printETA(w io.Writer, dir string) error {
 		errs           []float64
 		in, n, unknown int
 	}
-	all, shifted := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
+	// settled: the judging points with no change of speed ahead; shifted:
+	// the runs with burners; foreseen: those of them whose change is behind
+	all, settled := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
+	shifted, foreseen := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
 	for _, r := range tf.Runs {
 		pts, err := replayETA(r.IterMS, etaFracs)
 		if err != nil {
-			return fmt.Errorf("traces.json: %s: %w", r.Name, err)
+			return fmt.Errorf("%s: %s: %w", name, r.Name, err)
 		}
-		shift := "-"
+		if r.Burners > 0 && (len(r.BurnSteps) != 2 || r.BurnSteps[0] < 0 || r.BurnSteps[0] >= r.BurnSteps[1] || r.BurnSteps[1] > len(r.IterMS)) {
+			return fmt.Errorf("%s: %s: burn_steps %v: want [first, last], 0 <= first < last <= %d", name, r.Name, r.BurnSteps, len(r.IterMS))
+		}
+		load := "-"
 		if r.Burners > 0 {
-			shift = fmt.Sprintf("%d (%.0f%%)", r.ShiftStep, 100*float64(r.ShiftStep)/float64(len(r.IterMS)))
+			load = fmt.Sprintf("%d-%d", r.BurnSteps[0], r.BurnSteps[1])
 		}
 		var total float64
 		for _, ms := range r.IterMS {
 			total += ms
 		}
-		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f-%.1f\t%s\t", r.Name, len(r.IterMS), total/1000, r.LoadBefore, r.LoadAfter, shift)
+		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f-%.1f\t%s\t", r.Name, len(r.IterMS), total/1000, r.LoadBefore, r.LoadAfter, load)
 		for i, p := range pts {
-			for _, a := range []*acc{&all[i], &shifted[i]} {
-				if a == &shifted[i] && r.Burners == 0 {
+			ahead := r.changeAhead(p.Step)
+			for _, a := range []*acc{&all[i], &settled[i], &shifted[i], &foreseen[i]} {
+				switch {
+				case a == &settled[i] && ahead, a == &shifted[i] && r.Burners == 0, a == &foreseen[i] && (r.Burners == 0 || ahead):
 					continue
 				}
 				a.n++
@@ -175,6 +211,9 @@ func printETA(w io.Writer, dir string) error {
 			if p.InBand {
 				in = "in"
 			}
+			if ahead {
+				mark += "^"
+			}
 			line += fmt.Sprintf("%+.1f%%%s\t%s\t", 100*p.Err, mark, in)
 		}
 		fmt.Fprintln(tw, line)
@@ -188,7 +227,7 @@ func printETA(w io.Writer, dir string) error {
 	for _, set := range []struct {
 		name string
 		a    []acc
-	}{{"all", all}, {"regime shift", shifted}} {
+	}{{"all", all}, {"no change ahead", settled}, {"burners", shifted}, {"burners, change behind", foreseen}} {
 		for i, f := range etaFracs {
 			a := set.a[i]
 			if a.n == 0 {

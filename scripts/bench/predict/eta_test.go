@@ -85,9 +85,31 @@ func TestPrintETACommittedTraces(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"-shift", "regime shift", "band coverage", "err@10%"} {
+	for _, want := range []string{"-load0-5", "no change ahead", "burners, change behind", "band coverage", "err@10%"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestChangeAhead(t *testing.T) {
+	iter := steps(100, 100)
+	for _, tc := range []struct {
+		burn []int
+		k    int64
+		want bool
+	}{
+		{nil, 10, false},          // alone
+		{[]int{0, 5}, 10, false},  // the load ended before step 10
+		{[]int{0, 30}, 10, true},  // it ends later
+		{[]int{0, 30}, 30, false}, // it ended with step 30
+		{[]int{30, 100}, 10, true},
+		{[]int{30, 100}, 50, false}, // it lasts to the end: no change ahead
+		{[]int{30, 60}, 50, true},
+	} {
+		r := &trace{IterMS: iter, BurnSteps: tc.burn}
+		if got := r.changeAhead(tc.k); got != tc.want {
+			t.Errorf("burn %v at step %d: changeAhead %v, want %v", tc.burn, tc.k, got, tc.want)
 		}
 	}
 }

@@ -5,12 +5,16 @@
 // estimate fitted over the grid's own batch-8 and batch-16 cells taken as
 // profiled receipts (what isched profile --batches 8,16 gives).
 //
+// A last column fits each cell from the architecture's other three batch
+// sizes (profiled at three, this one left out).
+//
 // It then prints the band of each static estimate (the range of real /
 // static over the grid, which internal/plan/staticband_gen.go holds and
 // isched estimate shows on static CPU rows) with its in-sample and
 // leave-one-architecture-out coverage, and replays real runs' per-step
-// times (testdata/traces.json, from traces.py) through the coordinator's
-// iteration estimator to score its ETA at 10, 25 and 50 % of each run.
+// times (testdata/traces.json and traces-long.json, from traces.py)
+// through the coordinator's iteration estimator to score its ETA at 10,
+// 25 and 50 % of each run.
 //
 // The grid (testdata/grid.json, from grid.py), the model summaries
 // (testdata/<arch>.json, from scripts/model_summary.py) and the probe record
@@ -154,23 +158,32 @@ func loadBench(dir, sitePath, nodeType string) (*bench, error) {
 }
 
 // cellEst is isched's estimate of one cell: memory (bytes) and iteration
-// time (ms), static as assumed (S), static probed (P), fitted (F).
-type cellEst struct{ memS, msS, memP, msP, memF, msF float64 }
+// time (ms), static as assumed (S), static probed (P), fitted from the
+// batch-8 and 16 cells (F), fitted from the architecture's other three
+// batch sizes (L: leave this one out).
+type cellEst struct{ memS, msS, memP, msP, memF, msF, memL, msL float64 }
 
-func (bn *bench) estimates(c *cell) cellEst {
-	m := bn.models[c.Arch]
-	key := plan.ConfigKey(m, bn.tr)
-	var receipts []report.Receipt
+// receipts are the architecture's cells that keep(batch) as profiled
+// receipts.
+func (bn *bench) receipts(arch string, keep func(batch int) bool) []report.Receipt {
+	key := plan.ConfigKey(bn.models[arch], bn.tr)
+	var out []report.Receipt
 	for _, o := range bn.g.Cells {
-		if o.Arch == c.Arch && (o.Batch == 8 || o.Batch == 16) {
-			receipts = append(receipts, report.Receipt{Model: key, Batch: o.Batch, NodeType: bn.nodeType, IterMS: o.MedianIterMS,
+		if o.Arch == arch && keep(o.Batch) {
+			out = append(out, report.Receipt{Model: key, Batch: o.Batch, NodeType: bn.nodeType, IterMS: o.MedianIterMS,
 				PeakRSS: o.PeakRSSBytes, Iters: int64(len(o.IterMS)), Profiled: true})
 		}
 	}
+	return out
+}
+
+func (bn *bench) estimates(c *cell) cellEst {
+	m := bn.models[c.Arch]
 	var e cellEst
 	e.memS, e.msS = estimate(bn.before, bn.ntBefore, m, bn.tr, c.Batch, nil)
 	e.memP, e.msP = estimate(bn.after, bn.ntAfter, m, bn.tr, c.Batch, nil)
-	e.memF, e.msF = estimate(bn.before, bn.ntBefore, m, bn.tr, c.Batch, receipts)
+	e.memF, e.msF = estimate(bn.before, bn.ntBefore, m, bn.tr, c.Batch, bn.receipts(c.Arch, func(b int) bool { return b == 8 || b == 16 }))
+	e.memL, e.msL = estimate(bn.before, bn.ntBefore, m, bn.tr, c.Batch, bn.receipts(c.Arch, func(b int) bool { return b != c.Batch }))
 	return e
 }
 
@@ -195,14 +208,15 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 
 	fmt.Fprintf(w, "grid %s (%s, %d threads, median of %d iterations after %d warm-up, input %v): errors are (estimate - real) / real\n",
 		g.MeasuredAt, g.Framework, g.Threads, g.Steps, g.Warmup, g.InputShape)
-	fmt.Fprintf(w, "static assumed: %s\nstatic probed:  %s\nfitted: isched's fit over the grid's batch 8 and 16 cells as profiled receipts (rows at 8 and 16 are those receipts)\n\n",
+	fmt.Fprintf(w, "static assumed: %s\nstatic probed:  %s\nfitted: isched's fit over the grid's batch 8 and 16 cells as profiled receipts (rows at 8 and 16 are those receipts)\n"+
+		"other 3: isched's fit over the architecture's other three batch sizes (profiled at three, this one left out)\n\n",
 		before.StaticBasis(ntBefore), after.StaticBasis(ntAfter))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tbatch\treal MiB\tassumed\tprobed\tfitted\treal ms\tmin ms\tassumed\tprobed\tfitted\tload\t")
+	fmt.Fprintln(tw, "model\tbatch\treal MiB\tassumed\tprobed\tfitted\tother 3\treal ms\tmin ms\tassumed\tprobed\tfitted\tother 3\tload\t")
 	errs := map[string][]float64{}
 	for _, c := range g.Cells {
 		est := bn.estimates(c)
-		memS, msS, memP, msP, memF, msF := est.memS, est.msS, est.memP, est.msP, est.memF, est.msF
+		memS, msS, memP, msP, memF, msF, memL, msL := est.memS, est.msS, est.memP, est.msP, est.memF, est.msF, est.memL, est.msL
 		realMem, realMS := float64(c.PeakRSSBytes), c.MedianIterMS
 		e := func(name string, est, real float64) string {
 			v := (est - real) / real
@@ -218,9 +232,9 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 		fastest := slices.Min(c.IterMS)
 		errs["time assumed vs fastest"] = append(errs["time assumed vs fastest"], (msS-fastest)/fastest)
 		errs["time probed vs fastest"] = append(errs["time probed vs fastest"], (msP-fastest)/fastest)
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%.1f-%.1f\t\n", c.Arch, c.Batch, realMem/(1<<20),
-			e("mem assumed", memS, realMem), e("mem probed", memP, realMem), fitted("mem fitted", memF, realMem),
-			realMS, fastest, e("time assumed", msS, realMS), e("time probed", msP, realMS), fitted("time fitted", msF, realMS),
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%.1f-%.1f\t\n", c.Arch, c.Batch, realMem/(1<<20),
+			e("mem assumed", memS, realMem), e("mem probed", memP, realMem), fitted("mem fitted", memF, realMem), e("mem other 3", memL, realMem),
+			realMS, fastest, e("time assumed", msS, realMS), e("time probed", msP, realMS), fitted("time fitted", msF, realMS), e("time other 3", msL, realMS),
 			c.LoadBefore, c.LoadAfter)
 	}
 	tw.Flush()
@@ -228,7 +242,7 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "(vs fastest: against the cell's fastest iteration instead of its median, the machine least shared)")
 	fmt.Fprintln(tw, "estimate\tcells\tunder\tmedian |err|\tworst |err|\tmedian err\t")
-	for _, name := range []string{"mem assumed", "mem probed", "mem fitted", "time assumed", "time probed", "time fitted", "time assumed vs fastest", "time probed vs fastest"} {
+	for _, name := range []string{"mem assumed", "mem probed", "mem fitted", "mem other 3", "time assumed", "time probed", "time fitted", "time other 3", "time assumed vs fastest", "time probed vs fastest"} {
 		v := errs[name]
 		if len(v) == 0 {
 			continue

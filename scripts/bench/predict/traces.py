@@ -7,12 +7,14 @@ Each run is a fresh /usr/bin/python3 that trains a torchvision model (random
 weights, 10 classes, 3x--size x--size random inputs, SGD with momentum,
 fp32, CPU, --threads torch threads) for --steps iterations and reports the
 wall time of every step, start-up and warm-up included (the estimator must
-skip them itself). Every configuration runs once alone; each --shift
-configuration then runs again with --burners busy-loop processes sharing the
-CPUs until the run has done --burn-frac of its steps, when they are killed: a
-changed regime, measured. The load average before and after
-each run is recorded with it. No shell; a burner stops itself after --timeout
-seconds, and a run that outlives it is killed.
+skip them itself). Every --runs configuration runs alone. Every --shift
+configuration ARCH:BATCH:FROM-TO runs again with --burners busy-loop
+processes sharing the CPUs from the step at fraction FROM of the run to the
+step at fraction TO: a changed regime, measured (0-0.05: a job sharing the
+node ended early in the run, as a data loader warming its cache does;
+0.3-1: one arrived). The load average before and after each run is
+recorded with it. No shell; a burner stops itself after --timeout seconds,
+and a run that outlives it is killed.
 """
 
 import argparse
@@ -49,11 +51,24 @@ print(json.dumps({"iter_ms": [t * 1000 for t in times]}))
 _BURNER = "import sys, time\nt = time.time() + float(sys.argv[1])\nwhile time.time() < t: pass\n"
 
 
-def one(args, arch, batch, burn_steps=0):
-    """One run; burners share the CPUs until the run has done burn_steps steps."""
+def one(args, arch, batch, burn=None):
+    """One run; burners share the CPUs while the run does the steps in
+    burn = (first, last) (first 0: from the start)."""
     load0 = os.getloadavg()[0]
-    burners = [subprocess.Popen([sys.executable, "-c", _BURNER, str(args.timeout)])
-               for _ in range(args.burners if burn_steps > 0 else 0)]
+    burners = []
+
+    def start_burners():
+        burners.extend(subprocess.Popen([sys.executable, "-c", _BURNER, str(args.timeout)])
+                       for _ in range(args.burners))
+
+    def stop_burners():
+        for b in burners:
+            b.kill()
+            b.wait()
+        burners.clear()
+
+    if burn and burn[0] == 0:
+        start_burners()
     errf = tempfile.TemporaryFile(mode="w+")
     p = subprocess.Popen([sys.executable, "-c", _CHILD, arch, str(batch), str(args.size), str(args.threads), str(args.steps)],
                          stdout=subprocess.PIPE, stderr=errf, text=True)
@@ -63,58 +78,70 @@ def one(args, arch, batch, burn_steps=0):
     try:
         for line in p.stdout:
             last = line
-            if burners and line.startswith("step ") and int(line.split()[1]) >= burn_steps:
-                for b in burners:
-                    b.kill()
-                    b.wait()
-                burners = []
+            if burn and line.startswith("step "):
+                step = int(line.split()[1])
+                if burn[0] > 0 and step == burn[0] and not burners:
+                    start_burners()
+                elif step >= burn[1] and burners:
+                    stop_burners()
         p.wait(timeout=args.timeout)
     finally:
         killer.cancel()
-        for b in burners:
-            b.kill()
-            b.wait()
+        stop_burners()
     if p.returncode != 0:
         errf.seek(0)
         sys.exit("traces: %s batch %d failed (exit %d; -9: killed after --timeout %d s): %s" % (
             arch, batch, p.returncode, args.timeout, errf.read()[-800:]))
     r = json.loads(last)
-    run = {"name": "%s-b%d%s" % (arch, batch, "-shift" if burn_steps else ""), "arch": arch, "batch": batch,
+    name = "%s-b%d" % (arch, batch)
+    if burn:
+        name += "-load%d-%d" % (round(100 * burn[0] / args.steps), round(100 * burn[1] / args.steps))
+    run = {"name": name, "arch": arch, "batch": batch,
            "iter_ms": [round(t, 1) for t in r["iter_ms"]],
            "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
-    if burn_steps:
+    if burn:
         run["burners"] = args.burners
-        run["shift_step"] = burn_steps  # the burners were killed when this step ended
+        run["burn_steps"] = list(burn)  # burners ran from after step [0] until step [1] ended
     sys.stderr.write("traces: %s %d steps, %.1f s, load %.2f-%.2f%s\n" % (
         run["name"], len(run["iter_ms"]), sum(run["iter_ms"]) / 1000, run["load_before"], run["load_after"],
-        ", burners until step %d" % burn_steps if burn_steps else ""))
+        ", burners over steps %d-%d" % tuple(burn) if burn else ""))
     return run
 
 
-def parse(spec):
-    arch, batch = spec.split(":")
-    return arch, int(batch)
+def parse(spec, steps=None):
+    """ARCH:BATCH, or with steps ARCH:BATCH:FROM-TO (fractions of the run)."""
+    parts = spec.split(":")
+    if steps is None:
+        if len(parts) != 2:
+            sys.exit("traces: %r: want ARCH:BATCH" % spec)
+        return parts[0], int(parts[1])
+    if len(parts) != 3:
+        sys.exit("traces: %r: want ARCH:BATCH:FROM-TO" % spec)
+    lo, _, hi = parts[2].partition("-")
+    first, last = round(float(lo) * steps), round(float(hi) * steps)
+    if not 0 <= first < last <= steps:
+        sys.exit("traces: %r: want 0 <= FROM < TO <= 1" % spec)
+    return parts[0], int(parts[1]), (first, last)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", default="resnet18:8,resnet18:16,mobilenet_v2:8", help="arch:batch,... run alone")
-    ap.add_argument("--shift", default="resnet18:8,mobilenet_v2:8", help="configurations run with burners")
+    ap.add_argument("--shift", default="resnet18:8:0-0.05,mobilenet_v2:8:0-0.05,resnet18:8:0-0.3,resnet18:8:0.3-1",
+                    help="ARCH:BATCH:FROM-TO,... run with burners over that part of the run")
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--burners", type=int, default=2)
-    ap.add_argument("--burn-frac", type=float, default=0.3)
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take")
     ap.add_argument("-o", "--output", default="-")
     args = ap.parse_args()
     import torch  # noqa: PLC0415
     runs = [one(args, *parse(spec)) for spec in filter(None, args.runs.split(","))]
-    burn = max(1, round(args.burn_frac * args.steps))
-    runs += [one(args, *parse(spec), burn_steps=burn) for spec in filter(None, args.shift.split(","))]
+    runs += [one(args, *parse(spec, args.steps)) for spec in filter(None, args.shift.split(","))]
     out = {"v": 1, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "framework": "pytorch " + torch.__version__, "input_shape": [3, args.size, args.size],
-           "threads": args.threads, "cpus": os.cpu_count(), "burn_frac": args.burn_frac, "runs": runs}
+           "threads": args.threads, "cpus": os.cpu_count(), "runs": runs}
     text = json.dumps(out, separators=(",", ":")) + "\n"
     if args.output == "-":
         sys.stdout.write(text)
