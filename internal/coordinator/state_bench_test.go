@@ -42,11 +42,12 @@ func warmLineage() *lineage {
 }
 
 // benchCoordinator is a coordinator with no store: enough for the work
-// of one lineage in memory (queueSave, refreshEstimates).
+// of one lineage in memory (queueSave, refreshEstimates, which exports
+// the job's metrics).
 func benchCoordinator() *Coordinator {
 	cfg := Config{ID: "bench"}
 	cfg.defaults()
-	return &Coordinator{cfg: cfg, keys: stream.Keys{Cluster: "lab"}, now: time.Now}
+	return &Coordinator{cfg: cfg, keys: stream.Keys{Cluster: "lab"}, now: time.Now, metrics: NewMetrics()}
 }
 
 // BenchmarkSaveWarmLineage is queueSave, done for every lineage a round
