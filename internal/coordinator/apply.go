@@ -444,7 +444,8 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 		etaEst, etaOK = c.carried(l.Moved, st), true
 	}
 	if etaOK {
-		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, etaEst, 0)
+		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, etaEst, 0).
+			WithPast(now, etaEst, 0, c.speeds.pastRuns(st))
 		if eta.Known {
 			st.ETAMS, st.ETALowMS, st.ETAHighMS = eta.End.UnixMilli(), eta.Low.UnixMilli(), eta.High.UnixMilli()
 			if l.PeakETA == 0 && st.Step > 0 {

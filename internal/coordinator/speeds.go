@@ -17,14 +17,28 @@ import (
 // the receipts list's own bound.
 const maxSpeedObs = 10000
 
+// maxPastRuns bounds the earlier runs kept per configuration for ETA
+// bands: the latest ones.
+const maxPastRuns = 16
+
 // speedBook is what the coordinator has measured of partition speeds:
 // Slurm-confirmed receipts (read once from Redis when it comes to lead,
 // then the ones it writes) and, each tick, its running lineages' own
-// iteration estimates. learned is what the policy uses this tick.
+// iteration estimates. learned is what the policy uses this tick; past
+// holds the confirmed receipts' iteration times per configuration, for
+// the ETA band (estimate.ETA.WithPast).
 type speedBook struct {
 	loaded  bool
 	obs     []policy.SpeedObs
 	learned policy.LearnedSpeeds
+	past    map[pastKey][]float64
+}
+
+// pastKey is one configuration on one partition: the same work on the
+// same nodes.
+type pastKey struct {
+	model, partition string
+	batch            int
 }
 
 // receiptObs is a receipt's measurement, if it may teach speeds: only
@@ -40,12 +54,36 @@ func receiptObs(r report.Receipt) (policy.SpeedObs, bool) {
 // noteReceipt adds a receipt. The ones the coordinator writes are noted
 // once the list is loaded (before, the list will hold them).
 func (b *speedBook) noteReceipt(r report.Receipt) {
-	if o, ok := receiptObs(r); ok {
-		b.obs = append(b.obs, o)
-		if over := len(b.obs) - maxSpeedObs; over > 0 {
-			b.obs = slices.Delete(b.obs, 0, over)
-		}
+	o, ok := receiptObs(r)
+	if !ok {
+		return
 	}
+	b.obs = append(b.obs, o)
+	if over := len(b.obs) - maxSpeedObs; over > 0 {
+		b.obs = slices.Delete(b.obs, 0, over)
+	}
+	if r.Batch <= 0 || math.IsInf(r.IterMS, 0) {
+		return
+	}
+	if b.past == nil {
+		b.past = map[pastKey][]float64{}
+	}
+	k := pastKey{r.Model, r.Partition, r.Batch}
+	runs := append(b.past[k], r.IterMS)
+	if over := len(runs) - maxPastRuns; over > 0 {
+		runs = slices.Delete(runs, 0, over)
+	}
+	b.past[k] = runs
+}
+
+// pastRuns is the iteration times of the confirmed earlier runs of a
+// lineage's configuration on the partition it runs on now; nil without a
+// plan naming a model and batch.
+func (b *speedBook) pastRuns(st *report.JobStatus) []float64 {
+	if st.Plan == nil || st.Plan.Model == "" || st.Plan.Batch <= 0 {
+		return nil
+	}
+	return b.past[pastKey{st.Plan.Model, st.Partition, st.Plan.Batch}]
 }
 
 // loadSpeeds reads the stored receipts once per leadership; a receipt

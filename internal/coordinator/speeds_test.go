@@ -155,3 +155,58 @@ func TestETAAfterAMoveUsesSpeeds(t *testing.T) {
 		})
 	}
 }
+
+// TestETABandHoldsEarlierRuns: the ETA band of a running lineage holds
+// the end its confirmed earlier runs' speed (same model, batch and
+// partition) would give; unconfirmed receipts, another batch or another
+// partition do not move it, and the ETA itself stays the run's own.
+func TestETABandHoldsEarlierRuns(t *testing.T) {
+	const model = "resnet18-abc:momentum:fp32"
+	now := time.UnixMilli(1_700_000_600_000)
+	lineageAt := func() *lineage {
+		l := &lineage{Status: report.JobStatus{V: 1, Cluster: "lab", Lineage: "lab-1", JobID: 1, User: "alice",
+			Partition: "cpu", State: "RUNNING", TotalIters: 1100, Plan: &report.Plan{Model: model, Batch: 8}}}
+		for i := int64(1); i <= 100; i++ {
+			l.Iter.Add(report.Iter{Step: i, AtMS: 1_700_000_000_000 + i*100, DurMS: 100})
+		}
+		l.Status.Step = 100
+		return l
+	}
+	receipt := func(batch int, partition string, confirmed bool, ms float64) report.Receipt {
+		return report.Receipt{Model: model, Batch: batch, Partition: partition, IterMS: ms, Iters: 1000, User: "bob", Confirmed: confirmed}
+	}
+	ownEnd := now.Add(1000 * 100 * time.Millisecond).UnixMilli() // 1000 steps left at 100 ms
+	for _, tc := range []struct {
+		name     string
+		receipts []report.Receipt
+		wantHigh int64
+	}{
+		{"no earlier runs: the run's own band", nil, ownEnd},
+		{"a confirmed slower run at the same batch and partition", []report.Receipt{receipt(8, "cpu", true, 130)}, now.Add(130 * time.Second).UnixMilli()},
+		{"unconfirmed: ignored", []report.Receipt{receipt(8, "cpu", false, 130)}, ownEnd},
+		{"another batch: ignored", []report.Receipt{receipt(16, "cpu", true, 130)}, ownEnd},
+		{"another partition: ignored", []report.Receipt{receipt(8, "gpu", true, 130)}, ownEnd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, l := benchCoordinator(), lineageAt()
+			for _, r := range tc.receipts {
+				c.speeds.noteReceipt(r)
+			}
+			c.refreshEstimates(l, now)
+			st := &l.Status
+			if st.ETAMS != ownEnd || st.ETAHighMS != tc.wantHigh || st.ETALowMS != ownEnd {
+				t.Errorf("ETA %+d ms, band %+d..%+d ms from the run's own end; want 0, 0..%+d",
+					st.ETAMS-ownEnd, st.ETALowMS-ownEnd, st.ETAHighMS-ownEnd, tc.wantHigh-ownEnd)
+			}
+		})
+	}
+	// at most maxPastRuns per configuration, the latest
+	var b speedBook
+	for i := range maxPastRuns + 5 {
+		b.noteReceipt(receipt(8, "cpu", true, float64(100+i)))
+	}
+	st := lineageAt().Status
+	if got := b.pastRuns(&st); len(got) != maxPastRuns || got[0] != 105 {
+		t.Errorf("kept %d runs from %v, want %d from 105", len(got), got[0], maxPastRuns)
+	}
+}

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"math"
 	"time"
 )
 
@@ -48,4 +49,33 @@ func PredictEnd(now time.Time, step, total int64, est IterEstimate, extraMS floa
 		High:      at(max(est.HighMS, est.MS) + ov),
 		Remaining: rem,
 	}
+}
+
+// WithPast widens the band of an ETA that PredictEnd(now, …, est,
+// extraMS) made to hold the end the run would reach at each earlier run's
+// typical iteration time (pastMS: the receipts of the same model
+// configuration, batch and partition), plus this run's amortised
+// overhead. The end itself stays this run's own prediction: earlier runs
+// say how far the speed of the same work on the same nodes has strayed,
+// which the steps measured so far cannot (a machine whose speed drifts
+// over a run, a job sharing the node that later ends). Values that are
+// not positive and finite are skipped; an unknown ETA is returned as is.
+func (e ETA) WithPast(now time.Time, est IterEstimate, extraMS float64, pastMS []float64) ETA {
+	if !e.Known {
+		return e
+	}
+	ov := max(est.OverheadMSPerIter, 0)
+	for _, ms := range pastMS {
+		if !(ms > 0) || math.IsInf(ms, 0) {
+			continue
+		}
+		at := now.Add(msDuration(float64(e.Remaining)*(ms+ov) + max(extraMS, 0)))
+		if at.Before(e.Low) {
+			e.Low = at
+		}
+		if at.After(e.High) {
+			e.High = at
+		}
+	}
+	return e
 }

@@ -65,9 +65,11 @@ type etaPoint struct {
 	Step  int64
 	Known bool
 	// Err is (predicted end − real end) / real run length; InBand is
-	// whether [Low, High] holds the real end.
+	// whether [Low, High] holds the real end, InBandPast whether the band
+	// widened by the earlier runs (ETA.WithPast) does.
 	Err         float64
 	InBand      bool
+	InBandPast  bool
 	Provisional bool
 }
 
@@ -76,8 +78,9 @@ type etaPoint struct {
 // (estimate.IterEstimator) and asks estimate.PredictEnd, as the
 // coordinator's refreshEstimates does, at each progress point: the run
 // starts at 0, step i ends at the sum of the first i times, and the real
-// end is the sum of all of them.
-func replayETA(iterMS []float64, fracs []float64) ([]etaPoint, error) {
+// end is the sum of all of them. pastMS are the earlier runs' receipts'
+// iteration times, for InBandPast (see pastOf).
+func replayETA(iterMS []float64, fracs []float64, pastMS []float64) ([]etaPoint, error) {
 	n := int64(len(iterMS))
 	if n == 0 {
 		return nil, errors.New("empty trace")
@@ -106,11 +109,16 @@ func replayETA(iterMS []float64, fracs []float64) ([]etaPoint, error) {
 		}
 		p := etaPoint{Frac: f, Step: k}
 		if e, ok := est.Estimate(); ok {
-			eta := iest.PredictEnd(at(ends[k-1]), k, n, e, 0)
+			now := at(ends[k-1])
+			eta := iest.PredictEnd(now, k, n, e, 0)
 			if eta.Known {
+				in := func(eta iest.ETA) bool {
+					return since(eta.Low) <= realEnd+bandTolMS && realEnd <= since(eta.High)+bandTolMS
+				}
 				p.Known, p.Provisional = true, e.Provisional
 				p.Err = (since(eta.End) - realEnd) / realEnd
-				p.InBand = since(eta.Low) <= realEnd+bandTolMS && realEnd <= since(eta.High)+bandTolMS
+				p.InBand = in(eta)
+				p.InBandPast = in(eta.WithPast(now, e, 0, pastMS))
 			}
 		}
 		out = append(out, p)
@@ -122,6 +130,37 @@ func replayETA(iterMS []float64, fracs []float64) ([]etaPoint, error) {
 // minute or two: the speed's wander on a shared machine is as long as the
 // run) and long ones (2000 steps, about 8 minutes).
 var traceFiles = []string{"traces.json", "traces-long.json"}
+
+// finalMS is the typical iteration time the estimator holds at a run's
+// end: what the coordinator writes into the run's receipt (IterMS).
+func finalMS(iterMS []float64) float64 {
+	var e iest.IterEstimator
+	for i, ms := range iterMS {
+		e.Add(report.Iter{Step: int64(i + 1), DurMS: ms})
+	}
+	est, _ := e.Estimate()
+	return est.MS
+}
+
+// pastOf is, for each run, the receipts' iteration times of the other runs
+// of the same architecture and batch in the set: earlier runs of the same
+// configuration on the same machine, as the coordinator pools them
+// (speedBook.pastRuns), each run left out of its own.
+func pastOf(runs []*trace) [][]float64 {
+	final := make([]float64, len(runs))
+	for i, r := range runs {
+		final[i] = finalMS(r.IterMS)
+	}
+	out := make([][]float64, len(runs))
+	for i, r := range runs {
+		for j, o := range runs {
+			if j != i && o.Arch == r.Arch && o.Batch == r.Batch {
+				out[i] = append(out[i], final[j])
+			}
+		}
+	}
+	return out
+}
 
 // printETA replays every trace of every trace file and prints the ETA's
 // error and band coverage per progress point, per run and summed up.
@@ -151,22 +190,24 @@ func printETAFile(w io.Writer, path string) error {
 		name, tf.MeasuredAt, tf.Framework, tf.Threads, tf.CPUs)
 	fmt.Fprintln(w, "err = (predicted end - real end) / run length; band = [low, high] holds the real end; * = provisional (warm-up);")
 	fmt.Fprintln(w, "burners = busy loops sharing the CPUs over those steps; ^ = the speed changes after this point (burners start or stop later: no estimator can know)")
+	fmt.Fprintln(w, "+past = the band widened to hold the end at the earlier runs' speed (the other runs of the same model and batch here, as receipts: ETA.WithPast); - = none")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hdr := "run\tsteps\tseconds\tload avg\tburners\t"
 	for _, f := range etaFracs {
-		hdr += fmt.Sprintf("err@%.0f%%\tband\t", 100*f)
+		hdr += fmt.Sprintf("err@%.0f%%\tband\t+past\t", 100*f)
 	}
 	fmt.Fprintln(tw, hdr)
 	type acc struct {
-		errs           []float64
-		in, n, unknown int
+		errs                   []float64
+		in, inPast, n, unknown int
 	}
 	// settled: the judging points with no change of speed ahead; shifted:
 	// the runs with burners; foreseen: those of them whose change is behind
 	all, settled := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
 	shifted, foreseen := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
-	for _, r := range tf.Runs {
-		pts, err := replayETA(r.IterMS, etaFracs)
+	past := pastOf(tf.Runs)
+	for ri, r := range tf.Runs {
+		pts, err := replayETA(r.IterMS, etaFracs, past[ri])
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", name, r.Name, err)
 		}
@@ -198,9 +239,12 @@ func printETAFile(w io.Writer, path string) error {
 				if p.InBand {
 					a.in++
 				}
+				if p.InBandPast {
+					a.inPast++
+				}
 			}
 			if !p.Known {
-				line += "unknown\t-\t"
+				line += "unknown\t-\t-\t"
 				continue
 			}
 			mark := ""
@@ -214,7 +258,14 @@ func printETAFile(w io.Writer, path string) error {
 			if ahead {
 				mark += "^"
 			}
-			line += fmt.Sprintf("%+.1f%%%s\t%s\t", 100*p.Err, mark, in)
+			inPast := "miss"
+			if p.InBandPast {
+				inPast = "in"
+			}
+			if len(past[ri]) == 0 {
+				inPast = "-"
+			}
+			line += fmt.Sprintf("%+.1f%%%s\t%s\t%s\t", 100*p.Err, mark, in, inPast)
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -223,7 +274,7 @@ func printETAFile(w io.Writer, path string) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "runs\tprogress\tn\tmedian |err|\tworst |err|\tband coverage\tunknown\t")
+	fmt.Fprintln(tw, "runs\tprogress\tn\tmedian |err|\tworst |err|\tband coverage\t+past\tunknown\t")
 	for _, set := range []struct {
 		name string
 		a    []acc
@@ -237,8 +288,8 @@ func printETAFile(w io.Writer, path string) error {
 			if len(a.errs) > 0 {
 				med, worst = plan.Median(a.errs), slices.Max(a.errs)
 			}
-			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%.1f%%\t%.1f%%\t%d/%d (%.0f%%)\t%d\t\n", set.name, 100*f, a.n, 100*med, 100*worst,
-				a.in, a.n, 100*float64(a.in)/float64(a.n), a.unknown)
+			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%.1f%%\t%.1f%%\t%d/%d (%.0f%%)\t%d/%d (%.0f%%)\t%d\t\n", set.name, 100*f, a.n, 100*med, 100*worst,
+				a.in, a.n, 100*float64(a.in)/float64(a.n), a.inPast, a.n, 100*float64(a.inPast)/float64(a.n), a.unknown)
 		}
 	}
 	return tw.Flush()
