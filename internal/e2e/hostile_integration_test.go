@@ -177,7 +177,7 @@ func TestHostileUser(t *testing.T) {
 	writeAs(t, filepath.Join(bobDir, "hostile.sh"), []byte(script), 0o755, bobUID)
 	hostileName := "x" + shell + "\nsecond line"
 	hostileJob := w.sbatchAs("bob", "-J", hostileName, "-D", bobDir, "-p", "cpu", "-n", "1", "-t", "5", "--mem=1G", "-o", filepath.Join(bobDir, "hostile.out"),
-		exports, filepath.Join(bobDir, "hostile.sh"))
+		"-e", filepath.Join(bobDir, "hostile.err"), exports, filepath.Join(bobDir, "hostile.sh"))
 
 	// a real report of alice's, captured for bob to replay (bob himself
 	// cannot read the ingest stream: the attacker checks that too)
@@ -263,13 +263,19 @@ func TestHostileUser(t *testing.T) {
 	// training finish; nothing was executed
 	s = waitJobEnd(t, w, hostileJob, 3*time.Minute)
 	exits, _ := os.ReadFile(filepath.Join(bobDir, "exits"))
+	// the steps' stdout (the trainers') apart from their stderr (the
+	// wrappers' logs): in one file, slurmstepd interleaves the two streams
+	// in chunks, and a wrapper log line written while the trainer wrote its
+	// 1 MB line could land inside it
 	hostileOut, _ := os.ReadFile(filepath.Join(bobDir, "hostile.out"))
+	hostileErr, _ := os.ReadFile(filepath.Join(bobDir, "hostile.err"))
 	if s["JobState"] != "COMPLETED" || strings.Count(string(exits), "=0\n") != 3 {
-		t.Errorf("bob's hostile job ended %s, steps %q: every step must finish with exit 0\n%s", s["JobState"], exits, tail(hostileOut, 3000))
+		t.Errorf("bob's hostile job ended %s, steps %q: every step must finish with exit 0\nstdout:\n%s\nstderr:\n%s", s["JobState"], exits,
+			tail(hostileOut, 1500), tail(hostileErr, 3000))
 	}
 	for what, path := range map[string]string{"symlink to /etc/shadow": link, "FIFO": fifo} {
 		refused := false
-		for _, line := range strings.Split(string(hostileOut), "\n") {
+		for _, line := range strings.Split(string(hostileErr), "\n") {
 			refused = refused || strings.Contains(line, "refusing to follow") && strings.Contains(line, path) && strings.Contains(line, "unsafe progress file")
 		}
 		if !refused {
