@@ -276,18 +276,17 @@ func (e *IterEstimator) addSteady(o Obs) {
 	}
 }
 
-// recent returns the last n observations pushed, oldest first, in a new
-// slice.
-func (e *IterEstimator) recent(n int) Observations {
+// appendRecent appends the last n observations pushed, oldest first, to
+// dst.
+func (e *IterEstimator) appendRecent(dst Observations, n int) Observations {
 	n = min(n, len(e.Window))
-	out := make(Observations, 0, n)
 	if len(e.Window) < WindowSize {
-		return append(out, e.Window[len(e.Window)-n:]...)
+		return append(dst, e.Window[len(e.Window)-n:]...)
 	}
 	for i := range n {
-		out = append(out, e.Window[(e.Next-n+i+WindowSize)%WindowSize])
+		dst = append(dst, e.Window[(e.Next-n+i+WindowSize)%WindowSize])
 	}
-	return out
+	return dst
 }
 
 // checkRegime restarts the window from its last regimeRecent observations
@@ -305,13 +304,26 @@ func (e *IterEstimator) checkRegime() {
 	if len(e.Window) < regimeRecent+regimeMinOld {
 		return // too little history to tell a new regime from the old
 	}
-	all := e.recent(regimeRecent + regimeOld)
+	// on the stack: this runs every regimeEvery adds, on the coordinator's
+	// ingest path
+	var buf [regimeRecent + regimeOld]Obs
+	var pos [regimeRecent + regimeOld]uint16
+	all := e.appendRecent(buf[:0], regimeRecent+regimeOld)
 	old, rec := all[:len(all)-regimeRecent], all[len(all)-regimeRecent:]
-	r := wquantiles(rec, 0.25, 0.5, 0.75)
-	o := wquantiles(old, 0.25, 0.5, 0.75)
+	// both medians lie within the observations' range: a range narrower
+	// than the shift settles it without sorting (a steady job, most checks)
+	lo, hi := all[0].MS, all[0].MS
+	for _, o := range all {
+		lo, hi = min(lo, o.MS), max(hi, o.MS)
+	}
+	if hi <= (1+regimeShift)*lo {
+		return
+	}
+	r := wquantilesOrdered(rec, byMS(pos[:0], rec), 0.25, 0.5, 0.75)
+	o := wquantilesOrdered(old, byMS(pos[:0], old), 0.25, 0.5, 0.75)
 	med, diff := o[1], math.Abs(r[1]-o[1])
-	// the spread: the wider of the two parts' interquartile ranges (a dozen
-	// observations can show a narrow one by chance)
+	// the spread: the wider of the two parts' interquartile ranges (a couple
+	// of dozen observations can show a narrow one by chance)
 	iqr := max(r[2]-r[0], o[2]-o[0])
 	if !(med > 0) || !(r[1] > 0) || max(r[1], med) <= (1+regimeShift)*min(r[1], med) || diff <= regimeZ*medianDiffSE(iqr, len(rec), len(old)) {
 		return
