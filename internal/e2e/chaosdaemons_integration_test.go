@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
 )
 
 // TestChaosSlurmctldRestart (issue 8, requirement 4): slurmctld stops for
@@ -41,7 +42,7 @@ func TestChaosSlurmctldRestart(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	stopAt := time.Now()
-	stopDaemon(t, slurmctldPidFile(), "slurmctld", syscall.SIGTERM)
+	testutil.StopDaemon(t, slurmctldPidFile(), "slurmctld", syscall.SIGTERM)
 	before, _ := w.status(lineage)
 	const outage = 25 * time.Second // > stale_after (15 s) and the snapshot TTL (15 s)
 	time.Sleep(outage)
@@ -165,7 +166,7 @@ func TestChaosSlurmdKilled(t *testing.T) {
 		return ok && st.Step >= 50 && lastCheckpointStep(job.ckdir) >= 40
 	})
 	seen, _ := w.status(lineage)
-	stopDaemon(t, slurmdPidFile(node), "slurmd", syscall.SIGKILL)
+	testutil.StopDaemon(t, slurmdPidFile(node), "slurmd", syscall.SIGKILL)
 	killed := killJobProcesses(t, job.id)
 	killedAt := time.Now()
 	ck := lastCheckpointStep(job.ckdir)

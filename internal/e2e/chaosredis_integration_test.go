@@ -82,7 +82,7 @@ func TestChaosRedisKilledUnder20Jobs(t *testing.T) {
 	mon := w.monitorSnapshots()
 	time.Sleep(time.Second)
 	stopAt := time.Now()
-	stopDaemon(t, redisPidFile(), "redis-server", syscall.SIGKILL)
+	testutil.StopDaemon(t, redisPidFile(), "redis-server", syscall.SIGKILL)
 	time.Sleep(8 * time.Second)
 	clusterUp(t)
 	upAt := time.Now()

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,51 +26,11 @@ import (
 
 var devNodes = []string{"dev1", "gdev1", "cpu1", "cpu2", "gpu1", "gpu2"}
 
-// daemonPid returns the pid in a dev-cluster pid file if that process still
-// runs comm (pid files can be stale and pids reused); 0 if not.
-func daemonPid(pidFile, comm string) int {
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0
-	}
-	c, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	if err != nil || strings.TrimSpace(string(c)) != comm {
-		return 0
-	}
-	return pid
-}
-
 func slurmctldPidFile() string { return filepath.Join(testutil.DevDir(), "run", "slurmctld.pid") }
 func slurmdPidFile(node string) string {
 	return filepath.Join(testutil.DevDir(), "run", "slurmd-"+node+".pid")
 }
 func redisPidFile() string { return filepath.Join(testutil.DevDir(), "redis", "run", "redis.pid") }
-
-// stopDaemon sends sig to the daemon of a pid file and waits until it is
-// gone (SIGKILL after 30 s).
-func stopDaemon(t *testing.T, pidFile, comm string, sig syscall.Signal) {
-	t.Helper()
-	pid := daemonPid(pidFile, comm)
-	if pid == 0 {
-		t.Fatalf("%s is not running (pid file %s)", comm, pidFile)
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		t.Fatalf("kill %s %d: %v", comm, pid, err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for daemonPid(pidFile, comm) == pid {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			deadline = time.Now().Add(10 * time.Second)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("%s (pid %d) stopped with %s", comm, pid, sig)
-}
 
 // clusterUp runs `scripts/dev-cluster up` (it restarts what is missing),
 // resumes nodes left down or drained and waits until every node responds

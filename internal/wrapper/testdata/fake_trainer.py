@@ -52,6 +52,9 @@ ap.add_argument("--crash-mid-save", action="store_true", help="with --crash-at: 
 ap.add_argument("--no-total", action="store_true", help="do not tell isched the total step count")
 ap.add_argument("--start-file", default="",
                 help="before the first step, record facts with waiting=true and wait (at most 5 min) for this file to exist")
+ap.add_argument("--pause-at", type=int, default=0,
+                help="after this step, wait (at most 5 min) for --resume-file to exist")
+ap.add_argument("--resume-file", default="")
 ap.add_argument("--gpu-speedup", type=float, default=1.0,
                 help="steps take --period / this when Slurm gave the job GPUs (CUDA_VISIBLE_DEVICES): the lab's GPUs are emulated")
 a = ap.parse_args()
@@ -156,17 +159,24 @@ if os.environ.get("CUDA_VISIBLE_DEVICES", "") not in ("", "NoDevFiles") and a.gp
     period = a.period / a.gpu_speedup
 facts["period"] = period
 step = start
-if a.start_file:
-    # a barrier: jobs that Slurm launched seconds apart start training together
+
+
+def wait_for(path):
+    """Wait (at most 5 min) for path to exist, with facts saying so."""
     facts["waiting"] = True
     write_facts()
     give_up = time.time() + 300
-    while not os.path.exists(a.start_file):
+    while not os.path.exists(path):
         if time.time() > give_up:
-            print("fake trainer: %s did not appear within 5 min" % a.start_file, file=sys.stderr, flush=True)
+            print("fake trainer: %s did not appear within 5 min" % path, file=sys.stderr, flush=True)
             sys.exit(4)
         time.sleep(0.05)
     del facts["waiting"]
+
+
+if a.start_file:
+    # a barrier: jobs that Slurm launched seconds apart start training together
+    wait_for(a.start_file)
 deadline = time.time() + 120
 while step < a.steps or (a.wait_request and time.time() < deadline):
     t0 = time.time()
@@ -178,6 +188,8 @@ while step < a.steps or (a.wait_request and time.time() < deadline):
     isched.step(step, epoch=0, loss=1.0 / step, total=None if a.no_total else a.steps)
     if ckdir and a.ckpt_every and step % a.ckpt_every == 0:
         save(step)
+    if a.pause_at and step == a.pause_at and a.resume_file:
+        wait_for(a.resume_file)
     if first_attempt and a.crash_at and step == a.crash_at:
         crash(step)
     if isched.should_checkpoint():
