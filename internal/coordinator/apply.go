@@ -408,7 +408,7 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 		rss, gpu := l.Mem.Peak()
 		r := report.Receipt{Model: st.Plan.Model, Batch: st.Plan.Batch, Partition: st.Partition, IterMS: est.MS,
 			PeakRSS: max(rss, st.PeakRSSBytes), PeakGPU: gpu, Iters: st.Step, User: st.User,
-			WallS: float64(atMS-st.StartedMS) / 1000, EndedMS: atMS}
+			WallS: float64(atMS-st.StartedMS) / 1000, EndedMS: atMS, ETARatios: l.driftRatios(atMS)}
 		if uid, known := l.owner(); known {
 			r.UID = &uid
 		}
@@ -440,12 +440,16 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 	if ok {
 		l.Moved = nil
 		st.IterMS, st.IterLowMS, st.IterHighMS = est.MS, est.LowMS, est.HighMS
+		if st.State == "RUNNING" {
+			l.markDrift(now, est)
+		}
 	} else if l.Moved != nil {
 		etaEst, etaOK = c.carried(l.Moved, st), true
 	}
 	if etaOK {
 		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, etaEst, 0).
-			WithPast(now, etaEst, 0, c.speeds.pastRuns(st))
+			WithPast(now, etaEst, 0, c.speeds.pastRuns(st)).
+			WithDrift(now, etaEst, 0, c.speeds.pastDrift(st))
 		if eta.Known {
 			st.ETAMS, st.ETALowMS, st.ETAHighMS = eta.End.UnixMilli(), eta.Low.UnixMilli(), eta.High.UnixMilli()
 			if l.PeakETA == 0 && st.Step > 0 {

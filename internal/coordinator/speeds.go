@@ -32,6 +32,24 @@ type speedBook struct {
 	obs     []policy.SpeedObs
 	learned policy.LearnedSpeeds
 	past    map[pastKey][]float64
+	drift   map[string][]driftRun
+}
+
+// maxDriftRuns bounds the earlier runs whose ETA ratios are kept per
+// partition (the latest ones), maxDriftPerUser what one user's runs may
+// hold of them: the ratios are dimensionless, so every configuration's
+// runs on the same nodes say how far the machine's speed strays within a
+// run, and no one user's runs (a job that stalls on purpose) may decide
+// everyone's band.
+const (
+	maxDriftRuns    = 32
+	maxDriftPerUser = 4
+)
+
+// driftRun is one confirmed earlier run's ETA ratios.
+type driftRun struct {
+	user   string
+	ratios []report.ETARatio
 }
 
 // pastKey is one configuration on one partition: the same work on the
@@ -65,6 +83,7 @@ func (b *speedBook) noteReceipt(r report.Receipt) {
 	if r.Batch <= 0 || math.IsInf(r.IterMS, 0) {
 		return
 	}
+	b.noteDrift(r)
 	if b.past == nil {
 		b.past = map[pastKey][]float64{}
 	}
@@ -84,6 +103,51 @@ func (b *speedBook) pastRuns(st *report.JobStatus) []float64 {
 		return nil
 	}
 	return b.past[pastKey{st.Plan.Model, st.Partition, st.Plan.Batch}]
+}
+
+// noteDrift adds a confirmed receipt's ETA ratios to its partition's
+// pool: the latest maxDriftRuns runs, at most maxDriftPerUser of them one
+// user's (that user's oldest goes first).
+func (b *speedBook) noteDrift(r report.Receipt) {
+	if len(r.ETARatios) == 0 || r.Partition == "" {
+		return
+	}
+	if b.drift == nil {
+		b.drift = map[string][]driftRun{}
+	}
+	runs := b.drift[r.Partition]
+	n := 0
+	for _, d := range runs {
+		if d.user == r.User {
+			n++
+		}
+	}
+	if n >= maxDriftPerUser {
+		i := slices.IndexFunc(runs, func(d driftRun) bool { return d.user == r.User })
+		runs = slices.Delete(runs, i, i+1)
+	}
+	runs = append(runs, driftRun{user: r.User, ratios: slices.Clone(r.ETARatios)})
+	if over := len(runs) - maxDriftRuns; over > 0 {
+		runs = slices.Delete(runs, 0, over)
+	}
+	b.drift[r.Partition] = runs
+}
+
+// pastDrift is, for a lineage at its current progress, how far the ETAs of
+// the confirmed earlier runs on its partition were off at the same point
+// of theirs (estimate.DriftAt); nil without a total.
+func (b *speedBook) pastDrift(st *report.JobStatus) []float64 {
+	if st.TotalIters <= 0 {
+		return nil
+	}
+	frac := float64(max(st.Step, 0)) / float64(st.TotalIters)
+	var out []float64
+	for _, d := range b.drift[st.Partition] {
+		if v, ok := estimate.DriftAt(d.ratios, frac); ok {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // loadSpeeds reads the stored receipts once per leadership; a receipt

@@ -3,10 +3,13 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/estimate"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 	dto "github.com/prometheus/client_model/go"
@@ -160,6 +163,11 @@ func TestETAAfterAMoveUsesSpeeds(t *testing.T) {
 // the end its confirmed earlier runs' speed (same model, batch and
 // partition) would give; unconfirmed receipts, another batch or another
 // partition do not move it, and the ETA itself stays the run's own.
+func withDrift(r report.Receipt, rs ...report.ETARatio) report.Receipt {
+	r.ETARatios = rs
+	return r
+}
+
 func TestETABandHoldsEarlierRuns(t *testing.T) {
 	const model = "resnet18-abc:momentum:fp32"
 	now := time.UnixMilli(1_700_000_600_000)
@@ -186,6 +194,15 @@ func TestETABandHoldsEarlierRuns(t *testing.T) {
 		{"unconfirmed: ignored", []report.Receipt{receipt(8, "cpu", false, 130)}, ownEnd},
 		{"another batch: ignored", []report.Receipt{receipt(16, "cpu", true, 130)}, ownEnd},
 		{"another partition: ignored", []report.Receipt{receipt(8, "gpu", true, 130)}, ownEnd},
+		{"an earlier run whose ETA at 10 % was 1.25x short: the band holds 1.25x the rest", []report.Receipt{
+			withDrift(receipt(8, "cpu", true, 100), report.ETARatio{At: 0.10, Ratio: 1.25}, report.ETARatio{At: 0.5, Ratio: 1.6})},
+			now.Add(125 * time.Second).UnixMilli()},
+		{"an unconfirmed run's drift: ignored", []report.Receipt{
+			withDrift(receipt(8, "cpu", false, 100), report.ETARatio{At: 0.10, Ratio: 1.25})}, ownEnd},
+		{"another batch's drift on the same partition counts", []report.Receipt{
+			withDrift(receipt(64, "cpu", true, 900), report.ETARatio{At: 0.10, Ratio: 1.25})}, now.Add(125 * time.Second).UnixMilli()},
+		{"another partition's drift: ignored", []report.Receipt{
+			withDrift(receipt(8, "gpu", true, 100), report.ETARatio{At: 0.10, Ratio: 1.25})}, ownEnd},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, l := benchCoordinator(), lineageAt()
@@ -200,6 +217,24 @@ func TestETABandHoldsEarlierRuns(t *testing.T) {
 			}
 		})
 	}
+	// the drift pool: at most maxDriftPerUser runs of one user (the
+	// latest), at most maxDriftRuns in all
+	var d speedBook
+	for i := range 10 {
+		d.noteReceipt(withDrift(receipt(8, "cpu", true, 100), report.ETARatio{At: 0.1, Ratio: 1 + float64(i)/100}))
+	}
+	st0 := lineageAt().Status
+	if got := d.pastDrift(&st0); len(got) != maxDriftPerUser || got[0] != 1.06 {
+		t.Errorf("one user's 10 runs: pool %v, want their latest %d from 1.06", got, maxDriftPerUser)
+	}
+	for i := range maxDriftRuns + 3 {
+		r := withDrift(receipt(8, "cpu", true, 100), report.ETARatio{At: 0.1, Ratio: 1.5})
+		r.User = fmt.Sprintf("u%d", i)
+		d.noteReceipt(r)
+	}
+	if got := d.pastDrift(&st0); len(got) != maxDriftRuns || slices.Contains(got, 1.09) {
+		t.Errorf("pool of %d with %v, want the latest %d (bob's gone)", len(got), got, maxDriftRuns)
+	}
 	// at most maxPastRuns per configuration, the latest
 	var b speedBook
 	for i := range maxPastRuns + 5 {
@@ -208,5 +243,56 @@ func TestETABandHoldsEarlierRuns(t *testing.T) {
 	st := lineageAt().Status
 	if got := b.pastRuns(&st); len(got) != maxPastRuns || got[0] != 105 {
 		t.Errorf("kept %d runs from %v, want %d from 105", len(got), got[0], maxPastRuns)
+	}
+}
+
+// A run's receipt says how far its own ETA was off at 10, 25 and 50 %: the
+// mean time per step of the rest over the one predicted there. Here the
+// speed falls from 100 to 150 ms per step at 10 %, so the 10 % ETA was
+// 1.5x short and the later ones, made at the new speed, about right.
+func TestReceiptCarriesETARatios(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-61"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Model: "m1", Batch: 8}
+	j := job(61, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	j.StartMS = e.now.UnixMilli()
+	e.publish([]report.Job{j}, nil)
+	w := e.attemptWrapper(61, lin, 0)
+	e.start(w)
+	const total = 1000
+	for from := int64(1); from <= total; from += 50 {
+		ms := 100.0
+		if from > 100 {
+			ms = 150
+		}
+		e.now = e.now.Add(time.Duration(50*ms) * time.Millisecond)
+		env := report.NewEnvelope(report.KindSample, e.now)
+		env.Sample = &report.Sample{}
+		for i := range int64(50) {
+			env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: from + i, AtMS: e.now.UnixMilli(), DurMS: ms, Source: report.SourcePattern, Total: total})
+		}
+		e.send(w, env)
+		e.rounds(1)
+	}
+	e.end(w, 0)
+	e.rounds(2)
+	rs := e.receipts()
+	if len(rs) != 1 {
+		t.Fatalf("%d receipts, want 1: %v", len(rs), rs)
+	}
+	var r report.Receipt
+	if err := json.Unmarshal([]byte(rs[0]), &r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("receipt ETA ratios %+v", r.ETARatios)
+	if len(r.ETARatios) != 3 {
+		t.Fatalf("ETA ratios %+v, want 3 (10, 25, 50 %%)", r.ETARatios)
+	}
+	for i, want := range []float64{1.5, 1, 1} {
+		got := r.ETARatios[i]
+		if got.At != estimate.DriftFracs[i] || math.Abs(got.Ratio-want) > 0.02 {
+			t.Errorf("ratio %d = %+v, want at %v about %v", i, got, estimate.DriftFracs[i], want)
+		}
 	}
 }

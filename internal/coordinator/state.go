@@ -73,9 +73,48 @@ type lineage struct {
 	// left, until the new partition's own estimate exists: the ETA after a
 	// move is that estimate converted by the partitions' speeds.
 	Moved *movedEst `json:"moved,omitempty"`
+	// Drift is what the current attempt's ETA predicted at 10, 25 and 50 %
+	// of the run, judged at its end into the receipt's ETA ratios.
+	Drift *driftMarks `json:"drift,omitempty"`
 	// Use is what the attempts used, for the verdict at the end.
 	Use   jobUse `json:"use,omitzero"`
 	dirty bool
+}
+
+// driftMarks are the ETA's marks (estimate.MarkDrift) of one attempt on
+// one partition: only a run that went on where it was marked can say how
+// far the mark was off.
+type driftMarks struct {
+	JobID     uint64               `json:"job_id"`
+	Attempt   int                  `json:"attempt"`
+	Partition string               `json:"partition"`
+	Marks     []estimate.DriftMark `json:"marks"`
+}
+
+// markDrift records the ETA's prediction per step when the run passes one
+// of estimate.DriftFracs; a new attempt or partition starts afresh.
+func (l *lineage) markDrift(now time.Time, est estimate.IterEstimate) {
+	st := &l.Status
+	d := l.Drift
+	if d == nil || d.JobID != st.JobID || d.Attempt != st.Attempt || d.Partition != st.Partition {
+		d = &driftMarks{JobID: st.JobID, Attempt: st.Attempt, Partition: st.Partition}
+	}
+	n := len(d.Marks)
+	d.Marks = estimate.MarkDrift(d.Marks, st.Step, st.TotalIters, now, est)
+	if len(d.Marks) != n || l.Drift != d {
+		l.Drift, l.dirty = d, true
+	}
+}
+
+// driftRatios judges the current attempt's marks at the run's end (atMS);
+// nil when they were made by another attempt or on another partition.
+func (l *lineage) driftRatios(atMS int64) []report.ETARatio {
+	st := &l.Status
+	d := l.Drift
+	if d == nil || d.JobID != st.JobID || d.Attempt != st.Attempt || d.Partition != st.Partition {
+		return nil
+	}
+	return estimate.DriftRatios(d.Marks, st.Step, atMS)
 }
 
 // spanKey names one attempt of one job: one history span.

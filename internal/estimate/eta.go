@@ -69,13 +69,7 @@ func (e ETA) WithPast(now time.Time, est IterEstimate, extraMS float64, pastMS [
 		if !(ms > 0) || math.IsInf(ms, 0) {
 			continue
 		}
-		at := now.Add(msDuration(float64(e.Remaining)*(ms+ov) + max(extraMS, 0)))
-		if at.Before(e.Low) {
-			e.Low = at
-		}
-		if at.After(e.High) {
-			e.High = at
-		}
+		e = e.widen(now.Add(msDuration(float64(e.Remaining)*(ms+ov) + max(extraMS, 0))))
 	}
 	return e
 }

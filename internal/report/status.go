@@ -149,4 +149,18 @@ type Receipt struct {
 	// of the user's own command (warm-up left out), kept in the user's own
 	// receipts file, never in Redis; IterMS is the window's mean.
 	Profiled bool `json:"profiled,omitempty"`
+	// ETARatios: how far the run's own ETA was off at a few points of it
+	// (estimate.DriftRatios), for the ETA bands of later runs of the same
+	// configuration. Only when the run's last attempt passed those points
+	// on the partition it ended on.
+	ETARatios []ETARatio `json:"eta_ratios,omitempty"`
+}
+
+// ETARatio is how far a run's ETA was off at one point of the run: the mean
+// time per step the run took from there to its end over the time per step
+// predicted there (iteration estimate + checkpoint overhead). 1 is exact;
+// 1.2: the rest of the run was 20 % slower than predicted.
+type ETARatio struct {
+	At    float64 `json:"at"` // progress then: step / total, in (0, 1)
+	Ratio float64 `json:"ratio"`
 }

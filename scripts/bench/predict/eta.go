@@ -67,10 +67,12 @@ type etaPoint struct {
 	// Err is (predicted end − real end) / real run length; InBand is
 	// whether [Low, High] holds the real end, InBandPast whether the band
 	// widened by the earlier runs (ETA.WithPast) does.
-	Err         float64
-	InBand      bool
-	InBandPast  bool
-	Provisional bool
+	Err        float64
+	InBand     bool
+	InBandPast bool
+	// Width and WidthPast: the band's width (High − Low) / real run length
+	Width, WidthPast float64
+	Provisional      bool
 }
 
 // replayETA feeds a run's step times, one report.Iter per step as the
@@ -78,18 +80,21 @@ type etaPoint struct {
 // (estimate.IterEstimator) and asks estimate.PredictEnd, as the
 // coordinator's refreshEstimates does, at each progress point: the run
 // starts at 0, step i ends at the sum of the first i times, and the real
-// end is the sum of all of them. pastMS are the earlier runs' receipts'
-// iteration times, for InBandPast (see pastOf).
-func replayETA(iterMS []float64, fracs []float64, pastMS []float64) ([]etaPoint, error) {
+// end is the sum of all of them. past are the earlier runs of the same
+// configuration, pool the ETA ratios of earlier runs on the same machine,
+// for InBandPast (see pastOf). It also returns the run's own receipt's ETA
+// ratios: its marks (estimate.MarkDrift, asked after every step as a
+// coordinator ticking at every step would) judged at its end.
+func replayETA(iterMS []float64, fracs []float64, past []pastRun, pool [][]report.ETARatio) ([]etaPoint, []report.ETARatio, error) {
 	n := int64(len(iterMS))
 	if n == 0 {
-		return nil, errors.New("empty trace")
+		return nil, nil, errors.New("empty trace")
 	}
 	ends := make([]float64, n) // ms since the start
 	var sum float64
 	for i, ms := range iterMS {
 		if !(ms > 0) || math.IsInf(ms, 0) {
-			return nil, fmt.Errorf("step %d: iteration time %v ms", i+1, ms)
+			return nil, nil, fmt.Errorf("step %d: iteration time %v ms", i+1, ms)
 		}
 		sum += ms
 		ends[i] = sum
@@ -99,31 +104,44 @@ func replayETA(iterMS []float64, fracs []float64, pastMS []float64) ([]etaPoint,
 		return time.UnixMilli(0).Add(time.Duration(ms * float64(time.Millisecond)))
 	}
 	since := func(t time.Time) float64 { return float64(t.Sub(at(0))) / float64(time.Millisecond) }
+	in := func(eta iest.ETA) bool {
+		return since(eta.Low) <= realEnd+bandTolMS && realEnd <= since(eta.High)+bandTolMS
+	}
+	pastMS := make([]float64, len(past))
+	for i, r := range past {
+		pastMS[i] = r.ms
+	}
 	var est iest.IterEstimator
+	var marks []iest.DriftMark
 	out := make([]etaPoint, 0, len(fracs))
-	next := int64(0) // steps fed so far
-	for _, f := range fracs {
-		k := min(max(int64(math.Ceil(f*float64(n))), 1), n)
-		for ; next < k; next++ {
-			est.Add(report.Iter{Step: next + 1, DurMS: iterMS[next]})
+	next := 0 // the next point of fracs
+	for k := int64(1); k <= n; k++ {
+		est.Add(report.Iter{Step: k, DurMS: iterMS[k-1]})
+		now := at(ends[k-1])
+		e, ok := est.Estimate()
+		if ok {
+			marks = iest.MarkDrift(marks, k, n, now, e)
 		}
-		p := etaPoint{Frac: f, Step: k}
-		if e, ok := est.Estimate(); ok {
-			now := at(ends[k-1])
-			eta := iest.PredictEnd(now, k, n, e, 0)
-			if eta.Known {
-				in := func(eta iest.ETA) bool {
-					return since(eta.Low) <= realEnd+bandTolMS && realEnd <= since(eta.High)+bandTolMS
+		for ; next < len(fracs) && min(max(int64(math.Ceil(fracs[next]*float64(n))), 1), n) == k; next++ {
+			p := etaPoint{Frac: fracs[next], Step: k}
+			if eta := iest.PredictEnd(now, k, n, e, 0); ok && eta.Known {
+				var drift []float64
+				for _, r := range pool {
+					if v, found := iest.DriftAt(r, float64(k)/float64(n)); found {
+						drift = append(drift, v)
+					}
 				}
 				p.Known, p.Provisional = true, e.Provisional
 				p.Err = (since(eta.End) - realEnd) / realEnd
-				p.InBand = in(eta)
-				p.InBandPast = in(eta.WithPast(now, e, 0, pastMS))
+				wide := eta.WithPast(now, e, 0, pastMS).WithDrift(now, e, 0, drift)
+				p.InBand, p.InBandPast = in(eta), in(wide)
+				p.Width = float64(eta.High.Sub(eta.Low)) / float64(time.Millisecond) / realEnd
+				p.WidthPast = float64(wide.High.Sub(wide.Low)) / float64(time.Millisecond) / realEnd
 			}
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
-	return out, nil
+	return out, iest.DriftRatios(marks, n, at(realEnd).UnixMilli()), nil
 }
 
 // traceFiles are the committed trace sets: short runs (300 steps, about a
@@ -131,66 +149,91 @@ func replayETA(iterMS []float64, fracs []float64, pastMS []float64) ([]etaPoint,
 // run) and long ones (2000 steps, about 8 minutes).
 var traceFiles = []string{"traces.json", "traces-long.json"}
 
-// finalMS is the typical iteration time the estimator holds at a run's
-// end: what the coordinator writes into the run's receipt (IterMS).
-func finalMS(iterMS []float64) float64 {
-	var e iest.IterEstimator
-	for i, ms := range iterMS {
-		e.Add(report.Iter{Step: int64(i + 1), DurMS: ms})
-	}
-	est, _ := e.Estimate()
-	return est.MS
+// pastRun is an earlier run as its receipt shows it: the iteration time
+// the estimator held at its end (IterMS) and its ETA ratios.
+type pastRun struct {
+	ms    float64
+	drift []report.ETARatio
 }
 
-// pastOf is, for each run, the receipts' iteration times of the other runs
-// of the same architecture and batch in the set: earlier runs of the same
-// configuration on the same machine, as the coordinator pools them
-// (speedBook.pastRuns), each run left out of its own.
-func pastOf(runs []*trace) [][]float64 {
-	final := make([]float64, len(runs))
+// pastOf is, for each run, the receipts of the other runs of the same
+// architecture and batch in the set (earlier runs of the same
+// configuration on the same machine, as the coordinator pools their speeds:
+// speedBook.pastOf) and the ETA ratios of all the other runs in the set
+// (earlier runs on the same nodes, as the coordinator pools their drift:
+// speedBook.noteDrift), each run left out of its own.
+func pastOf(runs []*trace) ([][]pastRun, [][][]report.ETARatio, error) {
+	own := make([]pastRun, len(runs))
 	for i, r := range runs {
-		final[i] = finalMS(r.IterMS)
+		var e iest.IterEstimator
+		for k, ms := range r.IterMS {
+			e.Add(report.Iter{Step: int64(k + 1), DurMS: ms})
+		}
+		est, _ := e.Estimate()
+		_, drift, err := replayETA(r.IterMS, nil, nil, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		own[i] = pastRun{ms: est.MS, drift: drift}
 	}
-	out := make([][]float64, len(runs))
+	same := make([][]pastRun, len(runs))
+	pool := make([][][]report.ETARatio, len(runs))
 	for i, r := range runs {
 		for j, o := range runs {
-			if j != i && o.Arch == r.Arch && o.Batch == r.Batch {
-				out[i] = append(out[i], final[j])
+			if j == i {
+				continue
+			}
+			pool[i] = append(pool[i], own[j].drift)
+			if o.Arch == r.Arch && o.Batch == r.Batch {
+				same[i] = append(same[i], own[j])
 			}
 		}
 	}
-	return out
+	return same, pool, nil
 }
 
 // printETA replays every trace of every trace file and prints the ETA's
 // error and band coverage per progress point, per run and summed up.
 func printETA(w io.Writer, dir string) error {
-	for _, name := range traceFiles {
-		if err := printETAFile(w, filepath.Join(dir, name)); err != nil {
+	sets := make([]*traces, len(traceFiles))
+	var all []*trace
+	for i, name := range traceFiles {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
 			return err
 		}
+		var tf traces
+		if err := json.Unmarshal(b, &tf); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if len(tf.Runs) == 0 {
+			return fmt.Errorf("%s: no runs", name)
+		}
+		sets[i], all = &tf, append(all, tf.Runs...)
+	}
+	past, pool, err := pastOf(all)
+	if err != nil {
+		return err
+	}
+	for i, tf := range sets {
+		n := len(tf.Runs)
+		if err := printETAFile(w, traceFiles[i], tf, past[:n], pool[:n]); err != nil {
+			return err
+		}
+		past, pool = past[n:], pool[n:]
 	}
 	return nil
 }
 
-func printETAFile(w io.Writer, path string) error {
-	name := filepath.Base(path)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var tf traces
-	if err := json.Unmarshal(b, &tf); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
-	}
-	if len(tf.Runs) == 0 {
-		return fmt.Errorf("%s: no runs", name)
-	}
+// printETAFile prints one trace set's replay; past and pool are its runs'
+// earlier runs (pastOf over every set: all ran on this machine).
+func printETAFile(w io.Writer, name string, tf *traces, past [][]pastRun, pool [][][]report.ETARatio) error {
 	fmt.Fprintf(w, "\nETA replay: %s %s (%s, %d thread(s), %d CPUs shared): every step of each run fed to the coordinator's estimator (estimate.IterEstimator + PredictEnd)\n",
 		name, tf.MeasuredAt, tf.Framework, tf.Threads, tf.CPUs)
 	fmt.Fprintln(w, "err = (predicted end - real end) / run length; band = [low, high] holds the real end; * = provisional (warm-up);")
 	fmt.Fprintln(w, "burners = busy loops sharing the CPUs over those steps; ^ = the speed changes after this point (burners start or stop later: no estimator can know)")
-	fmt.Fprintln(w, "+past = the band widened to hold the end at the earlier runs' speed (the other runs of the same model and batch here, as receipts: ETA.WithPast); - = none")
+	fmt.Fprintln(w, "+past = the band widened by earlier runs, as receipts: to hold the end at the speed of those of the same model and batch (ETA.WithPast),")
+	fmt.Fprintln(w, "        and at the miss of every other run's own ETA at the same point of its run (ETA ratios pooled per partition: ETA.WithDrift); - = no earlier run")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hdr := "run\tsteps\tseconds\tload avg\tburners\t"
 	for _, f := range etaFracs {
@@ -198,16 +241,15 @@ func printETAFile(w io.Writer, path string) error {
 	}
 	fmt.Fprintln(tw, hdr)
 	type acc struct {
-		errs                   []float64
-		in, inPast, n, unknown int
+		errs, widths, widthsPast []float64
+		in, inPast, n, unknown   int
 	}
 	// settled: the judging points with no change of speed ahead; shifted:
 	// the runs with burners; foreseen: those of them whose change is behind
 	all, settled := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
 	shifted, foreseen := make([]acc, len(etaFracs)), make([]acc, len(etaFracs))
-	past := pastOf(tf.Runs)
 	for ri, r := range tf.Runs {
-		pts, err := replayETA(r.IterMS, etaFracs, past[ri])
+		pts, _, err := replayETA(r.IterMS, etaFracs, past[ri], pool[ri])
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", name, r.Name, err)
 		}
@@ -236,6 +278,7 @@ func printETAFile(w io.Writer, path string) error {
 					continue
 				}
 				a.errs = append(a.errs, math.Abs(p.Err))
+				a.widths, a.widthsPast = append(a.widths, p.Width), append(a.widthsPast, p.WidthPast)
 				if p.InBand {
 					a.in++
 				}
@@ -262,7 +305,7 @@ func printETAFile(w io.Writer, path string) error {
 			if p.InBandPast {
 				inPast = "in"
 			}
-			if len(past[ri]) == 0 {
+			if len(past[ri]) == 0 && len(pool[ri]) == 0 {
 				inPast = "-"
 			}
 			line += fmt.Sprintf("%+.1f%%%s\t%s\t%s\t", 100*p.Err, mark, in, inPast)
@@ -274,7 +317,7 @@ func printETAFile(w io.Writer, path string) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "runs\tprogress\tn\tmedian |err|\tworst |err|\tband coverage\t+past\tunknown\t")
+	fmt.Fprintln(tw, "runs\tprogress\tn\tmedian |err|\tworst |err|\tband coverage\t+past\tmedian width\t+past\tunknown\t")
 	for _, set := range []struct {
 		name string
 		a    []acc
@@ -284,12 +327,13 @@ func printETAFile(w io.Writer, path string) error {
 			if a.n == 0 {
 				continue
 			}
-			med, worst := math.NaN(), math.NaN()
+			med, worst, width, widthPast := math.NaN(), math.NaN(), math.NaN(), math.NaN()
 			if len(a.errs) > 0 {
 				med, worst = plan.Median(a.errs), slices.Max(a.errs)
+				width, widthPast = plan.Median(a.widths), plan.Median(a.widthsPast)
 			}
-			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%.1f%%\t%.1f%%\t%d/%d (%.0f%%)\t%d/%d (%.0f%%)\t%d\t\n", set.name, 100*f, a.n, 100*med, 100*worst,
-				a.in, a.n, 100*float64(a.in)/float64(a.n), a.inPast, a.n, 100*float64(a.inPast)/float64(a.n), a.unknown)
+			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%.1f%%\t%.1f%%\t%d/%d (%.0f%%)\t%d/%d (%.0f%%)\t%.1f%%\t%.1f%%\t%d\t\n", set.name, 100*f, a.n, 100*med, 100*worst,
+				a.in, a.n, 100*float64(a.in)/float64(a.n), a.inPast, a.n, 100*float64(a.inPast)/float64(a.n), 100*width, 100*widthPast, a.unknown)
 		}
 	}
 	return tw.Flush()

@@ -36,7 +36,7 @@ func TestReplayETA(t *testing.T) {
 			[]etaPoint{{Frac: 2, Step: 10, Known: true, InBand: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := replayETA(tc.iterMS, tc.fracs, nil)
+			got, _, err := replayETA(tc.iterMS, tc.fracs, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func TestReplayETAFollowsShift(t *testing.T) {
 	// the new regime long enough its ETA must be near the truth, where the
 	// window's median of both regimes would still be late
 	iter := append(steps(40, 200), steps(160, 100)...)
-	got, err := replayETA(iter, []float64{0.1, 0.75}, nil)
+	got, _, err := replayETA(iter, []float64{0.1, 0.75}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestReplayETAFollowsShift(t *testing.T) {
 
 func TestReplayETARejects(t *testing.T) {
 	for _, iter := range [][]float64{nil, {100, 0, 100}, {100, math.NaN()}, {math.Inf(1)}} {
-		if _, err := replayETA(iter, etaFracs, nil); err == nil {
+		if _, _, err := replayETA(iter, etaFracs, nil, nil); err == nil {
 			t.Errorf("replayETA(%v) accepted", iter)
 		}
 	}
