@@ -16,6 +16,12 @@ It writes a probe record (JSON, format version 1, docs/model-summary.md):
   two reference networks ("wide": large convolutions on a tiny input;
   "residual": ResNet-18's layout on 64x64 images), each also given alone in
   runtime_references so that isched can add the spread between repeats;
+- reference_step: the time of whole training steps (forward, backward,
+  SGD with momentum) of the "residual" reference network at batch 16, over
+  fresh children (median/min/max), with the network's model summary
+  (model_summary.py beside this script): isched scales its per-kind static
+  time by how much slower the whole step ran than those rates predict
+  (what they leave out: the autograd graph, allocation, Python, the loss);
 - throughput: achieved training rates of short micro-benchmarks, forward +
   backward, median over repeats and sizes: "linear" (nn.Linear), "conv"
   (a 3x3 nn.Conv2d), "depthwise" (a 3x3 depthwise nn.Conv2d) in FLOP/s,
@@ -89,11 +95,31 @@ if sys.argv[2] != "import":
         hw = 4
     net = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(2, 3, hw, hw), torch.randint(0, 10, (2,))
-    for _ in range(3):
+    batch = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    x, y = torch.randn(batch, 3, hw, hw), torch.randint(0, 10, (batch,))
+
+    def train_step():
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
+    for _ in range(3):
+        train_step()
+    if len(sys.argv) > 4:
+        # "step": the whole training step's time at this batch (after the
+        # three warm-up steps) and the network's summary as
+        # model_summary.py writes it, from the directory in argv[4]
+        import json
+        import time
+        sys.path.insert(0, sys.argv[4])
+        import model_summary
+        times = []
+        for _ in range(int(sys.argv[5])):
+            t0 = time.perf_counter()
+            train_step()
+            times.append(time.perf_counter() - t0)
+        summary = model_summary.summarize(net, [3, hw, hw], batch, "float32", 0, sys.argv[2], layers=False)
+        print(json.dumps({"seconds": times, "summary": summary}))
+        sys.exit(0)
     tensors = 3 * sum(p.numel() * p.element_size() for p in net.parameters())
 fields = {}
 with open("/proc/self/status") as f:
@@ -136,6 +162,36 @@ def framework_rss(mode, threads, repeats, timeout):
             _fail("measuring the %s footprint: the child failed (%d): %s" % (mode, p.returncode, p.stderr.strip()[-400:]))
         out.append(int(p.stdout.strip()))
     return out
+
+
+# the reference step: the "residual" reference network trained at
+# STEP_BATCH, STEP_ITERS timed steps per child after three warm-up ones
+STEP_REFERENCE, STEP_BATCH, STEP_ITERS = "residual", 16, 8
+
+
+def reference_step(threads, repeats, timeout):
+    """the time of a whole training step of the residual reference network
+    (forward, backward, optimizer: what the per-kind rates model piecewise)
+    over repeats fresh children, and its model summary (model_summary.py
+    beside this script); None with a note on stderr when model_summary.py
+    is not there."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.exists(os.path.join(here, "model_summary.py")):
+        sys.stderr.write("site_probe: model_summary.py is not beside this script: no reference step measured\n")
+        return None
+    seconds, summary = [], None
+    for _ in range(repeats):
+        args = [sys.executable, "-c", _CHILD, str(threads), STEP_REFERENCE, str(STEP_BATCH), here, str(STEP_ITERS)]
+        try:
+            p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            _fail("measuring the reference step: the child did not finish in %d s" % timeout)
+        if p.returncode != 0:
+            _fail("measuring the reference step: the child failed (%d): %s" % (p.returncode, p.stderr.strip()[-400:]))
+        out = json.loads(p.stdout)
+        seconds += out["seconds"]
+        summary = out["summary"]
+    return {"network": STEP_REFERENCE, "batch": STEP_BATCH, "seconds": _stat(seconds), "summary": summary}
 
 
 def _time(fn, iters):
@@ -247,6 +303,9 @@ def main(argv=None):
     rec["runtime_rss_bytes"] = _byte_stat([v for vs in refs.values() for v in vs])
     rec["runtime_references"] = {r: _byte_stat(vs) for r, vs in refs.items()}
     rec["throughput"] = throughput(args.repeats, args.min_seconds)
+    step = reference_step(threads, min(args.repeats, 3), args.child_timeout)
+    if step is not None:
+        rec["reference_step"] = step
     text = json.dumps(rec, indent=1) + "\n"
     if args.output == "-":
         sys.stdout.write(text)

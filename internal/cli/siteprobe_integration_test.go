@@ -60,6 +60,12 @@ func TestSiteProbeOnCluster(t *testing.T) {
 	if p.NodeType != "lab-dev" || p.Threads != 1 || len(p.RuntimeReferences) != 2 || p.RuntimeRSS.Max < p.ImportRSS.Median || p.Throughput[plan.WorkConv].Median <= 0 {
 		t.Errorf("record %+v", p)
 	}
+	// the whole step of the residual reference, measured with its summary
+	if r := p.ReferenceStep; r == nil || r.Network != "residual" || r.Summary == nil || r.Summary.FLOPsByKind[plan.WorkConv] <= 0 || r.Seconds.Median <= 0 {
+		t.Errorf("reference step %+v", p.ReferenceStep)
+	} else if !strings.Contains(out.String(), "whole step x") {
+		t.Errorf("the output does not say the whole-step factor:\n%s", out.String())
+	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*.probe.json")); len(left) != 0 {
 		t.Errorf("the job's record file is left: %q", left)
 	}

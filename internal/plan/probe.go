@@ -52,6 +52,20 @@ type Probe struct {
 	// "residual"); optional (records of one reference network lack it).
 	RuntimeReferences map[string]ByteStat `json:"runtime_references,omitempty"`
 	Throughput        map[string]RateStat `json:"throughput"`
+	// ReferenceStep is the time of whole training steps of a reference
+	// network; optional (records made before it, or without
+	// model_summary.py beside the probe, lack it). See StepFactor.
+	ReferenceStep *ReferenceStep `json:"reference_step,omitempty"`
+}
+
+// ReferenceStep is the time of whole training steps (forward, backward,
+// SGD with momentum) of one of the probe's reference networks at one batch,
+// in seconds over repeats, with the network's model summary.
+type ReferenceStep struct {
+	Network string   `json:"network"`
+	Batch   int      `json:"batch"`
+	Seconds RateStat `json:"seconds"`
+	Summary *Model   `json:"summary"`
 }
 
 // ByteStat is a measured size over repeats.
@@ -125,6 +139,9 @@ func (p *Probe) Validate() error {
 	if p.RuntimeRSS.Median < p.ImportRSS.Median {
 		return fieldErr("runtime_rss_bytes.median", "%d is below import_rss_bytes.median %d: training cannot need less than the import", p.RuntimeRSS.Median, p.ImportRSS.Median)
 	}
+	if err := p.ReferenceStep.validate(); err != nil {
+		return err
+	}
 	kinds := append(slices.Clone(flopKinds), WorkElementwise, WorkOptimizer)
 	if _, ok := p.Throughput[WorkConv]; !ok {
 		return fieldErr("throughput.conv", "required field missing")
@@ -139,6 +156,53 @@ func (p *Probe) Validate() error {
 		}
 	}
 	return nil
+}
+
+// validate checks a reference step (nil: none, valid).
+func (r *ReferenceStep) validate() error {
+	if r == nil {
+		return nil
+	}
+	sec := r.Seconds
+	switch {
+	case !validName(r.Network):
+		return fieldErr("reference_step.network", "want 1-64 of [A-Za-z0-9._-], got %q", r.Network)
+	case r.Batch <= 0 || r.Batch > 1<<16:
+		return fieldErr("reference_step.batch", "want 1 to 65536, got %d", r.Batch)
+	case !(sec.Min > 0) || !(sec.Max <= 3600) || sec.Median < sec.Min || sec.Max < sec.Median || sec.Repeats <= 0:
+		return fieldErr("reference_step.seconds", "want 0 < min <= median <= max <= 3600 s and repeats > 0")
+	case r.Summary == nil:
+		return fieldErr("reference_step.summary", "required field missing")
+	}
+	if err := r.Summary.Validate(); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return fieldErr(joinField("reference_step.summary", fe.Field), "%s", fe.Reason)
+		}
+		return fmt.Errorf("reference_step.summary: %w", err)
+	}
+	if r.Summary.FLOPsPerSample <= 0 {
+		return fieldErr("reference_step.summary.flops_per_sample", "the reference network must do work, got %d", r.Summary.FLOPsPerSample)
+	}
+	return nil
+}
+
+// StepFactor is how much longer the probe's reference network took per
+// whole training step than the per-kind rates add up to for it (the time
+// they leave out: the autograd graph, allocation, Python, the loss), at
+// least 1: it scales the probed static time up, never down. 1 without a
+// reference step. The reference is one network at one batch; the factor
+// is applied to every model and batch (docs/model-summary.md).
+func (p *Probe) StepFactor() float64 {
+	r := p.ReferenceStep
+	if r == nil || r.Summary == nil {
+		return 1
+	}
+	pred, ok := p.kindSeconds(r.Summary, Training{Optimizer: "momentum", Precision: PrecFP32}, r.Batch)
+	if !ok || !(pred > 0) {
+		return 1
+	}
+	return max(1, r.Seconds.Median/pred)
 }
 
 // rate is the probe's median rate of a kind, 0 when it was not measured.
@@ -245,11 +309,29 @@ func (s *Site) StaticBasis(nt *NodeType) string {
 			kinds = append(kinds, fmt.Sprintf("%s %.1f %s", k, r.Median/1e9, unit))
 		}
 	}
-	return fmt.Sprintf("probed %s on %s (%d threads): framework %s (largest %s + repeat spread %s), %s", p.MeasuredAt, p.Host, p.Threads,
-		FormatBytes(p.RuntimeRSS.Max+p.RepeatSpread()), FormatBytes(p.RuntimeRSS.Max), FormatBytes(p.RepeatSpread()), strings.Join(kinds, ", "))
+	step := ""
+	if r := p.ReferenceStep; r != nil {
+		step = fmt.Sprintf("; whole step x%.2f (the %s reference at batch %d: %.0f ms a step against %.0f ms from these rates)",
+			p.StepFactor(), r.Network, r.Batch, 1000*r.Seconds.Median, 1000*r.Seconds.Median/p.StepFactor())
+		if p.StepFactor() == 1 {
+			step = fmt.Sprintf("; whole step x1 (the %s reference at batch %d ran at these rates)", r.Network, r.Batch)
+		}
+	}
+	return fmt.Sprintf("probed %s on %s (%d threads): framework %s (largest %s + repeat spread %s), %s%s", p.MeasuredAt, p.Host, p.Threads,
+		FormatBytes(p.RuntimeRSS.Max+p.RepeatSpread()), FormatBytes(p.RuntimeRSS.Max), FormatBytes(p.RepeatSpread()), strings.Join(kinds, ", "), step)
 }
 
-// probedIterSeconds is the time of one iteration from the probe's rates:
+// probedIterSeconds is the time of one iteration from the probe: the
+// per-kind time (kindSeconds) times the probe's StepFactor.
+func probedIterSeconds(p *Probe, m *Model, t Training, batch int) (sec float64, ok bool) {
+	sec, ok = p.kindSeconds(m, t, batch)
+	if !ok {
+		return 0, false
+	}
+	return sec * p.StepFactor(), true
+}
+
+// kindSeconds is the time of one iteration from the probe's rates:
 // each kind's FLOPs x 3 (forward and a backward twice as expensive) over
 // its measured rate (FLOPs the summary gives no kind count as conv; a
 // kind the probe did not measure runs at the conv rate), plus the
@@ -260,7 +342,7 @@ func (s *Site) StaticBasis(nt *NodeType) string {
 // one). ok is false
 // when the probe cannot model this training (half precision: the probe
 // measures fp32).
-func probedIterSeconds(p *Probe, m *Model, t Training, batch int) (sec float64, ok bool) {
+func (p *Probe) kindSeconds(m *Model, t Training, batch int) (sec float64, ok bool) {
 	if p == nil || t.Precision != PrecFP32 {
 		return 0, false
 	}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,20 @@ var validProbeRefs = strings.Replace(validProbe, `"throughput":`, `"runtime_refe
   "wide": {"median": 267200000, "min": 267000000, "max": 267500000, "repeats": 3},
   "residual": {"median": 269500000, "min": 269000000, "max": 270000000, "repeats": 3}},
  "throughput":`, 1)
+
+// refSummary is a reference network's summary (the model of
+// TestProbedIterSeconds: 3.208012 s a step at batch 8 on validProbe's
+// rates).
+const refSummary = `{"v": 1, "name": "residual", "framework": "pytorch 1.13.0", "parameters": 1000, "trainable_parameters": 1000,
+  "param_bytes": 4, "activation_bytes_per_sample": 1000000, "flops_per_sample": 1000000000,
+  "flops_by_kind": {"conv": 600000000, "depthwise": 200000000, "linear": 100000000}, "input_shape": [10], "activations_counted": "aten-outputs"}`
+
+// withStep is validProbe with a reference step of median seconds at batch 8.
+func withStep(median float64) string {
+	return strings.Replace(validProbe, `"throughput":`, fmt.Sprintf(`"reference_step": {"network": "residual", "batch": 8,
+  "seconds": {"median": %g, "min": %g, "max": %g, "repeats": 8}, "summary": %s},
+ "throughput":`, median, median*0.9, median*1.1, refSummary), 1)
+}
 
 func TestDecodeProbe(t *testing.T) {
 	t.Parallel()
@@ -62,6 +77,14 @@ func TestDecodeProbe(t *testing.T) {
 		{"conv missing", edit(`"conv":`, `"linear2":`), "throughput.conv", "required"},
 		{"zero rate", edit(`"median": 2e9, "min": 1e9`, `"median": 0, "min": 0`), "throughput.depthwise", "0 < min"},
 		{"string rate", edit(`"median": 3e10`, `"median": "fast"`), "throughput.conv.median", "want a number"},
+		{"valid with a reference step", withStep(4), "", ""},
+		{"reference step batch", strings.Replace(withStep(4), `"batch": 8`, `"batch": 0`, 1), "reference_step.batch", "want 1 to 65536"},
+		{"reference step seconds", strings.Replace(withStep(4), `"min": 3.6`, `"min": 4.5`, 1), "reference_step.seconds", "min <= median"},
+		{"reference step without summary", strings.Replace(withStep(4), `, "summary": `+refSummary, ``, 1), "reference_step.summary", "required"},
+		{"reference step summary unknown field", strings.Replace(withStep(4), `"param_bytes": 4`, `"param_bytes": 4, "bogus": 1`, 1), "reference_step.summary.bogus", "unknown field"},
+		{"reference step summary invalid", strings.Replace(withStep(4), `"name": "residual"`, `"name": ""`, 1), "reference_step.summary.name", "required"},
+		{"reference step without work", strings.Replace(strings.Replace(withStep(4), `"flops_per_sample": 1000000000`, `"flops_per_sample": 0`, 1),
+			`"flops_by_kind": {"conv": 600000000, "depthwise": 200000000, "linear": 100000000}, `, ``, 1), "reference_step.summary.flops_per_sample", "must do work"},
 		{"trailing", validProbe + "x", "", "trailing"},
 		{"truncated", validProbe[:60], "", "unexpected end"},
 	}
@@ -306,6 +329,46 @@ func TestStaticBands(t *testing.T) {
 				if want := (Band{r.IterSeconds * tc.want.TimeLow, r.IterSeconds, r.IterSeconds * tc.want.TimeHigh}); r.IterBand != want {
 					t.Errorf("%s: time band %v, want %v", r.NodeType.Name, r.IterBand, want)
 				}
+			}
+		})
+	}
+}
+
+// TestStepFactor: the probed time is scaled by how much slower the
+// reference network's whole step ran than the per-kind rates say, never
+// scaled down.
+func TestStepFactor(t *testing.T) {
+	t.Parallel()
+	m := &Model{V: 1, Name: "m", Parameters: 1000, TrainableParameters: 1000, ParamBytes: 4,
+		ActivationBytesPerSample: 1e6, FLOPsPerSample: 1e9, InputShape: []int{10},
+		FLOPsByKind: map[string]int64{"conv": 6e8, "depthwise": 2e8, "linear": 1e8}}
+	tr := Training{"momentum", PrecFP32}
+	base, _ := probedIterSeconds(mustProbe(t, validProbe), m, tr, 16)
+	const rates = 3.208012 // the reference step at batch 8 from validProbe's rates
+	for _, tc := range []struct {
+		name   string
+		probe  string
+		factor float64
+	}{
+		{"no reference step", validProbe, 1},
+		{"the step ran 1.5x the rates", withStep(1.5 * rates), 1.5},
+		{"the step ran faster than the rates: not scaled down", withStep(0.5 * rates), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustProbe(t, tc.probe)
+			if got := p.StepFactor(); !near(got, tc.factor, 1e-9) {
+				t.Errorf("StepFactor %.6f, want %.6f", got, tc.factor)
+			}
+			if got, _ := probedIterSeconds(p, m, tr, 16); !near(got, base*tc.factor, 1e-9) {
+				t.Errorf("probed %.6f s, want %.6f (x%.2f)", got, base*tc.factor, tc.factor)
+			}
+			site := mustSite(t, "../../examples/site-lab.json")
+			if err := site.SetProbe(p); err != nil {
+				t.Fatal(err)
+			}
+			basis := site.StaticBasis(site.NodeType("lab-cpu"))
+			if want := map[float64]string{1.5: "whole step x1.50 ", 1: "whole step x1 ("}[tc.factor]; tc.probe != validProbe && !strings.Contains(basis, want) {
+				t.Errorf("basis %q, want %q", basis, want)
 			}
 		})
 	}

@@ -2,8 +2,8 @@
 
 package plan
 
-// the real / static ratios' range on the bench-predict grid 2026-11-26T08:51:50Z (12 cells)
+// the real / static ratios' range on the bench-predict grid 2026-11-26T12:26:30Z (12 cells)
 var (
-	staticBandAssumed = StaticBand{MemLow: 0.806, MemHigh: 1, TimeLow: 1, TimeHigh: 35.572, Cells: 12, Grid: "2026-11-26T08:51:50Z"}
-	staticBandProbed  = StaticBand{MemLow: 0.799, MemHigh: 1, TimeLow: 1, TimeHigh: 6.742, Cells: 12, Grid: "2026-11-26T08:51:50Z"}
+	staticBandAssumed = StaticBand{MemLow: 0.795, MemHigh: 1, TimeLow: 1, TimeHigh: 40.241, Cells: 12, Grid: "2026-11-26T12:26:30Z"}
+	staticBandProbed  = StaticBand{MemLow: 0.787, MemHigh: 1, TimeLow: 0.913, TimeHigh: 4.86, Cells: 12, Grid: "2026-11-26T12:26:30Z"}
 )
