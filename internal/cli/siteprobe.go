@@ -83,6 +83,7 @@ type siteProbeOpts struct {
 	site, nodeType, python, script, output string
 	partition, isched                      string
 	threads, repeats                       int
+	memMiB                                 int64
 	local                                  bool
 	timeout, queueWait                     time.Duration
 }
@@ -109,6 +110,7 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	fs.IntVar(&o.repeats, "repeats", 5, "repeats of each measurement")
 	fs.StringVar(&o.output, "o", "", "write the record here instead of probes/<node type>.json beside the catalogue")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long the probe may take")
+	fs.Int64Var(&o.memMiB, "mem-mib", 2048, "with --partition: the job's memory (MiB); the probe holds torch and one measured training process at a time, together about 1 GiB")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -134,6 +136,8 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 		return usageErr("--threads %d: want 0 (torch's default) to 4096", o.threads)
 	case o.timeout <= 0:
 		return usageErr("--timeout must be positive")
+	case o.memMiB < 512 || o.memMiB > 1<<30:
+		return usageErr("--mem-mib %d: want at least 512", o.memMiB)
 	case !filepath.IsAbs(o.python):
 		return usageErr("--python %q: want an absolute path", o.python)
 	}
@@ -236,6 +240,7 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 		JobName:    "isched-probe-" + o.nodeType,
 		Partitions: []string{o.partition},
 		TimeLimit:  limit,
+		MemMiB:     o.memMiB,
 		Output:     output,
 		Chdir:      cwd,
 		Env:        [][2]string{{"ISCHED_LINEAGE", lineage}},

@@ -115,17 +115,21 @@ func runConvention(t *testing.T, c convention) {
 	}
 	var lost int64
 	var added []string
+	resumed := false // some attempt resumed from a checkpoint
 	for i := 1; i < len(atts); i++ {
 		prev, cur := atts[i-1], atts[i]
-		want := cur.Start == prev.Saved
+		want := cur.Start == prev.Saved && cur.Start > 0
 		if c.name == "requeue-self" {
 			// Slurm kills the job's processes as soon as the script's own
 			// requeue lands, possibly before the wrapper has confirmed the
 			// checkpoint saved just before it (--checkpoint-debounce): the
-			// newest confirmed one, at most one period older, is resumed
-			want = cur.Start <= prev.Saved && cur.Start >= prev.Saved-convEvery
+			// newest confirmed one, at most one period older, is resumed —
+			// from the start when the lost one was the first (saved on
+			// the signal before the first periodic one)
+			want = cur.Start <= prev.Saved && cur.Start >= prev.Saved-convEvery && (cur.Start > 0 || prev.Saved < convEvery)
 		}
-		if !want || cur.Start == 0 {
+		resumed = resumed || cur.Start > 0
+		if !want {
 			t.Errorf("%s: attempt %d resumed at step %d, the one before saved step %d last", c.name, i, cur.Start, prev.Saved)
 		}
 		if st.History[i].StartStep != cur.Start {
@@ -133,6 +137,9 @@ func runConvention(t *testing.T, c convention) {
 		}
 		lost += prev.End - cur.Start
 		added = append(added, fmt.Sprintf("%.1fs", cur.T0-prev.T1))
+	}
+	if !resumed {
+		t.Errorf("%s: no attempt resumed from a checkpoint: %v", c.name, attemptEnds(atts))
 	}
 	if last := atts[len(atts)-1]; last.End != c.steps || last.How != "done" {
 		t.Errorf("%s: last attempt %+v, want done at %d", c.name, last, c.steps)

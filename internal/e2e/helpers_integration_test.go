@@ -367,3 +367,27 @@ func (w *world) blockGPU(t *testing.T, within time.Duration) string {
 	waitFor(t, w, within, "blocker running on gpu", func() bool { return slurmJob(blocker)["JobState"] == "RUNNING" })
 	return blocker
 }
+
+// waitReceipt waits for a receipt in the coordinator's list that match
+// accepts and returns it.
+func (w *world) waitReceipt(timeout time.Duration, what string, match func(report.Receipt) bool) report.Receipt {
+	w.t.Helper()
+	var rec report.Receipt
+	waitFor(w.t, w, timeout, what, func() bool {
+		c, err := w.client("coordinator")
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		vals, _ := c.List(context.Background(), c.Keys().Receipts())
+		for _, v := range vals {
+			var r report.Receipt
+			if json.Unmarshal(v, &r) == nil && match(r) {
+				rec = r
+				return true
+			}
+		}
+		return false
+	})
+	return rec
+}

@@ -36,7 +36,9 @@ import (
 // unrestricted-credential.
 //
 // Poisoned receipts (item 5): bob runs a tiny trainer under a ResNet-18
-// plan comment (batch 16), 2 ms iterations and a few MiB of RSS. The
+// plan comment (batch 16), 20 ms iterations and a few MiB of RSS (4 s:
+// the agent's job table, polled every second, must see the job started
+// for Slurm to confirm the receipt). The
 // coordinator writes a receipt Slurm confirms (it is bob's own job), yet
 // alice's `isched estimate` stays at the static figures, while bob's own
 // estimate uses his receipt.
@@ -109,7 +111,9 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 		return bytes.Contains(log, []byte(`"reason":"unrestricted-credential"`))
 	})
 
-	// bob's tiny run under ResNet-18's plan comment
+	// bob's tiny run under ResNet-18's plan comment (4 s: a run that starts
+	// and ends between two job tables is never seen started, and its
+	// receipt stays unconfirmed)
 	model := filepath.Join(testutil.RepoRoot(), "internal/cli/testdata/resnet18_128.json")
 	b, err := os.ReadFile(model)
 	if err != nil {
@@ -122,29 +126,18 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 	key := plan.ConfigKey(m, plan.Training{Optimizer: "momentum", Precision: plan.PrecFP32})
 	poison := report.Plan{Lineage: fmt.Sprintf("%s-u%d-poison-%d", w.cluster, bobUID, time.Now().UnixNano()%1e6), Cluster: w.cluster,
 		Ideal: "cpu", Total: 200, Model: key, Batch: 16}
-	script = "#!/bin/bash\nexec srun " + shq(wrapper) + " --report-interval 1s -- /usr/bin/python3 " + shq(fake) + " --steps 200 --period 0.002\n"
+	script = "#!/bin/bash\nexec srun " + shq(wrapper) + " --report-interval 1s -- /usr/bin/python3 " + shq(fake) + " --steps 200 --period 0.02\n"
 	writeAs(t, filepath.Join(bobDir, "poison.sh"), []byte(script), 0o755, bobUID)
 	poisonJob := w.sbatchAs("bob", "-J", "bob-poison", "-D", bobDir, "-p", "cpu", "-n", "1", "-t", "5", "--mem=500M",
 		"-o", filepath.Join(bobDir, "poison.out"), "--comment", poison.FormatComment(), exports+",ISCHED_LINEAGE="+poison.Lineage,
 		filepath.Join(bobDir, "poison.sh"))
-	var rec report.Receipt
-	waitFor(t, w, 3*time.Minute, "bob's receipt", func() bool {
-		c, err := w.client("coordinator")
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		vals, _ := c.List(context.Background(), c.Keys().Receipts())
-		for _, v := range vals {
-			if json.Unmarshal(v, &rec) == nil && rec.Model == key && rec.UID != nil && *rec.UID == bobUID {
-				return true
-			}
-		}
-		return false
+	rec := w.waitReceipt(3*time.Minute, "bob's receipt", func(r report.Receipt) bool {
+		return r.Model == key && r.UID != nil && *r.UID == bobUID
 	})
+
 	t.Logf("bob's job %s left receipt %+v", poisonJob, rec)
 	if !rec.Confirmed || rec.User != "bob" || rec.Batch != 16 {
-		t.Errorf("bob's receipt: confirmed %v user %q batch %d; want confirmed by Slurm (it is his own job)", rec.Confirmed, rec.User, rec.Batch)
+		t.Errorf("bob's receipt: confirmed %v user %q batch %d; want confirmed by Slurm (it is his own job)\n%s", rec.Confirmed, rec.User, rec.Batch, w.logs())
 	}
 	estimate := []string{"estimate", "--model", model, "--samples", "3200", "--batch", "16", "--optimizer", "momentum",
 		"--site", filepath.Join(testutil.RepoRoot(), "examples/site-lab.json"), "--json"}

@@ -1,0 +1,47 @@
+//go:build integration
+
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/report"
+)
+
+// TestReceiptETARatios: a run with a known total on the real cluster
+// leaves a Slurm-confirmed receipt that says how far its own ETA was off
+// at 10, 25 and 50 % (estimate.MarkDrift / DriftRatios through the
+// coordinator's ticks and the wrapper's reports). The fake trainer's steps
+// take a constant 0.1 s, so each ratio is close to 1; what the marks cost
+// in report and tick delays shows as the distance from 1.
+func TestReceiptETARatios(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	const total = 300
+	lineage := fmt.Sprintf("eta%d", time.Now().UnixNano()%1e6)
+	model := "eta-e2e-" + lineage
+	plan := report.Plan{Lineage: lineage, Ideal: "cpu", Total: total, Model: model, Batch: 8}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "5"}, "--steps", fmt.Sprint(total), "--period", "0.1")
+	waitJobEnd(t, w, job.id, 4*time.Minute)
+	rec := w.waitReceipt(2*time.Minute, "the run's receipt", func(r report.Receipt) bool { return r.Model == model })
+
+	t.Logf("receipt: iters %d, iter %.1f ms, confirmed %v, ETA ratios %+v", rec.Iters, rec.IterMS, rec.Confirmed, rec.ETARatios)
+	if !rec.Confirmed || rec.Iters != total {
+		t.Errorf("receipt confirmed %v with %d iterations, want confirmed with %d", rec.Confirmed, rec.Iters, total)
+	}
+	// reports come every second (10 steps): the first estimate may miss
+	// the 10 % point, never the 25 and 50 % ones
+	if len(rec.ETARatios) < 2 {
+		t.Fatalf("ETA ratios %+v, want at least the 25 and 50 %% marks", rec.ETARatios)
+	}
+	for _, r := range rec.ETARatios {
+		if !(r.Ratio > 0.8 && r.Ratio < 1.25) {
+			t.Errorf("ETA ratio %+v: a run of constant 0.1 s steps should be within 0.8-1.25", r)
+		}
+	}
+	if last := rec.ETARatios[len(rec.ETARatios)-1]; last.At != estimate.DriftFracs[len(estimate.DriftFracs)-1] {
+		t.Errorf("last mark at %v, want %v", last.At, estimate.DriftFracs[len(estimate.DriftFracs)-1])
+	}
+}
