@@ -96,7 +96,7 @@ type driftMarks struct {
 func (l *lineage) markDrift(now time.Time, est estimate.IterEstimate) {
 	st := &l.Status
 	d := l.Drift
-	if d == nil || d.JobID != st.JobID || d.Attempt != st.Attempt || d.Partition != st.Partition {
+	if !d.of(st) {
 		d = &driftMarks{JobID: st.JobID, Attempt: st.Attempt, Partition: st.Partition}
 	}
 	n := len(d.Marks)
@@ -110,11 +110,16 @@ func (l *lineage) markDrift(now time.Time, est estimate.IterEstimate) {
 // nil when they were made by another attempt or on another partition.
 func (l *lineage) driftRatios(atMS int64) []report.ETARatio {
 	st := &l.Status
-	d := l.Drift
-	if d == nil || d.JobID != st.JobID || d.Attempt != st.Attempt || d.Partition != st.Partition {
+	if !l.Drift.of(st) {
 		return nil
 	}
-	return estimate.DriftRatios(d.Marks, st.Step, atMS)
+	return estimate.DriftRatios(l.Drift.Marks, st.Step, atMS)
+}
+
+// of says whether the marks are the current attempt's on the partition it
+// runs on (false for nil).
+func (d *driftMarks) of(st *report.JobStatus) bool {
+	return d != nil && d.JobID == st.JobID && d.Attempt == st.Attempt && d.Partition == st.Partition
 }
 
 // spanKey names one attempt of one job: one history span.

@@ -47,7 +47,7 @@ func MarkDrift(marks []DriftMark, step, total int64, at time.Time, est IterEstim
 	}
 	pred := est.MS + max(est.OverheadMSPerIter, 0)
 	frac := float64(step) / float64(total)
-	for _, f := range DriftFracs {
+	for i, f := range DriftFracs {
 		if f > frac {
 			break
 		}
@@ -56,21 +56,12 @@ func MarkDrift(marks []DriftMark, step, total int64, at time.Time, est IterEstim
 		}
 		// passed several points at once (a late first estimate): mark
 		// only the latest, the only one measured where it claims
-		if next := nextFrac(f); next > 0 && next <= frac {
+		if i+1 < len(DriftFracs) && DriftFracs[i+1] <= frac {
 			continue
 		}
 		marks = append(marks, DriftMark{At: f, Step: step, AtMS: at.UnixMilli(), PredMS: pred})
 	}
 	return marks
-}
-
-// nextFrac is the DriftFracs point after f, 0 if none.
-func nextFrac(f float64) float64 {
-	i := slices.Index(DriftFracs, f)
-	if i < 0 || i+1 >= len(DriftFracs) {
-		return 0
-	}
-	return DriftFracs[i+1]
 }
 
 // DriftRatios judges marks at a run's end (endStep steps done at endMS):

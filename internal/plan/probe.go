@@ -311,9 +311,10 @@ func (s *Site) StaticBasis(nt *NodeType) string {
 	}
 	step := ""
 	if r := p.ReferenceStep; r != nil {
+		f := p.StepFactor()
 		step = fmt.Sprintf("; whole step x%.2f (the %s reference at batch %d: %.0f ms a step against %.0f ms from these rates)",
-			p.StepFactor(), r.Network, r.Batch, 1000*r.Seconds.Median, 1000*r.Seconds.Median/p.StepFactor())
-		if p.StepFactor() == 1 {
+			f, r.Network, r.Batch, 1000*r.Seconds.Median, 1000*r.Seconds.Median/f)
+		if f == 1 {
 			step = fmt.Sprintf("; whole step x1 (the %s reference at batch %d ran at these rates)", r.Network, r.Batch)
 		}
 	}

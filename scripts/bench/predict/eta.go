@@ -66,7 +66,7 @@ type etaPoint struct {
 	Known bool
 	// Err is (predicted end − real end) / real run length; InBand is
 	// whether [Low, High] holds the real end, InBandPast whether the band
-	// widened by the earlier runs (ETA.WithPast) does.
+	// widened by the earlier runs (ETA.WithPast, ETA.WithDrift) does.
 	Err        float64
 	InBand     bool
 	InBandPast bool
@@ -82,19 +82,20 @@ type etaPoint struct {
 // starts at 0, step i ends at the sum of the first i times, and the real
 // end is the sum of all of them. past are the earlier runs of the same
 // configuration, pool the ETA ratios of earlier runs on the same machine,
-// for InBandPast (see pastOf). It also returns the run's own receipt's ETA
-// ratios: its marks (estimate.MarkDrift, asked after every step as a
-// coordinator ticking at every step would) judged at its end.
-func replayETA(iterMS []float64, fracs []float64, past []pastRun, pool [][]report.ETARatio) ([]etaPoint, []report.ETARatio, error) {
+// for InBandPast (see pastOf). It also returns the run as its own receipt
+// shows it: the iteration time the estimator holds at the end (IterMS) and
+// its ETA ratios, its marks (estimate.MarkDrift, asked after every step as
+// a coordinator ticking at every step would) judged at its end.
+func replayETA(iterMS []float64, fracs []float64, past []pastRun, pool [][]report.ETARatio) ([]etaPoint, pastRun, error) {
 	n := int64(len(iterMS))
 	if n == 0 {
-		return nil, nil, errors.New("empty trace")
+		return nil, pastRun{}, errors.New("empty trace")
 	}
 	ends := make([]float64, n) // ms since the start
 	var sum float64
 	for i, ms := range iterMS {
 		if !(ms > 0) || math.IsInf(ms, 0) {
-			return nil, nil, fmt.Errorf("step %d: iteration time %v ms", i+1, ms)
+			return nil, pastRun{}, fmt.Errorf("step %d: iteration time %v ms", i+1, ms)
 		}
 		sum += ms
 		ends[i] = sum
@@ -141,7 +142,8 @@ func replayETA(iterMS []float64, fracs []float64, past []pastRun, pool [][]repor
 			out = append(out, p)
 		}
 	}
-	return out, iest.DriftRatios(marks, n, at(realEnd).UnixMilli()), nil
+	final, _ := est.Estimate()
+	return out, pastRun{ms: final.MS, drift: iest.DriftRatios(marks, n, at(realEnd).UnixMilli())}, nil
 }
 
 // traceFiles are the committed trace sets: short runs (300 steps, about a
@@ -159,22 +161,16 @@ type pastRun struct {
 // pastOf is, for each run, the receipts of the other runs of the same
 // architecture and batch in the set (earlier runs of the same
 // configuration on the same machine, as the coordinator pools their speeds:
-// speedBook.pastOf) and the ETA ratios of all the other runs in the set
+// speedBook.pastRuns) and the ETA ratios of all the other runs in the set
 // (earlier runs on the same nodes, as the coordinator pools their drift:
 // speedBook.noteDrift), each run left out of its own.
 func pastOf(runs []*trace) ([][]pastRun, [][][]report.ETARatio, error) {
 	own := make([]pastRun, len(runs))
 	for i, r := range runs {
-		var e iest.IterEstimator
-		for k, ms := range r.IterMS {
-			e.Add(report.Iter{Step: int64(k + 1), DurMS: ms})
-		}
-		est, _ := e.Estimate()
-		_, drift, err := replayETA(r.IterMS, nil, nil, nil)
-		if err != nil {
+		var err error
+		if _, own[i], err = replayETA(r.IterMS, nil, nil, nil); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", r.Name, err)
 		}
-		own[i] = pastRun{ms: est.MS, drift: drift}
 	}
 	same := make([][]pastRun, len(runs))
 	pool := make([][][]report.ETARatio, len(runs))
