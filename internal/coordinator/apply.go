@@ -412,23 +412,11 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 		if uid, known := l.owner(); known {
 			r.UID = &uid
 		}
-		j, listed := c.jobs[st.JobID]
-		run := ranFor{StartedMS: st.StartedMS, EndedMS: atMS, NowMS: c.now().UnixMilli()}
+		h := heldReceipt{r: r, lineage: st.Lineage, jobID: st.JobID, run: ranFor{StartedMS: st.StartedMS, EndedMS: atMS}}
 		if sp := l.span(st.JobID, st.Attempt); sp != nil {
-			run.AttemptStartMS = sp.StartMS
+			h.run.AttemptStartMS = sp.StartMS
 		}
-		var why string
-		if r.Confirmed, why = confirmRun(j, listed, r, run); !r.Confirmed {
-			c.log.Info("receipt not confirmed by Slurm: kept for its owner's estimates only", "lineage", st.Lineage, "job", st.JobID, "why", why)
-		} else {
-			r.User = j.User
-		}
-		if b, err := json.Marshal(r); err == nil {
-			c.receipts = append(c.receipts, b)
-		}
-		if c.speeds.loaded {
-			c.speeds.noteReceipt(r)
-		}
+		c.settleReceipt(h, c.now(), false)
 	}
 }
 

@@ -133,18 +133,21 @@ type Coordinator struct {
 	now     func() time.Time
 
 	// owned by the Run goroutine
-	sessions    map[string]*session
-	quota       quota
-	lineages    map[string]*lineage
-	jobs        jobIndex
-	jobsAt      time.Time
-	snap        *report.Snapshot
-	resultsID   string
-	receipts    [][]byte
-	speeds      speedBook
-	leader      bool
-	kick        bool // a decision is due before the next tick
-	rejectLogAt map[string]time.Time
+	sessions  map[string]*session
+	quota     quota
+	lineages  map[string]*lineage
+	jobs      jobIndex
+	jobsAt    time.Time
+	snap      *report.Snapshot
+	resultsID string
+	receipts  [][]byte
+	// heldReceipts: receipts waiting for a job table newer than their
+	// run's end (settleReceipt)
+	heldReceipts []heldReceipt
+	speeds       speedBook
+	leader       bool
+	kick         bool // a decision is due before the next tick
+	rejectLogAt  map[string]time.Time
 	// sessionsSweptAt: the last pruneSessions sweep
 	sessionsSweptAt time.Time
 	// trimmedCounted: reports already counted as trimmed unread (the

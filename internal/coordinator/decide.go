@@ -28,6 +28,7 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	if err := c.readInputs(ctx, now); err != nil {
 		return err
 	}
+	c.releaseReceipts(now)
 	pend, err := c.store.ReadOwnPending(ctx, c.keys.Ingest(), group, c.cfg.ID, 2048)
 	if err != nil {
 		return err

@@ -1,7 +1,9 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/isched/isched/internal/report"
 )
@@ -60,4 +62,59 @@ func confirmRun(j report.Job, listed bool, r report.Receipt, run ranFor) (ok boo
 		return false, fmt.Sprintf("%d iterations of %.0f ms do not fit in %.0f s", r.Iters, r.IterMS, wall/1000)
 	}
 	return true, ""
+}
+
+// maxHeldReceipts bounds the receipts waiting for a newer job table.
+const maxHeldReceipts = 4096
+
+// heldReceipt is the receipt of a run that ended, with what confirmRun
+// needs, until a job table can vouch for it.
+type heldReceipt struct {
+	r       report.Receipt
+	lineage string
+	jobID   uint64
+	run     ranFor
+	heldAt  time.Time // zero until held
+}
+
+// settleReceipt confirms a receipt against the job table and queues it
+// for Redis. A run can start and end between two job tables (the agent
+// polls Slurm every few seconds): when the table in hand was taken before
+// the run ended and does not confirm it, the receipt waits for a newer
+// one (releaseReceipts) rather than being judged on a picture that could
+// not yet show the job running. final settles it on the table in hand.
+func (c *Coordinator) settleReceipt(h heldReceipt, now time.Time, final bool) {
+	j, listed := c.jobs[h.jobID]
+	h.run.NowMS = now.UnixMilli()
+	ok, why := confirmRun(j, listed, h.r, h.run)
+	if !ok && !final && c.jobsAt.UnixMilli() < h.run.EndedMS && len(c.heldReceipts) < maxHeldReceipts {
+		if h.heldAt.IsZero() {
+			h.heldAt = now
+		}
+		c.heldReceipts = append(c.heldReceipts, h)
+		return
+	}
+	r := h.r
+	if r.Confirmed = ok; ok {
+		r.User = j.User
+	} else {
+		c.log.Info("receipt not confirmed by Slurm: kept for its owner's estimates only", "lineage", h.lineage, "job", h.jobID, "why", why)
+	}
+	if b, err := json.Marshal(r); err == nil {
+		c.receipts = append(c.receipts, b)
+	}
+	if c.speeds.loaded {
+		c.speeds.noteReceipt(r)
+	}
+}
+
+// releaseReceipts settles the held receipts a newer job table can now
+// judge, and those held longer than StaleAfter (the agent is not
+// publishing: they are judged on what there is).
+func (c *Coordinator) releaseReceipts(now time.Time) {
+	held := c.heldReceipts
+	c.heldReceipts = nil
+	for _, h := range held {
+		c.settleReceipt(h, now, now.Sub(h.heldAt) > c.cfg.StaleAfter)
+	}
 }

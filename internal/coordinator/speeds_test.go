@@ -277,14 +277,7 @@ func TestReceiptCarriesETARatios(t *testing.T) {
 	}
 	e.end(w, 0)
 	e.rounds(2)
-	rs := e.receipts()
-	if len(rs) != 1 {
-		t.Fatalf("%d receipts, want 1: %v", len(rs), rs)
-	}
-	var r report.Receipt
-	if err := json.Unmarshal([]byte(rs[0]), &r); err != nil {
-		t.Fatal(err)
-	}
+	r := e.oneReceipt()
 	t.Logf("receipt ETA ratios %+v", r.ETARatios)
 	if len(r.ETARatios) != 3 {
 		t.Fatalf("ETA ratios %+v, want 3 (10, 25, 50 %%)", r.ETARatios)
@@ -295,4 +288,85 @@ func TestReceiptCarriesETARatios(t *testing.T) {
 			t.Errorf("ratio %d = %+v, want at %v about %v", i, got, estimate.DriftFracs[i], want)
 		}
 	}
+}
+
+// TestReceiptWaitsForNewerJobTable: a short run can start and end between
+// two job tables. Its receipt is not judged on a table taken before its
+// end that still shows the job pending: it waits for a newer table, and
+// is settled on what there is once StaleAfter passes without one.
+func TestReceiptWaitsForNewerJobTable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		next          string // the state of the job in the next table; "" = no next table
+		wantConfirmed bool
+	}{
+		{"the next table shows the job ran", "COMPLETED", true},
+		{"the next table still shows it pending", "PENDING", false},
+		{"no newer table within StaleAfter", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			const lin = "lab-62"
+			plan := report.Plan{Lineage: lin, Ideal: "cpu", Model: "m1", Batch: 8}
+			j := job(62, 1001, "alice", "PENDING", "cpu", plan.FormatComment())
+			e.publish([]report.Job{j}, nil) // taken before the job started
+			w := e.attemptWrapper(62, lin, 0)
+			e.start(w)
+			const total = 40
+			e.now = e.now.Add(4 * time.Second)
+			env := report.NewEnvelope(report.KindSample, e.now)
+			env.Sample = &report.Sample{}
+			for i := range int64(total) {
+				env.Sample.Iters = append(env.Sample.Iters, report.Iter{Step: i + 1, AtMS: e.now.UnixMilli(), DurMS: 100, Source: report.SourcePattern, Total: total})
+			}
+			e.send(w, env)
+			e.end(w, 0)
+			e.rounds(2)
+			if rs := e.receipts(); len(rs) != 0 {
+				t.Fatalf("receipt written on a job table older than the run's end: %v", rs)
+			}
+			if !e.lineage(lin).Ended {
+				t.Fatal("the run that reached its total did not end")
+			}
+			switch tc.next {
+			case "":
+				e.now = e.now.Add(e.c.cfg.StaleAfter + time.Second)
+				e.rounds(1)
+			default:
+				j.State = tc.next
+				if tc.next == "COMPLETED" {
+					j.StartMS, j.EndMS = e.now.Add(-4500*time.Millisecond).UnixMilli(), e.now.UnixMilli()
+				}
+				e.now = e.now.Add(time.Second)
+				e.publish([]report.Job{j}, nil)
+				e.rounds(1)
+			}
+			r := e.oneReceipt()
+			if r.Confirmed != tc.wantConfirmed || r.Iters != total {
+				t.Fatalf("receipt %+v: confirmed %v, want %v, %d iterations", r, r.Confirmed, tc.wantConfirmed, total)
+			}
+			if tc.wantConfirmed && r.User != "alice" {
+				t.Errorf("confirmed receipt's user %q, want Slurm's alice", r.User)
+			}
+			if n := len(e.c.heldReceipts); n != 0 {
+				t.Errorf("%d receipts still held", n)
+			}
+		})
+	}
+}
+
+// oneReceipt is the only receipt the coordinator wrote, decoded.
+func (e *env) oneReceipt() report.Receipt {
+	e.t.Helper()
+	rs := e.receipts()
+	if len(rs) != 1 {
+		e.t.Fatalf("%d receipts, want 1: %v", len(rs), rs)
+	}
+	var r report.Receipt
+	if err := json.Unmarshal([]byte(rs[0]), &r); err != nil {
+		e.t.Fatal(err)
+	}
+	return r
 }
