@@ -35,6 +35,8 @@ func movedStatus() report.JobStatus {
 		LastCheckpoint: &report.Checkpoint{Path: "/home/alice/proj/checkpoints/lab-train-abababab/last.pt", Size: 90 << 20, Step: &step,
 			MTimeMS: at(-21 * time.Minute), Complete: true},
 		CkptMS: 2300,
+		Speeds: []report.PartitionSpeed{{Partition: "cpu", Speed: 1, Prior: 1, N: 12, Users: 3}, {Partition: "dev", Speed: 0.5, Prior: 0.5},
+			{Partition: "gpu", Speed: 3.81, Prior: 8, N: 5, Users: 2}},
 		Decisions: []report.Decision{
 			{AtMS: at(-22 * time.Minute), Kind: "checkpoint", Reason: "gpu frees: checkpoint before the move", ActionID: "a1", Result: "ok"},
 			{AtMS: at(-20 * time.Minute), Kind: "migrate", Reason: "gpu is idle: 3.8x faster than cpu,\x1b[2J saves 1.2 h", ActionID: "a2", Result: "ok"},

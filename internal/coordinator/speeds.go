@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/isched/isched/internal/estimate"
 	"github.com/isched/isched/internal/policy"
@@ -201,6 +202,38 @@ func (c *Coordinator) learnSpeeds() {
 		}
 	}
 	c.metrics.setLearnedSpeeds(c.speeds.learned, models, c.cfg.MaxJobSeries)
+	for _, l := range c.lineages {
+		if st := &l.Status; !l.Ended && st.Plan != nil && st.Plan.Model != "" {
+			if sp := statusSpeeds(c.speeds.learned[st.Plan.Model], c.cfg.Policy.Speed); !slices.Equal(sp, st.Speeds) {
+				st.Speeds, l.dirty = sp, true
+			}
+		}
+	}
+}
+
+// statusSpeeds is a model's speed on every partition with a configured or
+// learned one, by partition name, at 3 significant digits (a status is
+// written again only when one of them moves).
+func statusSpeeds(learned map[string]policy.LearnedSpeed, prior map[string]float64) []report.PartitionSpeed {
+	var out []report.PartitionSpeed
+	for p, s := range prior {
+		if _, ok := learned[p]; !ok && s > 0 {
+			out = append(out, report.PartitionSpeed{Partition: p, Speed: sig3(s), Prior: sig3(s)})
+		}
+	}
+	for p, s := range learned {
+		out = append(out, report.PartitionSpeed{Partition: p, Speed: sig3(s.Speed), Prior: sig3(s.Prior), N: s.N, Users: s.Users})
+	}
+	slices.SortFunc(out, func(a, b report.PartitionSpeed) int { return strings.Compare(a.Partition, b.Partition) })
+	return out
+}
+
+func sig3(x float64) float64 {
+	if x == 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return x
+	}
+	p := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
 }
 
 // policyConfig is the policy's configuration with this tick's learned

@@ -81,11 +81,22 @@ func TestLearnedSpeedsDecideMigration(t *testing.T) {
 			ls := e.c.speeds.learned
 			cpu, cpuLearned := ls.Speed(model, "cpu", e.c.cfg.Policy.Speed)
 			gpu, gpuLearned := ls.Speed(model, "gpu", e.c.cfg.Policy.Speed)
+			// the run's status shows the speeds the policy used
+			sp := map[string]report.PartitionSpeed{}
+			for _, p := range e.lineage("L1").Status.Speeds {
+				sp[p.Partition] = p
+			}
+			if g := sp["gpu"]; len(sp) != len(e.c.cfg.Policy.Speed) || math.Abs(g.Speed/gpu-1) > 0.005 || g.Prior != 8 || (g.N > 0) != gpuLearned {
+				t.Errorf("status speeds %+v, want every configured partition, gpu %g (learned %v, prior 8)", sp, gpu, gpuLearned)
+			}
 			if tc.wantMoves {
 				if gpuLearned || cpuLearned {
 					t.Errorf("learned %g/%g without confirmed receipts on two partitions", cpu, gpu)
 				}
 				return
+			}
+			if c := sp["cpu"]; c.N != 31 || c.Users != 2 {
+				t.Errorf("status speed on cpu %+v, want 31 measurements of 2 users", c)
 			}
 			if !cpuLearned || !gpuLearned || gpu >= cpu {
 				t.Fatalf("learned cpu %g (%v), gpu %g (%v): want gpu slower", cpu, cpuLearned, gpu, gpuLearned)
@@ -369,4 +380,15 @@ func (e *env) oneReceipt() report.Receipt {
 		e.t.Fatal(err)
 	}
 	return r
+}
+
+func TestSig3(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want float64 }{
+		{3.8149, 3.81}, {0.0012345, 0.00123}, {1234.5, 1230}, {8, 8}, {0, 0}, {-2.345, -2.35},
+	} {
+		if got := sig3(tc.in); math.Abs(got-tc.want) > 1e-12*math.Abs(tc.want) {
+			t.Errorf("sig3(%g) = %g, want %g", tc.in, got, tc.want)
+		}
+	}
 }

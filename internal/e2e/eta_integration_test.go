@@ -3,12 +3,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/isched/isched/internal/estimate"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
 )
 
 // TestReceiptETARatios: a run with a known total on the real cluster
@@ -17,6 +19,10 @@ import (
 // coordinator's ticks and the wrapper's reports). The fake trainer's steps
 // take a constant 0.1 s, so each ratio is close to 1; what the marks cost
 // in report and tick delays shows as the distance from 1.
+//
+// A second run of the same model on dev then shows, in `isched status
+// --json`, the speeds learned from that receipt (cpu) and from its own
+// running estimate (dev).
 func TestReceiptETARatios(t *testing.T) {
 	w := newWorld(t, fastPolicy)
 	const total = 300
@@ -44,4 +50,38 @@ func TestReceiptETARatios(t *testing.T) {
 	if last := rec.ETARatios[len(rec.ETARatios)-1]; last.At != estimate.DriftFracs[len(estimate.DriftFracs)-1] {
 		t.Errorf("last mark at %v, want %v", last.At, estimate.DriftFracs[len(estimate.DriftFracs)-1])
 	}
+
+	second := w.submitTrainer(report.Plan{Lineage: lineage + "d", Ideal: "dev", Total: 3000, Model: model, Batch: 8},
+		[]string{"-p", "dev", "-t", "5"}, "--steps", "3000", "--period", "0.1")
+	cli := testutil.Binary(t, "isched", "./isched")
+	deadline := time.Now().Add(3 * time.Minute)
+	var st report.JobStatus
+	for ; ; time.Sleep(time.Second) {
+		if _, ok := w.status(second.lineage); ok {
+			out := runCLI(t, w, cli, "root", "status", "--json", second.lineage)
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatalf("status --json: %v\n%s", err, out)
+			}
+		}
+		learned := map[string]report.PartitionSpeed{}
+		for _, p := range st.Speeds {
+			if p.N > 0 {
+				learned[p.Partition] = p
+			}
+		}
+		if learned["cpu"].N >= 1 && learned["dev"].N >= 1 {
+			t.Logf("status speeds: %+v", st.Speeds)
+			if len(st.Speeds) != 5 {
+				t.Errorf("status speeds %+v, want the 5 partitions fastPolicy configures", st.Speeds)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no learned cpu and dev speeds in the second run's status after 3 min: %+v (state %s, step %d)", st.Speeds, st.State, st.Step)
+		}
+	}
+	if err := runCmd("scancel", second.id); err != nil {
+		t.Fatal(err)
+	}
+	waitJobEnd(t, w, second.id, 2*time.Minute)
 }

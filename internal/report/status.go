@@ -71,11 +71,25 @@ type JobStatus struct {
 	// Verdict is the efficiency summary of an ended run (nil while it runs).
 	Verdict *Verdict `json:"verdict,omitempty"`
 
-	LastCheckpoint *Checkpoint   `json:"last_checkpoint,omitempty"`
-	CkptMS         float64       `json:"ckpt_ms"` // learned checkpoint duration
-	Events         []StatusEvent `json:"events"`
-	Decisions      []Decision    `json:"decisions"`
-	UpdatedMS      int64         `json:"updated_ms"`
+	LastCheckpoint *Checkpoint `json:"last_checkpoint,omitempty"`
+	CkptMS         float64     `json:"ckpt_ms"` // learned checkpoint duration
+	// Speeds is how fast the run's model goes on each partition the
+	// coordinator has a speed for, on the configured speeds' scale (higher
+	// is faster): learned from confirmed receipts and running jobs where
+	// measured, else the configured prior. The policy migrates on these.
+	Speeds    []PartitionSpeed `json:"speeds,omitempty"`
+	Events    []StatusEvent    `json:"events"`
+	Decisions []Decision       `json:"decisions"`
+	UpdatedMS int64            `json:"updated_ms"`
+}
+
+// PartitionSpeed is a model's speed on one partition.
+type PartitionSpeed struct {
+	Partition string  `json:"partition"`
+	Speed     float64 `json:"speed"`
+	Prior     float64 `json:"prior"`                  // the configured speed (1 when none)
+	N         int     `json:"measurements,omitempty"` // 0: Speed is the prior
+	Users     int     `json:"users,omitempty"`
 }
 
 // Verdict is the seff-like summary of an ended run: what it used against
