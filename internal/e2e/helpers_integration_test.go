@@ -33,26 +33,15 @@ func hasOutputFlag(args []string) bool {
 	return false
 }
 
-// dropRedisKeys deletes every key of this test's cluster name that the
-// harness knows of (the cluster name is unique per test; the coordinator
-// user may touch every isched:* key).
+// dropRedisKeys unlinks every key of this test's cluster name (unique
+// per test; the coordinator user may touch every isched:* key).
 func (w *world) dropRedisKeys() {
 	c, err := w.client("coordinator")
 	if err != nil {
 		return
 	}
 	defer c.Close()
-	ctx := context.Background()
-	k := c.Keys()
-	keys := []string{k.Ingest(), k.Actions(), k.Results(), k.Snapshot(), k.Jobs(),
-		k.AgentCursor(), k.AgentDone(), k.AgentInflight(),
-		k.Sessions(), k.Lineages(), k.Leader(), k.Receipts()}
-	if names, err := c.HGetAll(ctx, k.Lineages()); err == nil {
-		for name := range names {
-			keys = append(keys, k.JobKeys(name)...)
-		}
-	}
-	_ = c.Del(ctx, keys...)
+	_, _ = c.DropCluster(context.Background())
 }
 
 // lineageState is the coordinator's private record of a lineage (the
