@@ -151,6 +151,50 @@ func TestContinueAfterAnEndWithWorkLeft(t *testing.T) {
 	}
 }
 
+// TestContinuedJobCancelledBeforeItStarts: the run was continued (its
+// ended job requeued) and the user cancels the requeued job while it is
+// pending (isched stop between attempts). It never starts again: the run
+// ends CANCELLED at once, not after RequeueWait, and is not continued.
+func TestContinuedJobCancelledBeforeItStarts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-64"
+	j := e.savedAndExited(64, lin)
+	e.now = e.now.Add(time.Second)
+	j.State = "FAILED"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionRequeue {
+		t.Fatalf("actions %+v, want the continuation's requeue", acts)
+	}
+	e.result(acts[0].ID, report.StatusOK)
+	e.now = e.now.Add(time.Second)
+	j.State, j.RestartCount = "PENDING", 1
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1)
+	if st := e.status(lin); st.EndedMS != 0 {
+		t.Fatalf("ended (%s) while the requeued job waits to start", st.State)
+	}
+	e.now = e.now.Add(time.Second)
+	j.State = "CANCELLED"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(2)
+	st := e.status(lin)
+	if st.EndedMS == 0 || st.State != "CANCELLED" {
+		t.Fatalf("state %s ended %d after the requeued job was cancelled; want CANCELLED, ended", st.State, st.EndedMS)
+	}
+	if d := st.Decisions[len(st.Decisions)-1]; d.Kind != "not-continued" || !strings.Contains(d.Reason, "cancelled (scancel)") {
+		t.Errorf("last decision %+v, want not-continued: cancelled", d)
+	}
+	if n := len(e.actions()); n != 1 {
+		t.Errorf("%d actions, want only the first requeue", n)
+	}
+	if l := e.lineage(lin); l.Phase != PhaseNone {
+		t.Errorf("phase %q after the end", l.Phase)
+	}
+}
+
 // A CANCELLED job is the user's word: never continued. An attempt that
 // checkpointed nothing new since it resumed is not continued either.
 func TestNoContinuationWhenCancelledOrWithoutProgress(t *testing.T) {

@@ -270,6 +270,15 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 	if !ok {
 		return nil // MinJobAge passed or not yet listed: the end report tells
 	}
+	if j.State == "CANCELLED" && l.Phase == PhaseRequeueIssued && l.Pending == nil {
+		// the job we continued (requeued, or resubmitted: st.JobID is the
+		// new one) was cancelled before its next attempt started (isched
+		// stop, scancel): it never starts, and CANCELLED is never
+		// continued. Without this the run waited RequeueWait for it.
+		l.Phase, l.PhaseMS, l.End = PhaseNone, now.UnixMilli(), nil
+		l.event(now, "cancelled", fmt.Sprintf("job %d was cancelled before attempt %d started", j.JobID, st.Attempt+1))
+		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
+	}
 	if st.State != j.State || st.Partition != j.Partition {
 		st.State, st.Partition = j.State, j.Partition
 		l.dirty = true
