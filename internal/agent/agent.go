@@ -349,19 +349,7 @@ func jobRank(j report.Job) int {
 }
 
 // sleep waits d or until ctx is done; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
+func sleep(ctx context.Context, d time.Duration) bool { return retry.Sleep(ctx, d) == nil }
 
 // backoff is a retrying loop's backoff and rate-limited error log: the
 // first failure, then one line a minute with the count, then the recovery.

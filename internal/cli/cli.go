@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/version"
@@ -82,6 +83,9 @@ type App struct {
 	Terminal func(w io.Writer) bool
 	// Prober runs `isched site probe`'s script (default: a child process).
 	Prober ProbeRunner
+	// Sleep waits d or until ctx ends (default: a timer); isched stop
+	// --wait looks again after it.
+	Sleep func(ctx context.Context, d time.Duration) error
 
 	stdout, stderr io.Writer
 	store          Store
@@ -205,6 +209,9 @@ func (a *App) defaults() {
 	}
 	if a.Prober == nil {
 		a.Prober = execProbe{}
+	}
+	if a.Sleep == nil {
+		a.Sleep = retry.Sleep
 	}
 	if a.Getwd == nil {
 		a.Getwd = os.Getwd

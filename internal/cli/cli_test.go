@@ -40,6 +40,9 @@ func (f *fakeSlurm) Cancel(_ context.Context, id string) error {
 		return fmt.Errorf("%w: scancel: Invalid job id specified", slurm.ErrNotFound)
 	}
 	f.cancelled = append(f.cancelled, id)
+	if j := f.jobs[id]; j != nil && (j.State == "RUNNING" || j.State == "PENDING") {
+		j.State = "CANCELLED" // a COMPLETING job ends as it was ending
+	}
 	return nil
 }
 
@@ -72,6 +75,10 @@ type harness struct {
 	// shownAddr, when set, is the ISCHED_REDIS_ADDR the app sees (and
 	// writes into batch scripts) while it still talks to miniredis.
 	shownAddr string
+	// onSleep, when set, runs at each App.Sleep (n counts them from 1);
+	// no time passes
+	onSleep func(n int)
+	slept   int
 }
 
 // newHarness starts miniredis with the viewer user and an app environment
@@ -131,6 +138,13 @@ func (h *harness) app() *App {
 		UID:        func() int { return 1001 },
 		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
 		Terminal:   func(io.Writer) bool { return false },
+		Sleep: func(context.Context, time.Duration) error {
+			h.slept++
+			if h.onSleep != nil {
+				h.onSleep(h.slept)
+			}
+			return nil
+		},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
@@ -15,9 +16,17 @@ import (
 // CLI has no way to write to the coordinator (it reads Redis as viewer),
 // so it cancels the lineage's current job with scancel, run as the user
 // (no shell): the coordinator never continues a CANCELLED job, so the run
-// is over. It refuses another user's job.
+// is over. It refuses another user's job. It asks Slurm itself (scontrol
+// show job), not the agent's job table, which can be a poll old: a job
+// that ended (or ends as the cancel reaches it) is not CANCELLED, and
+// isched may continue the run. Then it waits up to --wait for the
+// continued job (requeued: the same id queued again; resubmitted: a new
+// one) and cancels that, until Slurm shows the job CANCELLED or the
+// coordinator ends the run.
 func (a *App) stop(ctx context.Context, args []string) error {
-	fs := a.newFlags("stop", "JOB|LINEAGE")
+	fs := a.newFlags("stop", "JOB|LINEAGE [--wait D]")
+	wait := fs.Duration("wait", 3*time.Minute, "how long to wait for Slurm to show the job cancelled and, between two attempts, for isched's continued job, to cancel it (0: do not wait)")
+	every := fs.Duration("interval", 2*time.Second, "how often --wait looks again")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -25,12 +34,49 @@ func (a *App) stop(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("want one job id or lineage, got %q", pos)
 	}
+	if *every <= 0 {
+		return usageErr("--interval %s: want a positive duration", *every)
+	}
+	sent := map[string]bool{} // jobs this command cancelled
+	said := false
+	for waited := time.Duration(0); ; waited += *every {
+		err := a.stopOnce(ctx, pos[0], sent)
+		switch {
+		case errors.Is(err, errCancelSent) && *wait == 0:
+			fmt.Fprintf(a.stdout, "%v: a cancelled run is never continued by isched\n", err)
+			return nil
+		case !errors.Is(err, errBetweenAttempts) && !errors.Is(err, errCancelSent):
+			return err
+		case waited >= *wait:
+			return fmt.Errorf("%w (waited %s)", err, *wait)
+		case !said && errors.Is(err, errBetweenAttempts):
+			fmt.Fprintf(a.stderr, "isched stop: %v; waiting up to %s for the continued job, to cancel it\n", err, *wait)
+			said = true
+		}
+		if err := a.Sleep(ctx, *every); err != nil {
+			return err
+		}
+	}
+}
+
+var (
+	// errBetweenAttempts: the lineage's job ended (not cancelled) and the
+	// coordinator may be continuing the run; there is no job to cancel yet.
+	errBetweenAttempts = errors.New("isched may be continuing the run")
+	// errCancelSent: scancel was sent; Slurm does not show the job ended yet.
+	errCancelSent = errors.New("cancel sent")
+)
+
+// stopOnce looks at the lineage once and cancels its current job unless
+// this command did already (sent). nil: the job is CANCELLED or the run is
+// over.
+func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool) error {
 	st, err := a.openStore(ctx)
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
 	jobs, _ := a.jobTable(ctx)
-	t, err := a.resolve(ctx, pos[0], jobs)
+	t, err := a.resolve(ctx, arg, jobs)
 	if err != nil {
 		return err
 	}
@@ -49,19 +95,36 @@ func (a *App) stop(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stdout, "lineage %s is over already (%s); nothing to stop\n", t.lineage, s.State)
 		return nil
 	}
-	if j := t.job; j != nil && jobKey(j) == job && slurm.Ended(j.State) && j.State != "CANCELLED" {
+	info, err := a.Slurm.ShowJob(ctx, job)
+	switch {
+	case errors.Is(err, slurm.ErrNotFound):
+		// forgotten by slurmctld (MinJobAge): ended, and isched may have
+		// resubmitted the run
+		return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, errBetweenAttempts)
+	case err != nil:
+		return fmt.Errorf("job %s: %w", job, err)
+	case info.State == "CANCELLED":
+		if sent[job] {
+			fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, t.lineage)
+		} else {
+			fmt.Fprintf(a.stdout, "job %s (lineage %s) is cancelled already: a cancelled run is never continued by isched\n", job, t.lineage)
+		}
+		return nil
+	case slurm.Ended(info.State):
 		// between two attempts: the continuation is the coordinator's, and
 		// this CLI cannot write to it (it reads Redis as viewer)
-		return fmt.Errorf("job %s of lineage %s has ended (%s) and isched may be continuing it; run isched stop again once the continued job is queued", job, t.lineage, j.State)
+		return fmt.Errorf("job %s of lineage %s has ended (%s): %w", job, t.lineage, info.State, errBetweenAttempts)
+	case sent[job]:
+		return fmt.Errorf("job %s of lineage %s: %w, Slurm shows it %s", job, t.lineage, errCancelSent, info.State)
 	}
 	if err := a.Slurm.Cancel(ctx, job); err != nil {
 		if errors.Is(err, slurm.ErrNotFound) {
-			return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, err)
+			return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, errBetweenAttempts)
 		}
 		return fmt.Errorf("scancel %s: %w", job, err)
 	}
-	fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, t.lineage)
-	return nil
+	sent[job] = true
+	return fmt.Errorf("job %s of lineage %s: %w", job, t.lineage, errCancelSent)
 }
 
 // stopTarget is the job to cancel for a lineage and its owner's uid (-1

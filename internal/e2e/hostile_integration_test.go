@@ -237,7 +237,7 @@ func TestHostileUser(t *testing.T) {
 		t.Errorf("alice's job ended %s after %s restarts", s["JobState"], s["Restarts"])
 	}
 	var st report.JobStatus
-	waitFor(t, w, 20*time.Second, "alice's lineage to end", func() bool {
+	waitFor(t, w, time.Minute, "alice's lineage to end", func() bool {
 		st, _ = w.status(victim.Lineage)
 		return st.State == "ENDED"
 	})

@@ -207,14 +207,21 @@ func sendUnrestrictedStart(t *testing.T, w *world, job, uid int) {
 // runCLI runs the isched CLI as a Unix user with the viewer's Redis login.
 func runCLI(t *testing.T, w *world, cli, who string, args ...string) string {
 	t.Helper()
+	out, errOut, err := runCLIResult(w, cli, who, args...)
+	if err != nil {
+		t.Fatalf("isched %v as %s: %v: %s", args, who, err, errOut)
+	}
+	return out
+}
+
+// runCLIResult is runCLI for a command that may fail.
+func runCLIResult(w *world, cli, who string, args ...string) (stdout, stderr string, err error) {
 	cmd := exec.Command("runuser", append([]string{"-u", who, "--", cli}, args...)...)
 	cmd.Env = w.env("viewer")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("isched %v as %s: %v: %s", args, who, err, errb.String())
-	}
-	return out.String()
+	err = cmd.Run()
+	return out.String(), errb.String(), err
 }
 
 // estimateRow is the part of `isched estimate --json`'s row read here.

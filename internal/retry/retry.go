@@ -124,12 +124,24 @@ func Do(ctx context.Context, b *Backoff, f func(context.Context) error, permanen
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		t := time.NewTimer(b.Failed(err))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := Sleep(ctx, b.Failed(err)); err != nil {
+			return err
 		}
+	}
+}
+
+// Sleep waits d or until ctx ends, and returns ctx's error if it ended
+// (at once for d <= 0).
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -146,3 +146,20 @@ func TestDo(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+func TestSleep(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := Sleep(ctx, 0); err != nil {
+		t.Errorf("Sleep(live, 0) = %v, want nil", err)
+	}
+	if err := Sleep(ctx, time.Millisecond); err != nil {
+		t.Errorf("Sleep(live, 1ms) = %v, want nil", err)
+	}
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep(cancelled, 1h) = %v, want context.Canceled", err)
+	}
+	if err := Sleep(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep(cancelled, 0) = %v, want context.Canceled", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -673,16 +674,4 @@ func (b *Bench) redisProc() (Proc, error) {
 	return ReadProc(b.cfg.RedisPID)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return retry.Sleep(ctx, d) }
