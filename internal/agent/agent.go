@@ -283,7 +283,11 @@ func (a *Agent) PublishOnce(ctx context.Context) error {
 	a.saveNew(ctx, table.Jobs)
 	if a.scripts != nil && now.Sub(a.lastSweep) > 10*time.Minute {
 		a.lastSweep = now
-		if err := a.scripts.sweep(now); err != nil {
+		listed := make(map[uint64]bool, len(table.Jobs))
+		for _, j := range table.Jobs {
+			listed[j.JobID] = true
+		}
+		if err := a.scripts.sweep(now, listed); err != nil {
 			a.log.Warn("saved batch scripts not swept", "err", err)
 		}
 	}

@@ -204,8 +204,11 @@ func (s *scriptStore) load(id uint64) (savedJob, error) {
 }
 
 // sweep removes the files older than the TTL, then the oldest beyond
-// maxSavedScripts.
-func (s *scriptStore) sweep(now time.Time) error {
+// maxSavedScripts. The TTL counts from the last sweep that saw the job in
+// the job table (listed): a job that runs or waits longer than the TTL
+// keeps its script, which is needed when slurmctld forgets the job, after
+// it ended.
+func (s *scriptStore) sweep(now time.Time, listed map[uint64]bool) error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return err
@@ -219,6 +222,11 @@ func (s *scriptStore) sweep(now time.Time) error {
 		fi, err := e.Info()
 		if err != nil || !fi.Mode().IsRegular() {
 			continue
+		}
+		if id, ok := savedJobID(e.Name()); ok && listed[id] {
+			if err := os.Chtimes(filepath.Join(s.dir, e.Name()), now, now); err == nil {
+				fi = touched{fi, now}
+			}
 		}
 		if now.Sub(fi.ModTime()) > s.ttl || strings.HasPrefix(e.Name(), ".tmp-") && now.Sub(fi.ModTime()) > time.Hour {
 			_ = os.Remove(filepath.Join(s.dir, e.Name()))
@@ -234,6 +242,28 @@ func (s *scriptStore) sweep(now time.Time) error {
 	}
 	return nil
 }
+
+// savedJobID is the job id of a saved script's file name (job-<id>.json).
+func savedJobID(name string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(name, "job-")
+	if !ok {
+		return 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, ".json")
+	if !ok {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(rest, 10, 64)
+	return id, err == nil
+}
+
+// touched is a file's info with the modification time sweep just set.
+type touched struct {
+	fs.FileInfo
+	mod time.Time
+}
+
+func (t touched) ModTime() time.Time { return t.mod }
 
 // resubmit submits the saved script of act.JobID again as its owner, onto
 // the action's partition, GRES and time limit, in the job's working

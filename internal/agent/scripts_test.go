@@ -193,17 +193,39 @@ func TestScriptStoreChecks(t *testing.T) {
 	}
 }
 
+// TestScriptStoreSweep: a saved script goes once the TTL passed since the
+// last sweep that saw its job in the job table; a job listed for longer
+// than the TTL (a long run) keeps it.
 func TestScriptStoreSweep(t *testing.T) {
 	_, a, dir := scriptEnv(t)
 	p := filepath.Join(dir, "job-12.json")
 	now := time.Now()
-	if err := a.scripts.sweep(now); err != nil {
+	if err := a.scripts.sweep(now, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatalf("a fresh script swept: %v", err)
 	}
-	if err := a.scripts.sweep(now.Add(DefaultScriptTTL + time.Hour)); err != nil {
+	// listed at each sweep for two TTLs: kept
+	listed := map[uint64]bool{12: true}
+	at := now
+	for range 4 {
+		at = at.Add(DefaultScriptTTL / 2)
+		if err := a.scripts.sweep(at, listed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("the script of a job still listed swept at +%s: %v", at.Sub(now), err)
+		}
+	}
+	// the job left the table: the TTL counts from the last sweep that saw it
+	if err := a.scripts.sweep(at.Add(DefaultScriptTTL-time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("swept before the TTL passed since the job was last listed: %v", err)
+	}
+	if err := a.scripts.sweep(at.Add(DefaultScriptTTL+time.Hour), map[uint64]bool{13: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
