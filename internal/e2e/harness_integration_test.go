@@ -216,6 +216,9 @@ type trainOpts struct {
 	// wrapper's end report reaches the coordinator while Slurm still runs
 	// the job).
 	After time.Duration
+	// Relay is an isched-relay's address (world.startRelay): the wrapper
+	// reports through it and gets no Redis password at all.
+	Relay string
 }
 
 func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
@@ -251,10 +254,14 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	if err := os.WriteFile(script, []byte("#!/bin/bash\n"+launch+"\n"), 0o755); err != nil {
 		w.t.Fatal(err)
 	}
+	reportVia := ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
+	if o.Relay != "" {
+		reportVia = ",ISCHED_RELAY_ADDR=" + o.Relay + ",ISCHED_REDIS_PASSWORD_FILE=/nonexistent,ISCHED_REDIS_PASSWORD_DIR=/nonexistent"
+	}
 	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
 		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
 		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
-			",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")},
+			",ISCHED_CLUSTER=" + w.cluster + reportVia},
 		sbatchArgs...)
 	j.id = w.sbatch(append(sb, script)...)
 	return j
