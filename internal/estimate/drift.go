@@ -109,23 +109,61 @@ func DriftAt(rs []report.ETARatio, frac float64) (float64, bool) {
 	return first, haveFirst
 }
 
+// DriftTrimMin is the pool size from which WithDrift leaves out the most
+// extreme tenth of the ratios on each side: one freak run (a node shared
+// with a heavy job) must not widen every later band for good once there
+// are enough others to say it was one.
+const DriftTrimMin = 10
+
 // WithDrift widens the band of an ETA that PredictEnd(now, …, est,
 // extraMS) made so that it holds the end the run reaches if the rest of it
 // runs at each ratio × the predicted time per step (earlier runs' misses
-// at the same point, DriftAt). The end itself stays this run's own
-// prediction. Ratios outside [0.02, 50] are skipped; an unknown ETA is
-// returned as is.
+// at the same point, DriftAt). From DriftTrimMin valid ratios on, only
+// those between the 10th and the 90th percentile (nearest rank) count.
+// The end itself stays this run's own prediction. Ratios outside
+// [0.02, 50] are skipped; an unknown ETA is returned as is.
 func (e ETA) WithDrift(now time.Time, est IterEstimate, extraMS float64, ratios []float64) ETA {
 	if !e.Known {
 		return e
 	}
+	lo, hi, ok := driftSpread(ratios)
+	if !ok {
+		return e
+	}
 	pred := est.MS + max(est.OverheadMSPerIter, 0)
-	for _, r := range ratios {
-		if validDrift(r) {
-			e = e.widen(now.Add(msDuration(float64(e.Remaining)*pred*r + max(extraMS, 0))))
-		}
+	for _, r := range [2]float64{lo, hi} {
+		e = e.widen(now.Add(msDuration(float64(e.Remaining)*pred*r + max(extraMS, 0))))
 	}
 	return e
+}
+
+// driftSpread is the smallest and largest valid ratio, or from
+// DriftTrimMin of them on the 10th and 90th percentiles.
+func driftSpread(ratios []float64) (lo, hi float64, ok bool) {
+	n := 0
+	for _, r := range ratios {
+		if validDrift(r) {
+			if n == 0 || r < lo {
+				lo = r
+			}
+			if n == 0 || r > hi {
+				hi = r
+			}
+			n++
+		}
+	}
+	if n < DriftTrimMin {
+		return lo, hi, n > 0
+	}
+	v := make([]float64, 0, n)
+	for _, r := range ratios {
+		if validDrift(r) {
+			v = append(v, r)
+		}
+	}
+	slices.Sort(v)
+	k := n / 10
+	return v[k], v[n-1-k], true
 }
 
 // widen stretches the band to hold at.

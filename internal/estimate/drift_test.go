@@ -119,6 +119,19 @@ func TestWithDrift(t *testing.T) {
 	if same := eta.WithDrift(now, est, 0, []float64{1.0}); same != eta {
 		t.Errorf("ratio 1 changed the ETA: %+v -> %+v", eta, same)
 	}
+	// a large pool: the extreme tenth on each side left out
+	pool := []float64{5, 0.1, math.NaN()}
+	for i := range 18 {
+		pool = append(pool, 0.9+0.02*float64(i)) // 0.90 .. 1.24
+	}
+	trimmed := eta.WithDrift(now, est, 0, pool) // 20 valid: 2 left out each side
+	if !trimmed.Low.Equal(at(0.92*110_000)) || !trimmed.High.Equal(at(1.22*110_000)) {
+		t.Errorf("band over 20 ratios %v..%v after now, want %v..%v (0.92 and 1.22: the 10th and 90th percentiles)",
+			trimmed.Low.Sub(now), trimmed.High.Sub(now), at(0.92*110_000).Sub(now), at(1.22*110_000).Sub(now))
+	}
+	if small := eta.WithDrift(now, est, 0, pool[:DriftTrimMin-1]); !small.High.Equal(at(5*110_000)) || !small.Low.Equal(at(0.1*110_000)) {
+		t.Errorf("band over %d ratios %v..%v: below DriftTrimMin every ratio counts (0.1 and 5)", DriftTrimMin-1, small.Low.Sub(now), small.High.Sub(now))
+	}
 	unknown := PredictEnd(now, 1, 0, est, 0)
 	if w := unknown.WithDrift(now, est, 0, []float64{2}); w != unknown {
 		t.Errorf("unknown ETA changed: %+v", w)
