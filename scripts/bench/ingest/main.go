@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.soak, "soak", false, "soak: sample memory through the window and fail if it grows by more than 5% after the warm-up (defaults: -jobs 1000 -duration 2h -aged 0)")
 	fs.DurationVar(&o.soakEvery, "soak-every", 0, "soak sample interval (default: duration/40, at least 5s)")
 	fs.DurationVar(&o.warmUp, "warm-up", 0, "soak warm-up left out of the verdict (default: a quarter of the duration)")
-	fs.BoolVar(&o.pprof, "pprof", false, "run the coordinator with -pprof (its /debug/pprof/ on the metrics address, logged at start) and a real agent with -pprof-listen")
+	fs.BoolVar(&o.pprof, "pprof", false, "run the coordinator and a real agent with -pprof-listen on a free loopback port (logged at start)")
 	fs.StringVar(&o.redisAddr, "redis-addr", "", "Redis address for every client and daemon of the run (sets ISCHED_REDIS_ADDR); a comma-separated list of masters is a Redis Cluster, e.g. 127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393 (scripts/dev-cluster up --redis-cluster)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -265,7 +265,7 @@ func runOne(ctx context.Context, o options, n int, cluster, bin, agentBin, fake,
 	coord, err := startCoordinator(ctx, bin, cluster, filepath.Join(tmp, cluster+".log"), o.pprof, log)
 	pprofBase := ""
 	if o.pprof && err == nil {
-		pprofBase = "http://" + coord.metrics + "/debug/pprof"
+		pprofBase = "http://" + coord.pprof + "/debug/pprof"
 	}
 	if err != nil {
 		return nil, err
@@ -376,11 +376,13 @@ type coordProc struct {
 	cmd     *exec.Cmd
 	log     string
 	metrics string
+	pprof   string // with profiling: where /debug/pprof/ is served
 	done    chan struct{}
 }
 
 // startCoordinator runs isched-coordinator as the `coordinator` Redis user
-// on the run's cluster, with /metrics on a free port it reports in its log.
+// on the run's cluster, with /metrics (and with profiling /debug/pprof/)
+// on a free port it reports in its log.
 func startCoordinator(ctx context.Context, bin, cluster, logPath string, profiling bool, log *slog.Logger) (*coordProc, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
@@ -389,7 +391,7 @@ func startCoordinator(ctx context.Context, bin, cluster, logPath string, profili
 	defer lf.Close()
 	args := []string{"-metrics-listen", "127.0.0.1:0", "-log-level", "info"}
 	if profiling {
-		args = append(args, "-pprof")
+		args = append(args, "-pprof-listen", "127.0.0.1:0")
 	}
 	cmd := exec.Command(bin, args...)
 	env := []string{}
@@ -407,7 +409,7 @@ func startCoordinator(ctx context.Context, bin, cluster, logPath string, profili
 	p := &coordProc{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(15 * time.Second)
-	for p.metrics == "" {
+	for p.metrics == "" || profiling && p.pprof == "" {
 		select {
 		case <-p.done:
 			p.tail(log)
@@ -418,12 +420,15 @@ func startCoordinator(ctx context.Context, bin, cluster, logPath string, profili
 		case <-time.After(100 * time.Millisecond):
 		}
 		p.metrics = p.listenAddr("metrics")
+		if profiling {
+			p.pprof = p.listenAddr("pprof")
+		}
 		if time.Now().After(deadline) {
 			p.stop(log)
-			return nil, errors.New("isched-coordinator did not report its metrics address within 15s")
+			return nil, errors.New("isched-coordinator did not report its metrics (and pprof) address within 15s")
 		}
 	}
-	log.Info("coordinator started", "pid", cmd.Process.Pid, "metrics", p.metrics, "log", logPath)
+	log.Info("coordinator started", "pid", cmd.Process.Pid, "metrics", p.metrics, "pprof", p.pprof, "log", logPath)
 	return p, nil
 }
 
