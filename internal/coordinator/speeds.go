@@ -202,9 +202,15 @@ func (c *Coordinator) learnSpeeds() {
 		}
 	}
 	c.metrics.setLearnedSpeeds(c.speeds.learned, models, c.cfg.MaxJobSeries)
+	// once per model, not per lineage: a status only ever gets a new slice,
+	// so lineages of one model may share it
+	byModel := make(map[string][]report.PartitionSpeed, len(models))
+	for model := range models {
+		byModel[model] = statusSpeeds(c.speeds.learned[model], c.cfg.Policy.Speed)
+	}
 	for _, l := range c.lineages {
 		if st := &l.Status; !l.Ended && st.Plan != nil && st.Plan.Model != "" {
-			if sp := statusSpeeds(c.speeds.learned[st.Plan.Model], c.cfg.Policy.Speed); !slices.Equal(sp, st.Speeds) {
+			if sp := byModel[st.Plan.Model]; !slices.Equal(sp, st.Speeds) {
 				st.Speeds, l.dirty = sp, true
 			}
 		}

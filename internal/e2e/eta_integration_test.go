@@ -54,31 +54,24 @@ func TestReceiptETARatios(t *testing.T) {
 	second := w.submitTrainer(report.Plan{Lineage: lineage + "d", Ideal: "dev", Total: 3000, Model: model, Batch: 8},
 		[]string{"-p", "dev", "-t", "5"}, "--steps", "3000", "--period", "0.1")
 	cli := testutil.Binary(t, "isched", "./isched")
-	deadline := time.Now().Add(3 * time.Minute)
 	var st report.JobStatus
-	for ; ; time.Sleep(time.Second) {
-		if _, ok := w.status(second.lineage); ok {
-			out := runCLI(t, w, cli, "root", "status", "--json", second.lineage)
-			if err := json.Unmarshal([]byte(out), &st); err != nil {
-				t.Fatalf("status --json: %v\n%s", err, out)
-			}
+	waitFor(t, w, 3*time.Minute, "learned cpu and dev speeds in the second run's status --json", func() bool {
+		if _, ok := w.status(second.lineage); !ok {
+			return false
 		}
-		learned := map[string]report.PartitionSpeed{}
+		out := runCLI(t, w, cli, "root", "status", "--json", second.lineage)
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		learned := map[string]int{}
 		for _, p := range st.Speeds {
-			if p.N > 0 {
-				learned[p.Partition] = p
-			}
+			learned[p.Partition] = p.N
 		}
-		if learned["cpu"].N >= 1 && learned["dev"].N >= 1 {
-			t.Logf("status speeds: %+v", st.Speeds)
-			if len(st.Speeds) != 5 {
-				t.Errorf("status speeds %+v, want the 5 partitions fastPolicy configures", st.Speeds)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no learned cpu and dev speeds in the second run's status after 3 min: %+v (state %s, step %d)", st.Speeds, st.State, st.Step)
-		}
+		return learned["cpu"] >= 1 && learned["dev"] >= 1
+	})
+	t.Logf("status speeds: %+v", st.Speeds)
+	if len(st.Speeds) != 5 {
+		t.Errorf("status speeds %+v, want the 5 partitions fastPolicy configures", st.Speeds)
 	}
 	if err := runCmd("scancel", second.id); err != nil {
 		t.Fatal(err)
