@@ -29,7 +29,7 @@ DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 # 15.3 MB. Go keeps its own line tables, so panics still show file:line.
 INSTALL_STRIP ?=
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`

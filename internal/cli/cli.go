@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"strconv"
@@ -72,6 +73,8 @@ type App struct {
 	Executable func() (string, error)
 	// Getwd is the working directory (default os.Getwd).
 	Getwd func() (string, error)
+	// Stat is the file system, to find the command's program (default os.Stat).
+	Stat func(string) (fs.FileInfo, error)
 	// Username is who runs the CLI (default: os/user, else $USER).
 	Username func() string
 	// UID is the uid that runs the CLI (default os.Getuid): the namespace
@@ -206,6 +209,9 @@ func (a *App) defaults() {
 	}
 	if a.Executable == nil {
 		a.Executable = os.Executable
+	}
+	if a.Stat == nil {
+		a.Stat = os.Stat
 	}
 	if a.Prober == nil {
 		a.Prober = execProbe{}

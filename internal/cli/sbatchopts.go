@@ -87,8 +87,8 @@ var iSchedOwned = map[string]string{
 	"mem-per-gpu": "use --mem", "time": "use --time", "time-min": "isched sets and extends the time limit",
 	"output": "use --output", "open-mode": "isched appends the output across attempts", "chdir": "isched runs the job in the current directory",
 	"comment": "the comment carries isched's plan", "requeue": "isched always sets it", "no-requeue": "moves and continuations are requeues",
-	"signal": "isched sets the time-limit warning", "export": "isched submits with --export=NONE", "export-file": "isched submits with --export=NONE",
-	"get-user-env": "isched submits with --export=NONE", "uid": "use --as-user", "gid": "use --as-user",
+	"signal": "isched sets the time-limit warning", "export": "use --export (isched writes the environment into the script)",
+	"export-file": "use --export (isched writes the environment into the script)", "get-user-env": "use --export=NONE", "uid": "use --as-user", "gid": "use --as-user",
 	"parsable": "isched reads the job id", "test-only": "it submits nothing: use --dry-run", "wait": "isched submits and returns",
 	"array": "an isched lineage is one job", "clusters": "isched follows one cluster", "wrap": "the command goes after --",
 	"help": "not an option of a job", "usage": "not an option of a job", "version": "not an option of a job",
@@ -274,6 +274,10 @@ func sbatchEnv(environ []string, lines []string) (keep, dropped []string, err er
 		}
 		if covered[opt] {
 			dropped = append(dropped, fmt.Sprintf("%s ignored: the script sets --%s", k, opt))
+			continue
+		}
+		if opt == "export" && !covered[opt] {
+			dropped = append(dropped, fmt.Sprintf("%s=%s: taken as --export (isched writes that environment into the script)", k, v))
 			continue
 		}
 		if envOwned[opt] {

@@ -87,7 +87,7 @@ func TestParseSbatchArg(t *testing.T) {
 		{"--account=a", "use --account"},
 		{"--wait", "isched submits and returns"},
 		{"--array=1-4", "one job"},
-		{"--export=ALL", "--export=NONE"},
+		{"--export=ALL", "use --export"},
 		{"--no-requeue", "isched sets --no-requeue"},
 		{"--signal=B:USR2@60", "isched sets --signal"},
 		{"--exclusive=user\n#SBATCH --partition=gpu", "the value may hold"},
@@ -167,7 +167,7 @@ func TestSbatchEnv(t *testing.T) {
 	}
 	for _, want := range []string{"SBATCH_PARTITION ignored: the script sets --partition", "SBATCH_TIMELIMIT ignored: the script sets --time",
 		"SBATCH_MEM_PER_CPU ignored: the script sets --mem-per-cpu", "SBATCH_GPUS ignored: the script sets --gpus",
-		"SBATCH_WAIT ignored: isched submits and returns", "SBATCH_EXPORT ignored", "SBATCH_NO_REQUEUE ignored",
+		"SBATCH_WAIT ignored: isched submits and returns", "SBATCH_EXPORT=ALL: taken as --export", "SBATCH_NO_REQUEUE ignored",
 		"SBATCH_QOS ignored: the script sets --qos", "SBATCH_CLUSTERS ignored"} {
 		if !slices.ContainsFunc(dropped, func(d string) bool { return strings.HasPrefix(d, want) }) {
 			t.Errorf("no note %q in %q", want, dropped)

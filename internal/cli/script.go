@@ -22,6 +22,10 @@ type Script struct {
 	Nodes      string      // --nodes, N or MIN-MAX; "" is 1
 	Ntasks     int         // --ntasks; 0 is 1
 	Site       []Directive // the site's options (--account, --sbatch-arg, ...), checked by siteOpts
+	// UserEnv is the environment isched submit ran in, as the job gets it
+	// (jobEnvOf): written before isched's own variables.
+	UserEnv    [][2]string
+	UserExport string // the --export it came from, for the script's comment
 	Env        [][2]string
 	Unset      []string
 	// CkptEstimate is the lineage's measured checkpoint time (0: none
@@ -172,13 +176,16 @@ func (s *Script) Render() ([]byte, error) {
 		return nil, errs[0]
 	}
 	b.WriteString("\nset -eu\n")
+	if len(s.UserEnv) > 0 {
+		b.WriteString("# The environment `isched submit` ran in (--export=" + s.UserExport + "), for every attempt of the run.\n")
+		if err := writeExports(&b, s.UserEnv); err != nil {
+			return nil, err
+		}
+	}
 	b.WriteString("# sbatch ran with --export=NONE (your login environment): let srun pass this script's on.\n")
 	b.WriteString("export SLURM_EXPORT_ENV=ALL\n")
-	for _, kv := range s.Env {
-		if !envName(kv[0]) {
-			return nil, fmt.Errorf("environment variable name %q", kv[0])
-		}
-		b.WriteString("export " + kv[0] + "=" + ShellQuote(kv[1]) + "\n")
+	if err := writeExports(&b, s.Env); err != nil {
+		return nil, err
 	}
 	if len(s.Unset) > 0 {
 		for _, n := range s.Unset {
@@ -205,6 +212,20 @@ func (s *Script) Render() ([]byte, error) {
 	}
 	b.WriteString(strings.Join(words, " ") + "\n")
 	return []byte(b.String()), nil
+}
+
+// writeExports writes one export line per variable, its value quoted.
+func writeExports(b *strings.Builder, env [][2]string) error {
+	for _, kv := range env {
+		if !envName(kv[0]) {
+			return fmt.Errorf("environment variable name %q", kv[0])
+		}
+		if strings.IndexByte(kv[1], 0) >= 0 {
+			return fmt.Errorf("environment variable %s contains a NUL byte", kv[0])
+		}
+		b.WriteString("export " + kv[0] + "=" + ShellQuote(kv[1]) + "\n")
+	}
+	return nil
 }
 
 func envName(s string) bool {

@@ -57,6 +57,7 @@ type submitOpts struct {
 	site        siteOpts
 	siteDirs    []Directive
 	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
+	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
 
 	// flags that override the estimate
 	fIdeal, fFallback, fGres, fTime, fMem string
@@ -101,6 +102,7 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
+	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
 	o.site.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -396,6 +398,9 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs,
 	}
 	s.CkptEstimate = a.measuredCkpt(o.lineage)
+	if err := a.jobEnv(o, &s, cwd); err != nil {
+		return nil, "", err
+	}
 	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", a.cluster()})
 	s.Env = append(s.Env, o.env...)
 	for _, k := range forwardEnv {
@@ -434,6 +439,44 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 	}
 	b, err := s.Render()
 	return b, comment, err
+}
+
+// jobEnv records the environment the job gets (--export) in the script
+// and checks that the command's program resolves in it, as the job will
+// resolve it: a program that is not there fails the job with exit 127
+// after its wait in the queue.
+func (a *App) jobEnv(o *submitOpts, s *Script, cwd string) error {
+	flagValue := o.export
+	if flagValue == "" {
+		flagValue = a.Getenv("SBATCH_EXPORT") // as sbatch: the flag beats the variable
+	}
+	spec, err := parseExport(flagValue)
+	if err != nil {
+		return err
+	}
+	if flagValue == "" && o.asUser != "" {
+		spec = exportSpec{none: true} // never this (root's) shell's environment in another user's job
+	}
+	var note string
+	s.UserEnv, note = jobEnvOf(a.Environ(), spec)
+	s.UserExport = spec.String()
+	if note != "" {
+		fmt.Fprintf(a.stderr, "isched: environment: %s\n", note)
+	}
+	path, known := envValue(s.UserEnv, "PATH")
+	if !known {
+		path = a.Getenv("PATH") // the login environment's is not known here
+	}
+	found, err := lookProgram(o.argv[0], path, cwd, a.Stat)
+	switch {
+	case err == nil:
+		fmt.Fprintf(a.stderr, "isched: %s → %s\n", o.argv[0], found)
+	case known:
+		return fmt.Errorf("%w: the command's program: %w (the job would fail at once with exit 127; give its full path, or activate its environment before isched submit)", errUsage, err)
+	default:
+		fmt.Fprintf(a.stderr, "isched: warning: the command's program: %v here; the job resolves it in your login environment (--export=%s)\n", err, spec)
+	}
+	return nil
 }
 
 func containsOpt(list []*plan.Option, o *plan.Option) bool {

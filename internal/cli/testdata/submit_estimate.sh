@@ -19,6 +19,8 @@
 #SBATCH --comment="isched:v1 lineage=lab-u1001-train_mnistlike-abababab cluster=lab ideal=gpu gres=gpu:1 time=106 fallback=dev,scavenger,gpu-dev,cpu total=15630 model=resnet18-128-22b9780d:momentum:fp32 batch=32 migrate=1"
 
 set -eu
+# The environment `isched submit` ran in (--export=ALL), for every attempt of the run.
+export PATH=/usr/bin:/bin
 # sbatch ran with --export=NONE (your login environment): let srun pass this script's on.
 export SLURM_EXPORT_ENV=ALL
 export ISCHED_LINEAGE=lab-u1001-train_mnistlike-abababab

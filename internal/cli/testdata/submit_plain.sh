@@ -17,6 +17,8 @@
 #SBATCH --comment="isched:v1 lineage=lab-u1001-train-abababab cluster=lab ideal=cpu time=30"
 
 set -eu
+# The environment `isched submit` ran in (--export=ALL), for every attempt of the run.
+export PATH=/usr/bin:/bin
 # sbatch ran with --export=NONE (your login environment): let srun pass this script's on.
 export SLURM_EXPORT_ENV=ALL
 export ISCHED_LINEAGE=lab-u1001-train-abababab

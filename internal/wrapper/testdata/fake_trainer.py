@@ -22,6 +22,8 @@ Fault injection for the first attempt only (SLURM_RESTART_COUNT unset or 0):
 --crash-at N SIGKILLs the trainer after step N; with --crash-mid-save it first
 leaves half of step N's checkpoint in the temporary file (a save cut short).
 --no-total keeps the step count to itself (a loop that does not know it).
+The facts hold the interpreter (executable, prefix) and, under env, the
+variables named by --env-facts (null when unset): what environment ran.
 --gpu-speedup F makes a step F times shorter when Slurm allocated GPUs to the
 job (CUDA_VISIBLE_DEVICES set), as the coordinator's partition speeds assume
 (the wrapper itself says ISCHED_DEVICE=cpu there: the emulated GPUs have no NVML).
@@ -55,6 +57,7 @@ ap.add_argument("--start-file", default="",
 ap.add_argument("--pause-at", type=int, default=0,
                 help="after this step, wait (at most 5 min) for --resume-file to exist")
 ap.add_argument("--resume-file", default="")
+ap.add_argument("--env-facts", default="", help="comma-separated environment variables to record in the facts (env.NAME)")
 ap.add_argument("--gpu-speedup", type=float, default=1.0,
                 help="steps take --period / this when Slurm gave the job GPUs (CUDA_VISIBLE_DEVICES): the lab's GPUs are emulated")
 a = ap.parse_args()
@@ -88,7 +91,9 @@ def rss():
 
 facts = {"start": 0, "pid": os.getpid(), "node": os.environ.get("SLURMD_NODENAME", ""),
          "restart": restart, "rank": rank, "requested": False,
-         "device": os.environ.get("ISCHED_DEVICE", ""), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+         "device": os.environ.get("ISCHED_DEVICE", ""), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+         "executable": sys.executable, "prefix": sys.prefix,
+         "env": {n: os.environ.get(n) for n in a.env_facts.split(",") if n}}
 
 
 def write_facts():

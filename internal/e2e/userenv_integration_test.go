@@ -1,0 +1,171 @@
+//go:build integration
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
+)
+
+// lmodInit is Debian's Lmod (package lmod) start-up file for bash.
+const lmodInit = "/usr/share/lmod/lmod/init/bash"
+
+// envFacts are what a job's fake trainer records of its environment.
+type envFacts struct {
+	Executable string             `json:"executable"`
+	Prefix     string             `json:"prefix"`
+	Env        map[string]*string `json:"env"`
+	End        int64              `json:"end"`
+	Start      int64              `json:"start"`
+}
+
+// TestUserEnvironmentOnCluster (issue 25, item 1): alice submits from her
+// own shell, started clean as a login shell would be, with what ML users
+// train from, and the job runs in that environment:
+//   - a venv (`python3 -m venv --system-site-packages`) activated: the job
+//     runs the venv's python, in its first attempt and in the attempt the
+//     coordinator continues after the trainer dies (the environment is in
+//     the script, so every attempt has it);
+//   - a conda-like prefix on PATH and an Lmod module loaded (`module use`,
+//     `module load`): the prefix's python runs and the module's variable
+//     reaches the job;
+//   - `--export=NONE`: the venv is not passed; the job gets alice's login
+//     environment.
+//
+// Each submission says where its program resolved (`python →`).
+func TestUserEnvironmentOnCluster(t *testing.T) {
+	if _, err := os.Stat(lmodInit); err != nil {
+		t.Fatalf("Lmod: %v (make deps installs Debian's lmod)", err)
+	}
+	w := newWorld(t, fastPolicy)
+	cli := testutil.Binary(t, "isched", "./isched")
+	base := testutil.WorkDir(t, "isched-userenv-")
+	home, uid := userDir(t, base, "alice")
+	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
+	asAlice(t, home, "/usr/bin/python3 -m venv --without-pip --system-site-packages venv && mkdir -p conda/envs/ml/bin modules/mlenv &&"+
+		" ln -s /usr/bin/python3 conda/envs/ml/bin/python")
+	writeAs(t, filepath.Join(home, "modules/mlenv/1.0.lua"), []byte(`setenv("MLENV_HOME", "/opt/mlenv/1.0")`+"\n"+
+		`prepend_path("PYTHONPATH", "/opt/mlenv/1.0/lib")`+"\n"), 0o644, uid)
+
+	// submit runs isched submit as alice after setup, the fake trainer as
+	// the command, run by program
+	submit := func(name, setup, program string, steps int, cliArgs, trainerArgs string) (lineage, facts string) {
+		t.Helper()
+		facts = filepath.Join(home, name+".facts")
+		cmd := setup + " && exec " + shq(cli) + " submit --job-name " + name + " --partition-ideal cpu --time 5 --mem 500M --wrapper " +
+			shq(filepath.Join(binDir, "isched-wrapper")) + " --total-iters " + strconv.Itoa(steps) + " " + cliArgs + " -- " + program + " " +
+			shq(fake) + " --steps " + strconv.Itoa(steps) + " --facts " + shq(facts) + " --env-facts VIRTUAL_ENV,CONDA_PREFIX,MLENV_HOME,PYTHONPATH,LOADEDMODULES " +
+			trainerArgs
+		return submitAsAlice(t, w, home, name, program, cmd), facts
+	}
+	// the venv's trainer dies at step 3 in its first attempt: the
+	// coordinator continues the run from the step-2 checkpoint
+	venvLineage, venvFacts := submit("venv", "source venv/bin/activate", "python", 8, "", "--ckpt-every 2 --crash-at 3")
+	condaLineage, condaFacts := submit("conda", "export CONDA_PREFIX=$PWD/conda/envs/ml CONDA_DEFAULT_ENV=ml PATH=$PWD/conda/envs/ml/bin:$PATH"+
+		" && source "+lmodInit+" && module use $PWD/modules && module load mlenv/1.0", "python", 4, "", "")
+	// NONE: the login environment has no python, only /usr/bin/python3
+	noneLineage, noneFacts := submit("none", "source venv/bin/activate", "/usr/bin/python3", 4, "--export=NONE", "")
+
+	for _, l := range []string{venvLineage, condaLineage, noneLineage} {
+		var st report.JobStatus
+		waitFor(t, w, 3*time.Minute, "lineage "+l+" to end", func() bool {
+			st, _ = w.status(l)
+			return st.State == "ENDED"
+		})
+		if st.ExitStatus == nil || *st.ExitStatus != 0 {
+			t.Errorf("%s ended with exit %v at step %d: %s\n%s", l, st.ExitStatus, st.Step, spansText(st), w.logs())
+		}
+	}
+	venvPy := filepath.Join(home, "venv/bin/python")
+	for attempt, path := range []string{venvFacts + ".attempt0", venvFacts + ".attempt1"} {
+		f := readEnvFacts(t, path)
+		if f.Executable != venvPy || f.Prefix != filepath.Join(home, "venv") || str(f.Env["VIRTUAL_ENV"]) != filepath.Join(home, "venv") {
+			t.Errorf("venv, attempt %d: ran %s (prefix %s, VIRTUAL_ENV %q), want the venv's %s", attempt, f.Executable, f.Prefix,
+				str(f.Env["VIRTUAL_ENV"]), venvPy)
+		}
+	}
+	if f := readEnvFacts(t, venvFacts+".attempt1"); f.Start == 0 || f.End != 8 {
+		t.Errorf("venv, attempt 1: steps %d..%d, want a resumed run to step 8", f.Start, f.End)
+	}
+	f := readEnvFacts(t, condaFacts)
+	if want := filepath.Join(home, "conda/envs/ml/bin/python"); f.Executable != want || str(f.Env["CONDA_PREFIX"]) != filepath.Join(home, "conda/envs/ml") {
+		t.Errorf("conda: ran %s with CONDA_PREFIX %q, want %s", f.Executable, str(f.Env["CONDA_PREFIX"]), want)
+	}
+	if str(f.Env["MLENV_HOME"]) != "/opt/mlenv/1.0" || !strings.Contains(str(f.Env["LOADEDMODULES"]), "mlenv/1.0") ||
+		!strings.HasPrefix(str(f.Env["PYTHONPATH"]), "/opt/mlenv/1.0/lib") {
+		t.Errorf("Lmod module: MLENV_HOME %q, LOADEDMODULES %q, PYTHONPATH %q in the job; want the module's", str(f.Env["MLENV_HOME"]),
+			str(f.Env["LOADEDMODULES"]), str(f.Env["PYTHONPATH"]))
+	}
+	f = readEnvFacts(t, noneFacts)
+	if f.Executable != "/usr/bin/python3" || f.Env["VIRTUAL_ENV"] != nil {
+		t.Errorf("--export=NONE: ran %s with VIRTUAL_ENV %q, want the login environment's /usr/bin/python3 and no venv", f.Executable,
+			str(f.Env["VIRTUAL_ENV"]))
+	}
+}
+
+// asAlice runs a bash command as alice in dir.
+func asAlice(t *testing.T, dir, command string) {
+	t.Helper()
+	cmd := exec.Command("runuser", "-u", "alice", "--", "bash", "-c", "cd "+shq(dir)+" && "+command)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("as alice: %s: %v\n%s", command, err, out)
+	}
+}
+
+var lineageRE = regexp.MustCompile(`isched: lineage (\S+) on `)
+
+// submitAsAlice runs `isched submit` (command) in a bash started as alice
+// with a clean login-like environment (no variable of the test's own)
+// plus the CLI's settings, and returns the lineage it made.
+func submitAsAlice(t *testing.T, w *world, dir, name, program, command string) string {
+	t.Helper()
+	env := []string{"HOME=" + dir, "USER=alice", "LOGNAME=alice", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin",
+		"ISCHED_CLUSTER=" + w.cluster, "ISCHED_REDIS_ADDR=" + w.redis.Addr, "ISCHED_REDIS_USER=viewer",
+		"ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("viewer"), "ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts")}
+	cmd := exec.Command("runuser", "-u", "alice", "--", "env", "-i")
+	cmd.Args = append(cmd.Args, env...)
+	cmd.Args = append(cmd.Args, "bash", "-c", "cd "+shq(dir)+" && "+command)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s: isched submit as alice:\n%s", name, out)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if want := program + " → "; !strings.Contains(string(out), want) {
+		t.Errorf("%s: isched submit did not say where %s resolved (%q)", name, program, want)
+	}
+	m := lineageRE.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s: no lineage in isched submit's output", name)
+	}
+	return string(m[1])
+}
+
+func readEnvFacts(t *testing.T, path string) envFacts {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("facts: %v", err)
+	}
+	var f envFacts
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("facts %s: %v", path, err)
+	}
+	return f
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
