@@ -233,3 +233,32 @@ func TestSubmitEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitSbatchSpellings: a Slurm user's short options mean what they
+// mean to sbatch.
+func TestSubmitSbatchSpellings(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	code, out, errOut := h.run("submit", "--dry-run", "-p", "gpu", "-t", "2:00:00", "-c", "4", "-N", "1", "-n", "1", "-J", "myjob",
+		"--gpus", "1", "-A", "phys", "-q", "normal", "-o", "out.txt", "-C", "v100", "--wrapper", "/opt/isched/bin/isched-wrapper",
+		"--", "/usr/bin/python3", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"--partition=gpu\n", "--time=120\n", "--cpus-per-task=4\n", "--nodes=1\n", "--ntasks=1\n",
+		"--job-name=myjob\n", "--gres=gpu:1\n", "--account=phys\n", "--qos=normal\n", "--output=/home/alice/proj/out.txt\n", "--constraint=v100\n"} {
+		if !strings.Contains(out, "#SBATCH "+want) {
+			t.Errorf("no #SBATCH %q in:\n%s", strings.TrimSpace(want), out)
+		}
+	}
+	_, helpOut, helpErr := h.run("submit", "-h")
+	for _, al := range sbatchShort {
+		if !strings.Contains(helpOut+helpErr, "  -"+al[0]+" ") {
+			t.Errorf("-%s is not a flag of isched submit", al[0])
+		}
+	}
+	if code, _, errOut := h.run("submit", "--dry-run", "--gpus", "1", "--gres", "gpu:2", "--", "/usr/bin/python3", "x.py"); code != ExitUsage ||
+		!strings.Contains(errOut, "--gpus and --gres") {
+		t.Errorf("--gpus with --gres: exit %d %q", code, errOut)
+	}
+}

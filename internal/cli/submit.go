@@ -61,7 +61,7 @@ type submitOpts struct {
 
 	// flags that override the estimate
 	fIdeal, fFallback, fGres, fTime, fMem string
-	fCPUs                                 int
+	fCPUs, fGPUs                          int
 
 	// the decision
 	partitions   []string
@@ -104,6 +104,8 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
 	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
 	o.site.register(fs)
+	fs.IntVar(&o.fGPUs, "gpus", 0, "GPUs per node, as sbatch --gpus on one node: the same as --gres=gpu:N")
+	sbatchAliases(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -113,6 +115,9 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	o.argv = fs.Args()
 	if len(o.argv) == 0 {
 		return usageErr("no training command: isched submit [flags] -- python train.py ...")
+	}
+	if err := o.gpusFlag(); err != nil {
+		return err
 	}
 	if err := a.decide(ctx, &o); err != nil {
 		return err
@@ -153,6 +158,36 @@ func (a *App) submit(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, ", moving to %s when it frees", o.ideal)
 	}
 	fmt.Fprintf(a.stderr, "; follow it with: isched status %s\n", id)
+	return nil
+}
+
+// sbatchShort are the sbatch spellings `isched submit` takes, as the
+// isched flag they mean: a Slurm user's -p gpu -t 2:00:00 -c 8 -N 1 -J name.
+var sbatchShort = [][2]string{
+	{"p", "partition-ideal"}, {"partition", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"cpus-per-task", "cpus"},
+	{"N", "nodes"}, {"n", "ntasks"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"C", "constraint"},
+}
+
+// sbatchAliases registers sbatchShort on fs: each shares its isched
+// flag's value.
+func sbatchAliases(fs *flag.FlagSet) {
+	for _, al := range sbatchShort {
+		if f := fs.Lookup(al[1]); f != nil { // each one is, TestSubmitSbatchSpellings checks
+			fs.Var(f.Value, al[0], "sbatch's spelling of --"+al[1])
+		}
+	}
+}
+
+// gpusFlag turns --gpus N into --gres=gpu:N.
+func (o *submitOpts) gpusFlag() error {
+	switch {
+	case o.fGPUs < 0:
+		return usageErr("--gpus %d: want a count of GPUs", o.fGPUs)
+	case o.fGPUs > 0 && o.fGres != "":
+		return usageErr("--gpus and --gres both given: use one")
+	case o.fGPUs > 0:
+		o.fGres = "gpu:" + strconv.Itoa(o.fGPUs)
+	}
 	return nil
 }
 
