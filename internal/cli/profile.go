@@ -498,8 +498,9 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 	so.name += "-b" + strconv.Itoa(batch)
 	so.lineage = a.newLineage(so.name)
 	sumPath := filepath.Join(cwd, "isched-"+so.lineage+".summary.json")
-	so.output = filepath.Join(cwd, "isched-"+so.lineage+".out")
-	so.ckptDir = filepath.Join(os.TempDir(), "isched-profile-"+so.lineage) // not watched for anything; never created
+	// so.output and so.ckptDir: submit's defaults (jobPaths: in cwd, or in a
+	// private directory when cwd is shared); the checkpoint directory is
+	// never made, a profile run resumes nothing
 	so.wrapperArgs = listFlag(o.wrapperProfileArgs(sumPath))
 	limit := o.startup + o.window + 2*o.grace + time.Minute
 	so.fTime = strconv.Itoa(int((limit + time.Minute - 1) / time.Minute))

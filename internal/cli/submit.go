@@ -145,6 +145,11 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(o.ckptDir, 0o750); err != nil {
 		return fmt.Errorf("checkpoint directory: %w", err)
 	}
+	if o.asUser == "" { // root making another user's directory owns it
+		if err := checkOwnDir(o.ckptDir, os.Geteuid()); err != nil {
+			return fmt.Errorf("checkpoint directory: %w", err)
+		}
+	}
 	id, err := a.Slurm.SubmitWith(ctx, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
 	if err != nil {
 		return err
@@ -401,15 +406,8 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	if o.ckptDir == "" {
-		o.ckptDir = filepath.Join(cwd, "checkpoints", o.lineage)
-	} else if !filepath.IsAbs(o.ckptDir) {
-		o.ckptDir = filepath.Join(cwd, o.ckptDir)
-	}
-	if o.output == "" {
-		o.output = filepath.Join(cwd, "isched-"+o.lineage+".out")
-	} else if !filepath.IsAbs(o.output) {
-		o.output = filepath.Join(cwd, o.output)
+	if err := a.jobPaths(o, cwd); err != nil {
+		return nil, "", err
 	}
 	wrapper, err := a.findWrapper(o.wrapper)
 	if err != nil {

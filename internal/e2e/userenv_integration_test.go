@@ -169,3 +169,69 @@ func str(p *string) string {
 	}
 	return *p
 }
+
+// TestOutputNotInSharedDirAsBob (issue 26, item 5): alice submits from a
+// directory every user may write to (1777, as /tmp). While her job is
+// pending, bob reads its lineage from squeue and plants, at the default
+// paths in that directory, a symlink for its output (to a file of
+// alice's) and a checkpoint directory of his own. Her job's output and
+// checkpoints are in her private directory instead: the file bob aimed at
+// is untouched, nothing of bob's is used, and the run ends complete.
+func TestOutputNotInSharedDirAsBob(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	cli := testutil.Binary(t, "isched", "./isched")
+	base := testutil.WorkDir(t, "isched-shared-")
+	home, uid := userDir(t, base, "alice")
+	shared := filepath.Join(base, "tmp")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(home, "victim.txt")
+	writeAs(t, victim, []byte("alice's notes\n"), 0o644, uid)
+	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
+	const total = 6
+	cmd := "cd " + shq(shared) + " && exec " + shq(cli) + " submit --job-name shared --partition-ideal cpu --time 5 --mem 500M --total-iters " +
+		strconv.Itoa(total) + " --sbatch-arg=--hold --wrapper " + shq(filepath.Join(binDir, "isched-wrapper")) + " -- /usr/bin/python3 " +
+		shq(fake) + " --steps " + strconv.Itoa(total) + " --ckpt-every 2"
+	lineage := submitAsAlice(t, w, home, "shared", "/usr/bin/python3", cmd)
+
+	// bob, from squeue's view of the pending job (its comment names the lineage)
+	out, err := exec.Command("runuser", "-u", "bob", "--", "squeue", "-h", "-u", "alice", "-o", "%i %k").Output()
+	if err != nil || !strings.Contains(string(out), "lineage="+lineage) {
+		t.Fatalf("bob's squeue: %v %q, want alice's pending job with lineage %s", err, out, lineage)
+	}
+	job := strings.Fields(string(out))[0]
+	// the checkpoint directory: only if alice's submit did not make it first
+	plant := "ln -s " + shq(victim) + " " + shq(filepath.Join(shared, "isched-"+lineage+".out")) + " && { mkdir -p -m 777 " +
+		shq(filepath.Join(shared, "checkpoints", lineage)) + " || true; }"
+	if out, err := exec.Command("runuser", "-u", "bob", "--", "bash", "-c", plant).CombinedOutput(); err != nil {
+		t.Fatalf("bob's plant: %v %s", err, out)
+	}
+	if err := runCmd("scontrol", "release", job); err != nil {
+		t.Fatal(err)
+	}
+	var st report.JobStatus
+	waitFor(t, w, 3*time.Minute, "alice's run to end", func() bool {
+		st, _ = w.status(lineage)
+		return st.State == "ENDED"
+	})
+	if st.Step != total || st.ExitStatus == nil || *st.ExitStatus != 0 {
+		t.Errorf("alice's run ended at step %d, exit %v; want %d, 0\n%s", st.Step, st.ExitStatus, total, w.logs())
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "alice's notes\n" {
+		t.Errorf("bob's symlink wrote into %s: %q", victim, tail(b, 500))
+	}
+	private := filepath.Join(home, ".cache/isched/jobs", lineage)
+	if b, err := os.ReadFile(filepath.Join(private, "isched-"+lineage+".out")); err != nil || !strings.Contains(string(b), "isched: lineage "+lineage) {
+		t.Errorf("alice's output in her private directory: %v %q", err, tail(b, 500))
+	}
+	if ents, _ := os.ReadDir(filepath.Join(private, "checkpoints")); len(ents) == 0 {
+		t.Errorf("no checkpoint in alice's private %s/checkpoints", private)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(shared, "checkpoints", lineage)); len(ents) != 0 {
+		t.Errorf("alice's job wrote into bob's planted directory: %v", ents)
+	}
+}

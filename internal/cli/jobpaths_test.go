@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestJobPathsInSharedDirectory: submitted from a directory every user may
+// write to (a 1777 /tmp), the job's output and checkpoints go to the
+// user's private directory; an --output or --checkpoint-dir there is
+// refused; elsewhere the defaults stay in the working directory.
+func TestJobPathsInSharedDirectory(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	shared := filepath.Join(t.TempDir(), "tmp")
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	h.env["HOME"] = home
+	run := func(cwd string, args ...string) (int, string, string) {
+		app := h.app()
+		app.Getwd = func() (string, error) { return cwd, nil }
+		var out, errb bytes.Buffer
+		base := []string{"submit", "--partition-ideal", "cpu", "--time", "30", "--wrapper", "/opt/isched/bin/isched-wrapper"}
+		code := app.Run(context.Background(), append(append(base, args...), "--", "/usr/bin/python3", "train.py"), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, out, errOut := run(shared)
+	if code != 0 {
+		t.Fatalf("from %s: exit %d: %s", shared, code, errOut)
+	}
+	private := filepath.Join(home, ".cache/isched/jobs/lab-u1001-train-abababab")
+	script := string(h.slurm.submitted[len(h.slurm.submitted)-1])
+	for _, want := range []string{"#SBATCH --output=" + private + "/isched-lab-u1001-train-abababab.out\n", "--checkpoint-dir " + private + "/checkpoints "} {
+		if !strings.Contains(script, want) {
+			t.Errorf("script without %q:\n%s", want, script)
+		}
+	}
+	if fi, err := os.Stat(private); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("private directory %s: %v %v, want made 0700", private, fi, err)
+	}
+	if !strings.Contains(errOut, shared+" is writable by every user") || strings.Contains(out+script, shared+"/isched-") {
+		t.Errorf("stderr %q; script:\n%s", errOut, script)
+	}
+	for _, flag := range []string{"--output=x.out", "--output=" + shared + "/x.out", "--checkpoint-dir=" + shared + "/ck"} {
+		if code, _, errOut := run(shared, flag); code != ExitUsage || !strings.Contains(errOut, "writable by every user, who could plant") {
+			t.Errorf("%s from %s: exit %d %q, want refused", flag, shared, code, errOut)
+		}
+	}
+	// a directory of the user's own: the defaults in it, as before
+	own := t.TempDir()
+	if code, _, errOut := run(own); code != 0 || strings.Contains(errOut, "writable by every user") {
+		t.Fatalf("from %s: exit %d: %s", own, code, errOut)
+	}
+	if script := string(h.slurm.submitted[len(h.slurm.submitted)-1]); !strings.Contains(script, "#SBATCH --output="+own+"/isched-") {
+		t.Errorf("from %s, script:\n%s", own, script)
+	}
+}
+
+func TestCheckOwnDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	me := os.Geteuid()
+	mine := filepath.Join(dir, "mine")
+	open := filepath.Join(dir, "open")
+	link := filepath.Join(dir, "link")
+	for _, d := range []string{mine, open} {
+		if err := os.Mkdir(d, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(open, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		dir  string
+		uid  int
+		want string
+	}{
+		{mine, me, ""},
+		{mine, me + 1, "not to you"},
+		{open, me, "writable by every user"},
+		{link, me, "not a directory (a symlink?)"},
+	} {
+		err := checkOwnDir(tt.dir, tt.uid)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s as uid %d: %v, want %q", tt.dir, tt.uid, err, tt.want)
+		}
+	}
+}
