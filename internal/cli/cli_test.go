@@ -352,3 +352,50 @@ func TestUsageAndInputErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpAndMistakes: help of every kind goes to stdout with exit 0 and
+// nothing on stderr; a mistyped command or flag goes to stderr with exit 2
+// and the closest known name.
+func TestHelpAndMistakes(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		args        []string
+		code        int
+		out, errOut string // want in stdout, stderr ("" : that stream stays empty)
+	}{
+		{[]string{"-h"}, ExitOK, "usage: isched <command>", ""},
+		{[]string{"--help"}, ExitOK, "usage: isched <command>", ""},
+		{[]string{"help"}, ExitOK, "usage: isched <command>", ""},
+		{[]string{"status", "-h"}, ExitOK, "usage: isched status [JOB|LINEAGE] [--json] [--watch]\n\nflags:\n  -interval duration", ""},
+		{[]string{"status", "42", "--help"}, ExitOK, "usage: isched status", ""},
+		{[]string{"help", "stop"}, ExitOK, "usage: isched stop JOB|LINEAGE [--wait D]", ""},
+		{[]string{"submit", "--help"}, ExitOK, "  -partition-ideal string", ""},
+		{[]string{"report", "-h"}, ExitOK, "usage: isched report JOB|LINEAGE", ""},
+		{[]string{"estimate", "-h"}, ExitOK, "usage: isched estimate", ""},
+		{[]string{"plan", "-h"}, ExitOK, "usage: isched plan", ""},
+		{[]string{"profile", "-h"}, ExitOK, "usage: isched profile", ""},
+		{[]string{"site", "-h"}, ExitOK, "usage: isched site probe", ""},
+		{[]string{"help", "site", "probe"}, ExitOK, "usage: isched site probe", ""},
+		{[]string{"stauts", "42"}, ExitUsage, "", `isched: unknown command "stauts" (did you mean "status"?); 'isched help' lists the commands` + "\n"},
+		{[]string{"help", "reprot"}, ExitUsage, "", `(did you mean "report"?)`},
+		{[]string{"frobnicate"}, ExitUsage, "", "unknown command \"frobnicate\"\n\nusage: isched <command>"},
+		{[]string{"submit", "--parition-ideal", "gpu", "--", "python3", "x.py"}, ExitUsage, "",
+			"isched submit: flag provided but not defined: -parition-ideal (did you mean --partition-ideal?)\n"},
+		{[]string{"submit", "--partition=gpu", "--", "python3", "x.py"}, ExitUsage, "", "(did you mean --partition-ideal?)\n"},
+		{[]string{"stop", "42", "--wiat", "1s"}, ExitUsage, "", "isched stop: flag provided but not defined: -wiat (did you mean --wait?)\n"},
+		{[]string{"status", "--jsn"}, ExitUsage, "", "usage: isched status"}, // the flags, as the flag package listed them
+		{[]string{"site", "probe", "--loacl"}, ExitUsage, "", "(did you mean --local?)\n"},
+		{[]string{"stop", "--wait", "soon", "42"}, ExitUsage, "", "isched stop: invalid value \"soon\" for flag -wait: parse error\n"},
+		{[]string{"stop"}, ExitUsage, "", "isched stop: want one job id or lineage"},
+	}
+	for _, c := range cases {
+		code, out, errOut := h.run(c.args...)
+		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.errOut) ||
+			(c.out == "") != (out == "") || (c.errOut == "") != (errOut == "") {
+			t.Errorf("isched %q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q", c.args, code, out, errOut, c.code, c.out, c.errOut)
+		}
+		if strings.Count(errOut, "flag provided but not defined") > 1 {
+			t.Errorf("isched %q: the mistake is printed twice:\n%s", c.args, errOut)
+		}
+	}
+}
