@@ -33,6 +33,9 @@ type fakeSlurm struct {
 	submitted [][]byte
 	specs     []slurm.SubmitSpec
 	cancelled []string
+	// showErr, when set, is what ShowJob answers for a job it does not
+	// hold (default slurm.ErrNotFound: scontrol's "Invalid job id")
+	showErr error
 }
 
 func (f *fakeSlurm) Cancel(_ context.Context, id string) error {
@@ -62,6 +65,9 @@ func (f *fakeSlurm) Poll(context.Context) (*slurm.State, error) {
 func (f *fakeSlurm) ShowJob(_ context.Context, id string) (*slurm.JobInfo, error) {
 	if j, ok := f.jobs[id]; ok {
 		return j, nil
+	}
+	if f.showErr != nil {
+		return nil, f.showErr
 	}
 	return nil, slurm.ErrNotFound
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,11 +122,74 @@ func TestStatusNotYetKnown(t *testing.T) {
 	if _, out, _ := h.run("status", "77"); !strings.Contains(out, "lineage lab-old-7 (plan in the job's comment (scontrol))") {
 		t.Errorf("scontrol fallback:\n%s", out)
 	}
-	if _, out, _ := h.run("status", "999"); !strings.Contains(out, "lineage lab-999 (the wrapper's default") {
-		t.Errorf("default lineage:\n%s", out)
+	h.slurm.jobs["999"] = &slurm.JobInfo{JobID: "999", State: "PENDING"} // not an isched job
+	if code, out, _ := h.run("status", "999"); code != ExitOK || !strings.Contains(out, "lineage lab-999 (the wrapper's default") {
+		t.Errorf("default lineage: exit %d\n%s", code, out)
 	}
 	if code, _, errOut := h.run("status", "999", "--json"); code != ExitError || !strings.Contains(errOut, "no status for lineage lab-999") {
 		t.Errorf("--json without status: exit %d %q", code, errOut)
+	}
+}
+
+// TestUnknownJob: a job id that neither Slurm (scontrol: Invalid job id)
+// nor isched's records know is an error naming the job, at once (stop
+// does not wait --wait for it); a record, a submission or a Slurm that
+// cannot tell keeps the old answers.
+func TestUnknownJob(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		setup    func(h *harness)
+		code     int
+		out, err string
+	}{
+		{name: "status", args: []string{"status", "999999"}, code: ExitError,
+			err: "isched status: job 999999: no such job in Slurm or in isched's records\n"},
+		{name: "status --json", args: []string{"status", "999999", "--json"}, code: ExitError, err: "job 999999: no such job"},
+		{name: "status --watch", args: []string{"status", "999999", "--watch"}, code: ExitError, err: "job 999999: no such job"},
+		{name: "report", args: []string{"report", "999999"}, code: ExitError,
+			err: "isched report: job 999999: no such job in Slurm or in isched's records\n"},
+		{name: "stop", args: []string{"stop", "999999"}, code: ExitError,
+			err: "isched stop: job 999999: no such job in Slurm or in isched's records\n"},
+		{name: "stop: a coordinator's record, Slurm forgot the job", args: []string{"stop", "999999"}, setup: func(h *harness) {
+			st := movedStatus()
+			st.Lineage, st.JobID, st.EndedMS, st.State = "lab-999999", 999999, at(-time.Hour), "ENDED"
+			h.setJSON("isched:lab:job:{lab-999999}:status", st)
+		}, code: ExitOK, out: "lineage lab-999999 is over already (ENDED)"},
+		{name: "status: a coordinator's record, Slurm forgot the job", args: []string{"status", "999999"}, setup: func(h *harness) {
+			st := movedStatus()
+			st.Lineage, st.JobID = "lab-999999", 999999
+			h.setJSON("isched:lab:job:{lab-999999}:status", st)
+		}, code: ExitOK, out: "job 999999 · lineage lab-999999"},
+		{name: "report: samples, no record", args: []string{"report", "999999"}, setup: func(h *harness) {
+			b, _ := json.Marshal(report.SeriesPoint{TMS: at(-time.Minute), Step: 1, RSS: 1 << 20})
+			h.mr.RPush("isched:lab:job:{lab-999999}:series", string(b))
+		}, code: ExitOK, out: "lineage lab-999999: 1 points"},
+		{name: "status: in the submission history", args: []string{"status", "999999"}, setup: func(h *harness) {
+			if err := h.app().remember("999999", "lab-u1001-train-cdcdcdcd"); err != nil {
+				t.Fatal(err)
+			}
+		}, code: ExitOK, out: "lineage lab-u1001-train-cdcdcdcd (from your submission history"},
+		{name: "status: Slurm cannot tell", args: []string{"status", "999999"}, setup: func(h *harness) {
+			h.slurm.showErr = errors.New("scontrol: Unable to contact slurm controller")
+		}, code: ExitOK, out: "lineage lab-999999 (the wrapper's default"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.statusState()
+			h.slurm.jobs = slurmJobs(map[string]string{"42": "RUNNING"})
+			if c.setup != nil {
+				c.setup(h)
+			}
+			code, out, errOut := h.run(c.args...)
+			if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.err) {
+				t.Errorf("exit %d, out %q, err %q; want %d, ~%q, ~%q", code, out, errOut, c.code, c.out, c.err)
+			}
+			if h.slept != 0 || len(h.slurm.cancelled) != 0 {
+				t.Errorf("looked again %d times, cancelled %q: want neither", h.slept, h.slurm.cancelled)
+			}
+		})
 	}
 }
 
