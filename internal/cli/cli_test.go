@@ -376,7 +376,7 @@ func TestHelpAndMistakes(t *testing.T) {
 		{[]string{"status", "42", "--help"}, ExitOK, "usage: isched status", ""},
 		{[]string{"help", "stop"}, ExitOK, "usage: isched stop JOB|LINEAGE [--wait D]", ""},
 		{[]string{"submit", "--help"}, ExitOK, "  -partition-ideal string", ""},
-		{[]string{"report", "-h"}, ExitOK, "usage: isched report JOB|LINEAGE", ""},
+		{[]string{"report", "-h"}, ExitOK, "usage: isched report JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]", ""},
 		{[]string{"estimate", "-h"}, ExitOK, "usage: isched estimate", ""},
 		{[]string{"plan", "-h"}, ExitOK, "usage: isched plan", ""},
 		{[]string{"profile", "-h"}, ExitOK, "usage: isched profile", ""},

@@ -25,8 +25,9 @@ import (
 )
 
 func (a *App) report(ctx context.Context, args []string) error {
-	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg]")
+	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]")
 	out := fs.String("plot", "", "write iteration time and memory over the run to this PNG or SVG file")
+	asJSON := fs.Bool("json", false, "print the report's data as JSON (snake_case keys, RFC 3339 times): the summary, the attempts and the samples")
 	width := fs.Float64("width", 24, "plot width, cm")
 	height := fs.Float64("height", 16, "plot height, cm")
 	pos, err := parse(fs, args)
@@ -45,14 +46,22 @@ func (a *App) report(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r.writeText(a.stdout)
+	wrote := a.stdout
+	if *asJSON {
+		if err := writeJSON(a.stdout, r.json()); err != nil {
+			return err
+		}
+		wrote = a.stderr // stdout is the JSON's alone
+	} else {
+		r.writeText(a.stdout)
+	}
 	if *out == "" {
 		return nil
 	}
 	if err := writePlot(*out, r.lineage, r.pts, r.status, vg.Length(*width)*vg.Centimeter, vg.Length(*height)*vg.Centimeter); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "wrote %s\n", *out)
+	fmt.Fprintf(wrote, "wrote %s\n", *out)
 	return nil
 }
 
