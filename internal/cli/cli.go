@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,6 +92,7 @@ type App struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 
 	stdout, stderr io.Writer
+	flags          *cmdFlags // the running command's flags (newFlags)
 	store          Store
 	storeErr       error
 	storeOpened    bool
@@ -121,61 +123,103 @@ commands:
 viewer), ISCHED_REDIS_PASSWORD_FILE, ISCHED_CLUSTER. Site catalogue: --site or ISCHED_SITE.
 `
 
-// Run runs one command and returns the exit code.
+// Run runs one command and returns the exit code. Help (-h, --help,
+// help, help CMD, CMD -h) goes to stdout with ExitOK; a usage mistake to
+// stderr with ExitUsage and, for a mistyped command or flag, the closest
+// known names.
 func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a.defaults()
 	a.stdout, a.stderr = stdout, stderr
-	a.store, a.storeErr, a.storeOpened = nil, nil, false
+	a.store, a.storeErr, a.storeOpened, a.flags = nil, nil, false, nil
 	defer func() {
 		if a.store != nil {
 			_ = a.store.Close()
 		}
-		a.store, a.storeErr, a.storeOpened = nil, nil, false // an App may run again
+		a.store, a.storeErr, a.storeOpened, a.flags = nil, nil, false, nil // an App may run again
 	}()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage
 	}
-	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "estimate":
-		err = a.estimate(ctx, rest)
-	case "plan":
-		err = a.plan(ctx, rest)
-	case "submit":
-		err = a.submit(ctx, rest)
-	case "profile":
-		err = a.profile(ctx, rest)
-	case "status":
-		err = a.status(ctx, rest)
-	case "report":
-		err = a.report(ctx, rest)
-	case "stop":
-		err = a.stop(ctx, rest)
-	case "site":
-		err = a.siteCmd(ctx, rest)
+	if args[0] == "help" && len(args) > 1 {
+		args = append(slices.Clone(args[1:]), "-h") // isched help CMD is isched CMD -h
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, version.String("isched"))
 		return ExitOK
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
-	default:
-		fmt.Fprintf(stderr, "isched: unknown command %q\n\n%s", cmd, usage)
+	}
+	run, ok := a.commands()[cmd]
+	if !ok {
+		if s := suggest(cmd, commandNames); s != nil {
+			fmt.Fprintf(stderr, "isched: unknown command %q%s; 'isched help' lists the commands\n", cmd, didYouMean(s, strconv.Quote))
+		} else {
+			fmt.Fprintf(stderr, "isched: unknown command %q\n\n%s", cmd, usage)
+		}
 		return ExitUsage
 	}
+	return a.exitCode(cmd, run(ctx, rest))
+}
+
+// commandNames are the commands in the usage's order: the candidates of a
+// mistyped command's suggestion.
+var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "site", "version", "help"}
+
+// commands maps each command (not version and help) to its method.
+func (a *App) commands() map[string]func(context.Context, []string) error {
+	return map[string]func(context.Context, []string) error{
+		"estimate": a.estimate,
+		"plan":     a.plan,
+		"submit":   a.submit,
+		"profile":  a.profile,
+		"status":   a.status,
+		"report":   a.report,
+		"stop":     a.stop,
+		"site": func(ctx context.Context, rest []string) error {
+			if len(rest) > 0 && isHelpArg(rest[0]) {
+				rest = []string{"probe", "-h"} // site's only command
+			}
+			return a.siteCmd(ctx, rest)
+		},
+	}
+}
+
+// isHelpArg is whether an argument asks for help, as the flag package
+// takes it (one or two dashes), or the word help.
+func isHelpArg(s string) bool {
+	switch s {
+	case "-h", "--h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// exitCode prints what a command's error means to the user and returns
+// the exit code: the command's help on stdout for -h; its flags, the
+// mistake and a suggestion on stderr for a flag the command does not have.
+func (a *App) exitCode(cmd string, err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.Is(err, flag.ErrHelp):
+		a.printFlags(a.stdout)
 		return ExitOK
 	case errors.Is(err, errUsage):
+		hint := ""
+		if a.flags != nil && a.flags.failed {
+			a.printFlags(a.stderr) // the listing the flag package prints after a mistake
+			hint = flagSuggestion(a.flags.fs, err)
+		}
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
-			fmt.Fprintf(stderr, "isched %s: %s\n", args[0], msg)
+			fmt.Fprintf(a.stderr, "isched %s: %s%s\n", cmd, msg, hint)
 		}
 		return ExitUsage
 	}
-	fmt.Fprintf(stderr, "isched %s: %v\n", args[0], err)
+	fmt.Fprintf(a.stderr, "isched %s: %v\n", cmd, err)
 	return ExitError
 }
 
@@ -263,15 +307,36 @@ func (a *App) cluster() string {
 	return "lab"
 }
 
-// newFlags makes a flag set that prints its usage to stderr.
+// cmdFlags is the flag set of the command that runs, for its usage.
+type cmdFlags struct {
+	fs             *flag.FlagSet
+	name, synopsis string
+	failed         bool // Parse wanted the usage: -h, or a mistake
+}
+
+// newFlags makes the command's flag set. It prints nothing itself: Run
+// prints the usage once the command returns, on stdout for -h and on
+// stderr after a mistake, with the mistake last and a suggestion for a
+// flag the set does not have.
 func (a *App) newFlags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("isched "+name, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "usage: isched %s %s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	c := &cmdFlags{fs: fs, name: name, synopsis: synopsis}
+	fs.Usage = func() { c.failed = true }
+	a.flags = c
 	return fs
+}
+
+// printFlags writes the running command's usage line and flags to w.
+func (a *App) printFlags(w io.Writer) {
+	c := a.flags
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "usage: isched %s %s\n\nflags:\n", c.name, c.synopsis)
+	c.fs.SetOutput(w)
+	c.fs.PrintDefaults()
+	c.fs.SetOutput(io.Discard)
 }
 
 // parse parses flags, allowing them after positional arguments too

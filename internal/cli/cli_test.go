@@ -33,6 +33,9 @@ type fakeSlurm struct {
 	submitted [][]byte
 	specs     []slurm.SubmitSpec
 	cancelled []string
+	// showErr, when set, is what ShowJob answers for a job it does not
+	// hold (default slurm.ErrNotFound: scontrol's "Invalid job id")
+	showErr error
 }
 
 func (f *fakeSlurm) Cancel(_ context.Context, id string) error {
@@ -62,6 +65,9 @@ func (f *fakeSlurm) Poll(context.Context) (*slurm.State, error) {
 func (f *fakeSlurm) ShowJob(_ context.Context, id string) (*slurm.JobInfo, error) {
 	if j, ok := f.jobs[id]; ok {
 		return j, nil
+	}
+	if f.showErr != nil {
+		return nil, f.showErr
 	}
 	return nil, slurm.ErrNotFound
 }
@@ -349,6 +355,53 @@ func TestUsageAndInputErrors(t *testing.T) {
 		code, _, errOut := h.run(tt.args...)
 		if code != tt.code || !strings.Contains(errOut, tt.stderr) {
 			t.Errorf("isched %q: exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut, tt.code, tt.stderr)
+		}
+	}
+}
+
+// TestHelpAndMistakes: help of every kind goes to stdout with exit 0 and
+// nothing on stderr; a mistyped command or flag goes to stderr with exit 2
+// and the closest known name.
+func TestHelpAndMistakes(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		args        []string
+		code        int
+		out, errOut string // want in stdout, stderr ("" : that stream stays empty)
+	}{
+		{[]string{"-h"}, ExitOK, "usage: isched <command>", ""},
+		{[]string{"--help"}, ExitOK, "usage: isched <command>", ""},
+		{[]string{"help"}, ExitOK, "usage: isched <command>", ""},
+		{[]string{"status", "-h"}, ExitOK, "usage: isched status [JOB|LINEAGE] [--json] [--watch]\n\nflags:\n  -interval duration", ""},
+		{[]string{"status", "42", "--help"}, ExitOK, "usage: isched status", ""},
+		{[]string{"help", "stop"}, ExitOK, "usage: isched stop JOB|LINEAGE [--wait D]", ""},
+		{[]string{"submit", "--help"}, ExitOK, "  -partition-ideal string", ""},
+		{[]string{"report", "-h"}, ExitOK, "usage: isched report JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]", ""},
+		{[]string{"estimate", "-h"}, ExitOK, "usage: isched estimate", ""},
+		{[]string{"plan", "-h"}, ExitOK, "usage: isched plan", ""},
+		{[]string{"profile", "-h"}, ExitOK, "usage: isched profile", ""},
+		{[]string{"site", "-h"}, ExitOK, "usage: isched site probe", ""},
+		{[]string{"help", "site", "probe"}, ExitOK, "usage: isched site probe", ""},
+		{[]string{"stauts", "42"}, ExitUsage, "", `isched: unknown command "stauts" (did you mean "status"?); 'isched help' lists the commands` + "\n"},
+		{[]string{"help", "reprot"}, ExitUsage, "", `(did you mean "report"?)`},
+		{[]string{"frobnicate"}, ExitUsage, "", "unknown command \"frobnicate\"\n\nusage: isched <command>"},
+		{[]string{"submit", "--parition-ideal", "gpu", "--", "python3", "x.py"}, ExitUsage, "",
+			"isched submit: flag provided but not defined: -parition-ideal (did you mean --partition-ideal?)\n"},
+		{[]string{"submit", "--partition=gpu", "--", "python3", "x.py"}, ExitUsage, "", "(did you mean --partition-ideal?)\n"},
+		{[]string{"stop", "42", "--wiat", "1s"}, ExitUsage, "", "isched stop: flag provided but not defined: -wiat (did you mean --wait?)\n"},
+		{[]string{"status", "--jsn"}, ExitUsage, "", "usage: isched status"}, // the flags, as the flag package listed them
+		{[]string{"site", "probe", "--loacl"}, ExitUsage, "", "(did you mean --local?)\n"},
+		{[]string{"stop", "--wait", "soon", "42"}, ExitUsage, "", "isched stop: invalid value \"soon\" for flag -wait: parse error\n"},
+		{[]string{"stop"}, ExitUsage, "", "isched stop: want one job id or lineage"},
+	}
+	for _, c := range cases {
+		code, out, errOut := h.run(c.args...)
+		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.errOut) ||
+			(c.out == "") != (out == "") || (c.errOut == "") != (errOut == "") {
+			t.Errorf("isched %q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q", c.args, code, out, errOut, c.code, c.out, c.errOut)
+		}
+		if strings.Count(errOut, "flag provided but not defined") > 1 {
+			t.Errorf("isched %q: the mistake is printed twice:\n%s", c.args, errOut)
 		}
 	}
 }

@@ -25,8 +25,9 @@ import (
 )
 
 func (a *App) report(ctx context.Context, args []string) error {
-	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg]")
+	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]")
 	out := fs.String("plot", "", "write iteration time and memory over the run to this PNG or SVG file")
+	asJSON := fs.Bool("json", false, "print the report's data as JSON (snake_case keys, RFC 3339 times): the summary, the attempts and the samples")
 	width := fs.Float64("width", 24, "plot width, cm")
 	height := fs.Float64("height", 16, "plot height, cm")
 	pos, err := parse(fs, args)
@@ -41,59 +42,93 @@ func (a *App) report(ctx context.Context, args []string) error {
 			return usageErr("--plot %q: want a .png or .svg file", *out)
 		}
 	}
-	st, err := a.openStore(ctx)
-	if err != nil {
-		return fmt.Errorf("redis: %w", err)
-	}
-	jobs, _ := a.jobTable(ctx)
-	t, err := a.resolve(ctx, pos[0], jobs)
+	r, err := a.loadReport(ctx, pos[0])
 	if err != nil {
 		return err
 	}
-	key := st.Keys().JobSeries(t.lineage)
-	vals, err := st.List(ctx, key)
-	if err != nil {
-		return err
-	}
-	pts, bad := decodeSeries(vals)
-	if len(pts) == 0 {
-		return fmt.Errorf("no samples stored for lineage %s (key %s is empty or missing; %s): the coordinator records them while the job runs",
-			t.lineage, key, t.how)
-	}
-	status, _ := readStatus(ctx, st, t.lineage)
-	sum := summarize(pts)
-	fmt.Fprintf(a.stdout, "lineage %s: %d points over %s", t.lineage, len(pts), plan.FormatDuration(sum.span))
-	if bad > 0 {
-		fmt.Fprintf(a.stdout, " (%d unreadable skipped)", bad)
-	}
-	fmt.Fprintln(a.stdout)
-	if sum.iters > 0 {
-		fmt.Fprintf(a.stdout, "iteration time: median %s, p90 %s over %d iterations (steps %d-%d)\n",
-			ms(sum.medianIter), ms(sum.p90Iter), sum.iters, sum.firstStep, sum.lastStep)
+	wrote := a.stdout
+	if *asJSON {
+		if err := writeJSON(a.stdout, r.json()); err != nil {
+			return err
+		}
+		wrote = a.stderr // stdout is the JSON's alone
 	} else {
-		fmt.Fprintln(a.stdout, "iteration time: no iterations recorded")
-	}
-	fmt.Fprintf(a.stdout, "memory: peak RSS %s", plan.FormatBytes(sum.peakRSS))
-	if sum.peakGPU > 0 {
-		fmt.Fprintf(a.stdout, ", peak GPU %s", plan.FormatBytes(sum.peakGPU))
-	}
-	fmt.Fprintln(a.stdout)
-	if status != nil {
-		if c := chain(status); c != "" {
-			fmt.Fprintln(a.stdout, "attempts: "+c)
-		}
-		if status.EndedMS > 0 {
-			fmt.Fprintf(a.stdout, "ended: %s at step %d of %d\n", clean(status.State), max(status.Step, 0), status.TotalIters)
-		}
+		r.writeText(a.stdout)
 	}
 	if *out == "" {
 		return nil
 	}
-	if err := writePlot(*out, t.lineage, pts, status, vg.Length(*width)*vg.Centimeter, vg.Length(*height)*vg.Centimeter); err != nil {
+	if err := writePlot(*out, r.lineage, r.pts, r.status, vg.Length(*width)*vg.Centimeter, vg.Length(*height)*vg.Centimeter); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "wrote %s\n", *out)
+	fmt.Fprintf(wrote, "wrote %s\n", *out)
 	return nil
+}
+
+// reportData is what isched report shows of a lineage.
+type reportData struct {
+	lineage string
+	pts     []report.SeriesPoint // in time order
+	bad     int                  // samples that did not decode
+	sum     seriesSummary
+	status  *report.JobStatus // nil: the coordinator's record is gone
+}
+
+// loadReport reads a lineage's samples and status record.
+func (a *App) loadReport(ctx context.Context, arg string) (*reportData, error) {
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	jobs, _ := a.jobTable(ctx)
+	t, err := a.resolve(ctx, arg, jobs)
+	if err != nil {
+		return nil, err
+	}
+	key := st.Keys().JobSeries(t.lineage)
+	vals, err := st.List(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	pts, bad := decodeSeries(vals)
+	status, _ := readStatus(ctx, st, t.lineage)
+	if err := t.noSuchJob(status, len(vals) > 0); err != nil {
+		return nil, err
+	}
+	if len(pts) == 0 {
+		return nil, fmt.Errorf("no samples stored for lineage %s (key %s is empty or missing; %s): the coordinator records them while the job runs",
+			t.lineage, key, t.how)
+	}
+	return &reportData{lineage: t.lineage, pts: pts, bad: bad, sum: summarize(pts), status: status}, nil
+}
+
+// writeText writes the report's summary as text.
+func (r *reportData) writeText(w io.Writer) {
+	sum := r.sum
+	fmt.Fprintf(w, "lineage %s: %d points over %s", r.lineage, len(r.pts), plan.FormatDuration(sum.span))
+	if r.bad > 0 {
+		fmt.Fprintf(w, " (%d unreadable skipped)", r.bad)
+	}
+	fmt.Fprintln(w)
+	if sum.iters > 0 {
+		fmt.Fprintf(w, "iteration time: median %s, p90 %s over %d iterations (steps %d-%d)\n",
+			ms(sum.medianIter), ms(sum.p90Iter), sum.iters, sum.firstStep, sum.lastStep)
+	} else {
+		fmt.Fprintln(w, "iteration time: no iterations recorded")
+	}
+	fmt.Fprintf(w, "memory: peak RSS %s", plan.FormatBytes(sum.peakRSS))
+	if sum.peakGPU > 0 {
+		fmt.Fprintf(w, ", peak GPU %s", plan.FormatBytes(sum.peakGPU))
+	}
+	fmt.Fprintln(w)
+	if status := r.status; status != nil {
+		if c := chain(status); c != "" {
+			fmt.Fprintln(w, "attempts: "+c)
+		}
+		if status.EndedMS > 0 {
+			fmt.Fprintf(w, "ended: %s at step %d of %d\n", clean(status.State), max(status.Step, 0), status.TotalIters)
+		}
+	}
 }
 
 func decodeSeries(vals [][]byte) ([]report.SeriesPoint, int) {

@@ -59,6 +59,24 @@ type target struct {
 	jobArg   string
 	ownerUID int
 	dflt     bool
+	// unknown: a job id Slurm says it does not know (scontrol: Invalid
+	// job id) that neither the job table nor the submission history lists;
+	// unless the coordinator has a record in its default lineage, nobody
+	// knows the job (a mistyped id, or one long gone)
+	unknown bool
+}
+
+// errNoSuchJob: neither Slurm nor isched knows the job id.
+var errNoSuchJob = errors.New("no such job in Slurm or in isched's records")
+
+// noSuchJob is the error for a target nobody knows, nil for one that some
+// record names: s, the coordinator's record of its lineage, or found, that
+// the lineage has other records (samples).
+func (t target) noSuchJob(s *report.JobStatus, found bool) error {
+	if !t.unknown || s != nil || found {
+		return nil
+	}
+	return fmt.Errorf("job %s: %w", t.jobArg, errNoSuchJob)
 }
 
 // mismatch says why a lineage's record is not the job's that was asked
@@ -118,7 +136,8 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 		}
 	}
 	owner := -1
-	if info, err := a.Slurm.ShowJob(ctx, arg); err == nil {
+	info, err := a.Slurm.ShowJob(ctx, arg)
+	if err == nil {
 		owner = info.UID
 		if p, ok, err := report.ParsePlanComment(info.Comment); ok && err == nil && p.Lineage != "" {
 			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner}, nil
@@ -127,7 +146,8 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 	if l := a.recall(arg); l != "" {
 		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner}, nil
 	}
-	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true}, nil
+	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true,
+		unknown: errors.Is(err, slurm.ErrNotFound)}, nil
 }
 
 func jobKey(j *report.Job) string {
@@ -166,6 +186,9 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	}
 	s, err := readStatus(ctx, st, t.lineage)
 	if err != nil && !errors.Is(err, stream.ErrNotFound) {
+		return nil, err
+	}
+	if err := t.noSuchJob(s, false); err != nil {
 		return nil, err
 	}
 	if s != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,11 +122,74 @@ func TestStatusNotYetKnown(t *testing.T) {
 	if _, out, _ := h.run("status", "77"); !strings.Contains(out, "lineage lab-old-7 (plan in the job's comment (scontrol))") {
 		t.Errorf("scontrol fallback:\n%s", out)
 	}
-	if _, out, _ := h.run("status", "999"); !strings.Contains(out, "lineage lab-999 (the wrapper's default") {
-		t.Errorf("default lineage:\n%s", out)
+	h.slurm.jobs["999"] = &slurm.JobInfo{JobID: "999", State: "PENDING"} // not an isched job
+	if code, out, _ := h.run("status", "999"); code != ExitOK || !strings.Contains(out, "lineage lab-999 (the wrapper's default") {
+		t.Errorf("default lineage: exit %d\n%s", code, out)
 	}
 	if code, _, errOut := h.run("status", "999", "--json"); code != ExitError || !strings.Contains(errOut, "no status for lineage lab-999") {
 		t.Errorf("--json without status: exit %d %q", code, errOut)
+	}
+}
+
+// TestUnknownJob: a job id that neither Slurm (scontrol: Invalid job id)
+// nor isched's records know is an error naming the job, at once (stop
+// does not wait --wait for it); a record, a submission or a Slurm that
+// cannot tell keeps the old answers.
+func TestUnknownJob(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		setup    func(h *harness)
+		code     int
+		out, err string
+	}{
+		{name: "status", args: []string{"status", "999999"}, code: ExitError,
+			err: "isched status: job 999999: no such job in Slurm or in isched's records\n"},
+		{name: "status --json", args: []string{"status", "999999", "--json"}, code: ExitError, err: "job 999999: no such job"},
+		{name: "status --watch", args: []string{"status", "999999", "--watch"}, code: ExitError, err: "job 999999: no such job"},
+		{name: "report", args: []string{"report", "999999"}, code: ExitError,
+			err: "isched report: job 999999: no such job in Slurm or in isched's records\n"},
+		{name: "stop", args: []string{"stop", "999999"}, code: ExitError,
+			err: "isched stop: job 999999: no such job in Slurm or in isched's records\n"},
+		{name: "stop: a coordinator's record, Slurm forgot the job", args: []string{"stop", "999999"}, setup: func(h *harness) {
+			st := movedStatus()
+			st.Lineage, st.JobID, st.EndedMS, st.State = "lab-999999", 999999, at(-time.Hour), "ENDED"
+			h.setJSON("isched:lab:job:{lab-999999}:status", st)
+		}, code: ExitOK, out: "lineage lab-999999 is over already (ENDED)"},
+		{name: "status: a coordinator's record, Slurm forgot the job", args: []string{"status", "999999"}, setup: func(h *harness) {
+			st := movedStatus()
+			st.Lineage, st.JobID = "lab-999999", 999999
+			h.setJSON("isched:lab:job:{lab-999999}:status", st)
+		}, code: ExitOK, out: "job 999999 · lineage lab-999999"},
+		{name: "report: samples, no record", args: []string{"report", "999999"}, setup: func(h *harness) {
+			b, _ := json.Marshal(report.SeriesPoint{TMS: at(-time.Minute), Step: 1, RSS: 1 << 20})
+			h.mr.RPush("isched:lab:job:{lab-999999}:series", string(b))
+		}, code: ExitOK, out: "lineage lab-999999: 1 points"},
+		{name: "status: in the submission history", args: []string{"status", "999999"}, setup: func(h *harness) {
+			if err := h.app().remember("999999", "lab-u1001-train-cdcdcdcd"); err != nil {
+				t.Fatal(err)
+			}
+		}, code: ExitOK, out: "lineage lab-u1001-train-cdcdcdcd (from your submission history"},
+		{name: "status: Slurm cannot tell", args: []string{"status", "999999"}, setup: func(h *harness) {
+			h.slurm.showErr = errors.New("scontrol: Unable to contact slurm controller")
+		}, code: ExitOK, out: "lineage lab-999999 (the wrapper's default"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.statusState()
+			h.slurm.jobs = slurmJobs(map[string]string{"42": "RUNNING"})
+			if c.setup != nil {
+				c.setup(h)
+			}
+			code, out, errOut := h.run(c.args...)
+			if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.err) {
+				t.Errorf("exit %d, out %q, err %q; want %d, ~%q, ~%q", code, out, errOut, c.code, c.out, c.err)
+			}
+			if h.slept != 0 || len(h.slurm.cancelled) != 0 {
+				t.Errorf("looked again %d times, cancelled %q: want neither", h.slept, h.slurm.cancelled)
+			}
+		})
 	}
 }
 
@@ -167,9 +231,10 @@ func TestStatusRedisDown(t *testing.T) {
 	}
 }
 
-func TestReportPlot(t *testing.T) {
-	h := newHarness(t)
-	h.statusState()
+// reportSeries stores 120 samples of lab-train-abababab over 40 minutes
+// (GPU memory from the 61st on) and one that does not decode.
+func (h *harness) reportSeries() {
+	h.t.Helper()
 	key := "isched:lab:job:{lab-train-abababab}:series"
 	for i := 0; i < 120; i++ {
 		p := report.SeriesPoint{TMS: at(time.Duration(i-120) * 20 * time.Second), Step: int64(i * 60), IterMS: 200 + float64(i%7), RSS: int64(900+i) << 20}
@@ -179,10 +244,16 @@ func TestReportPlot(t *testing.T) {
 		}
 		b, _ := json.Marshal(p)
 		if _, err := h.mr.RPush(key, string(b)); err != nil {
-			t.Fatal(err)
+			h.t.Fatal(err)
 		}
 	}
 	h.mr.RPush(key, "not json")
+}
+
+func TestReportPlot(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	h.reportSeries()
 	for _, name := range []string{"run.png", "run.svg"} {
 		path := filepath.Join(h.dir, name)
 		code, out, errOut := h.run("report", "42", "--plot", path)
@@ -253,5 +324,73 @@ func TestChain(t *testing.T) {
 		if got := chain(&report.JobStatus{History: c.history, Continuations: c.conts}); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestReportJSON: --json prints the text report's content (and the
+// samples) as JSON alone on stdout: snake_case keys, RFC 3339 times.
+func TestReportJSON(t *testing.T) {
+	h := newHarness(t)
+	h.statusState()
+	h.reportSeries()
+	st := movedStatus()
+	st.EndedMS, st.State, st.Continuations = at(-time.Minute), "ENDED", 1
+	h.setJSON("isched:lab:job:{lab-train-abababab}:status", st)
+	code, text, errOut := h.run("report", "42")
+	if code != ExitOK {
+		t.Fatalf("text: exit %d: %s", code, errOut)
+	}
+	plot := filepath.Join(h.dir, "run.svg")
+	code, out, errOut := h.run("report", "42", "--json", "--plot", plot)
+	if code != ExitOK || errOut != "wrote "+plot+"\n" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	iters, _ := got["iterations"].(map[string]any)
+	attempts, _ := got["attempts"].([]any)
+	samples, _ := got["samples"].([]any)
+	ended, _ := got["ended"].(map[string]any)
+	want := map[string]any{
+		"lineage": "lab-train-abababab", "points": 120.0, "unreadable": 1.0, "span_seconds": 2380.0,
+		"first_sample": "2026-05-09T11:20:00Z", "last_sample": "2026-05-09T11:59:40Z",
+		"peak_rss_bytes": float64(1019 << 20), "peak_gpu_bytes": float64(3 << 30), "continuations": 1.0,
+		"iterations.count": 120.0, "iterations.median_ms": 200.0, "iterations.p90_ms": 205.0, "iterations.first_step": 0.0, "iterations.last_step": 7140.0,
+		"attempts": 2.0, "attempts[1].partition": "gpu", "attempts[0].end": "2026-05-09T11:40:00Z", "attempts[1].end": nil,
+		"attempts[0].end_step": 4000.0, "attempts[1].end_step": nil,
+		"samples": 120.0, "samples[0].time": "2026-05-09T11:20:00Z", "samples[0].rss_bytes": float64(900 << 20),
+		"ended.state": "ENDED", "ended.at": "2026-05-09T11:59:00Z", "ended.step": 7810.0, "ended.total_iters": 15630.0,
+	}
+	have := map[string]any{
+		"lineage": got["lineage"], "points": got["points"], "unreadable": got["unreadable"], "span_seconds": got["span_seconds"],
+		"first_sample": got["first_sample"], "last_sample": got["last_sample"],
+		"peak_rss_bytes": got["peak_rss_bytes"], "peak_gpu_bytes": got["peak_gpu_bytes"], "continuations": got["continuations"],
+		"iterations.count": iters["count"], "iterations.median_ms": iters["median_ms"], "iterations.p90_ms": iters["p90_ms"], "iterations.first_step": iters["first_step"],
+		"iterations.last_step": iters["last_step"], "attempts": float64(len(attempts)), "samples": float64(len(samples)),
+		"ended.state": ended["state"], "ended.at": ended["at"], "ended.step": ended["step"], "ended.total_iters": ended["total_iters"],
+	}
+	if len(attempts) == 2 && len(samples) > 0 {
+		a0, a1, s0 := attempts[0].(map[string]any), attempts[1].(map[string]any), samples[0].(map[string]any)
+		have["attempts[1].partition"], have["attempts[0].end"], have["attempts[1].end"] = a1["partition"], a0["end"], a1["end"]
+		have["attempts[0].end_step"], have["attempts[1].end_step"] = a0["end_step"], a1["end_step"]
+		have["samples[0].time"], have["samples[0].rss_bytes"] = s0["time"], s0["rss_bytes"]
+	}
+	for k, v := range want {
+		if have[k] != v {
+			t.Errorf("%s = %v, want %v", k, have[k], v)
+		}
+	}
+	// the same numbers as the text report
+	for _, line := range []string{"lineage lab-train-abababab: 120 points over 40 min (1 unreadable skipped)",
+		"iteration time: median 200 ms, p90 205 ms over 120 iterations (steps 0-7140)", "ended: ENDED at step 7810 of 15630",
+		"attempts: 2 (job 42.0 → job 42.1), continued once by isched"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("text report lacks %q:\n%s", line, text)
+		}
+	}
+	if b, err := os.ReadFile(plot); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Errorf("--plot with --json: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ func (a *App) stop(ctx context.Context, args []string) error {
 	sent := map[string]bool{} // jobs this command cancelled
 	said := false
 	for waited := time.Duration(0); ; waited += *every {
-		err := a.stopOnce(ctx, pos[0], sent)
+		err := a.stopOnce(ctx, pos[0], sent, waited == 0)
 		switch {
 		case errors.Is(err, errCancelSent) && *wait == 0:
 			fmt.Fprintf(a.stdout, "%v: a cancelled run is never continued by isched\n", err)
@@ -69,8 +69,10 @@ var (
 
 // stopOnce looks at the lineage once and cancels its current job unless
 // this command did already (sent). nil: the job is CANCELLED or the run is
-// over.
-func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool) error {
+// over. On the first look, a job id that neither Slurm nor isched's
+// records know is errNoSuchJob, at once: there is no run to wait for.
+// Later, Slurm forgetting a job it showed is a run between attempts.
+func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool, first bool) error {
 	st, err := a.openStore(ctx)
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
@@ -82,6 +84,9 @@ func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool) er
 	}
 	s, err := readStatus(ctx, st, t.lineage)
 	if err != nil && !errors.Is(err, stream.ErrNotFound) {
+		return err
+	}
+	if err := t.noSuchJob(s, false); err != nil && first {
 		return err
 	}
 	job, owner, why := stopTarget(t, s)

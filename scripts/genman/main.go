@@ -167,6 +167,8 @@ func Bash(progs []Program) string {
 			first, second := groups(p.Commands)
 			fmt.Fprintf(&b, "\tif [[ $COMP_CWORD -eq 1 ]]; then\n\t\tmapfile -t COMPREPLY < <(compgen -W %q -- \"$cur\")\n\t\treturn\n\tfi\n", strings.Join(first, " ")+" help version")
 			b.WriteString("\tlocal cmd=${COMP_WORDS[1]}\n")
+			// isched help CMD: the commands again, then nothing
+			fmt.Fprintf(&b, "\tif [[ $cmd == help ]]; then\n\t\tif [[ $COMP_CWORD -eq 2 ]]; then\n\t\t\tmapfile -t COMPREPLY < <(compgen -W %q -- \"$cur\")\n\t\tfi\n\t\treturn\n\tfi\n", strings.Join(first, " "))
 			if len(second) > 0 {
 				b.WriteString("\tcase $cmd in\n")
 				for _, w := range first {
@@ -236,6 +238,11 @@ func Zsh(progs []Program) string {
 			fmt.Fprintf(&b, "%q ", w)
 		}
 		b.WriteString("help version)\n\t\t_describe command cmds\n\t\treturn\n\tfi\n\tlocal cmd=$words[2]\n")
+		b.WriteString("\tif [[ $cmd == help ]]; then\n\t\tlocal -a helpcmds=(")
+		for _, w := range first {
+			fmt.Fprintf(&b, "%q ", w)
+		}
+		b.WriteString(")\n\t\t(( CURRENT == 3 )) && _describe command helpcmds\n\t\treturn\n\tfi\n")
 		if len(second) > 0 {
 			// a two-word command: its second word, then its flags with the
 			// first word shifted off (as if it were a one-word command)
@@ -270,18 +277,42 @@ func Zsh(progs []Program) string {
 // help runs a binary with args and returns what it printed (-h exits 0
 // or 2 depending on the program: the listing is what counts).
 func help(bin string, args ...string) (string, error) {
+	out, _, err := runHelp(bin, true, args...)
+	return out, err
+}
+
+// ischedHelp runs isched with args (a command's -h) and returns its help,
+// which isched prints on stdout with exit status 0: anything else is an
+// error, so a page is never made of a usage error's output.
+func ischedHelp(bin string, args ...string) (string, error) {
+	out, errOut, err := runHelp(bin, false, args...)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, errOut)
+	case errOut != "":
+		return "", fmt.Errorf("%s %s: help on stderr:\n%s", bin, strings.Join(args, " "), errOut)
+	}
+	return out, nil
+}
+
+// runHelp runs bin with args and returns its stdout and stderr (both in
+// out when merge); a non-zero exit is an error unless merge.
+func runHelp(bin string, merge bool, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var out bytes.Buffer
+	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if merge {
+		cmd.Stderr = &out
+	}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"} // no site settings in the defaults shown
 	err := cmd.Run()
 	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		return "", fmt.Errorf("%s: %w", bin, err)
+	if err != nil && (!merge || !errors.As(err, &ee)) {
+		return "", errOut.String(), err
 	}
-	return out.String(), nil
+	return out.String(), errOut.String(), nil
 }
 
 // Commands are isched's commands, in the order of its usage; a two-word
@@ -320,7 +351,7 @@ func run(binDir, out, version, date string) error {
 		bin := filepath.Join(binDir, p.Name)
 		if p.Name == "isched" {
 			for _, name := range Commands {
-				h, err := help(bin, append(strings.Fields(name), "-h")...)
+				h, err := ischedHelp(bin, append(strings.Fields(name), "-h")...)
 				if err != nil {
 					return err
 				}

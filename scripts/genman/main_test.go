@@ -85,13 +85,15 @@ func TestBashTwoWordCommands(t *testing.T) {
 		{[]string{"isched", "submit", "--a"}, "--account"},
 		{[]string{"isched", "stop", "--"}, ""},
 		{[]string{"isched", "site", "nosuch", "--"}, ""},
+		{[]string{"isched", "help", "s"}, "submit\nsite\nstop"},
+		{[]string{"isched", "help", "stop", ""}, ""},
 	} {
 		if got := bashComplete(t, file, tt.words...); got != tt.want {
 			t.Errorf("bash completion of %q: %q, want %q", tt.words, got, tt.want)
 		}
 	}
 	z := Zsh([]Program{p})
-	for _, want := range []string{`local -a cmds=("submit" "site" "stop" help version)`, `local -a subs=("probe" "show" )`, `"site probe")`, "shift words"} {
+	for _, want := range []string{`local -a cmds=("submit" "site" "stop" help version)`, `local -a subs=("probe" "show" )`, `"site probe")`, "shift words", `local -a helpcmds=("submit" "site" "stop" )`} {
 		if !strings.Contains(z, want) {
 			t.Errorf("zsh completion lacks %q:\n%s", want, z)
 		}
@@ -142,6 +144,7 @@ func TestGenerateFromBinaries(t *testing.T) {
 		{"probe", "isched", "site", "pr"},
 		{"--node-type", "isched", "site", "probe", "--node"},
 		{"stop", "isched", "sto"},
+		{"status", "isched", "help", "stat"},
 	} {
 		if got := bashComplete(t, bashFile, tt[1:]...); got != tt[0] {
 			t.Errorf("bash completion of %q: %q, want %q", tt[1:], got, tt[0])

@@ -18,6 +18,8 @@ func programs() []Program {
 
 isched submit takes the site's sbatch options (--account, --qos, --mail-type, --mail-user, --constraint, --ntasks, --nodes and a repeatable --sbatch-arg=--name[=value]) and keeps the user's SBATCH_* environment, except the variables that would override a line isched writes; see /usr/share/doc/isched/deployment.md. Run python3 /usr/share/isched/model_summary.py to describe a model (model.json). isched version prints the version.
 
+isched help CMD, isched CMD -h and isched CMD --help print a command's usage and flags on standard output. A mistyped command or flag is answered with the closest known names ("did you mean"). isched report --json prints the report's data (summary, attempts, samples) as JSON with snake_case keys and RFC 3339 times. Exit status: 0 on success and for help, 1 when the command failed (a job id that neither Slurm nor isched's records know included), 2 on a usage error (unknown command or flag, missing argument).
+
 isched profile runs the real training command under isched-wrapper for a short measured window per batch size ({batch} in an argument, or ISCHED_BATCH), here (--local) or as short Slurm jobs (--partition), and keeps what it measured as the user's own receipts, which estimate, plan and submit then use (source "profiled").
 
 isched site probe (site administrators, once per node type, on a node of that type: srun -p P isched site probe --local --node-type T) measures the framework's memory footprint and the training throughput of convolutions, depthwise convolutions, matrix products and elementwise work with /usr/share/isched/site_probe.py, and keeps the record in probes/T.json beside the site catalogue; the static estimates of that node type then say "probed" instead of "assumed".`,
