@@ -387,7 +387,7 @@ func TestHelpAndMistakes(t *testing.T) {
 		{[]string{"frobnicate"}, ExitUsage, "", "unknown command \"frobnicate\"\n\nusage: isched <command>"},
 		{[]string{"submit", "--parition-ideal", "gpu", "--", "python3", "x.py"}, ExitUsage, "",
 			"isched submit: flag provided but not defined: -parition-ideal (did you mean --partition-ideal?)\n"},
-		{[]string{"submit", "--partition=gpu", "--", "python3", "x.py"}, ExitUsage, "", "(did you mean --partition-ideal?)\n"},
+		{[]string{"submit", "--partiton-ideal=gpu", "--", "python3", "x.py"}, ExitUsage, "", "(did you mean --partition-ideal?)\n"},
 		{[]string{"stop", "42", "--wiat", "1s"}, ExitUsage, "", "isched stop: flag provided but not defined: -wiat (did you mean --wait?)\n"},
 		{[]string{"status", "--jsn"}, ExitUsage, "", "usage: isched status"}, // the flags, as the flag package listed them
 		{[]string{"site", "probe", "--loacl"}, ExitUsage, "", "(did you mean --local?)\n"},
