@@ -193,12 +193,15 @@ func TestSubmitEnvironment(t *testing.T) {
 	h.env["PATH"] = venv + ":/usr/bin:/bin"
 	h.env["VIRTUAL_ENV"] = venv
 	h.env["ISCHED_REDIS_USER"] = "viewer"
+	h.env["ISCHED_RELAY_ADDR"] = "relay.lab.example:6395"
+	h.env["ISCHED_RELAY_UID"] = "998"
 	base := []string{"submit", "--dry-run", "--partition-ideal", "cpu", "--time", "30", "--wrapper", "/opt/isched/bin/isched-wrapper"}
 	code, out, errOut := h.run(append(base, "--", "python", "train.py")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"export VIRTUAL_ENV=" + venv + "\n", "export PATH=" + venv + ":/usr/bin:/bin\n", "(--export=ALL)"} {
+	for _, want := range []string{"export VIRTUAL_ENV=" + venv + "\n", "export PATH=" + venv + ":/usr/bin:/bin\n", "(--export=ALL)",
+		"export ISCHED_RELAY_ADDR=relay.lab.example:6395\n", "export ISCHED_RELAY_UID=998\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("script without %q:\n%s", want, out)
 		}

@@ -21,11 +21,13 @@ import (
 )
 
 // forwardEnv are the variables of the submitter's environment the job's
-// wrapper needs to find Redis and the coordinator. The Redis user and
+// wrapper needs to find isched-relay (ISCHED_RELAY_ADDR: the job then
+// needs no Redis password), Redis and the coordinator. The Redis user and
 // password file are not among them: the wrapper reports as `reporter`, and
 // a login environment that sets ISCHED_REDIS_USER for the CLI is unset in
 // the script.
 var forwardEnv = []string{
+	"ISCHED_RELAY_ADDR", "ISCHED_RELAY_UID",
 	"ISCHED_REDIS_ADDR", "ISCHED_REDIS_MASTER", "ISCHED_REDIS_CA", "ISCHED_REDIS_PASSWORD_DIR",
 	"ISCHED_COORDINATOR_UID", "ISCHED_ITER_PATTERN", "ISCHED_HELPER_DIR",
 }

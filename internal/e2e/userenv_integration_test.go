@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,7 +43,10 @@ type envFacts struct {
 //   - `--export=NONE`: the venv is not passed; the job gets alice's login
 //     environment.
 //
-// Each submission says where its program resolved (`python →`).
+// Each submission says where its program resolved (`python →`). The conda
+// job's shell names isched-relay (ISCHED_RELAY_ADDR) and no usable Redis
+// password directory: the script passes the relay on, and the run is
+// followed through it (relay.log shows alice's uid authenticated).
 func TestUserEnvironmentOnCluster(t *testing.T) {
 	if _, err := os.Stat(lmodInit); err != nil {
 		t.Fatalf("Lmod: %v (make deps installs Debian's lmod)", err)
@@ -71,7 +75,9 @@ func TestUserEnvironmentOnCluster(t *testing.T) {
 	// the venv's trainer dies at step 3 in its first attempt: the
 	// coordinator continues the run from the step-2 checkpoint
 	venvLineage, venvFacts := submit("venv", "source venv/bin/activate", "python", 8, "", "--ckpt-every 2 --crash-at 3")
-	condaLineage, condaFacts := submit("conda", "export CONDA_PREFIX=$PWD/conda/envs/ml CONDA_DEFAULT_ENV=ml PATH=$PWD/conda/envs/ml/bin:$PATH"+
+	relay := w.startRelay()
+	condaLineage, condaFacts := submit("conda", "export ISCHED_RELAY_ADDR="+relay+" ISCHED_REDIS_PASSWORD_DIR=/nonexistent"+
+		" CONDA_PREFIX=$PWD/conda/envs/ml CONDA_DEFAULT_ENV=ml PATH=$PWD/conda/envs/ml/bin:$PATH"+
 		" && source "+lmodInit+" && module use $PWD/modules && module load mlenv/1.0", "python", 4, "", "")
 	// NONE: the login environment has no python, only /usr/bin/python3
 	noneLineage, noneFacts := submit("none", "source venv/bin/activate", "/usr/bin/python3", 4, "--export=NONE", "")
@@ -105,6 +111,12 @@ func TestUserEnvironmentOnCluster(t *testing.T) {
 		!strings.HasPrefix(str(f.Env["PYTHONPATH"]), "/opt/mlenv/1.0/lib") {
 		t.Errorf("Lmod module: MLENV_HOME %q, LOADEDMODULES %q, PYTHONPATH %q in the job; want the module's", str(f.Env["MLENV_HOME"]),
 			str(f.Env["LOADEDMODULES"]), str(f.Env["PYTHONPATH"]))
+	}
+	relayLog, _ := os.ReadFile(filepath.Join(w.dir, "relay.log"))
+	if !slices.ContainsFunc(strings.Split(string(relayLog), "\n"), func(l string) bool {
+		return strings.Contains(l, "relay connection authenticated") && strings.Contains(l, "uid="+strconv.Itoa(uid))
+	}) {
+		t.Errorf("relay.log shows no connection of alice's (uid %d): the conda job did not report through isched-relay\n%s", uid, relayLog)
 	}
 	f = readEnvFacts(t, noneFacts)
 	if f.Executable != "/usr/bin/python3" || f.Env["VIRTUAL_ENV"] != nil {
