@@ -76,6 +76,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	rations *rations
+	warns   *warnLimiter
 
 	mu      sync.Mutex
 	unauth  int
@@ -96,7 +97,7 @@ func NewServer(cfg Config, v Verifier, a Appender, now func() time.Time, m *Metr
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
-		perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
+		warns: newWarnLimiter(log, now), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
@@ -114,6 +115,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	})
 	defer stop()
 	defer wg.Wait()
+	// the flusher ends with Serve, whichever way it returns
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.warns.run(fctx) }()
 	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
@@ -125,7 +131,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				return fmt.Errorf("relay: accept: %w", err)
 			}
 			// out of file descriptors and the like: wait it out
-			s.log.Warn("relay accept", "err", err, "retry_in", backoff.String())
+			s.warns.warn(s.log, "relay accept failed", "err", err, "retry_in", backoff.String())
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Second)
 			continue
@@ -220,7 +226,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	if !admitted {
 		s.metrics.conn("busy")
-		log.Warn("relay connection refused: too many unauthenticated connections", "limit", s.cfg.MaxUnauthenticated)
+		s.warns.warn(log, "relay connection refused: too many unauthenticated connections", "limit", s.cfg.MaxUnauthenticated)
 		_ = c.reply(Reply{Code: CodeBusy, Err: "too many unauthenticated connections"}, time.Second)
 		return
 	}
@@ -231,7 +237,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 	}
 	if !s.admit(uid) {
 		s.metrics.conn("busy")
-		log.Warn("relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
+		s.warns.warn(log, "relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
 		_ = c.reply(Reply{Code: CodeBusy, Err: fmt.Sprintf("uid %d has %d connections", uid, s.cfg.MaxConnsPerUID)}, time.Second)
 		return
 	}
@@ -248,7 +254,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 		if err != nil {
 			if errors.Is(err, ErrFrame) {
 				s.metrics.entry(CodeBadEntry)
-				log.Warn("relay connection closed: bad frame", "err", err)
+				s.warns.warn(log, "relay connection closed: bad frame", "err", err)
 				_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
 			}
 			return
@@ -267,7 +273,7 @@ func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, boo
 	b, err := readFrame(c.r, MaxFrame)
 	if err != nil {
 		s.metrics.conn(CodeAuth)
-		log.Warn("relay connection closed before it authenticated", "err", err)
+		s.warns.warn(log, "relay connection closed before it authenticated", "err", err)
 		if errors.Is(err, ErrFrame) {
 			_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
 		}
@@ -286,7 +292,7 @@ func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, boo
 	}
 	if err != nil {
 		s.metrics.conn(CodeAuth)
-		log.Warn("relay credential refused", "err", err)
+		s.warns.warn(log, "relay credential refused", "err", err)
 		_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
 		return -1, false
 	}
@@ -300,7 +306,7 @@ func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger)
 		return Reply{Code: CodeBadEntry, Err: "entry: " + err.Error()}
 	}
 	if len(e.M) > s.cfg.MaxEntry {
-		log.Warn("relay entry refused: oversize", "bytes", len(e.M), "limit", s.cfg.MaxEntry)
+		s.warns.warn(log, "relay entry refused: oversize", "bytes", len(e.M), "limit", s.cfg.MaxEntry)
 		return Reply{Code: CodeOversize, Err: fmt.Sprintf("report of %d bytes, limit %d", len(e.M), s.cfg.MaxEntry)}
 	}
 	if len(e.M) == 0 || !json.Valid([]byte(e.M)) {
@@ -317,7 +323,7 @@ func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger)
 	defer cancel()
 	id, err := s.redis.AppendFrom(actx, s.cfg.Stream, []byte(e.M), e.MAC, uid, s.cfg.MaxLen)
 	if err != nil {
-		log.Warn("relay append failed", "err", err)
+		s.warns.warn(log, "relay append failed", "err", err)
 		return Reply{Code: CodeUnavail, Err: "redis: " + err.Error()}
 	}
 	return Reply{OK: true, ID: id}
