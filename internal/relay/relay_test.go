@@ -71,14 +71,16 @@ func (c *clock) add(d time.Duration) {
 const testMAC = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 type relayEnv struct {
-	t     *testing.T
+	t     testing.TB
 	addr  string
 	redis *fakeRedis
 	clk   *clock
 	cfg   Config
+	srv   *Server
+	m     *Metrics
 }
 
-func startRelay(t *testing.T, mod func(*Config)) *relayEnv {
+func startRelay(t testing.TB, mod func(*Config)) *relayEnv {
 	t.Helper()
 	cfg := DefaultConfig("isched:lab:ingest")
 	cfg.Ration = Ration{EntriesPerSec: 10, EntryBurst: 5, BytesPerSec: 1 << 20, ByteBurst: 1 << 20}
@@ -86,11 +88,12 @@ func startRelay(t *testing.T, mod func(*Config)) *relayEnv {
 	if mod != nil {
 		mod(&cfg)
 	}
-	e := &relayEnv{t: t, redis: &fakeRedis{}, clk: &clock{t: time.Unix(1_800_000_000, 0)}, cfg: cfg}
-	s, err := NewServer(cfg, fakeVerifier{}, e.redis, e.clk.now, NewMetrics(), nil)
+	e := &relayEnv{t: t, redis: &fakeRedis{}, clk: &clock{t: time.Unix(1_800_000_000, 0)}, cfg: cfg, m: NewMetrics()}
+	s, err := NewServer(cfg, fakeVerifier{}, e.redis, e.clk.now, e.m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.srv = s
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -299,6 +302,7 @@ func TestHostileFrames(t *testing.T) {
 		{"hello of another version", "", func(r *rawConn) { r.send(`{"v":2,"cred":"uid:1001"}`) }, CodeAuth, true},
 		{"hello not JSON", "", func(r *rawConn) { r.send(`XADD isched:lab:ingest MAXLEN 0 * m x`) }, CodeAuth, true},
 		{"frame over the limit before hello", "", func(r *rawConn) { r.sendHeader(MaxFrame + 1) }, CodeAuth, true},
+		{"hello over the hello limit", "", func(r *rawConn) { r.sendHeader(MaxHello + 1) }, CodeAuth, true},
 		{"frame over the limit", hello1001, func(r *rawConn) { r.sendHeader(1 << 31) }, CodeBadEntry, true},
 		{"empty frame", hello1001, func(r *rawConn) { r.sendHeader(0) }, CodeBadEntry, true},
 		{"client-named stream", hello1001, func(r *rawConn) {

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,13 +38,18 @@ type Config struct {
 	AppendTimeout time.Duration
 	// MaxConnsPerUID and MaxUnauthenticated bound open connections.
 	MaxConnsPerUID, MaxUnauthenticated int
+	// InFlightBytes bounds the memory of frames being read, in all;
+	// InFlightBytesPerUID that of one uid's (or, before it authenticates,
+	// one source's). Memory is lent as a frame's bytes arrive, not as
+	// its header declares.
+	InFlightBytes, InFlightBytesPerUID int64
 }
 
 // DefaultConfig is the relay's configuration for stream.
 func DefaultConfig(stream string) Config {
 	return Config{Stream: stream, MaxLen: 100000, MaxEntry: report.MaxPayload, Ration: DefaultRation,
 		AuthTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute, AppendTimeout: 5 * time.Second,
-		MaxConnsPerUID: 1024, MaxUnauthenticated: 512}
+		MaxConnsPerUID: 1024, MaxUnauthenticated: 512, InFlightBytes: 64 << 20, InFlightBytesPerUID: 8 << 20}
 }
 
 func (c Config) validate() error {
@@ -63,6 +68,8 @@ func (c Config) validate() error {
 		return errors.New("relay: timeouts must be > 0")
 	case c.MaxConnsPerUID <= 0 || c.MaxUnauthenticated <= 0:
 		return errors.New("relay: connection limits must be > 0")
+	case c.InFlightBytesPerUID < MaxFrame || c.InFlightBytes < c.InFlightBytesPerUID:
+		return fmt.Errorf("relay: in-flight bytes %d per uid, %d in all: want %d (the largest frame) ≤ per uid ≤ in all", c.InFlightBytesPerUID, c.InFlightBytes, MaxFrame)
 	}
 	return nil
 }
@@ -77,6 +84,7 @@ type Server struct {
 	metrics *Metrics
 	rations *rations
 	warns   *warnLimiter
+	frames  *frameBudget
 
 	mu      sync.Mutex
 	unauth  int
@@ -97,7 +105,7 @@ func NewServer(cfg Config, v Verifier, a Appender, now func() time.Time, m *Metr
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
-		warns: newWarnLimiter(log, now), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
+		warns: newWarnLimiter(log, now), frames: newFrameBudget(cfg.InFlightBytes, cfg.InFlightBytesPerUID, m), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
@@ -204,7 +212,7 @@ func (s *Server) release(uid int) {
 // conn is one client's connection.
 type conn struct {
 	net.Conn
-	r   *bufio.Reader
+	fr  *frameReader
 	out []byte
 }
 
@@ -222,7 +230,10 @@ func (c *conn) reply(r Reply, timeout time.Duration) error {
 // handle runs one connection: the Hello within AuthTimeout, then entries;
 // admitted false: over MaxUnauthenticated, refused.
 func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
-	c := &conn{Conn: nc, r: bufio.NewReaderSize(nc, 64<<10)}
+	// before it authenticates, a connection's frame bytes are lent to
+	// its source
+	c := &conn{Conn: nc, fr: &frameReader{r: nc, budget: s.frames, key: "source " + hostOf(nc.RemoteAddr())}}
+	defer c.fr.release()
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	if !admitted {
 		s.metrics.conn("busy")
@@ -246,20 +257,34 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 		return
 	}
 	s.metrics.conn("ok")
-	log = log.With("uid", uid)
+	c.fr.release()
+	c.fr.key = "uid " + strconv.Itoa(uid)
+	s.entries(ctx, c, uid, log.With("uid", uid))
+}
+
+// entries answers an authenticated connection's entries until it ends or
+// breaks the protocol.
+func (s *Server) entries(ctx context.Context, c *conn, uid int, log *slog.Logger) {
 	log.Debug("relay connection authenticated")
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		b, err := readFrame(c.r, MaxFrame)
-		if err != nil {
-			if errors.Is(err, ErrFrame) {
-				s.metrics.entry(CodeBadEntry)
-				s.warns.warn(log, "relay connection closed: bad frame", "err", err)
-				_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
-			}
+		b, err := c.fr.next(MaxFrame)
+		switch {
+		case errors.Is(err, errBudget):
+			s.metrics.entry(CodeBusy)
+			s.warns.warn(log, "relay connection closed: frame over the in-flight budget", "err", err)
+			_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
+			return
+		case errors.Is(err, ErrFrame):
+			s.metrics.entry(CodeBadEntry)
+			s.warns.warn(log, "relay connection closed: bad frame", "err", err)
+			_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
+			return
+		case err != nil:
 			return
 		}
 		r := s.entry(ctx, uid, b, log)
+		c.fr.release()
 		s.metrics.entry(r.Code)
 		if err := c.reply(r, s.cfg.AppendTimeout); err != nil {
 			return
@@ -267,10 +292,24 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 	}
 }
 
+// hostOf is addr's host (its IP for TCP), the whole of it otherwise.
+func hostOf(addr net.Addr) string {
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
+}
+
 // hello reads and checks the first frame; it answers a refusal itself.
 func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(s.cfg.AuthTimeout))
-	b, err := readFrame(c.r, MaxFrame)
+	b, err := c.fr.next(MaxHello)
+	if errors.Is(err, errBudget) {
+		s.metrics.conn("busy")
+		s.warns.warn(log, "relay connection refused: hello over the in-flight budget", "err", err)
+		_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
+		return -1, false
+	}
 	if err != nil {
 		s.metrics.conn(CodeAuth)
 		s.warns.warn(log, "relay connection closed before it authenticated", "err", err)
