@@ -20,7 +20,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: r,
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_connections_total",
-			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit)."}, []string{"verdict"}),
+			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit), evicted (closed unauthenticated to make room for a source holding fewer)."}, []string{"verdict"}),
 		entries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_entries_total",
 			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, busy (over the in-flight frame budget), unavailable (Redis failed)."}, []string{"verdict"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_frame_bytes_in_flight",

@@ -36,8 +36,11 @@ type Config struct {
 	AuthTimeout, IdleTimeout time.Duration
 	// AppendTimeout bounds one XADD.
 	AppendTimeout time.Duration
-	// MaxConnsPerUID and MaxUnauthenticated bound open connections.
-	MaxConnsPerUID, MaxUnauthenticated int
+	// MaxConnsPerUID and MaxUnauthenticated bound open connections;
+	// MaxUnauthenticatedPerSource bounds the unauthenticated ones of one
+	// source: a uid for a client on the relay's host when the kernel
+	// tells (diagPeers), else an IP.
+	MaxConnsPerUID, MaxUnauthenticated, MaxUnauthenticatedPerSource int
 	// InFlightBytes bounds the memory of frames being read, in all;
 	// InFlightBytesPerUID that of one uid's (or, before it authenticates,
 	// one source's). Memory is lent as a frame's bytes arrive, not as
@@ -49,7 +52,8 @@ type Config struct {
 func DefaultConfig(stream string) Config {
 	return Config{Stream: stream, MaxLen: 100000, MaxEntry: report.MaxPayload, Ration: DefaultRation,
 		AuthTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute, AppendTimeout: 5 * time.Second,
-		MaxConnsPerUID: 1024, MaxUnauthenticated: 512, InFlightBytes: 64 << 20, InFlightBytesPerUID: 8 << 20}
+		MaxConnsPerUID: 1024, MaxUnauthenticated: 512, MaxUnauthenticatedPerSource: 64,
+		InFlightBytes: 64 << 20, InFlightBytesPerUID: 8 << 20}
 }
 
 func (c Config) validate() error {
@@ -68,6 +72,8 @@ func (c Config) validate() error {
 		return errors.New("relay: timeouts must be > 0")
 	case c.MaxConnsPerUID <= 0 || c.MaxUnauthenticated <= 0:
 		return errors.New("relay: connection limits must be > 0")
+	case c.MaxUnauthenticatedPerSource <= 0:
+		return fmt.Errorf("relay: MaxUnauthenticatedPerSource %d: want > 0", c.MaxUnauthenticatedPerSource)
 	case c.InFlightBytesPerUID < MaxFrame || c.InFlightBytes < c.InFlightBytesPerUID:
 		return fmt.Errorf("relay: in-flight bytes %d per uid, %d in all: want %d (the largest frame) ≤ per uid ≤ in all", c.InFlightBytesPerUID, c.InFlightBytes, MaxFrame)
 	}
@@ -85,9 +91,10 @@ type Server struct {
 	rations *rations
 	warns   *warnLimiter
 	frames  *frameBudget
+	pool    *unauthPool
+	peers   peerUIDs
 
 	mu      sync.Mutex
-	unauth  int
 	perUID  map[int]int
 	conns   map[net.Conn]struct{}
 	closing bool
@@ -105,7 +112,8 @@ func NewServer(cfg Config, v Verifier, a Appender, now func() time.Time, m *Metr
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
-		warns: newWarnLimiter(log, now), frames: newFrameBudget(cfg.InFlightBytes, cfg.InFlightBytesPerUID, m), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
+		warns: newWarnLimiter(log, now), frames: newFrameBudget(cfg.InFlightBytes, cfg.InFlightBytesPerUID, m),
+		pool: newUnauthPool(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource), peers: defaultPeers(), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
@@ -149,14 +157,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = c.Close()
 			return nil
 		}
-		// counted here, in accept order, so that the bound holds whatever
-		// the goroutines' order
-		admitted := s.admit(-1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer s.untrack(c)
-			s.handle(ctx, c, admitted)
+			s.handle(ctx, c)
 		}()
 	}
 }
@@ -178,18 +183,10 @@ func (s *Server) untrack(c net.Conn) {
 	s.mu.Unlock()
 }
 
-// admit counts a connection against a limit: uid < 0 is the pool of
-// unauthenticated ones.
+// admit counts an authenticated connection of uid.
 func (s *Server) admit(uid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if uid < 0 {
-		if s.unauth >= s.cfg.MaxUnauthenticated {
-			return false
-		}
-		s.unauth++
-		return true
-	}
 	if s.perUID[uid] >= s.cfg.MaxConnsPerUID {
 		return false
 	}
@@ -200,10 +197,6 @@ func (s *Server) admit(uid int) bool {
 func (s *Server) release(uid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if uid < 0 {
-		s.unauth--
-		return
-	}
 	if s.perUID[uid]--; s.perUID[uid] <= 0 {
 		delete(s.perUID, uid)
 	}
@@ -227,22 +220,22 @@ func (c *conn) reply(r Reply, timeout time.Duration) error {
 	return err
 }
 
-// handle runs one connection: the Hello within AuthTimeout, then entries;
-// admitted false: over MaxUnauthenticated, refused.
-func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
-	// before it authenticates, a connection's frame bytes are lent to
-	// its source
-	c := &conn{Conn: nc, fr: &frameReader{r: nc, budget: s.frames, key: "source " + hostOf(nc.RemoteAddr())}}
+// handle runs one connection: its admission among the unauthenticated
+// ones, the Hello within AuthTimeout, then entries.
+func (s *Server) handle(ctx context.Context, nc net.Conn) {
+	// the source is looked up here, not in the accept loop: asking the
+	// kernel must not hold up other connections
+	p := &pending{nc: nc, src: sourceOf(nc, s.peers)}
+	// until it authenticates, a connection's frame bytes are lent to its
+	// source
+	c := &conn{Conn: nc, fr: &frameReader{r: nc, budget: s.frames, key: p.src}}
 	defer c.fr.release()
 	log := s.log.With("remote", nc.RemoteAddr().String())
-	if !admitted {
-		s.metrics.conn("busy")
-		s.warns.warn(log, "relay connection refused: too many unauthenticated connections", "limit", s.cfg.MaxUnauthenticated)
-		_ = c.reply(Reply{Code: CodeBusy, Err: "too many unauthenticated connections"}, time.Second)
+	if !s.admitPending(c, p, log) {
 		return
 	}
-	uid, ok := s.hello(ctx, c, log)
-	s.release(-1)
+	uid, ok := s.hello(ctx, c, p, log)
+	s.pool.release(p)
 	if !ok {
 		return
 	}
@@ -260,6 +253,26 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 	c.fr.release()
 	c.fr.key = "uid " + strconv.Itoa(uid)
 	s.entries(ctx, c, uid, log.With("uid", uid))
+}
+
+// admitPending counts p among the unauthenticated connections, closing
+// the one it replaces, or answers why not.
+func (s *Server) admitPending(c *conn, p *pending, log *slog.Logger) bool {
+	evicted, why := s.pool.admit(p)
+	if evicted != nil {
+		_ = evicted.nc.Close()
+		s.metrics.conn("evicted")
+		s.warns.warn(log, "relay unauthenticated connection closed: the pool is full and its source holds the most",
+			"evicted_remote", evicted.nc.RemoteAddr().String(), "evicted_source", evicted.src)
+	}
+	if why == "" {
+		return true
+	}
+	s.metrics.conn("busy")
+	s.warns.warn(log, "relay connection refused: "+why, "source", p.src,
+		"limit", s.cfg.MaxUnauthenticated, "source_limit", s.cfg.MaxUnauthenticatedPerSource)
+	_ = c.reply(Reply{Code: CodeBusy, Err: why}, time.Second)
+	return false
 }
 
 // entries answers an authenticated connection's entries until it ends or
@@ -292,16 +305,8 @@ func (s *Server) entries(ctx context.Context, c *conn, uid int, log *slog.Logger
 	}
 }
 
-// hostOf is addr's host (its IP for TCP), the whole of it otherwise.
-func hostOf(addr net.Addr) string {
-	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
-		return host
-	}
-	return addr.String()
-}
-
 // hello reads and checks the first frame; it answers a refusal itself.
-func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, bool) {
+func (s *Server) hello(ctx context.Context, c *conn, p *pending, log *slog.Logger) (int, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(s.cfg.AuthTimeout))
 	b, err := c.fr.next(MaxHello)
 	if errors.Is(err, errBudget) {
@@ -309,6 +314,9 @@ func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, boo
 		s.warns.warn(log, "relay connection refused: hello over the in-flight budget", "err", err)
 		_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
 		return -1, false
+	}
+	if err != nil && s.pool.wasEvicted(p) {
+		return -1, false // counted as evicted
 	}
 	if err != nil {
 		s.metrics.conn(CodeAuth)

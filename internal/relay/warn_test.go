@@ -176,6 +176,7 @@ func TestRefusalsAreCountedNotAllLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close()
+	waitFor(t, "the silent connection counted", func() bool { n, _ := s.pool.count(""); return n == 1 })
 	for i := range n {
 		if rep := pipeReply(t, ln); rep.Code != CodeBusy {
 			t.Fatalf("connection %d: %+v, want busy", i, rep)
