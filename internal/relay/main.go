@@ -29,6 +29,8 @@ type options struct {
 	maxLen                       int64
 	ration                       Ration
 	maxConnsPerUID               int
+	maxUnauth, maxUnauthSource   int
+	inFlight, inFlightPerUID     int64
 	readablePassword             bool
 }
 
@@ -50,6 +52,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Float64Var(&o.ration.BytesPerSec, "uid-bytes-per-sec", d.Ration.BytesPerSec, "report bytes one uid may send per second")
 	fs.Float64Var(&o.ration.ByteBurst, "uid-byte-burst", d.Ration.ByteBurst, "report bytes one uid may send at once above its rate")
 	fs.IntVar(&o.maxConnsPerUID, "uid-max-conns", d.MaxConnsPerUID, "open connections one uid may hold")
+	fs.IntVar(&o.maxUnauth, "max-unauthenticated", d.MaxUnauthenticated, "connections that have not yet sent their credential, in all (when full, a source holding fewer takes the place of the one holding the most)")
+	fs.IntVar(&o.maxUnauthSource, "source-max-unauthenticated", d.MaxUnauthenticatedPerSource, "connections that have not yet sent their credential from one source: a uid on the relay's own host (from the kernel's socket table), else an IP")
+	fs.Int64Var(&o.inFlight, "in-flight-bytes", d.InFlightBytes, "memory lent to frames being read, in all (a frame's buffer grows as its bytes arrive; over this, its connection is refused)")
+	fs.Int64Var(&o.inFlightPerUID, "uid-in-flight-bytes", d.InFlightBytesPerUID, "memory lent to one uid's frames being read (before authentication: one source's)")
 	fs.BoolVar(&o.readablePassword, "allow-readable-password", false, "accept a reporter password file readable by others (a site still giving it to jobs, the dev cluster); by default it must be private")
 	if code, ok := daemon.Parse(fs, args); !ok {
 		return o, code, false
@@ -89,6 +95,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	}
 	cfg := DefaultConfig(keys.Ingest())
 	cfg.MaxLen, cfg.Ration, cfg.MaxConnsPerUID = o.maxLen, o.ration, o.maxConnsPerUID
+	cfg.InFlightBytes, cfg.InFlightBytesPerUID = o.inFlight, o.inFlightPerUID
+	cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource = o.maxUnauth, o.maxUnauthSource
 	if err := cfg.validate(); err != nil {
 		log.Error("configuration", "err", err)
 		return daemon.ExitUsage

@@ -29,6 +29,8 @@ func TestMainRefusesBadConfiguration(t *testing.T) {
 		{"unknown flag", []string{"-frobnicate"}, "flag provided but not defined"},
 		{"bad cluster", []string{"-cluster", "a b", "-listen", "127.0.0.1:0"}, "cluster name"},
 		{"bad ration", []string{"-uid-entries-per-sec", "0", "-listen", "127.0.0.1:0"}, "rates must be > 0"},
+		{"in-flight budget below a frame", []string{"-uid-in-flight-bytes", "1000", "-listen", "127.0.0.1:0"}, "the largest frame"},
+		{"no unauthenticated connection per source", []string{"-source-max-unauthenticated", "0", "-listen", "127.0.0.1:0"}, "MaxUnauthenticatedPerSource"},
 		{"readable password", []string{"-listen", "127.0.0.1:0"}, "readable by others"},
 		{"arguments", []string{"extra"}, "unexpected arguments"},
 	} {

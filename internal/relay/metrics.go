@@ -11,6 +11,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	conns    *prometheus.CounterVec
 	entries  *prometheus.CounterVec
+	inflight prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics on a fresh registry.
@@ -19,11 +20,13 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: r,
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_connections_total",
-			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit)."}, []string{"verdict"}),
+			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit), evicted (closed unauthenticated to make room for a source holding fewer)."}, []string{"verdict"}),
 		entries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_entries_total",
-			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, unavailable (Redis failed)."}, []string{"verdict"}),
+			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, busy (over the in-flight frame budget), unavailable (Redis failed)."}, []string{"verdict"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_frame_bytes_in_flight",
+			Help: "Memory lent to frames being read (the in-flight budget's use)."}),
 	}
-	r.MustRegister(m.conns, m.entries, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.conns, m.entries, m.inflight, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -42,4 +45,10 @@ func (m *Metrics) entry(code string) {
 		code = "ok"
 	}
 	m.entries.WithLabelValues(code).Inc()
+}
+
+func (m *Metrics) inFlight(bytes int64) {
+	if m != nil {
+		m.inflight.Set(float64(bytes))
+	}
 }

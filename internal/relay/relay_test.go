@@ -71,14 +71,23 @@ func (c *clock) add(d time.Duration) {
 const testMAC = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 type relayEnv struct {
-	t     *testing.T
+	t     testing.TB
 	addr  string
 	redis *fakeRedis
 	clk   *clock
 	cfg   Config
+	srv   *Server
+	m     *Metrics
 }
 
-func startRelay(t *testing.T, mod func(*Config)) *relayEnv {
+func startRelay(t testing.TB, mod func(*Config)) *relayEnv {
+	t.Helper()
+	return startRelayPeers(t, mod, nil)
+}
+
+// startRelayPeers starts a relay that learns local peers' uids from peers
+// (nil: the kernel's tables).
+func startRelayPeers(t testing.TB, mod func(*Config), peers peerUIDs) *relayEnv {
 	t.Helper()
 	cfg := DefaultConfig("isched:lab:ingest")
 	cfg.Ration = Ration{EntriesPerSec: 10, EntryBurst: 5, BytesPerSec: 1 << 20, ByteBurst: 1 << 20}
@@ -86,10 +95,14 @@ func startRelay(t *testing.T, mod func(*Config)) *relayEnv {
 	if mod != nil {
 		mod(&cfg)
 	}
-	e := &relayEnv{t: t, redis: &fakeRedis{}, clk: &clock{t: time.Unix(1_800_000_000, 0)}, cfg: cfg}
-	s, err := NewServer(cfg, fakeVerifier{}, e.redis, e.clk.now, NewMetrics(), nil)
+	e := &relayEnv{t: t, redis: &fakeRedis{}, clk: &clock{t: time.Unix(1_800_000_000, 0)}, cfg: cfg, m: NewMetrics()}
+	s, err := NewServer(cfg, fakeVerifier{}, e.redis, e.clk.now, e.m, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	e.srv = s
+	if peers != nil {
+		s.peers = peers
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -299,6 +312,7 @@ func TestHostileFrames(t *testing.T) {
 		{"hello of another version", "", func(r *rawConn) { r.send(`{"v":2,"cred":"uid:1001"}`) }, CodeAuth, true},
 		{"hello not JSON", "", func(r *rawConn) { r.send(`XADD isched:lab:ingest MAXLEN 0 * m x`) }, CodeAuth, true},
 		{"frame over the limit before hello", "", func(r *rawConn) { r.sendHeader(MaxFrame + 1) }, CodeAuth, true},
+		{"hello over the hello limit", "", func(r *rawConn) { r.sendHeader(MaxHello + 1) }, CodeAuth, true},
 		{"frame over the limit", hello1001, func(r *rawConn) { r.sendHeader(1 << 31) }, CodeBadEntry, true},
 		{"empty frame", hello1001, func(r *rawConn) { r.sendHeader(0) }, CodeBadEntry, true},
 		{"client-named stream", hello1001, func(r *rawConn) {
@@ -353,18 +367,11 @@ func TestClientThatNeverAuthenticates(t *testing.T) {
 	e := startRelay(t, func(c *Config) { c.MaxUnauthenticated = 2; c.AuthTimeout = 2 * time.Second })
 	a, b := dialRaw(t, e.addr), dialRaw(t, e.addr)
 	_ = a
-	// the third silent connection is refused at once; the relay answers
-	// after it has counted the first two, so wait for that condition
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c := dialRaw(t, e.addr)
-		rep, ok := c.reply()
-		if ok && rep.Code == CodeBusy {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("third unauthenticated connection not refused: %+v %v", rep, ok)
-		}
+	// the third silent connection is refused at once, once the relay has
+	// counted the first two (each connection's goroutine counts it)
+	waitFor(t, "two unauthenticated connections counted", func() bool { n, _ := e.srv.pool.count(""); return n == 2 })
+	if rep, ok := dialRaw(t, e.addr).reply(); !ok || rep.Code != CodeBusy {
+		t.Fatalf("third unauthenticated connection not refused: %+v %v", rep, ok)
 	}
 	// the silent ones are closed after AuthTimeout (the deadline is the relay's)
 	_ = b.SetDeadline(time.Now().Add(10 * time.Second))
@@ -372,7 +379,7 @@ func TestClientThatNeverAuthenticates(t *testing.T) {
 		t.Fatal("silent connection not closed")
 	}
 	// and their slots are free again: an authenticating client gets in
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := e.client("uid:1001").Append(ctx5(t), "", []byte(`{}`), testMAC, 0)
 		if err == nil {

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,15 +36,24 @@ type Config struct {
 	AuthTimeout, IdleTimeout time.Duration
 	// AppendTimeout bounds one XADD.
 	AppendTimeout time.Duration
-	// MaxConnsPerUID and MaxUnauthenticated bound open connections.
-	MaxConnsPerUID, MaxUnauthenticated int
+	// MaxConnsPerUID and MaxUnauthenticated bound open connections;
+	// MaxUnauthenticatedPerSource bounds the unauthenticated ones of one
+	// source: a uid for a client on the relay's host when the kernel
+	// tells (diagPeers), else an IP.
+	MaxConnsPerUID, MaxUnauthenticated, MaxUnauthenticatedPerSource int
+	// InFlightBytes bounds the memory of frames being read, in all;
+	// InFlightBytesPerUID that of one uid's (or, before it authenticates,
+	// one source's). Memory is lent as a frame's bytes arrive, not as
+	// its header declares.
+	InFlightBytes, InFlightBytesPerUID int64
 }
 
 // DefaultConfig is the relay's configuration for stream.
 func DefaultConfig(stream string) Config {
 	return Config{Stream: stream, MaxLen: 100000, MaxEntry: report.MaxPayload, Ration: DefaultRation,
 		AuthTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute, AppendTimeout: 5 * time.Second,
-		MaxConnsPerUID: 1024, MaxUnauthenticated: 512}
+		MaxConnsPerUID: 1024, MaxUnauthenticated: 512, MaxUnauthenticatedPerSource: 64,
+		InFlightBytes: 64 << 20, InFlightBytesPerUID: 8 << 20}
 }
 
 func (c Config) validate() error {
@@ -63,6 +72,10 @@ func (c Config) validate() error {
 		return errors.New("relay: timeouts must be > 0")
 	case c.MaxConnsPerUID <= 0 || c.MaxUnauthenticated <= 0:
 		return errors.New("relay: connection limits must be > 0")
+	case c.MaxUnauthenticatedPerSource <= 0:
+		return fmt.Errorf("relay: MaxUnauthenticatedPerSource %d: want > 0", c.MaxUnauthenticatedPerSource)
+	case c.InFlightBytesPerUID < MaxFrame || c.InFlightBytes < c.InFlightBytesPerUID:
+		return fmt.Errorf("relay: in-flight bytes %d per uid, %d in all: want %d (the largest frame) ≤ per uid ≤ in all", c.InFlightBytesPerUID, c.InFlightBytes, MaxFrame)
 	}
 	return nil
 }
@@ -76,9 +89,12 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	rations *rations
+	warns   *warnLimiter
+	frames  *frameBudget
+	pool    *unauthPool
+	peers   peerUIDs
 
 	mu      sync.Mutex
-	unauth  int
 	perUID  map[int]int
 	conns   map[net.Conn]struct{}
 	closing bool
@@ -96,7 +112,8 @@ func NewServer(cfg Config, v Verifier, a Appender, now func() time.Time, m *Metr
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
-		perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
+		warns: newWarnLimiter(log, now), frames: newFrameBudget(cfg.InFlightBytes, cfg.InFlightBytesPerUID, m),
+		pool: newUnauthPool(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource), peers: defaultPeers(), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
@@ -114,6 +131,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	})
 	defer stop()
 	defer wg.Wait()
+	// the flusher ends with Serve, whichever way it returns
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.warns.run(fctx) }()
 	backoff := 5 * time.Millisecond
 	for {
 		c, err := ln.Accept()
@@ -125,7 +147,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				return fmt.Errorf("relay: accept: %w", err)
 			}
 			// out of file descriptors and the like: wait it out
-			s.log.Warn("relay accept", "err", err, "retry_in", backoff.String())
+			s.warns.warn(s.log, "relay accept failed", "err", err, "retry_in", backoff.String())
 			time.Sleep(backoff)
 			backoff = min(2*backoff, time.Second)
 			continue
@@ -135,14 +157,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			_ = c.Close()
 			return nil
 		}
-		// counted here, in accept order, so that the bound holds whatever
-		// the goroutines' order
-		admitted := s.admit(-1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer s.untrack(c)
-			s.handle(ctx, c, admitted)
+			s.handle(ctx, c)
 		}()
 	}
 }
@@ -164,18 +183,10 @@ func (s *Server) untrack(c net.Conn) {
 	s.mu.Unlock()
 }
 
-// admit counts a connection against a limit: uid < 0 is the pool of
-// unauthenticated ones.
+// admit counts an authenticated connection of uid.
 func (s *Server) admit(uid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if uid < 0 {
-		if s.unauth >= s.cfg.MaxUnauthenticated {
-			return false
-		}
-		s.unauth++
-		return true
-	}
 	if s.perUID[uid] >= s.cfg.MaxConnsPerUID {
 		return false
 	}
@@ -186,10 +197,6 @@ func (s *Server) admit(uid int) bool {
 func (s *Server) release(uid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if uid < 0 {
-		s.unauth--
-		return
-	}
 	if s.perUID[uid]--; s.perUID[uid] <= 0 {
 		delete(s.perUID, uid)
 	}
@@ -198,7 +205,7 @@ func (s *Server) release(uid int) {
 // conn is one client's connection.
 type conn struct {
 	net.Conn
-	r   *bufio.Reader
+	fr  *frameReader
 	out []byte
 }
 
@@ -213,25 +220,28 @@ func (c *conn) reply(r Reply, timeout time.Duration) error {
 	return err
 }
 
-// handle runs one connection: the Hello within AuthTimeout, then entries;
-// admitted false: over MaxUnauthenticated, refused.
-func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
-	c := &conn{Conn: nc, r: bufio.NewReaderSize(nc, 64<<10)}
+// handle runs one connection: its admission among the unauthenticated
+// ones, the Hello within AuthTimeout, then entries.
+func (s *Server) handle(ctx context.Context, nc net.Conn) {
+	// the source is looked up here, not in the accept loop: asking the
+	// kernel must not hold up other connections
+	p := &pending{nc: nc, src: sourceOf(nc, s.peers)}
+	// until it authenticates, a connection's frame bytes are lent to its
+	// source
+	c := &conn{Conn: nc, fr: &frameReader{r: nc, budget: s.frames, key: p.src}}
+	defer c.fr.release()
 	log := s.log.With("remote", nc.RemoteAddr().String())
-	if !admitted {
-		s.metrics.conn("busy")
-		log.Warn("relay connection refused: too many unauthenticated connections", "limit", s.cfg.MaxUnauthenticated)
-		_ = c.reply(Reply{Code: CodeBusy, Err: "too many unauthenticated connections"}, time.Second)
+	if !s.admitPending(c, p, log) {
 		return
 	}
-	uid, ok := s.hello(ctx, c, log)
-	s.release(-1)
+	uid, ok := s.hello(ctx, c, p, log)
+	s.pool.release(p)
 	if !ok {
 		return
 	}
 	if !s.admit(uid) {
 		s.metrics.conn("busy")
-		log.Warn("relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
+		s.warns.warn(log, "relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
 		_ = c.reply(Reply{Code: CodeBusy, Err: fmt.Sprintf("uid %d has %d connections", uid, s.cfg.MaxConnsPerUID)}, time.Second)
 		return
 	}
@@ -240,20 +250,54 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 		return
 	}
 	s.metrics.conn("ok")
-	log = log.With("uid", uid)
+	c.fr.release()
+	c.fr.key = "uid " + strconv.Itoa(uid)
+	s.entries(ctx, c, uid, log.With("uid", uid))
+}
+
+// admitPending counts p among the unauthenticated connections, closing
+// the one it replaces, or answers why not.
+func (s *Server) admitPending(c *conn, p *pending, log *slog.Logger) bool {
+	evicted, why := s.pool.admit(p)
+	if evicted != nil {
+		_ = evicted.nc.Close()
+		s.metrics.conn("evicted")
+		s.warns.warn(log, "relay unauthenticated connection closed: the pool is full and its source holds the most",
+			"evicted_remote", evicted.nc.RemoteAddr().String(), "evicted_source", evicted.src)
+	}
+	if why == "" {
+		return true
+	}
+	s.metrics.conn("busy")
+	s.warns.warn(log, "relay connection refused: "+why, "source", p.src,
+		"limit", s.cfg.MaxUnauthenticated, "source_limit", s.cfg.MaxUnauthenticatedPerSource)
+	_ = c.reply(Reply{Code: CodeBusy, Err: why}, time.Second)
+	return false
+}
+
+// entries answers an authenticated connection's entries until it ends or
+// breaks the protocol.
+func (s *Server) entries(ctx context.Context, c *conn, uid int, log *slog.Logger) {
 	log.Debug("relay connection authenticated")
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		b, err := readFrame(c.r, MaxFrame)
-		if err != nil {
-			if errors.Is(err, ErrFrame) {
-				s.metrics.entry(CodeBadEntry)
-				log.Warn("relay connection closed: bad frame", "err", err)
-				_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
-			}
+		b, err := c.fr.next(MaxFrame)
+		switch {
+		case errors.Is(err, errBudget):
+			s.metrics.entry(CodeBusy)
+			s.warns.warn(log, "relay connection closed: frame over the in-flight budget", "err", err)
+			_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
+			return
+		case errors.Is(err, ErrFrame):
+			s.metrics.entry(CodeBadEntry)
+			s.warns.warn(log, "relay connection closed: bad frame", "err", err)
+			_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
+			return
+		case err != nil:
 			return
 		}
 		r := s.entry(ctx, uid, b, log)
+		c.fr.release()
 		s.metrics.entry(r.Code)
 		if err := c.reply(r, s.cfg.AppendTimeout); err != nil {
 			return
@@ -262,12 +306,21 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, admitted bool) {
 }
 
 // hello reads and checks the first frame; it answers a refusal itself.
-func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, bool) {
+func (s *Server) hello(ctx context.Context, c *conn, p *pending, log *slog.Logger) (int, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(s.cfg.AuthTimeout))
-	b, err := readFrame(c.r, MaxFrame)
+	b, err := c.fr.next(MaxHello)
+	if errors.Is(err, errBudget) {
+		s.metrics.conn("busy")
+		s.warns.warn(log, "relay connection refused: hello over the in-flight budget", "err", err)
+		_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
+		return -1, false
+	}
+	if err != nil && s.pool.wasEvicted(p) {
+		return -1, false // counted as evicted
+	}
 	if err != nil {
 		s.metrics.conn(CodeAuth)
-		log.Warn("relay connection closed before it authenticated", "err", err)
+		s.warns.warn(log, "relay connection closed before it authenticated", "err", err)
 		if errors.Is(err, ErrFrame) {
 			_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
 		}
@@ -286,7 +339,7 @@ func (s *Server) hello(ctx context.Context, c *conn, log *slog.Logger) (int, boo
 	}
 	if err != nil {
 		s.metrics.conn(CodeAuth)
-		log.Warn("relay credential refused", "err", err)
+		s.warns.warn(log, "relay credential refused", "err", err)
 		_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
 		return -1, false
 	}
@@ -300,7 +353,7 @@ func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger)
 		return Reply{Code: CodeBadEntry, Err: "entry: " + err.Error()}
 	}
 	if len(e.M) > s.cfg.MaxEntry {
-		log.Warn("relay entry refused: oversize", "bytes", len(e.M), "limit", s.cfg.MaxEntry)
+		s.warns.warn(log, "relay entry refused: oversize", "bytes", len(e.M), "limit", s.cfg.MaxEntry)
 		return Reply{Code: CodeOversize, Err: fmt.Sprintf("report of %d bytes, limit %d", len(e.M), s.cfg.MaxEntry)}
 	}
 	if len(e.M) == 0 || !json.Valid([]byte(e.M)) {
@@ -317,7 +370,7 @@ func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger)
 	defer cancel()
 	id, err := s.redis.AppendFrom(actx, s.cfg.Stream, []byte(e.M), e.MAC, uid, s.cfg.MaxLen)
 	if err != nil {
-		log.Warn("relay append failed", "err", err)
+		s.warns.warn(log, "relay append failed", "err", err)
 		return Reply{Code: CodeUnavail, Err: "redis: " + err.Error()}
 	}
 	return Reply{OK: true, ID: id}
