@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -194,7 +195,7 @@ func TestSubmitSiteOptions(t *testing.T) {
 	h.env["SBATCH_RESERVATION"] = "maint1" // passed on
 	args := []string{"submit", "--partition-ideal", "cpu", "--wrapper", "/opt/isched/bin/isched-wrapper",
 		"--account", "A", "--qos", "Q", "--sbatch-arg=--exclusive", "--mail-type", "END", "--mail-user", "alice",
-		"--constraint", "cpu", "--nodes", "2", "--ntasks", "2", "--", "python3", "train.py"}
+		"--constraint", "cpu", "--nodes", "2", "--ntasks", "2", "--checkpoint-dir", filepath.Join(h.dir, "ckpt"), "--", "python3", "train.py"}
 	code, out, errOut := h.run(append([]string{args[0], "--dry-run"}, args[1:]...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
