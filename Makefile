@@ -194,7 +194,7 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	  install -m 0644 $(BIN)/$$u.service $(DESTDIR)$(UNITDIR)/$$u.service; done
 	install -m 0644 systemd/isched.sysusers $(DESTDIR)$(SYSUSERSDIR)/isched.conf
 	@set -e; etc=$(DESTDIR)$(SYSCONFDIR)/isched; \
-	for f in coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
+	for f in isched.conf.example:isched.conf:0644 coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
 	  IFS=: read -r src dst mode <<< "$$f"; \
 	  if [ -e "$$etc/$$dst" ]; then echo "kept $$etc/$$dst"; else install -m "$$mode" "systemd/$$src" "$$etc/$$dst"; fi; done
 	for p in $(BIN)/share/man/man1/*.1 $(BIN)/share/man/man8/*.8; do \

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/isched/isched/internal/clientconfig"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/slurm"
@@ -65,6 +66,14 @@ type App struct {
 	// Environ is the whole environment (default os.Environ): submit passes
 	// its SBATCH_* variables on to sbatch.
 	Environ func() []string
+	// Env is the environment alone (Getenv is it over the configuration
+	// files), for isched config's sources; nil: Getenv.
+	Env func(string) string
+	// Config is the configuration files read (nil: none); ConfigErr, a
+	// file that could not be read: every command but help and version
+	// stops on it.
+	Config    *clientconfig.Config
+	ConfigErr error
 	Now     func() time.Time
 	// OpenStore connects to Redis (default: stream.Open with
 	// stream.ConfigFromEnv(Getenv, "viewer")).
@@ -99,8 +108,12 @@ type App struct {
 }
 
 // Main runs the CLI with the real dependencies.
+// The configuration files (the site's, then the user's) are under the
+// environment: a variable that is set wins over them.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	return (&App{Getenv: getenv}).Run(ctx, args, stdout, stderr)
+	cfg, err := loadConfig(getenv)
+	app := &App{Getenv: cfg.Getenv(getenv), Env: getenv, Config: cfg, ConfigErr: err, Environ: func() []string { return cfg.Environ(os.Environ()) }}
+	return app.Run(ctx, args, stdout, stderr)
 }
 
 const usage = `usage: isched <command> [flags]
@@ -117,10 +130,12 @@ commands:
   site probe measure this node type (framework memory, throughput per kind of layer) for the static
              model, once per node type (site administrators): isched site probe --partition P (a short
              job there), or --local --node-type T on a node of the type
+  config     each setting (cluster, relay, Redis, site catalogue, account) and where it comes from
   version    print the version (also --version)
 
-'isched <command> -h' lists a command's flags. Redis: ISCHED_REDIS_ADDR, ISCHED_REDIS_USER (default
-viewer), ISCHED_REDIS_PASSWORD_FILE, ISCHED_CLUSTER. Site catalogue: --site or ISCHED_SITE.
+'isched <command> -h' lists a command's flags. Settings come from /etc/isched/isched.conf, then
+~/.config/isched/isched.conf, then the environment (ISCHED_CLUSTER, ISCHED_RELAY_ADDR,
+ISCHED_REDIS_ADDR, ISCHED_SITE, ...), then flags: isched config shows them.
 `
 
 // Run runs one command and returns the exit code. Help (-h, --help,
@@ -153,6 +168,10 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprint(stdout, usage)
 		return ExitOK
 	}
+	if a.ConfigErr != nil {
+		fmt.Fprintf(stderr, "isched: %v\n", a.ConfigErr)
+		return ExitUsage
+	}
 	run, ok := a.commands()[cmd]
 	if !ok {
 		if s := suggest(cmd, commandNames); s != nil {
@@ -167,7 +186,7 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // commandNames are the commands in the usage's order: the candidates of a
 // mistyped command's suggestion.
-var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "site", "version", "help"}
+var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "site", "config", "version", "help"}
 
 // commands maps each command (not version and help) to its method.
 func (a *App) commands() map[string]func(context.Context, []string) error {
@@ -179,6 +198,7 @@ func (a *App) commands() map[string]func(context.Context, []string) error {
 		"status":   a.status,
 		"report":   a.report,
 		"stop":     a.stop,
+		"config":   a.config,
 		"site": func(ctx context.Context, rest []string) error {
 			if len(rest) > 0 && isHelpArg(rest[0]) {
 				rest = []string{"probe", "-h"} // site's only command

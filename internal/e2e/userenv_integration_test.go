@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,5 +246,75 @@ func TestOutputNotInSharedDirAsBob(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(shared, "checkpoints", lineage)); len(ents) != 0 {
 		t.Errorf("alice's job wrote into bob's planted directory: %v", ents)
+	}
+}
+
+// TestConfigFileOnlyOnCluster (issue 25, item 2): alice has no ISCHED_*
+// variable at all, only her configuration file (the site's has the same
+// format and sits under it): isched config shows where each setting comes
+// from, and she estimates, submits (the job reports through isched-relay,
+// from relay_addr) and follows the run to its end.
+func TestConfigFileOnlyOnCluster(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	cli := testutil.Binary(t, "isched", "./isched")
+	base := testutil.WorkDir(t, "isched-conf-")
+	home, uid := userDir(t, base, "alice")
+	relay := w.startRelay()
+	root := testutil.RepoRoot()
+	conf := "# alice's own\ncluster = " + w.cluster + "\nredis_addr = " + w.redis.Addr + "\nredis_user = viewer\nredis_password_file = " +
+		w.redis.PasswordFile("viewer") + "\nrelay_addr = " + relay + "\nsite = " + filepath.Join(root, "examples/site-lab.json") +
+		"\nhelper_dir = " + filepath.Join(root, "scripts") + "\n"
+	if err := os.MkdirAll(filepath.Join(home, ".config/isched"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chown(filepath.Join(home, ".config"), uid, uid)
+	_ = os.Chown(filepath.Join(home, ".config/isched"), uid, uid)
+	confPath := filepath.Join(home, ".config/isched/isched.conf")
+	writeAs(t, confPath, []byte(conf), 0o644, uid)
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", "env", "-i", "HOME=" + home, "USER=alice", "PATH=/usr/bin:/bin", cli}, args...)...)
+		cmd.Dir = home
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("isched %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := run("config")
+	t.Logf("isched config:\n%s", out)
+	for _, want := range []string{confPath + ":2", "relay_addr", relay, "built-in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("isched config without %q", want)
+		}
+	}
+	out = run("estimate", "--model", filepath.Join(root, "internal/cli/testdata/resnet18_128.json"), "--samples", "3200", "--batch", "16,32",
+		"--optimizer", "momentum")
+	if !strings.Contains(out, "cpu") {
+		t.Errorf("isched estimate from the file's site catalogue:\n%s", out)
+	}
+	const total = 5
+	out = run("submit", "-p", "cpu", "-t", "5", "--mem", "500M", "--total-iters", strconv.Itoa(total), "--wrapper", filepath.Join(binDir, "isched-wrapper"),
+		"--", "/usr/bin/python3", filepath.Join(root, "internal/wrapper/testdata/fake_trainer.py"), "--steps", strconv.Itoa(total))
+	m := lineageRE.FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "Submitted batch job ") {
+		t.Fatalf("isched submit:\n%s", out)
+	}
+	job := strings.Fields(out[strings.Index(out, "Submitted batch job ")+len("Submitted batch job "):])[0]
+	var st report.JobStatus
+	waitFor(t, w, 3*time.Minute, "alice's run to end", func() bool {
+		st, _ = w.status(m[1])
+		return st.State == "ENDED"
+	})
+	if st.Step != total {
+		t.Errorf("run ended at step %d, want %d", st.Step, total)
+	}
+	out = run("status", job)
+	if !strings.Contains(out, "lineage "+m[1]) || !strings.Contains(out, fmt.Sprintf("%d/%d", total, total)) {
+		t.Errorf("isched status %s:\n%s", job, out)
+	}
+	relayLog, _ := os.ReadFile(filepath.Join(w.dir, "relay.log"))
+	if !strings.Contains(string(relayLog), "uid="+strconv.Itoa(uid)) {
+		t.Errorf("the job did not report through the relay named in the file:\n%s", relayLog)
 	}
 }

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/isched/isched/internal/clientconfig"
+)
+
+// builtins are the values the CLI falls back to when nothing sets a key:
+// the dev lab's (scripts/dev-cluster), which a site's isched.conf
+// replaces.
+var builtins = map[string]string{
+	"ISCHED_CLUSTER": "lab", "ISCHED_REDIS_ADDR": "127.0.0.1:6390", "ISCHED_REDIS_USER": "viewer",
+	"ISCHED_REDIS_PASSWORD_DIR": "/var/lib/isched-dev/redis", "ISCHED_SITE": DefaultSitePath,
+}
+
+// configRow is one line of `isched config`.
+type configRow struct {
+	Key    string `json:"key"`
+	Env    string `json:"env"`
+	Value  string `json:"value"`
+	Origin string `json:"origin"` // environment, FILE:LINE, built-in, or unset
+}
+
+// configRows are the effective settings and where each came from: the
+// environment, a configuration file, the built-in default, or nothing.
+func (a *App) configRows() []configRow {
+	env := a.Env
+	if env == nil {
+		env = a.Getenv
+	}
+	var rows []configRow
+	for _, k := range clientconfig.Keys {
+		r := configRow{Key: k.Name, Env: k.Env}
+		if v, ok := a.Config.Get(k.Env); ok {
+			r.Value, r.Origin = v.Value, v.Origin
+		}
+		if v := env(k.Env); v != "" {
+			r.Value, r.Origin = v, "environment ("+k.Env+")"
+		}
+		if r.Origin == "" {
+			r.Value, r.Origin = builtins[k.Env], "built-in"
+			if r.Value == "" {
+				r.Origin = "unset"
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// config is `isched config`: each setting's effective value and source.
+func (a *App) config(_ context.Context, args []string) error {
+	fs := a.newFlags("config", "[--json]")
+	asJSON := fs.Bool("json", false, "print the settings as JSON: key, env, value, origin")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("isched config takes no arguments")
+	}
+	rows := a.configRows()
+	if *asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	files := "none"
+	if a.Config != nil && len(a.Config.Files) > 0 {
+		files = fmt.Sprint(a.Config.Files)
+	}
+	fmt.Fprintf(a.stdout, "configuration files read: %s (the site's %s, then yours; the environment and flags override them)\n\n", files, clientconfig.SitePath)
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tFROM")
+	for _, r := range rows {
+		v := r.Value
+		if v == "" {
+			v = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Key, v, r.Origin)
+	}
+	return tw.Flush()
+}
+
+// loadConfig reads the site's and the user's configuration files for Main.
+func loadConfig(getenv func(string) string) (*clientconfig.Config, error) {
+	return clientconfig.Load(clientconfig.SitePath, clientconfig.UserPath(getenv))
+}
+
