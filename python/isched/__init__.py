@@ -80,6 +80,7 @@ _LAZY = {
     "follow": "cli",
     "report": "cli",
     "CLIError": "cli",
+    "cli_path": "cli",
     "table2": "tables",
     "migration_plans": "tables",
     "format_table": "tables",
@@ -87,13 +88,14 @@ _LAZY = {
 
 
 def __getattr__(name):
+    # Absolute imports: scripts/isched.py runs this file as a plain module
+    # whose __path__ points at the package directory.
+    if name in _LAZY.values():
+        return importlib.import_module("isched." + name)  # isched.cli before "import isched.cli"
     sub = _LAZY.get(name)
     if sub is None:
         raise AttributeError("module 'isched' has no attribute %r" % name)
-    # Absolute import: scripts/isched.py runs this file as a plain module
-    # whose __path__ points at the package directory.
-    mod = importlib.import_module("isched." + sub)
-    return getattr(mod, name)
+    return getattr(importlib.import_module("isched." + sub), name)
 
 
 def __dir__():
