@@ -203,7 +203,7 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
 	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
-	install -m 0644 examples/README.md examples/*.json examples/*.py $(DESTDIR)$(DOCDIR)/examples/
+	install -m 0644 examples/README.md examples/*.json examples/*.py examples/*.ipynb $(DESTDIR)$(DOCDIR)/examples/
 
 deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a staged make install)
 	rm -rf $(BIN)/deb-root

@@ -40,6 +40,13 @@ Line format (must match internal/progress in Go; version prefix "isched1")::
     isched1 ckpt path=<percent-escaped path> [step=<int>] [epoch=<int>] [t=<unix float>]
     isched1 resume step=<int> [path=<percent-escaped path>] [epoch=<int>] [t=<unix float>]
 
+The user's side (a notebook, a script): ``isched.summarize(model, (3, 224,
+224))`` (isched.summary: the model summary, torch imported then), and
+``isched.estimate``, ``plan``, ``submit``, ``status``, ``follow``, ``report``
+(isched.cli: they run the isched command with --json), ``table2``,
+``migration_plans``, ``format_table`` (isched.tables). They are loaded on first
+use, so a training loop's ``import isched`` stays cheap.
+
 Frameworks: isched.lightning.IschedCallback (PyTorch Lightning) and
 isched.hf.IschedCallback (Hugging Face Trainer) drive these functions from the
 trainers' own hooks; neither framework is imported by this module.
@@ -50,6 +57,7 @@ per process, at slightly different moments: if every rank must take part in
 the save, decide on rank 0 and broadcast the decision.
 """
 
+import importlib
 import math
 import os
 import signal
@@ -58,6 +66,41 @@ import sys
 import threading
 import time
 import urllib.parse
+
+# The user's side, loaded on first use (PEP 562): importing isched in a
+# training loop must not import subprocess, json or, through the summary,
+# torch. They are left out of __all__ for the same reason.
+_LAZY = {
+    "summarize": "summary",
+    "SummaryError": "summary",
+    "estimate": "cli",
+    "plan": "cli",
+    "submit": "cli",
+    "status": "cli",
+    "follow": "cli",
+    "report": "cli",
+    "CLIError": "cli",
+    "cli_path": "cli",
+    "table2": "tables",
+    "migration_plans": "tables",
+    "format_table": "tables",
+}
+
+
+def __getattr__(name):
+    # Absolute imports: scripts/isched.py runs this file as a plain module
+    # whose __path__ points at the package directory.
+    if name in _LAZY.values():
+        return importlib.import_module("isched." + name)  # isched.cli before "import isched.cli"
+    sub = _LAZY.get(name)
+    if sub is None:
+        raise AttributeError("module 'isched' has no attribute %r" % name)
+    return getattr(importlib.import_module("isched." + sub), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "step",
