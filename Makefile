@@ -39,7 +39,7 @@ export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched-relay isched
 FUZZTIME ?= 10s
 
-.PHONY: help deps check-tags build man deb deb-test test test-python test-unit test-integration test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -82,11 +82,15 @@ test: deps build cluster-up ## the README's test command: cluster up, hermetic +
 	$(MAKE) --no-print-directory fuzz-ci
 	$(MAKE) --no-print-directory soak-ci
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-notebook
 	$(MAKE) --no-print-directory deb-test
 
 test-python: ## the Python package's tests (python/tests, stdlib unittest) and gpu-check's CPU self-test
 	/usr/bin/python3 -m unittest discover -s python/tests -t python/tests
 	scripts/gpu-check --self-test
+
+test-notebook: build cluster-up ## run examples/table2.ipynb on the local cluster with its GPU partitions busy: Table 2 and both plans
+	scripts/notebook-test
 
 test-unit: check-tags ## hermetic tests only (no servers)
 	$(GO) test -race -count=1 ./...
@@ -165,7 +169,7 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	shellcheck scripts/dev-cluster scripts/demo scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
+	shellcheck scripts/dev-cluster scripts/demo scripts/notebook-test scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
 
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo
