@@ -74,7 +74,7 @@ type App struct {
 	// stops on it.
 	Config    *clientconfig.Config
 	ConfigErr error
-	Now     func() time.Time
+	Now       func() time.Time
 	// OpenStore connects to Redis (default: stream.Open with
 	// stream.ConfigFromEnv(Getenv, "viewer")).
 	OpenStore func(ctx context.Context) (Store, error)

@@ -90,4 +90,3 @@ func (a *App) config(_ context.Context, args []string) error {
 func loadConfig(getenv func(string) string) (*clientconfig.Config, error) {
 	return clientconfig.Load(clientconfig.SitePath, clientconfig.UserPath(getenv))
 }
-

@@ -35,7 +35,7 @@ func TestPrecedence(t *testing.T) {
 	env := map[string]string{"ISCHED_RELAY_ADDR": "10.0.0.5:6395"}
 	get := c.Getenv(func(k string) string { return env[k] })
 	for k, want := range map[string]string{
-		"ISCHED_CLUSTER":    "ls6",          // user over site
+		"ISCHED_CLUSTER":    "ls6",           // user over site
 		"ISCHED_RELAY_ADDR": "10.0.0.5:6395", // environment over both
 		"ISCHED_SITE":       "/etc/isched/site.json",
 		"SBATCH_ACCOUNT":    "bio_lab",
