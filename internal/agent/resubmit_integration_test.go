@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -112,4 +113,59 @@ func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
 	if rs := c.results(t)[act.ID]; len(rs) != 1 {
 		t.Errorf("%d results", len(rs))
 	}
+}
+
+// TestIntegrationResubmitRefusesPrivilegedLinesAsBob (issue 26, item 6):
+// the agent resubmits a forgotten job's saved script as root for its
+// owner (sbatch --uid), and Slurm honours from root what it refuses or
+// ignores from bob: a negative nice, a priority (measured: both applied).
+// bob's saved script with such lines is refused, and no job is submitted.
+func TestIntegrationResubmitRefusesPrivilegedLinesAsBob(t *testing.T) {
+	c := newCluster(t)
+	sc := &slurm.Client{}
+	scripts := filepath.Join(t.TempDir(), "scripts")
+	a, err := agent.New(agent.Config{Cluster: c.name, PollInterval: time.Second, ScriptDir: scripts}, sc, c.agentClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start(context.Background())
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, "the agent's script store", func() bool {
+		_, err := os.Stat(scripts)
+		return err == nil
+	})
+
+	dir := testutil.WorkDir(t, "isched-slurm-test-agent-privileged-")
+	var lineage, comment string
+	const forgotten = "3999999998"
+	bob, err := user.Lookup("bob")
+	if err != nil {
+		t.Fatalf("test user bob: %v (scripts/dev-cluster up creates alice and bob)", err)
+	}
+	bobUID, _ := strconv.Atoi(bob.Uid)
+	lineage = fmt.Sprintf("lab-u%d-priv-%d", bobUID, time.Now().UnixNano()%1_000_000)
+	comment = (&report.Plan{Lineage: lineage, Ideal: "cpu", Total: 10}).FormatComment()
+	rec := map[string]any{"job_id": 3999999998, "user": "bob", "uid": bobUID, "lineage": lineage, "comment": comment, "work_dir": dir,
+		"partition": "cpu", "saved_ms": time.Now().UnixMilli(),
+		"script": "#!/bin/sh\n#SBATCH -J isched-slurm-test-agent-privileged -p cpu -t 1 -o /dev/null\n#SBATCH --nice=-10000\n#SBATCH --priority=4000000\necho ran >> runs\n"}
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(scripts, "job-"+forgotten+".json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	act := action(c.name, report.ActionResubmit, "resubmit-priv-"+lineage, forgotten, "bob", func(a *report.Action) { a.Lineage, a.TimeLimitMin = lineage, 1 })
+	c.send(t, act)
+	r := c.waitResult(t, act.ID, 30*time.Second)
+	if r.Status != report.StatusRefused || !strings.Contains(r.Message, "--nice=-10000 --priority=4000000") || r.NewJobID != 0 {
+		t.Fatalf("bob's resubmit with privileged lines: %+v, want refused naming them", r)
+	}
+	jobs, err := sc.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if strings.TrimSpace(j.Comment) == comment {
+			t.Errorf("a job was submitted for bob's lineage: %d %s", j.JobID, j.State)
+		}
+	}
+	t.Logf("refused: %s", r.Message)
 }

@@ -290,6 +290,11 @@ func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Resul
 	case isRoot(rec.User) && !a.cfg.AllowRootSubmit:
 		return refuse("resubmit as root refused (Config.AllowRootSubmit is off)")
 	}
+	// the agent submits as root for the user: Slurm would honour lines the
+	// user could not use (a negative nice, a priority)
+	if priv := slurm.PrivilegedDirectives([]byte(rec.Script)); len(priv) > 0 && !isRoot(rec.User) {
+		return refuse("job %d cannot be resubmitted: its script asks for what only a privileged user may (%s); Slurm would grant it to a submission by the agent", act.JobID, strings.Join(priv, " "))
+	}
 	spec := slurm.SubmitSpec{User: rec.User, Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
 		Comment: rec.Comment, Chdir: rec.WorkDir}
 	newID, err := a.slurm.SubmitWith(ctx, []byte(rec.Script), spec)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,6 +115,25 @@ func TestResubmitRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, nil, "has no saved batch script"},
+		{"a script with lines only a privileged user may use", func(t *testing.T, e *env, dir string) {
+			e.slurm.mu.Lock()
+			delete(e.slurm.jobs, "12")
+			e.slurm.mu.Unlock()
+			p := filepath.Join(dir, "job-12.json")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(b, &rec); err != nil {
+				t.Fatal(err)
+			}
+			rec["script"] = "#!/bin/bash\n#SBATCH --nice=-10000\n#SBATCH --prio=4000000\nexec srun train\n"
+			b, _ = json.Marshal(rec)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, "only a privileged user may (--nice=-10000 --prio=4000000)"},
 		{"a saved file others may read is not trusted", func(t *testing.T, e *env, dir string) {
 			if err := os.Chmod(filepath.Join(dir, "job-12.json"), 0o644); err != nil {
 				t.Fatal(err)
