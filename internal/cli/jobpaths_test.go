@@ -99,3 +99,20 @@ func TestCheckOwnDir(t *testing.T) {
 		}
 	}
 }
+
+// TestLineageOutsideNamespaceWarns: a free-form --lineage can be squatted
+// by another user before the job's first report; submit says so and
+// names the namespaced form (issue 26, item 7).
+func TestLineageOutsideNamespaceWarns(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	base := []string{"submit", "--dry-run", "--partition-ideal", "cpu", "--wrapper", "/w"}
+	_, _, errOut := h.run(append(base, "--lineage", "resnet-run", "--", "/usr/bin/python3", "x.py")...)
+	if want := `isched: warning: lineage "resnet-run" is not in your namespace (lab-u1001-…)`; !strings.Contains(errOut, want) ||
+		!strings.Contains(errOut, "use --lineage lab-u1001-resnet-run") {
+		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+	if _, _, errOut := h.run(append(base, "--lineage", "lab-u1001-resnet-run", "--", "/usr/bin/python3", "x.py")...); strings.Contains(errOut, "namespace") {
+		t.Errorf("a namespaced lineage warned: %q", errOut)
+	}
+}
