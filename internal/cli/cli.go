@@ -318,13 +318,19 @@ func (a *App) openStore(ctx context.Context) (Store, error) {
 	return a.store, a.storeErr
 }
 
-// cluster is the cluster name in Redis keys: ISCHED_CLUSTER, default "lab"
-// (as stream.ConfigFromEnv).
+// cluster is the cluster name in Redis keys: ISCHED_CLUSTER, default
+// stream.DefaultCluster (as stream.ConfigFromEnv).
 func (a *App) cluster() string {
 	if c := a.Getenv("ISCHED_CLUSTER"); c != "" {
 		return c
 	}
-	return "lab"
+	return stream.DefaultCluster
+}
+
+// lineageNamespace is the prefix of the lineages this user's submissions
+// make, <cluster>-u<uid>-, which the coordinator reserves for the uid.
+func (a *App) lineageNamespace() string {
+	return a.cluster() + "-u" + strconv.Itoa(a.UID()) + "-"
 }
 
 // cmdFlags is the flag set of the command that runs, for its usage.

@@ -7,14 +7,15 @@ import (
 	"text/tabwriter"
 
 	"github.com/isched/isched/internal/clientconfig"
+	"github.com/isched/isched/internal/stream"
 )
 
 // builtins are the values the CLI falls back to when nothing sets a key:
 // the dev lab's (scripts/dev-cluster), which a site's isched.conf
 // replaces.
 var builtins = map[string]string{
-	"ISCHED_CLUSTER": "lab", "ISCHED_REDIS_ADDR": "127.0.0.1:6390", "ISCHED_REDIS_USER": "viewer",
-	"ISCHED_REDIS_PASSWORD_DIR": "/var/lib/isched-dev/redis", "ISCHED_SITE": DefaultSitePath,
+	"ISCHED_CLUSTER": stream.DefaultCluster, "ISCHED_REDIS_ADDR": stream.DefaultAddr, "ISCHED_REDIS_USER": "viewer",
+	"ISCHED_REDIS_PASSWORD_DIR": stream.DefaultPasswordDir, "ISCHED_SITE": DefaultSitePath,
 }
 
 // configRow is one line of `isched config`.

@@ -34,6 +34,14 @@ type Config struct {
 	MaxEntry int
 }
 
+// The built-in defaults: the dev lab's (scripts/dev-cluster). A site sets
+// its own through the environment, or for the CLI /etc/isched/isched.conf.
+const (
+	DefaultAddr        = "127.0.0.1:6390"
+	DefaultCluster     = "lab"
+	DefaultPasswordDir = "/var/lib/isched-dev/redis"
+)
+
 // ErrConfig marks a configuration problem.
 var ErrConfig = errors.New("stream: bad configuration")
 
@@ -55,7 +63,7 @@ func ConfigFromEnv(getenv func(string) string, user string) (Config, error) {
 	}
 	addr := getenv("ISCHED_REDIS_ADDR")
 	if addr == "" {
-		addr = "127.0.0.1:6390"
+		addr = DefaultAddr
 	}
 	for _, a := range strings.Split(addr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -63,13 +71,13 @@ func ConfigFromEnv(getenv func(string) string, user string) (Config, error) {
 		}
 	}
 	if c.Cluster == "" {
-		c.Cluster = "lab"
+		c.Cluster = DefaultCluster
 	}
 	c.PasswordFile = getenv("ISCHED_REDIS_PASSWORD_FILE")
 	if c.PasswordFile == "" {
 		dir := getenv("ISCHED_REDIS_PASSWORD_DIR")
 		if dir == "" {
-			dir = "/var/lib/isched-dev/redis"
+			dir = DefaultPasswordDir
 		}
 		c.PasswordFile = dir + "/" + c.User + ".pass"
 	}

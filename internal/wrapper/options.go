@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
 )
 
 // Options are the wrapper's flags.
@@ -174,7 +175,7 @@ func clusterName(getenv func(string) string) string {
 	if c := getenv("SLURM_CLUSTER_NAME"); c != "" {
 		return c
 	}
-	return "lab"
+	return stream.DefaultCluster
 }
 
 // identity reads the job's identity from Slurm's environment. ok is false
