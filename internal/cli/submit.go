@@ -215,7 +215,7 @@ func (a *App) decide(ctx context.Context, o *submitOpts) error {
 		o.lineage = a.newLineage(o.name)
 	} else if !stream.ValidName(o.lineage) {
 		return usageErr("--lineage %q: want 1-64 of [A-Za-z0-9._-]", o.lineage)
-	} else if ns := a.cluster() + "-u" + strconv.Itoa(a.UID()) + "-"; !strings.HasPrefix(o.lineage, ns) {
+	} else if ns := a.lineageNamespace(); !strings.HasPrefix(o.lineage, ns) {
 		// free-form names are first come, first served (docs/threat-model.md)
 		fmt.Fprintf(a.stderr, "isched: warning: lineage %q is not in your namespace (%s…): another user who learns the name before your job's first report can claim it; use --lineage %s%s\n",
 			o.lineage, ns, ns, o.lineage)
@@ -596,7 +596,7 @@ func jobName(argv []string) string {
 // so another user who reads it in squeue cannot claim it first.
 func (a *App) newLineage(name string) string {
 	suffix := hex.EncodeToString(a.Random(4))
-	prefix := a.cluster() + "-u" + strconv.Itoa(a.UID()) + "-" + name
+	prefix := a.lineageNamespace() + name
 	if len(prefix) > 64-9 {
 		prefix = prefix[:64-9]
 	}
