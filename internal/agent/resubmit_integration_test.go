@@ -29,14 +29,10 @@ const resubmitScript = `#!/bin/sh
 echo "$SLURM_JOB_ID $(id -un) $(pwd)" >> runs
 `
 
-// TestIntegrationAgentResubmitsForgottenJob: the agent saves the batch
-// script of alice's isched job at its first sight; once slurmctld no
-// longer holds the job (simulated: the saved record is filed under a job
-// id Slurm says is invalid, since MinJobAge is 5 minutes on the dev
-// cluster), a resubmit action submits it again as alice, in the job's
-// working directory, with its comment (the lineage). Another user's
-// resubmit of it is refused.
-func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
+// startScriptAgent starts an agent with a script store (its directory
+// returned) on a test cluster, stopped at cleanup.
+func startScriptAgent(t *testing.T) (*cluster, *slurm.Client, string) {
+	t.Helper()
 	c := newCluster(t)
 	sc := &slurm.Client{}
 	scripts := filepath.Join(t.TempDir(), "scripts")
@@ -46,6 +42,18 @@ func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
 	}
 	a.Start(context.Background())
 	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	return c, sc, scripts
+}
+
+// TestIntegrationAgentResubmitsForgottenJob: the agent saves the batch
+// script of alice's isched job at its first sight; once slurmctld no
+// longer holds the job (simulated: the saved record is filed under a job
+// id Slurm says is invalid, since MinJobAge is 5 minutes on the dev
+// cluster), a resubmit action submits it again as alice, in the job's
+// working directory, with its comment (the lineage). Another user's
+// resubmit of it is refused.
+func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
+	c, sc, scripts := startScriptAgent(t)
 
 	dir := testutil.WorkDir(t, "isched-slurm-test-agent-resubmit-")
 	lineage := fmt.Sprintf("lab-u1001-resubmit-%d", time.Now().UnixNano()%1_000_000)
@@ -121,15 +129,7 @@ func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
 // ignores from bob: a negative nice, a priority (measured: both applied).
 // bob's saved script with such lines is refused, and no job is submitted.
 func TestIntegrationResubmitRefusesPrivilegedLinesAsBob(t *testing.T) {
-	c := newCluster(t)
-	sc := &slurm.Client{}
-	scripts := filepath.Join(t.TempDir(), "scripts")
-	a, err := agent.New(agent.Config{Cluster: c.name, PollInterval: time.Second, ScriptDir: scripts}, sc, c.agentClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start(context.Background())
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	c, sc, scripts := startScriptAgent(t)
 	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, "the agent's script store", func() bool {
 		_, err := os.Stat(scripts)
 		return err == nil
