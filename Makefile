@@ -38,8 +38,12 @@ GOTAGS ?= libmunge
 export GOFLAGS := -tags=$(GOTAGS)
 BINARIES := isched-wrapper isched-agent isched-coordinator isched-relay isched
 FUZZTIME ?= 10s
+# The Go test runs of make test print through scripts/testreport: failures
+# whole, then every skip with its reason and the slowest packages and tests.
+# Under CI=true a skip that .ci/allowed-skips does not list fails the run.
+TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -78,7 +82,7 @@ test: deps build cluster-up ## the README's test command: cluster up, hermetic +
 	$(GO) vet ./...
 	$(GO) vet -tags integration,$(GOTAGS) ./...
 	GOFLAGS= $(GO) vet ./... # the build without libmunge too
-	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 50m ./...
+	set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 50m ./... | $(TESTREPORT)
 	$(MAKE) --no-print-directory fuzz-ci
 	$(MAKE) --no-print-directory soak-ci
 	$(MAKE) --no-print-directory test-python
@@ -96,7 +100,10 @@ test-unit: check-tags ## hermetic tests only (no servers)
 	$(GO) test -race -count=1 ./...
 
 test-integration: build cluster-up ## integration-tagged tests against the real cluster and Redis
-	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 50m ./...
+	set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 50m ./... | $(TESTREPORT)
+
+test-scenario: build cluster-up ## the 9-minute issue-14 scenario that make test skips (.ci/allowed-skips)
+	ISCHED_INTEGRATION=1 ISCHED_E2E_SCENARIO=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -run '^TestIssue14Scenario$$' -v -timeout 20m ./internal/e2e/
 
 # The fault suite: the TestChaos* tests (slurmctld restart, slurmd killed,
 # Redis killed under 20 jobs, coordinator and agent SIGKILLed during
