@@ -62,10 +62,12 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 	}
 	// 1. right after the checkpoint request went out
 	fastWait(t, w, 60*time.Second, "the checkpoint request (signal action)", func() bool { return hasAction(report.ActionSignal) })
+	kill1 := time.Now()
 	w.restartCoordinator()
 	t.Log("coordinator killed after the checkpoint request, restarted")
 	// 2. right after the requeue action went out
 	fastWait(t, w, 90*time.Second, "the requeue action", func() bool { return hasAction(report.ActionRequeue) })
+	kill2 := time.Now()
 	w.restartCoordinator()
 	t.Log("coordinator killed after the requeue action, restarted")
 	// 3. before the new attempt starts: dead while the job restarts
@@ -107,6 +109,14 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 		a0["ckpts_on_request"], num(a0, "stopped"), a1["node"], num(a1, "start"), num(a1, "end"))
 	if num(a1, "start") != num(a0, "end") || num(a1, "start") <= 0 || num(a1, "end") != total {
 		t.Errorf("attempt 1 ran %d..%d, attempt 0 stopped at %d", num(a1, "start"), num(a1, "end"), num(a0, "end"))
+	}
+	// the kills fell where the test says: by the actions' own issue times
+	mw := moveWindows(w.actionsFor(lineage))[lineage]
+	if at := kill1.UnixMilli(); at <= mw.signalMS || at >= mw.requeueMS {
+		t.Errorf("first kill at %d, not between the checkpoint request (%d) and the requeue (%d)", at, mw.signalMS, mw.requeueMS)
+	}
+	if at := kill2.UnixMilli(); at <= mw.requeueMS {
+		t.Errorf("second kill at %d, not after the requeue (%d)", at, mw.requeueMS)
 	}
 	// each action id executed once by the agent (re-sent ids are fine)
 	ids := map[string]report.ActionType{}

@@ -19,40 +19,66 @@ import (
 // chaosMonkey SIGKILLs the coordinator, the agent or both at random
 // moments (seeded: a failure replays with ISCHED_CHAOS_SEED) and starts
 // them again after a random pause, until stopped; both run when it stops.
+// The victims take turns in a shuffled order, so every three kills hit
+// each of them once. aim asks for a kill of the coordinator now, out of
+// turn. Every kill is logged with its time.
 type chaosMonkey struct {
 	w     *world
 	rng   *rand.Rand
 	stop  chan struct{}
 	done  chan struct{}
+	aim   chan struct{}
 	mu    sync.Mutex
-	kills map[string]int
+	kills []chaosKill
+}
+
+// chaosKill is one SIGKILL (of one daemon or both).
+type chaosKill struct {
+	At     time.Time
+	Victim string // coordinator, agent, both
+	Aimed  bool
 }
 
 func (w *world) chaos(seed int64) *chaosMonkey {
-	m := &chaosMonkey{w: w, rng: rand.New(rand.NewSource(seed)), stop: make(chan struct{}), done: make(chan struct{}), kills: map[string]int{}}
+	m := &chaosMonkey{w: w, rng: rand.New(rand.NewSource(seed)), stop: make(chan struct{}), done: make(chan struct{}), aim: make(chan struct{})}
 	go m.run()
 	w.t.Cleanup(m.Stop) // before the world's cleanup, which stops the daemons
 	return m
 }
 
-func (m *chaosMonkey) pause(lo, hi time.Duration) bool {
+// pause waits between lo and hi; aimed is set when an aim cut it short, ok
+// is false when the monkey was stopped.
+func (m *chaosMonkey) pause(lo, hi time.Duration, aim <-chan struct{}) (aimed, ok bool) {
 	d := lo + time.Duration(m.rng.Int63n(int64(hi-lo)))
 	select {
 	case <-m.stop:
-		return false
+		return false, false
+	case <-aim:
+		return true, true
 	case <-time.After(d):
-		return true
+		return false, true
 	}
 }
 
 func (m *chaosMonkey) run() {
 	defer close(m.done)
 	w := m.w
+	var turns []string
+	aimed, ok := false, true
 	for {
-		if !m.pause(1500*time.Millisecond, 8*time.Second) {
-			return
+		if !aimed { // an aim during the last down time: kill again at once
+			if aimed, ok = m.pause(1500*time.Millisecond, 8*time.Second, m.aim); !ok {
+				return
+			}
 		}
-		victim := []string{"coordinator", "agent", "both"}[m.rng.Intn(3)]
+		victim := "coordinator"
+		if !aimed {
+			if len(turns) == 0 {
+				turns = []string{"coordinator", "agent", "both"}
+				m.rng.Shuffle(len(turns), func(i, j int) { turns[i], turns[j] = turns[j], turns[i] })
+			}
+			victim, turns = turns[0], turns[1:]
+		}
 		if victim != "agent" {
 			_ = w.coord.Process.Kill()
 			_, _ = w.coord.Process.Wait()
@@ -61,18 +87,19 @@ func (m *chaosMonkey) run() {
 			_ = w.agent.Process.Kill()
 			_, _ = w.agent.Process.Wait()
 		}
+		k := chaosKill{At: time.Now(), Victim: victim, Aimed: aimed}
 		m.mu.Lock()
-		m.kills[victim]++
+		m.kills = append(m.kills, k)
 		m.mu.Unlock()
-		w.t.Logf("chaos: SIGKILLed %s at %s", victim, time.Now().Format("15:04:05.000"))
-		stopped := !m.pause(0, 3*time.Second)
+		w.t.Logf("chaos: SIGKILLed %s at %s (aimed %v)", victim, k.At.Format("15:04:05.000"), aimed)
+		aimed, ok = m.pause(0, 3*time.Second, m.aim)
 		if victim != "agent" {
 			w.startCoordinator()
 		}
 		if victim != "coordinator" {
 			w.startAgent()
 		}
-		if stopped {
+		if !ok {
 			return
 		}
 	}
@@ -88,14 +115,89 @@ func (m *chaosMonkey) Stop() {
 	<-m.done
 }
 
-func (m *chaosMonkey) Kills() map[string]int {
+// Kills is every kill so far, oldest first.
+func (m *chaosMonkey) Kills() []chaosKill {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range m.kills {
-		out[k] = v
+	return append([]chaosKill(nil), m.kills...)
+}
+
+// aimBetweenRequestAndRequeue kills the coordinator, n times, right after a
+// lineage's checkpoint request reached the actions stream and before its
+// requeue did: the moment a lost decision would leave the job held or moved
+// twice. It polls the stream every 100 ms until n aims went out or the
+// monkey stops.
+func (m *chaosMonkey) aimBetweenRequestAndRequeue(n int) {
+	aimed := map[string]bool{}
+	for n > 0 {
+		select {
+		case <-m.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		for lineage, w := range moveWindows(m.w.actions()) {
+			if n == 0 || aimed[lineage] || w.requeueMS != 0 {
+				continue
+			}
+			select { // not while the monkey kills or restarts: look again
+			case m.aim <- struct{}{}:
+				aimed[lineage] = true
+				n--
+			default:
+			}
+		}
+	}
+}
+
+// moveWindow is when a lineage's first checkpoint request and first
+// requeue were issued (0: not yet).
+type moveWindow struct{ signalMS, requeueMS int64 }
+
+func moveWindows(actions []report.Action) map[string]moveWindow {
+	out := map[string]moveWindow{}
+	for _, a := range actions {
+		w := out[a.Lineage]
+		switch {
+		case a.Type == report.ActionSignal && w.signalMS == 0:
+			w.signalMS = a.IssuedMS
+		case a.Type == report.ActionRequeue && w.requeueMS == 0:
+			w.requeueMS = a.IssuedMS
+		default:
+			continue
+		}
+		out[a.Lineage] = w
 	}
 	return out
+}
+
+// checkKills fails the test unless the chaos happened as claimed: each
+// victim killed at least once, and at least one kill of the coordinator
+// between a checkpoint request and its requeue, by the actions' own times.
+func checkKills(t *testing.T, kills []chaosKill, windows map[string]moveWindow) {
+	t.Helper()
+	byVictim := map[string]int{}
+	placed := 0
+	for _, k := range kills {
+		byVictim[k.Victim]++
+		if k.Victim == "agent" {
+			continue
+		}
+		for _, w := range windows {
+			if at := k.At.UnixMilli(); w.signalMS != 0 && w.requeueMS != 0 && at > w.signalMS && at < w.requeueMS {
+				placed++
+				break
+			}
+		}
+	}
+	t.Logf("chaos kills: %v; %d of the coordinator's between a checkpoint request and its requeue", byVictim, placed)
+	for _, v := range []string{"coordinator", "agent", "both"} {
+		if byVictim[v] == 0 {
+			t.Errorf("no kill of %s: the chaos did not happen as the test claims (kills %v)", v, byVictim)
+		}
+	}
+	if placed == 0 {
+		t.Errorf("no kill of the coordinator fell between a checkpoint request and its requeue (kills %+v, windows %+v)", kills, windows)
+	}
 }
 
 // chaosEnvInt reads a positive integer knob, def when unset.
@@ -130,6 +232,7 @@ func TestChaosKillsDuringMigrations(t *testing.T) {
 	w := newWorld(t, fastPolicy)
 	waitNodesIdle(t, w, 3*time.Minute, "gpu1", "gpu2")
 	monkey := w.chaos(seed)
+	go monkey.aimBetweenRequestAndRequeue(2)
 
 	const (
 		total    = 600
@@ -180,7 +283,7 @@ func TestChaosKillsDuringMigrations(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	monkey.Stop()
-	t.Logf("chaos kills: %v", monkey.Kills())
+	checkKills(t, monkey.Kills(), moveWindows(w.actions()))
 
 	c, err := w.client("coordinator")
 	if err != nil {

@@ -31,9 +31,13 @@ import (
 //     the iteration clock's baseline), one end report, last;
 //   - no decision on stale data: every decision the coordinator made from
 //     the kill on had a snapshot younger than stale_after, and the
-//     coordinator and agent outlive the outage.
+//     coordinator and agent outlive the outage. So that there are such
+//     decisions, two jobs submitted once Redis is back ask for a time limit
+//     (1 min) shorter than their work (70 s): the coordinator must extend
+//     each (allow_extend), a decision it takes only on a fresh snapshot (it
+//     needs the partition's MaxTime).
 func TestChaosRedisKilledUnder20Jobs(t *testing.T) {
-	w := newWorld(t, fastPolicy)
+	w := newWorld(t, extendPolicy)
 	restoreClusterOnCleanup(t)
 	const (
 		njobs  = 20
@@ -87,6 +91,7 @@ func TestChaosRedisKilledUnder20Jobs(t *testing.T) {
 	clusterUp(t)
 	upAt := time.Now()
 	t.Logf("redis-server down %s", upAt.Sub(stopAt).Round(time.Millisecond))
+	late := submitShortLimitJobs(w, base, 2)
 
 	for _, r := range runs {
 		s := waitJobEnd(t, w, r.job.id, 3*time.Minute)
@@ -197,12 +202,15 @@ func TestChaosRedisKilledUnder20Jobs(t *testing.T) {
 		}
 	}
 	t.Logf("%d ingest entries; worst step-time deviation during the outage %.2f%%", len(ents), 100*worst)
-	var lineages []string
+	lineages := checkExtended(t, w, late, upAt)
 	for _, r := range runs {
 		lineages = append(lineages, r.lineage)
 	}
 	n := checkNoStaleDecisions(t, w, mon, stopAt.UnixMilli(), 0, lineages...)
 	t.Logf("%d decisions since the kill, each on a fresh snapshot", n)
+	if n < len(late) {
+		t.Errorf("%d decisions since the kill, want at least the %d extensions: the staleness check checked nothing", n, len(late))
+	}
 	if b := w.logs(); strings.Contains(b, "panic") {
 		t.Errorf("a daemon panicked:\n%s", b)
 	}
@@ -214,4 +222,52 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
+}
+
+// extendPolicy is fastPolicy with time limits raised instead of
+// checkpoint-and-requeue (rule 1 with allow_extend).
+const extendPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1m", "allow_extend": true,
+ "speed": {"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}, "dev_partitions": ["dev", "gpu-dev"]}`
+
+// submitShortLimitJobs submits n jobs whose work (700 steps of 0.1 s) does
+// not fit their time limit (1 min): rule 1 extends each once its iteration
+// estimate is firm, before its deadline (limit − checkpoint − margin 15 s;
+// the first checkpoint, at step 20, gives the checkpoint time).
+func submitShortLimitJobs(w *world, base int64, n int) []trainJob {
+	w.t.Helper()
+	var jobs []trainJob
+	for i := range n {
+		plan := report.Plan{Lineage: fmt.Sprintf("rdx%d-%d", base, i), Ideal: "cpu", Total: 700}
+		jobs = append(jobs, w.submitTrainer(plan, []string{"-p", "cpu,gpu,dev,gpu-dev", "-c", "1", "--mem=100M", "-t", "1"},
+			"--steps", "700", "--period", "0.1", "--ckpt-every", "20"))
+	}
+	return jobs
+}
+
+// checkExtended waits for the jobs to end and checks that each was
+// extended once, after after, through Slurm (a time limit over 1 min) and
+// in its status, and ran its 700 steps in one attempt. It returns their
+// lineages.
+func checkExtended(t *testing.T, w *world, jobs []trainJob, after time.Time) []string {
+	t.Helper()
+	var lineages []string
+	for _, j := range jobs {
+		lineages = append(lineages, j.lineage)
+		s := waitJobEnd(t, w, j.id, 4*time.Minute)
+		if s["JobState"] != "COMPLETED" || s["Restarts"] != "0" || s["TimeLimit"] == "00:01:00" {
+			t.Errorf("%s: job %s ended %s after %s restarts with time limit %s, want COMPLETED in one attempt with the limit raised\n%s",
+				j.lineage, j.id, s["JobState"], s["Restarts"], s["TimeLimit"], j.output())
+		}
+		st := w.endedStatus(j.lineage, 30*time.Second)
+		extends := 0
+		for _, d := range st.Decisions {
+			if d.Kind == "extend" && d.AtMS >= after.UnixMilli() {
+				extends++
+			}
+		}
+		if extends != 1 || st.Step != 700 {
+			t.Errorf("%s: %d extensions since Redis came back, step %d; decisions %v", j.lineage, extends, st.Step, decisionKinds(st))
+		}
+	}
+	return lineages
 }

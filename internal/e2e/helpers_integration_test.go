@@ -108,6 +108,18 @@ func (w *world) sessions(lineage string) []sessionRec {
 
 // actionsFor lists the actions the coordinator sent for a lineage, in order.
 func (w *world) actionsFor(lineage string) []report.Action {
+	var out []report.Action
+	for _, a := range w.actions() {
+		if a.Lineage == lineage {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// actions is every action in the test cluster's actions stream, oldest
+// first (nil if Redis cannot be read).
+func (w *world) actions() []report.Action {
 	c, err := w.client("coordinator")
 	if err != nil {
 		return nil
@@ -120,7 +132,7 @@ func (w *world) actionsFor(lineage string) []report.Action {
 	var out []report.Action
 	for _, e := range ents {
 		env, err := report.Decode(e.Payload)
-		if err == nil && env.Action != nil && env.Action.Lineage == lineage {
+		if err == nil && env.Action != nil {
 			out = append(out, *env.Action)
 		}
 	}
@@ -141,6 +153,16 @@ func eventKinds(st report.JobStatus) []string {
 		out = append(out, e.Kind)
 	}
 	return out
+}
+
+// findEvent is the lineage's last event of kind, nil if none.
+func findEvent(st report.JobStatus, kind string) *report.StatusEvent {
+	for i := len(st.Events) - 1; i >= 0; i-- {
+		if st.Events[i].Kind == kind {
+			return &st.Events[i]
+		}
+	}
+	return nil
 }
 
 // nodeState is sinfo's state of one node ("idle", "mixed", "allocated", ...).
@@ -318,6 +340,20 @@ func (j trainJob) output() string {
 
 // lostIterations checks every pair of consecutive spans of a lineage: the
 // next attempt must resume where the previous one stopped.
+// endedStatus waits up to within for the coordinator to call the lineage
+// ENDED (Slurm can call a job COMPLETED before the coordinator has read its
+// end report) and returns that status.
+func (w *world) endedStatus(lineage string, within time.Duration) report.JobStatus {
+	w.t.Helper()
+	var st report.JobStatus
+	waitFor(w.t, w, within, lineage+"'s lineage to end", func() bool {
+		var ok bool
+		st, ok = w.status(lineage)
+		return ok && st.State == "ENDED"
+	})
+	return st
+}
+
 func lostIterations(t *testing.T, st report.JobStatus) {
 	t.Helper()
 	for i := 1; i < len(st.History); i++ {

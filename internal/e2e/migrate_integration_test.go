@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,11 +124,12 @@ func TestTimeLimitContinuation(t *testing.T) {
 	if f["end"] != float64(500) || s["Restarts"] == "0" {
 		t.Errorf("final attempt %v, restarts %s", f, s["Restarts"])
 	}
-	st, _ := w.status(lineage)
-	for i := 1; i < len(st.History); i++ {
-		if lost := st.History[i-1].EndStep - st.History[i].StartStep; lost != 0 {
-			t.Errorf("attempt %d resumed at %d, previous stopped at %d: %d iterations lost", i, st.History[i].StartStep, st.History[i-1].EndStep, lost)
-		}
+	// the coordinator's account, once it has read the last end report
+	st := w.endedStatus(lineage, 30*time.Second)
+	restarts, _ := strconv.Atoi(s["Restarts"])
+	if len(st.History) != restarts+1 || st.Step != 500 || st.History[0].StartStep != 0 || st.History[len(st.History)-1].EndStep != 500 {
+		t.Errorf("status: %d attempts for %d restarts, step %d; spans %s", len(st.History), restarts, st.Step, spansText(st))
 	}
+	lostIterations(t, st)
 	t.Logf("finished across %d attempts: %+v", len(st.History), st.History)
 }

@@ -46,8 +46,9 @@ func TestCheckpointPageCacheIsNotProcessMemory(t *testing.T) {
 		if _, err := os.Stat("/sys/fs/cgroup/memory/slurm_cpu1"); err == nil {
 			t.Errorf("the node has a Slurm memory cgroup but the end report has no cgroup peak")
 		}
-		t.Log("no memory cgroup for the job (dev cluster without task/cgroup memory): page cache not measured")
-		return
+		// a skip, not a pass: make test lists it, and fails on it under CI
+		// (.ci/allowed-skips), where TestEarlyOOM needs the cgroup anyway
+		t.Skip("no memory cgroup for the job (dev cluster without task/cgroup memory): page cache not measured")
 	}
 	// With a memory cgroup: its peak counted the checkpoints' cache, which
 	// the split shows apart.
