@@ -273,8 +273,11 @@ func TestWrapperMeasuresAndReports(t *testing.T) {
 	if peak != end.PeakRSSBytes {
 		t.Errorf("samples' peak %d != end peak %d", peak, end.PeakRSSBytes)
 	}
-	if e := math.Abs(end.MedianIterMS-100) / 100; e > 0.02 {
-		t.Errorf("median iteration %.2f ms vs 100 ms: error %.1f%% > 2%%", end.MedianIterMS, 100*e)
+	// against the trainer's own clock over the same steps, not the nominal
+	// 100 ms a busy machine may not keep
+	own := facts["median_step_ms"].(float64)
+	if e := math.Abs(end.MedianIterMS-own) / own; e > 0.02 {
+		t.Errorf("median iteration %.2f ms vs the trainer's own %.2f ms: error %.1f%% > 2%%", end.MedianIterMS, own, 100*e)
 	}
 	if end.Iters != 40 {
 		t.Errorf("iterations %d, want 40", end.Iters)

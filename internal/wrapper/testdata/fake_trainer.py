@@ -183,6 +183,7 @@ if a.start_file:
     # a barrier: jobs that Slurm launched seconds apart start training together
     wait_for(a.start_file)
 deadline = time.time() + 120
+step_at = []  # the trainer's own clock at each reported step
 while step < a.steps or (a.wait_request and time.time() < deadline):
     t0 = time.time()
     while time.time() - t0 < period:
@@ -190,6 +191,7 @@ while step < a.steps or (a.wait_request and time.time() < deadline):
     step += 1
     if a.alloc_at > 0 and step == a.alloc_at:
         allocate()
+    step_at.append(time.monotonic())
     isched.step(step, epoch=0, loss=1.0 / step, total=None if a.no_total else a.steps)
     if ckdir and a.ckpt_every and step % a.ckpt_every == 0:
         save(step)
@@ -209,6 +211,11 @@ while step < a.steps or (a.wait_request and time.time() < deadline):
         facts["stopped"] = step
         break
 facts["end"] = step
+if len(step_at) > 1:
+    # what the wrapper's iteration clock should find: the median time
+    # between reported steps, by the trainer's own clock
+    gaps = sorted(b - c for b, c in zip(step_at[1:], step_at[:-1]))
+    facts["median_step_ms"] = 1000 * gaps[len(gaps) // 2] if len(gaps) % 2 else 500 * (gaps[len(gaps) // 2 - 1] + gaps[len(gaps) // 2])
 facts.update(dict(rss()))
 write_facts()
 print("fake trainer done at step", step, flush=True)
