@@ -43,7 +43,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -78,16 +78,27 @@ cluster-up: ## start the local Slurm + Redis test cluster and a 3-master Redis C
 cluster-down: ## stop the local test cluster
 	scripts/dev-cluster down
 
-test: deps build cluster-up ## the README's test command: cluster up, hermetic + integration tests with -race
-	$(GO) vet ./...
-	$(GO) vet -tags integration,$(GOTAGS) ./...
-	GOFLAGS= $(GO) vet ./... # the build without libmunge too
-	set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 50m ./... | $(TESTREPORT)
-	$(MAKE) --no-print-directory fuzz-ci
-	$(MAKE) --no-print-directory soak-ci
-	$(MAKE) --no-print-directory test-python
-	$(MAKE) --no-print-directory test-notebook
-	$(MAKE) --no-print-directory deb-test
+, := ,
+# make test times its stages (scripts/stage-time) and prints the table at its
+# end, or where it fails; the Go tests' own table comes from testreport.
+STAGES := $(BIN)/make-test-stages
+stage = scripts/stage-time run $(STAGES) $(1) -- $(2) || { scripts/stage-time report $(STAGES); exit 1; }
+
+test: stage-start deps build cluster-up ## the README's test command: cluster up, hermetic + integration tests with -race
+	@scripts/stage-time mark $(STAGES) setup:deps,build,cluster-up
+	$(call stage,vet,$(GO) vet ./...)
+	$(call stage,vet-integration,$(GO) vet -tags integration$(,)$(GOTAGS) ./...)
+	$(call stage,vet-no-libmunge,env GOFLAGS= $(GO) vet ./...)
+	$(call stage,go-test,bash -c 'set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration$(,)$(GOTAGS) -p 1 -timeout 50m ./... | $(TESTREPORT)')
+	$(call stage,fuzz-ci,$(MAKE) --no-print-directory fuzz-ci)
+	$(call stage,soak-ci,$(MAKE) --no-print-directory soak-ci)
+	$(call stage,test-python,$(MAKE) --no-print-directory test-python)
+	$(call stage,test-notebook,$(MAKE) --no-print-directory test-notebook)
+	$(call stage,deb-test,$(MAKE) --no-print-directory deb-test)
+	@scripts/stage-time report $(STAGES)
+
+stage-start:
+	@scripts/stage-time start $(STAGES)
 
 test-python: ## the Python package's tests (python/tests, stdlib unittest) and gpu-check's CPU self-test
 	/usr/bin/python3 -m unittest discover -s python/tests -t python/tests
@@ -176,7 +187,7 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	shellcheck scripts/dev-cluster scripts/demo scripts/notebook-test scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
+	shellcheck scripts/dev-cluster scripts/demo scripts/notebook-test scripts/stage-time scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
 
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo
