@@ -38,6 +38,24 @@ CKPT_RE = re.compile(r"^isched1 ckpt path=(\S+)( step=%s)?( epoch=%s)? t=[0-9]+\
 RESUME_RE = re.compile(r"^isched1 resume step=%s( path=\S+)? t=[0-9]+\.[0-9]{6}$" % UINT)
 
 
+REPEATS = 5
+
+
+def cost_ratio(fn, base, n):
+    """Cost of fn(n) over base(n), each the best of REPEATS runs taken in
+    turn: a ratio measured in the same run, so a slow or busy machine slows
+    both, and the best run is the least disturbed one."""
+    best_fn = best_base = float("inf")
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        base(n)
+        best_base = min(best_base, time.perf_counter() - start)
+        start = time.perf_counter()
+        fn(n)
+        best_fn = min(best_fn, time.perf_counter() - start)
+    return best_fn / best_base
+
+
 def close_progress():
     if isched._fd is not None:
         os.close(isched._fd)
@@ -100,12 +118,24 @@ class WithoutWrapper(Base):
         self.assertEqual(m.device(), "cuda:1")
 
     def test_step_is_cheap(self):
+        # Without the wrapper step() returns at once and should_checkpoint()
+        # reads the clock: together less than formatting the line a step
+        # would write, measured in the same run (0.1-0.3x here, also beside
+        # four busy loops). Formatting or writing anyway would be more.
         m = self.fresh()
-        start = time.perf_counter()
-        for i in range(100000):
-            m.step(i, loss=0.1)
-            m.should_checkpoint()
-        self.assertLess(time.perf_counter() - start, 2.0)
+        m.CONTROL_POLL_SECONDS = 1.0  # as shipped; fresh() polls at every call
+
+        def format_line(n):
+            for i in range(n):
+                ("isched1 step=%d loss=%r t=%.6f\n" % (i, 0.1, time.time())).encode()
+
+        def helper(n):
+            for i in range(n):
+                m.step(i, loss=0.1)
+                m.should_checkpoint()
+
+        ratio = cost_ratio(helper, format_line, 100000)
+        self.assertLess(ratio, 0.75, "step() + should_checkpoint() without the wrapper cost %.2fx formatting a line" % ratio)
 
 
 class Progress(Base):
@@ -135,12 +165,24 @@ class Progress(Base):
         self.assertLess(abs(t - time.time()), 60)
 
     def test_step_with_file_is_cheap(self):
-        start = time.perf_counter()
-        for i in range(20000):
-            self.m.step(i, epoch=0, loss=0.1, total=20000)
-        elapsed = time.perf_counter() - start
-        self.assertEqual(len(self.lines(self.path)), 20000)
-        self.assertLess(elapsed / 20000, 0.0005, "more than 0.5 ms per step")
+        # One step is one formatted line and one write(2) on a file kept
+        # open: against formatting the same line and writing it with a bare
+        # os.write, measured in the same run, 2.5-3x here. An fsync per step
+        # costs ~100x; reopening the file per step, ~4x, is allowed.
+        bare = os.open(os.path.join(self.dir, "bare"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.addCleanup(os.close, bare)
+
+        def base(n):
+            for i in range(n):
+                os.write(bare, ("isched1 step=%d epoch=0 loss=0.1 t=%.6f total=20000\n" % (i, time.time())).encode())
+
+        def helper(n):
+            for i in range(n):
+                self.m.step(i, epoch=0, loss=0.1, total=20000)
+
+        ratio = cost_ratio(helper, base, 5000)
+        self.assertEqual(len(self.lines(self.path)), REPEATS * 5000)
+        self.assertLess(ratio, 10, "a step with the progress file cost %.1fx a bare write of its line" % ratio)
 
     def test_file_kept_open_and_appended(self):
         self.m.step(1)

@@ -142,9 +142,12 @@ func TestPollLoopBacksOffAndRecovers(t *testing.T) {
 	if !strings.Contains(logs, "poll recovered") || !strings.Contains(logs, "failures=5") {
 		t.Errorf("no recovery line:\n%s", logs)
 	}
-	// Backoff 5, 10, 20, 40, 40 ms between the 5 failures: the 6th poll
-	// comes at least 75 ms after the first.
-	if gap := p.times[5].Sub(p.times[0]); gap < 75*time.Millisecond {
+	// Backoff 5, 10, 20, 40, 40 ms between the 5 failures, each jittered
+	// down to half at worst (retry.Jitter): the 6th poll comes at least
+	// 2.5 + 5 + 10 + 20 + 20 = 57.5 ms after the first. A lower bound of
+	// sleeps, so a slow machine cannot fail it; 75 ms, the sum without
+	// jitter, is above the jittered sum in 1 draw of 9.
+	if gap := p.times[5].Sub(p.times[0]); gap < 57500*time.Microsecond {
 		t.Errorf("6 polls within %s: no backoff", gap)
 	}
 }

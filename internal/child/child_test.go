@@ -594,24 +594,7 @@ func TestSupervise(t *testing.T) {
 // supervisor must own it again afterwards.
 func TestForeground(t *testing.T) {
 	t.Parallel()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	defer master.Close()
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Skipf("unlock pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Skipf("pty number: %v", err)
-	}
-	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("open pty: %v", err)
-	}
-	defer tty.Close()
-	go io.Copy(io.Discard, master)
+	tty := openPty(t)
 
 	dir := t.TempDir()
 	childOut, supOut := filepath.Join(dir, "child"), filepath.Join(dir, "supervisor")
@@ -640,4 +623,31 @@ func TestForeground(t *testing.T) {
 	if b, _ := os.ReadFile(supOut); !strings.Contains(string(b), "foreground=true") {
 		t.Errorf("supervisor reports %q, want foreground=true", b)
 	}
+}
+
+// openPty opens a pseudo-terminal pair and returns its terminal side,
+// reading and discarding what is written to it. A failure fails the test:
+// Linux with devpts (Debian, CI's containers) always has ptys, and a skip
+// would hide the check srun --pty relies on.
+func openPty(t *testing.T) *os.File {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("no pty: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlock pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("pty number: %v", err)
+	}
+	tty, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	go io.Copy(io.Discard, master)
+	return tty
 }

@@ -244,9 +244,12 @@ func (h *harness) labState() {
 
 func TestEstimateSeedTable(t *testing.T) {
 	h := newHarness(t)
-	for _, tc := range []struct{ golden, model string }{
-		{"estimate_seed_resnet50.txt", "../plan/testdata/resnet50.json"},
-		{"estimate_seed_resnet50_448.txt", "../plan/testdata/resnet50_448.json"},
+	for _, tc := range []struct {
+		golden, model string
+		byHand        []handRow
+	}{
+		{"estimate_seed_resnet50.txt", "../plan/testdata/resnet50.json", resnet50ByHand},
+		{"estimate_seed_resnet50_448.txt", "../plan/testdata/resnet50_448.json", resnet50At448ByHand},
 	} {
 		code, out, errOut := h.run("estimate", "--model", tc.model, "--samples", "20000", "--epochs", "50", "--batch", "8,16,32,64",
 			"--site", "../../examples/site-seed.json", "--receipts", "none", "--state", "none", "--explain")
@@ -254,6 +257,7 @@ func TestEstimateSeedTable(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		golden(t, tc.golden, out)
+		checkEstimateByHand(t, h, tc.model, out, tc.byHand)
 	}
 }
 
@@ -322,6 +326,7 @@ func TestPlanSeedWithoutState(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	golden(t, "plan_seed_nostate.txt", out)
+	checkPlanByHand(t, h, out)
 }
 
 func TestUsageAndInputErrors(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"syscall"
@@ -124,40 +123,67 @@ func hasMemoryCgroup(t *testing.T) bool {
 	return err == nil
 }
 
-// TestSampleCPU is not parallel: on a small machine the other tests' helpers
-// would compete with the busy loop for the cores.
+// TestSampleCPU: an idle root with one busy child, sampled twice. The
+// tree's CPUPercent must agree with gopsutil's reading of the same processes
+// over the same interval. Each sample is bracketed by two gopsutil readings
+// of the same counters, so the CPU time the sampler saw lies between the
+// inner and the outer pair's difference: an exact check, however busy the
+// machine. The interval ends once the tree has gained busyCPU seconds (a
+// condition, not a duration), so a starved child only makes the test wait.
+//
+// It is not parallel: on a small machine the other tests' helpers would
+// compete with the busy loop for the cores and make it wait longer.
 func TestSampleCPU(t *testing.T) {
-	// An idle root with one busy child: the tree's CPU is the child's.
+	const busyCPU = 1.0 // seconds: 100 ticks, so a tick is 1 % of the reading
 	h := runHelper(t, "0", "1", "busy")
 	s := New(h.pids[0])
-	prev := sample(t, s)
-	prevCPU := gopsutilCPU(t, h.pids)
-	// Other work on a shared machine can starve the busy loop, so try a few
-	// intervals; every one must agree with gopsutil's reading of the same
-	// processes.
-	var got, ref float64
-	for range 5 {
-		time.Sleep(time.Second)
-		st := sample(t, s)
-		cpu := gopsutilCPU(t, h.pids)
-		got = st.CPUPercent
-		ref = (cpu - prevCPU) / st.At.Sub(prev.At).Seconds() * 100
-		prev, prevCPU = st, cpu
-		t.Logf("CPUPercent %.1f, gopsutil %.1f", got, ref)
-		if math.Abs(got-ref) > max(10, ref*0.15) {
-			t.Fatalf("CPUPercent = %.1f, gopsutil's CPU times over the same interval give %.1f", got, ref)
-		}
-		if got > 100*float64(runtime.NumCPU())+20 {
-			t.Fatalf("CPUPercent = %.1f, more than %d cores", got, runtime.NumCPU())
-		}
-		if got > 50 {
+	first := bracketedSample(t, s, h.pids)
+	awaitCPU(t, h.pids, first.after+busyCPU, 2*time.Minute)
+	last := bracketedSample(t, s, h.pids)
+
+	got := last.st.CPUPercent
+	wall := last.st.At.Sub(first.st.At).Seconds()
+	lo := (last.before - first.after) / wall * 100 // at least busyCPU over wall
+	hi := (last.after - first.before) / wall * 100
+	t.Logf("CPUPercent %.2f over %.2f s; gopsutil's readings around the samples give %.2f to %.2f", got, wall, lo, hi)
+	const eps = 1e-6 // float rounding only: both read the same tick counters
+	if got < lo*(1-eps) || got > hi*(1+eps) {
+		t.Errorf("CPUPercent = %.3f, %.4f of gopsutil's %.3f over the same interval (bounds %.3f to %.3f)",
+			got, got/((lo+hi)/2), (lo+hi)/2, lo, hi)
+	}
+}
+
+// bracketed is a sample with gopsutil's CPU seconds of the same processes
+// read just before and just after it.
+type bracketed struct {
+	before, after float64
+	st            Stat
+}
+
+func bracketedSample(t *testing.T, s *Sampler, pids []int32) bracketed {
+	t.Helper()
+	var b bracketed
+	b.before = gopsutilCPU(t, pids)
+	b.st = sample(t, s)
+	b.after = gopsutilCPU(t, pids)
+	return b
+}
+
+// awaitCPU waits until pids have used want CPU seconds in all, as gopsutil
+// reads them; it fails after patience, saying how far they got.
+func awaitCPU(t *testing.T, pids []int32, want float64, patience time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		cpu := gopsutilCPU(t, pids)
+		if cpu >= want {
 			return
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the busy tree's CPU time is %.2f s after waiting %s, want %.2f s: is the child spinning?", cpu, patience, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if ref <= 50 {
-		t.Skipf("the machine is too busy: the busy-looping child got %.1f%% of a core", ref)
-	}
-	t.Errorf("CPUPercent = %.1f, want > 50 for a busy-looping child", got)
 }
 
 // gopsutilCPU sums user+system seconds of pids as gopsutil reads them.

@@ -20,8 +20,12 @@ func TestDiagPeersFindsTheClientsOwner(t *testing.T) {
 		t.Run(network, func(t *testing.T) {
 			host := map[string]string{"tcp4": "127.0.0.1", "tcp6": "::1"}[network]
 			ln, err := net.Listen(network, net.JoinHostPort(host, "0"))
-			if err != nil {
+			if err != nil && network == "tcp6" {
+				// a host or container may run without IPv6
 				t.Skipf("no %s loopback: %v", network, err)
+			}
+			if err != nil {
+				t.Fatalf("no %s loopback: %v", network, err) // every Linux has 127.0.0.1
 			}
 			defer ln.Close()
 			c, err := net.Dial(network, ln.Addr().String())

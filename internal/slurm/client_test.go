@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -363,12 +364,16 @@ func TestExecRunner(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(ee.Stderr, "nonexistent-isched") {
 		t.Errorf("ls: %#v", err)
 	}
+	// Cut at the deadline, not run out: the error alone does not tell (the
+	// runner reports the context's error either way), the time against the
+	// child's own length does, with room for any machine.
+	const sleepFor = 60 * time.Second
 	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = r.Run(tctx, "sleep", []string{"10"}, nil)
-	if !errors.As(err, &ee) || ee.Code != -1 || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
-		t.Errorf("sleep past deadline: %v after %s", err, time.Since(start))
+	_, err = r.Run(tctx, "sleep", []string{strconv.Itoa(int(sleepFor.Seconds()))}, nil)
+	if took := time.Since(start); !errors.As(err, &ee) || ee.Code != -1 || !errors.Is(err, context.DeadlineExceeded) || took > sleepFor/2 {
+		t.Errorf("sleep %s past a 100 ms deadline: %v after %s, want DeadlineExceeded within half the sleep", sleepFor, err, took)
 	}
 	if _, err := r.Run(ctx, "isched-no-such-binary", nil, nil); err == nil || errors.As(err, &ee) {
 		t.Errorf("missing binary: %v", err)
@@ -386,17 +391,28 @@ func TestExecRunner(t *testing.T) {
 	}
 }
 
+// TestClientTimeout: the command's context carries Client.Timeout. The
+// deadline was set between the call and the runner's start, so it lies
+// within Timeout of both: no wall-clock budget that a slow machine could
+// miss.
 func TestClientTimeout(t *testing.T) {
 	c := &Client{Squeue: "sleep", Timeout: 50 * time.Millisecond}
+	var deadline, entered time.Time
 	// "sleep --all --json" fails fast; use a runner that blocks instead.
 	c.Runner = RunnerFunc(func(ctx context.Context, name string, args []string, stdin []byte) ([]byte, error) {
+		entered = time.Now()
+		deadline, _ = ctx.Deadline()
 		<-ctx.Done()
 		return nil, &ExitError{Cmd: name, Args: args, Code: -1, Err: ctx.Err()}
 	})
-	start := time.Now()
+	called := time.Now()
 	_, err := c.SqueueJSON(context.Background())
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Errorf("%v after %s", err, time.Since(start))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("SqueueJSON: %v, want DeadlineExceeded", err)
+	}
+	if deadline.Before(called.Add(c.Timeout)) || deadline.After(entered.Add(c.Timeout)) {
+		t.Errorf("the command's deadline is %s after the call and %s after the runner started, want %s from a moment between",
+			deadline.Sub(called), deadline.Sub(entered), c.Timeout)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,49 @@ func TestParseSinfo2205(t *testing.T) {
 		t.Fatalf("got %d nodes, want 6", len(nodes))
 	}
 	golden(t, "sinfo.golden.json", nodes)
+	checkSinfoByEye(t, nodes)
+}
+
+// checkSinfoByEye checks nodes of sinfo.json against values read off the
+// captured files by eye, not from the parser's output: the golden file is
+// whatever the parser wrote with -update. Each node below is its record in
+// sinfo.json ("state", "cpus", "alloc_cpus", "idle_cpus", "gres",
+// "gres_used", "tres", "tres_used", "partitions"), and the same node in
+// nodes.txt (scontrol show node -o, captured alongside) agrees: State,
+// CPUTot, CPUAlloc, Gres, CfgTRES (RealMemory), AllocTRES (AllocMem),
+// Partitions.
+func checkSinfoByEye(t *testing.T, nodes []Node) {
+	t.Helper()
+	want := map[string]Node{
+		// "allocated", 4 of 4 CPUs, 2000 of 8000 MB, no GRES configured
+		"cpu1": {Name: "cpu1", State: "ALLOCATED", CPUs: 4, AllocCPUs: 4, IdleCPUs: 0, GresUsed: "gpu:0",
+			TRES: "cpu=4,mem=8000M,billing=4", TRESUsed: "cpu=4,mem=2000M", Partitions: []string{"cpu", "scavenger"}},
+		// "idle"; "tres_used": null
+		"cpu2": {Name: "cpu2", State: "IDLE", CPUs: 4, AllocCPUs: 0, IdleCPUs: 4, GresUsed: "gpu:0",
+			TRES: "cpu=4,mem=8000M,billing=4", Partitions: []string{"cpu", "scavenger"}},
+		// "mixed", 1 of 2 CPUs, 500 of 4000 MB
+		"dev1": {Name: "dev1", State: "MIXED", CPUs: 2, AllocCPUs: 1, IdleCPUs: 1, GresUsed: "gpu:0",
+			TRES: "cpu=2,mem=4000M,billing=2", TRESUsed: "cpu=1,mem=500M", Partitions: []string{"dev"}},
+		// "mixed", 3 of 4 CPUs, both GPUs of "gpu:2" in use ("gres_used": "gpu:2")
+		"gpu1": {Name: "gpu1", State: "MIXED", CPUs: 4, AllocCPUs: 3, IdleCPUs: 1, Gres: "gpu:2", GresUsed: "gpu:2",
+			TRES: "cpu=4,mem=8000M,billing=4", TRESUsed: "cpu=3,mem=1500M", Partitions: []string{"gpu", "scavenger"}},
+		// "idle", one GPU configured, none used
+		"gdev1": {Name: "gdev1", State: "IDLE", CPUs: 4, AllocCPUs: 0, IdleCPUs: 4, Gres: "gpu:1", GresUsed: "gpu:0",
+			TRES: "cpu=4,mem=8000M,billing=4", Partitions: []string{"gpu-dev"}},
+	}
+	for _, n := range nodes {
+		w, ok := want[n.Name]
+		if !ok {
+			continue
+		}
+		delete(want, n.Name)
+		if !reflect.DeepEqual(n, w) {
+			t.Errorf("node %s:\n got %+v\nwant %+v (read off sinfo.json and nodes.txt)", n.Name, n, w)
+		}
+	}
+	for name := range want {
+		t.Errorf("node %s missing", name)
+	}
 }
 
 func TestParsePartitions2205(t *testing.T) {
