@@ -19,6 +19,10 @@ type Input struct {
 	CPUSeconds float64
 	// Cores is how many cores the job was given (SLURM_CPUS_ON_NODE).
 	Cores int
+	// BusyCores is how many cores the process tree kept busy at once in
+	// nearly all of its samples (the wrapper's 95th percentile); 0 when
+	// unknown.
+	BusyCores float64
 	// MemRequestBytes is what the job asked for (Slurm's --mem, or
 	// --mem-per-cpu × cores); MemRequestFrom says which ("--mem",
 	// "--mem-per-cpu", "cgroup limit").
@@ -78,6 +82,9 @@ const (
 	// lowCPU: a CPU efficiency below this on more than one core is worth
 	// fewer cores.
 	lowCPU = 0.5
+	// busyNoise: busy cores measured up to this much over a whole number
+	// are that number (sampling jitter, the wrapper's own reads).
+	busyNoise = 0.15
 )
 
 // Judge computes the verdict of a run.
@@ -138,7 +145,19 @@ func cpuAdvice(in Input, eff float64) (string, int) {
 	if in.Cores <= 1 || eff <= 0 || eff >= lowCPU {
 		return "", 0
 	}
-	// the cores it kept busy, with the same margin as memory, at least one
+	if in.BusyCores > 0 {
+		// measured parallelism: a loop that keeps one core busy needs one,
+		// however its mean compares with the margin; a tenth of a core of
+		// sampling noise is not a second one
+		cores := max(1, int(math.Ceil(in.BusyCores-busyNoise)))
+		if cores >= in.Cores {
+			return "", 0
+		}
+		return fmt.Sprintf("CPU efficiency %.0f%% of %d cores, at most %.1f busy at once in 95%% of samples: --cpus-per-task=%d would do",
+			100*eff, in.Cores, in.BusyCores, cores), cores
+	}
+	// the cores it kept busy on average, with the same margin as memory,
+	// at least one
 	used := in.CPUSeconds / in.WallSeconds
 	cores := max(1, int(math.Ceil(used*(1+MemMargin))))
 	if cores >= in.Cores {

@@ -121,6 +121,28 @@ func TestJudgeCPU(t *testing.T) {
 	}, {
 		name: "cores unknown",
 		in:   Input{WallSeconds: 100, CPUSeconds: 90},
+	}, {
+		// issue 30: a single-threaded trainer on 4 CPUs, measured at 1.1
+		// cores busy (p95, a tenth rounded up): ceil(1.1 − 0.15) = 1, where
+		// the mean with its margin (0.95 × 1.2 = 1.14) would say 2
+		name:   "single-threaded on four: the measured parallelism, one",
+		in:     Input{Cores: 4, WallSeconds: 100, CPUSeconds: 95, BusyCores: 1.1},
+		eff:    0.2375,
+		cores:  1,
+		advice: "CPU efficiency 24% of 4 cores, at most 1.1 busy at once in 95% of samples: --cpus-per-task=1 would do",
+	}, {
+		// 2.4 busy at once (DataLoader workers): ceil(2.25) = 3 of 8
+		name:   "two workers and the loop: three of eight",
+		in:     Input{Cores: 8, WallSeconds: 100, CPUSeconds: 220, BusyCores: 2.4},
+		eff:    0.275,
+		cores:  3,
+		advice: "at most 2.4 busy at once in 95% of samples: --cpus-per-task=3 would do",
+	}, {
+		// bursts that fill the cores: ceil(3.75) = 4, as many as it has
+		name:  "bursts use every core: no advice",
+		in:    Input{Cores: 4, WallSeconds: 100, CPUSeconds: 150, BusyCores: 3.9},
+		eff:   0.375,
+		cores: 0,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

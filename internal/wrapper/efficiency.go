@@ -103,9 +103,18 @@ func childCPUSeconds() float64 {
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 }
 
-// efficiency builds the verdict of the run from its summary.
-func efficiency(getenv func(string) string, sum Summary, cpuSeconds float64) *Efficiency {
-	in := verdict.Input{WallSeconds: sum.WallSeconds, CPUSeconds: cpuSeconds, PeakRSSBytes: sum.PeakRSSBytes,
+// The CPU advice counts the cores the run kept busy at once in 95 % of its
+// samples (a burst while importing does not need a core for the whole run),
+// once there are enough samples to say.
+const (
+	busyQuantile   = 0.95
+	minBusySamples = 10
+)
+
+// efficiency builds the verdict of the run from its summary; busyCores is
+// the busyQuantile of the cores busy at once (0: unknown).
+func efficiency(getenv func(string) string, sum Summary, cpuSeconds, busyCores float64) *Efficiency {
+	in := verdict.Input{WallSeconds: sum.WallSeconds, CPUSeconds: cpuSeconds, BusyCores: busyCores, PeakRSSBytes: sum.PeakRSSBytes,
 		PageCacheBytes: sum.PageCachePeak, Iterations: sum.Iterations, Checkpoints: len(sum.Checkpoints), OOM: sum.Reason == report.EndOOM}
 	in.MemRequestBytes, in.MemRequestFrom, in.Cores = slurmRequest(getenv)
 	if in.MemRequestBytes == 0 && sum.CgroupLimit > 0 {

@@ -56,13 +56,13 @@ func TestMemSplitAndEfficiency(t *testing.T) {
 	}
 	env := map[string]string{"SLURM_MEM_PER_NODE": "4096", "SLURM_CPUS_ON_NODE": "4"}
 	sum := Summary{WallSeconds: 100, PeakRSSBytes: 643 * mib, PageCachePeak: 380 * mib, Iterations: 500, Checkpoints: []string{"a", "b"}}
-	e := efficiency(func(k string) string { return env[k] }, sum, 100)
+	e := efficiency(func(k string) string { return env[k] }, sum, 100, 0)
 	if e.MemRequestBytes != 4<<30 || e.MemRequestFrom != "--mem" || e.CPUEfficiency != 0.25 || e.AskMemBytes != 1<<30 ||
 		!strings.Contains(e.Recommendation, "asked 4.0 GiB, used 643 MiB peak: ask --mem=1G next time") {
 		t.Errorf("efficiency %+v", *e)
 	}
 	// outside Slurm, the cgroup limit stands in for the request
-	e = efficiency(func(string) string { return "" }, Summary{PeakRSSBytes: 643 * mib, CgroupLimit: 1 << 30}, 0)
+	e = efficiency(func(string) string { return "" }, Summary{PeakRSSBytes: 643 * mib, CgroupLimit: 1 << 30}, 0, 0)
 	if e.MemRequestFrom != "cgroup limit" || e.MemRequestBytes != 1<<30 {
 		t.Errorf("without Slurm: %+v", *e)
 	}

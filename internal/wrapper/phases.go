@@ -437,7 +437,10 @@ func (r *run) finish(exit child.Exit, err error) int {
 		r.log.Warn("the child was killed at its memory limit", "peak_bytes", verdict.peak, "limit_bytes", verdict.limit)
 	}
 	sum := st.summary(r.opts, exit, status, reason, r.resume)
-	sum.Efficiency = efficiency(r.getenv, sum, childCPUSeconds())
+	st.mu.Lock()
+	busy := st.par.quantile(busyQuantile, minBusySamples)
+	st.mu.Unlock()
+	sum.Efficiency = efficiency(r.getenv, sum, childCPUSeconds(), busy)
 	r.reportEnd(exit, status, reason, &sum)
 	if r.rep != nil && r.rep.out.Len() > 0 && filepath.Dir(r.rep.out.Path()) == r.tmp {
 		r.tmpCreated = false // the spool of undelivered reports stays, for a post-mortem

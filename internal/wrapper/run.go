@@ -160,6 +160,7 @@ type state struct {
 	gaps        int
 	lastCPU     *report.CPUStat
 	lastGPU     *report.GPUStat
+	par         parallelism // cores busy at once, per sample
 	loopClocked bool
 	prof        *profileWindow // --profile-window; nil: not profiling
 }
@@ -323,6 +324,9 @@ func sampleLoop(ctx context.Context, opts Options, pid int32, g GPUSampler, st *
 			cpu := &report.CPUStat{RSSBytes: stat.RSSBytes, PeakRSSBytes: stat.PeakRSSBytes, PSSBytes: stat.PSSBytes,
 				CPUPercent: finite(stat.CPUPercent), Procs: stat.Procs}
 			st.lastCPU = cpu
+			if stat.Procs > 0 {
+				st.par.observe(cpu.CPUPercent)
+			}
 		}
 		st.peakRSS = max(st.peakRSS, stat.PeakRSSBytes)
 		if stat.Procs > 0 { // a sample of a child already gone has no cgroup: keep the last limit seen
