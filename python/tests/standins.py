@@ -10,27 +10,39 @@ docs "LightningModule -> Hooks"):
   per epoch on_train_epoch_start, per batch on_train_batch_start,
   training_step/backward/optimizer_step (global_step counts optimizer steps:
   once per accumulate_grad_batches batches), on_train_batch_end, then
+  batch_progress.increment_completed(), then
   _TrainingEpochLoop.on_advance_end raises SIGTERMException when
   trainer.received_sigterm; on_train_epoch_end; on_train_end; teardown of
   the signal handlers (the originals restored); on_fit_end; teardown.
+  A checkpoint records global_step and the epoch loop's batch_progress;
+  one saved in on_train_batch_end (ModelCheckpoint(every_n_train_steps),
+  isched's) records the batch as not completed yet, so a fit resumed from
+  it runs that batch again: one optimizer step more than the run had left
+  (Lightning issues #18060, #19815; measured with Lightning 2.2.5, the
+  version python/requirements-ci.txt pins: saved at global_step 3 of 8
+  batches, the resumed fit starts at batch_idx 2 and ends at step 17 of
+  16).
   register_signal_handlers: with SLURMEnvironment(auto_requeue=True) it
   installs its requeue handler on requeue_signal (SIGUSR1) only if that
   signal has no handler yet (_has_already_handler), and always a SIGTERM
   handler that sets received_sigterm and calls the previous one.
 
-transformers 4.4x (src/transformers/trainer.py Trainer._inner_training_loop
-and _maybe_log_save_evaluate; trainer_callback.py CallbackHandler,
-DefaultFlowCallback):
+transformers 4.4x (checked against 4.40.2: src/transformers/trainer.py
+Trainer._inner_training_loop and _maybe_log_save_evaluate;
+trainer_callback.py CallbackHandler, DefaultFlowCallback):
   trainer_state.json of resume_from_checkpoint loaded (global_step) ->
-  on_train_begin -> per epoch on_epoch_begin, per step on_step_begin (the
-  handler first sets should_log/should_evaluate/should_save False), the
-  step, global_step += 1, state.epoch = epoch + (step + 1) / steps_in_epoch,
-  on_step_end (DefaultFlowCallback first: save every save_steps, and at
-  max_steps should_training_stop), _maybe_log_save_evaluate: if
-  should_save, _save_checkpoint writes <output_dir>/checkpoint-<global_step>
-  and on_save is called (the handler resets should_save first); should_epoch_stop or should_training_stop breaks;
-  on_epoch_end + _maybe_log_save_evaluate; on_train_end. A callback's
-  returned control replaces the handler's.
+  on_train_begin (the handler first sets should_training_stop False) -> per
+  epoch on_epoch_begin (the handler first sets should_epoch_stop False), per
+  step on_step_begin (the handler first sets should_log, should_evaluate
+  and should_save False), the step, global_step += 1, state.epoch = epoch +
+  (step + 1) / steps_in_epoch, on_step_end (DefaultFlowCallback first: save
+  every save_steps, and at max_steps should_training_stop),
+  _maybe_log_save_evaluate: if should_save, _save_checkpoint writes
+  <output_dir>/checkpoint-<global_step> and on_save is called (the handler
+  resets should_save first); should_epoch_stop or should_training_stop
+  breaks; on_epoch_end (should_epoch_stop still as the epoch left it) +
+  _maybe_log_save_evaluate; on_train_end. A callback's returned control
+  replaces the handler's.
 """
 
 import json
@@ -102,6 +114,7 @@ class LightningTrainer:
         self.received_sigterm = False
         self.ckpt_path = None
         self.should_stop = False
+        self.batches_completed = 0  # batch_progress.current.completed in this epoch
         self.events = []  # what the trainer did: saves, requeues
         self.on_batch = on_batch  # test hook: called before each batch's hooks
         self._original = {}
@@ -124,7 +137,8 @@ class LightningTrainer:
     def save_checkpoint(self, path):
         self.events.append(("save", path, self.global_step))
         with open(path, "w") as f:
-            json.dump({"global_step": self.global_step, "epoch": self.current_epoch}, f)
+            json.dump({"global_step": self.global_step, "epoch": self.current_epoch,
+                       "batches_completed": self.batches_completed}, f)
 
     # SignalConnector
     def _register_signal_handlers(self):
@@ -157,15 +171,20 @@ class LightningTrainer:
                 st = json.load(f)
             self.global_step = st["global_step"]
             self.ckpt_path = ckpt_path
-            per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches)
-            self.current_epoch = self.global_step // per_epoch
-            start_batch = (self.global_step % per_epoch) * self.accumulate_grad_batches
+            # the loops restart at the saved batch_progress: a checkpoint
+            # saved in on_train_batch_end of batch i has i completed, so
+            # batch i runs again
+            self.current_epoch = st["epoch"]
+            start_batch = st["batches_completed"]
+            if start_batch >= self.num_training_batches:
+                self.current_epoch, start_batch = self.current_epoch + 1, 0
         self._register_signal_handlers()
         try:
             self._call("on_train_start")
             for epoch in range(self.current_epoch, self.max_epochs):
                 self.current_epoch = epoch
                 self._call("on_train_epoch_start")
+                self.batches_completed = start_batch
                 for i in range(start_batch, self.num_training_batches):
                     if self.on_batch:
                         self.on_batch(self, i)
@@ -173,6 +192,7 @@ class LightningTrainer:
                     if (i + 1) % self.accumulate_grad_batches == 0 or i + 1 == self.num_training_batches:
                         self.global_step += 1  # optimizer_step
                     self._call("on_train_batch_end", {"loss": 0.5}, None, i)
+                    self.batches_completed = i + 1  # after the hooks
                     if self.received_sigterm:
                         raise SIGTERMException(1)
                 start_batch = 0
@@ -235,11 +255,16 @@ class HFTrainer:
 
     def _event(self, name):
         control = self.control
-        # CallbackHandler resets these before calling the callbacks
+        # CallbackHandler resets these before calling the callbacks (4.40.2
+        # trainer_callback.py; later releases call TrainerControl._new_epoch
+        # and friends there). should_epoch_stop is reset when the next epoch
+        # begins, so on_epoch_end still sees the flag that ended the epoch.
         if name == "on_save":
             control.should_save = False
-        elif name == "on_epoch_end":
+        elif name == "on_epoch_begin":
             control.should_epoch_stop = False
+        elif name == "on_step_begin":
+            control.should_log = control.should_evaluate = control.should_save = False
         elif name == "on_train_begin":
             control.should_training_stop = False
         for cb in self.callbacks:
@@ -278,7 +303,6 @@ class HFTrainer:
                     continue
                 if self.on_step:
                     self.on_step(self, step)
-                self.control.should_log = self.control.should_evaluate = self.control.should_save = False
                 self._event("on_step_begin")
                 self.state.global_step += 1
                 self.state.epoch = epoch + (step + 1) / self.steps_in_epoch

@@ -28,6 +28,31 @@ ENV = ("ISCHED_PROGRESS_FILE", "ISCHED_CONTROL_FILE", "ISCHED_RESUME_FROM", "ISC
        "ISCHED_ALL_RANKS", "RANK", "SLURM_PROCID")
 
 
+class EpochStopProbe(ihf._Base):
+    """Ends epoch 0 after its first step (control.should_epoch_stop) and
+    records, per event, the flag as the callbacks see it. Run on the
+    stand-in (HFStandIn) and on the real Trainer (RealHF): the same record."""
+
+    EXPECTED = [("on_epoch_begin", 0, False), ("on_step_end", 1, True), ("on_epoch_end", 1, True),
+                ("on_epoch_begin", 1, False)] + [("on_step_end", s, False) for s in (2, 3, 4, 5)] + [("on_epoch_end", 5, False)]
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_epoch_begin(self, args, state, control, **kw):
+        self.seen.append(("on_epoch_begin", state.global_step, control.should_epoch_stop))
+
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step == 1:
+            control.should_epoch_stop = True
+        self.seen.append(("on_step_end", state.global_step, control.should_epoch_stop))
+        return control
+
+    def on_epoch_end(self, args, state, control, **kw):
+        self.seen.append(("on_epoch_end", state.global_step, control.should_epoch_stop))
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         self.saved_env = {k: os.environ.get(k) for k in ENV}
@@ -151,7 +176,30 @@ class LightningStandIn(Base):
         (rs,) = self.kind("resume")
         self.assertIn("isched1 resume step=5 ", rs)
         self.assertEqual(self.path_of(rs), path)
-        self.assertEqual(self.steps(), [6, 7, 8, 9, 10])
+        # saved in on_train_batch_end of batch 4 (epoch 0), which Lightning
+        # runs again on resume: 6 is that batch's step, 7..11 epoch 1's
+        self.assertEqual(self.steps(), [6, 7, 8, 9, 10, 11])
+        self.assertEqual(t2.global_step, 11)
+
+    def test_resume_reruns_the_saved_batch(self):
+        """RealLightning.test_request_save_resume's run on the stand-in: a
+        request before the first batch is saved at step 1, at the end of
+        batch 0; the resumed fit (2 epochs of 8 batches) runs batch 0 again."""
+        self.request()
+        t = self.trainer(ilt.IschedCallback(), max_epochs=1, batches=8)
+        t.fit()
+        self.assertEqual(self.steps(), list(range(1, 9)))
+        (ck,) = self.kind("ckpt")
+        self.assertIn(" step=1 ", ck)
+        os.unlink(self.progress)
+        self.fresh()
+        os.environ["ISCHED_RESUME_FROM"] = self.path_of(ck)
+        t2 = self.trainer(ilt.IschedCallback(), max_epochs=2, batches=8)
+        t2.fit(ckpt_path=ilt.resume_ckpt_path(self.dir))
+        (rs,) = self.kind("resume")
+        self.assertIn("isched1 resume step=1 ", rs)
+        self.assertEqual(self.steps(), list(range(2, 18)))
+        self.assertEqual(t2.global_step, 17)
 
     def test_auto_requeue_on_lightning_keeps_sigusr1(self):
         """auto_requeue=True: Lightning's handler owns SIGUSR1 (requeue), isched
@@ -299,6 +347,15 @@ class HFStandIn(Base):
         os.environ["ISCHED_RESUME_FROM"] = self.dir
         self.assertEqual(ihf.resume_from_checkpoint(), self.dir)
 
+    def test_should_epoch_stop_lasts_until_the_next_epoch_begins(self):
+        """transformers' CallbackHandler resets should_epoch_stop in
+        on_epoch_begin, not on_epoch_end: on_epoch_end sees the flag that
+        ended the epoch (RealHF.test_should_epoch_stop_as_the_stand_in)."""
+        probe = EpochStopProbe()
+        t = self.trainer(probe, steps_in_epoch=4, epochs=2)
+        t.train()
+        self.assertEqual(probe.seen, EpochStopProbe.EXPECTED)
+
     def test_distributed_decision_is_rank_zeros(self):
         cb = ihf.IschedCallback(agree=lambda d: True)  # rank 0 decided: save
         t = self.trainer(cb, steps_in_epoch=2, epochs=1)
@@ -377,6 +434,23 @@ HAVE_LIGHTNING = _importable("lightning.pytorch") or _importable("pytorch_lightn
 HAVE_HF = _importable("transformers") and _importable("accelerate") and _importable("torch")
 
 
+def _lightning_module_base(pl):
+    """pl.LightningModule, or a subclass without the ShardedTensor state-dict
+    hooks where this torch cannot import torch.distributed._shard: Debian
+    12's torch 1.13 under Python 3.11 fails there (a dataclass with a mutable
+    default, "ValueError: mutable default ... for field tensor_properties";
+    torch 2.0 fixed it), and Lightning 2.2 imports it in
+    LightningModule.__init__ on torch < 2.1. Nothing here shards a tensor."""
+    try:
+        importlib.import_module("torch.distributed._shard.sharded_tensor")
+        return pl.LightningModule
+    except ValueError:
+        class LightningModule(pl.LightningModule):
+            def _register_sharded_tensor_state_dict_hooks_if_available(self):
+                pass
+        return LightningModule
+
+
 @unittest.skipUnless(HAVE_LIGHTNING, "Lightning not installed here")
 class RealLightning(Base):
     """The stand-in's save -> stop -> resume with the real Lightning, on the CPU."""
@@ -385,7 +459,7 @@ class RealLightning(Base):
         import torch
         pl = importlib.import_module("lightning.pytorch" if ilt.FRAMEWORK == "lightning" else "pytorch_lightning")
 
-        class M(pl.LightningModule):
+        class M(_lightning_module_base(pl)):
             def __init__(self):
                 super().__init__()
                 self.lin = torch.nn.Linear(4, 1)
@@ -421,7 +495,12 @@ class RealLightning(Base):
         t2.fit(M(), data, ckpt_path=ilt.resume_ckpt_path(self.dir))
         (rs,) = self.kind("resume")
         self.assertIn("isched1 resume step=1 ", rs)
-        self.assertGreaterEqual(t2.global_step, 9)
+        # Lightning runs batch 0, whose on_train_batch_end saved, again
+        # (issues #18060, #19815): step 2 is that batch, 3..9 the rest of
+        # epoch 0, 10..17 epoch 1 - one step more than the 16 of 2 epochs.
+        # LightningStandIn.test_resume_reruns_the_saved_batch is this run.
+        self.assertEqual(self.steps(), list(range(2, 18)))
+        self.assertEqual(t2.global_step, 17)
 
 
 @unittest.skipUnless(HAVE_HF, "transformers (with accelerate) not installed here")
@@ -467,6 +546,26 @@ class RealHF(Base):
         self.assertIn("isched1 resume step=1 ", rs)
         self.assertEqual(t2.state.global_step, 4)
         self.assertEqual(self.steps(), [2, 3, 4])
+
+    def test_should_epoch_stop_as_the_stand_in(self):
+        import torch
+        from transformers import Trainer, TrainingArguments
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 2)
+
+            def forward(self, x, labels=None):
+                return {"loss": torch.nn.functional.cross_entropy(self.lin(x), labels)}
+
+        g = torch.Generator().manual_seed(0)
+        xs, ys = torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g)
+        probe = EpochStopProbe()
+        args = TrainingArguments(output_dir=os.path.join(self.dir, "out"), num_train_epochs=2, per_device_train_batch_size=4,
+                                 save_strategy="no", report_to=[], disable_tqdm=True, seed=0)
+        Trainer(model=M(), args=args, train_dataset=[{"x": xs[i], "labels": ys[i]} for i in range(16)], callbacks=[probe]).train()
+        self.assertEqual(probe.seen, EpochStopProbe.EXPECTED)
 
 
 if __name__ == "__main__":
