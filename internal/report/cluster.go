@@ -10,6 +10,10 @@ type Snapshot struct {
 	TakenMS    int64       `json:"taken_ms"`
 	Partitions []Partition `json:"partitions"`
 	Pending    int         `json:"pending"` // pending jobs, all partitions
+	// Limits are the per-user limits of the cluster's accounting (QOS and
+	// associations), with each user's use now; nil when the cluster has no
+	// accounting or the agent could not read it.
+	Limits []UserLimit `json:"limits,omitempty"`
 }
 
 // Validate checks the snapshot body. Partition names must be unique.
@@ -30,6 +34,11 @@ func (s *Snapshot) Validate() error {
 			return fail(joinPath(p, "name"), "duplicate partition %s", quote(name))
 		}
 		seen[s.Partitions[i].Name] = true
+	}
+	for i := range s.Limits {
+		if err := within(joinPath("limits", index(i)), s.Limits[i].Validate()); err != nil {
+			return err
+		}
 	}
 	return nonNeg("pending", s.Pending)
 }
@@ -143,6 +152,7 @@ type Job struct {
 	User            string `json:"user"`
 	UID             int    `json:"uid"`
 	Account         string `json:"account"`
+	QOS             string `json:"qos,omitempty"`
 	Partition       string `json:"partition"` // comma-separated while pending on several
 	State           string `json:"state"`     // "PENDING", "RUNNING", ...
 	Reason          string `json:"reason"`
@@ -174,6 +184,7 @@ func (j *Job) Validate() error {
 		printable("user", j.User, maxName, false),
 		uid("uid", j.UID),
 		text("account", j.Account, maxName, false),
+		printable("qos", j.QOS, maxName, false),
 		printable("partition", j.Partition, MaxText, false),
 		printable("state", j.State, 64, true),
 		text("reason", j.Reason, MaxMessage, false),

@@ -20,6 +20,7 @@ type squeueJob struct {
 	UserName     string   `json:"user_name"`
 	UserID       num      `json:"user_id"`
 	Account      string   `json:"account"`
+	QOS          string   `json:"qos"`
 	Partition    string   `json:"partition"`
 	JobState     words    `json:"job_state"`
 	StateReason  string   `json:"state_reason"`
@@ -177,6 +178,8 @@ func (sj *squeueJob) member(s *scanner, key []byte) error {
 		err = s.num(&sj.UserID)
 	case "account":
 		err = s.text(&sj.Account)
+	case "qos":
+		err = s.text(&sj.QOS)
 	case "partition":
 		err = s.text(&sj.Partition)
 	case "job_state":
@@ -378,6 +381,7 @@ func (sj *squeueJob) job() (report.Job, error) {
 		User:         sj.UserName,
 		UID:          int(sj.UserID.V),
 		Account:      sj.Account,
+		QOS:          sj.QOS,
 		Partition:    sj.Partition,
 		State:        state,
 		Reason:       sj.StateReason,
