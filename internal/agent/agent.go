@@ -70,6 +70,9 @@ type Config struct {
 	ScriptDir string
 	// ScriptTTL is how long a saved script is kept; default 7 days.
 	ScriptTTL time.Duration
+	// LimitsInterval is how often the accounting's per-user limits are
+	// read again (sacctmgr; limits.go); default 1 min.
+	LimitsInterval time.Duration
 
 	// Metrics, when set, counts polls and actions (NewMetrics).
 	Metrics *Metrics
@@ -92,6 +95,7 @@ func (c Config) Validate() error {
 	}{
 		{"PollInterval", c.PollInterval}, {"SnapshotTTL", c.SnapshotTTL}, {"MinBackoff", c.MinBackoff}, {"MaxBackoff", c.MaxBackoff},
 		{"ActionBlock", c.ActionBlock}, {"ActionTimeout", c.ActionTimeout}, {"MaxActionAge", c.MaxActionAge},
+		{"LimitsInterval", c.LimitsInterval},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("agent: %s %s is negative (0: the default)", d.field, d.v)
@@ -129,6 +133,9 @@ func (c *Config) setDefaults() {
 	if c.ResultsMaxLen == 0 {
 		c.ResultsMaxLen = 10000
 	}
+	if c.LimitsInterval == 0 {
+		c.LimitsInterval = time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -148,6 +155,7 @@ type Agent struct {
 	// poll loop's, its files are read by the action loop.
 	scripts   *scriptStore
 	lastSweep time.Time
+	limits    limitsCache // the poll loop's
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -260,6 +268,7 @@ func (a *Agent) PublishOnce(ctx context.Context) error {
 	}
 	now := a.cfg.Now()
 	snap := st.Snapshot(a.cfg.Cluster, now)
+	snap.Limits = a.userLimits(ctx, st.Jobs, now)
 	env := report.NewEnvelope(report.KindSnapshot, now)
 	env.Snapshot = &snap
 	sb, err := report.Encode(env)

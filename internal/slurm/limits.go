@@ -16,7 +16,7 @@ import (
 // ParseQOS and ParseAssociations read, in this order.
 var (
 	qosArgs   = []string{"-n", "-P", "show", "qos", "format=Name,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,MaxTRES"}
-	assocArgs = []string{"-n", "-P", "show", "assoc", "format=Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES,MaxJobs,GrpJobs"}
+	assocFormat = "format=Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES,MaxJobs,GrpJobs"
 )
 
 // QOS is the per-user part of one QOS (sacctmgr show qos).
@@ -38,10 +38,19 @@ type Association struct {
 	MaxJobs, GrpJobs                  int64
 }
 
-// Limits fetches the accounting's QOS and associations with sacctmgr.
-// Without slurmdbd sacctmgr fails: the error says so, and a caller without
-// accounting simply has no limits.
+// Limits fetches the accounting's QOS and the associations of this
+// cluster (ClusterName from `scontrol show config`: a slurmdbd serves
+// several) with sacctmgr. Without slurmdbd sacctmgr fails: the error says
+// so, and a caller without accounting simply has no limits.
 func (c *Client) Limits(ctx context.Context) ([]QOS, []Association, error) {
+	conf, err := c.run(ctx, or(c.Scontrol, "scontrol"), []string{"show", "config"}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster := ConfigValue(conf, "ClusterName")
+	if !validClusterName(cluster) {
+		return nil, nil, fmt.Errorf("scontrol show config: ClusterName %q: want letters, digits, '_' or '-'", cluster)
+	}
 	qb, err := c.run(ctx, "sacctmgr", qosArgs, nil)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +59,7 @@ func (c *Client) Limits(ctx context.Context) ([]QOS, []Association, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ab, err := c.run(ctx, "sacctmgr", assocArgs, nil)
+	ab, err := c.run(ctx, "sacctmgr", []string{"-n", "-P", "show", "assoc", "where", "cluster=" + cluster, assocFormat}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,6 +68,30 @@ func (c *Client) Limits(ctx context.Context) ([]QOS, []Association, error) {
 		return nil, nil, err
 	}
 	return qos, assocs, nil
+}
+
+// ConfigValue is the value of key in `scontrol show config` output
+// ("ClusterName             = lab"); "" when absent.
+func ConfigValue(conf []byte, key string) string {
+	for _, line := range strings.Split(string(conf), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func validClusterName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseQOS parses `sacctmgr -n -P show qos

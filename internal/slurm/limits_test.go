@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"context"
 	"os"
 	"reflect"
 	"strings"
@@ -125,5 +126,39 @@ func TestBuildLimits(t *testing.T) {
 		if err := got[i].Validate(); err != nil {
 			t.Errorf("limit %d: %v", i, err)
 		}
+	}
+}
+
+// TestClientLimits: the cluster name comes from scontrol show config (the
+// dev cluster's, captured), and only its associations are asked for.
+func TestClientLimits(t *testing.T) {
+	files := map[string]string{"scontrol": "show_config.txt", "qos": "sacctmgr-qos.txt", "assoc": "sacctmgr-assoc.txt"}
+	var calls []string
+	c := &Client{Runner: RunnerFunc(func(_ context.Context, name string, args []string, _ []byte) ([]byte, error) {
+		calls = append(calls, name+" "+strings.Join(args, " "))
+		f := files[name]
+		if name == "sacctmgr" {
+			f = files[args[3]]
+		}
+		return os.ReadFile("testdata/22.05/" + f)
+	})}
+	qos, assocs, err := c.Limits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qos) != 3 || len(assocs) != 4 {
+		t.Errorf("%d QOS and %d associations, want 3 and 4", len(qos), len(assocs))
+	}
+	want := []string{
+		"scontrol show config",
+		"sacctmgr -n -P show qos format=Name,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,MaxTRES",
+		"sacctmgr -n -P show assoc where cluster=lab format=Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES,MaxJobs,GrpJobs",
+	}
+	if !reflect.DeepEqual(calls, want) {
+		t.Errorf("commands:\n got %q\nwant %q", calls, want)
+	}
+	files["scontrol"] = "sacctmgr-qos.txt" // no ClusterName line
+	if _, _, err := c.Limits(context.Background()); err == nil || !strings.Contains(err.Error(), `ClusterName ""`) {
+		t.Errorf("without a cluster name: %v", err)
 	}
 }
