@@ -15,7 +15,7 @@ import (
 // trailing one) and without a header (-n). Their columns are what
 // ParseQOS and ParseAssociations read, in this order.
 var (
-	qosArgs   = []string{"-n", "-P", "show", "qos", "format=Name,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,MaxTRES"}
+	qosArgs     = []string{"-n", "-P", "show", "qos", "format=Name,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,MaxTRES"}
 	assocFormat = "format=Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES,MaxJobs,GrpJobs"
 )
 
