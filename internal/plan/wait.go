@@ -28,6 +28,10 @@ type Need struct {
 	// WholeNode: the job takes all cores of a node, so idle CPUs spread
 	// over several nodes do not count.
 	WholeNode bool
+	// User and QOS say whose job it is and under which QOS ("": the
+	// user's default): the per-user limits of the snapshot that apply.
+	// An empty User applies none.
+	User, QOS string
 }
 
 // NeedOf is what a one-device job of node type nt asks.
@@ -52,6 +56,9 @@ type Wait struct {
 	// figure.
 	SlurmStart time.Time
 	Ahead      int // pending jobs ahead
+	// HeldBy is the Slurm pending reason of the user's limit that would
+	// hold the job (QOSMaxCpuPerUserLimit, ...); empty when none does.
+	HeldBy string
 }
 
 type res struct{ cpus, gpus int }
@@ -69,7 +76,22 @@ func (a res) fits(b res) bool { return a.cpus <= b.cpus && a.gpus <= b.gpus }
 // partition, not per node (fragmentation is ignored once something must
 // end); priorities and backfill are ignored (FIFO, which is pessimistic for
 // small jobs); a pending job on several partitions is assumed to start here.
+//
+// A per-user limit of the job's owner that the job would exceed (the
+// snapshot's Limits) holds it whatever the partition's state: the wait is
+// then no shorter than the time until the owner's own jobs free enough.
 func (s *Site) EstimateWait(cs ClusterState, part string, need Need, now time.Time) Wait {
+	w := s.partitionWait(cs, part, need, now)
+	if cs.Snapshot != nil {
+		if l := holdingLimit(cs.Snapshot.Limits, need, part); l != nil {
+			w = heldByLimit(cs, w, l, need, now)
+		}
+	}
+	return w
+}
+
+// partitionWait is EstimateWait without the owner's limits.
+func (s *Site) partitionWait(cs ClusterState, part string, need Need, now time.Time) Wait {
 	w := Wait{Partition: part}
 	sp := checkPartition(cs, part, need, &w)
 	if sp == nil {

@@ -6,9 +6,12 @@ package report
 // user's jobs that run under that QOS; an association's (QOS empty) to all
 // the user's jobs, on Partition only when it is set.
 type UserLimit struct {
-	User      string `json:"user"`
-	Account   string `json:"account,omitempty"`
-	QOS       string `json:"qos,omitempty"`       // empty: the association's limit
+	User    string `json:"user"`
+	Account string `json:"account,omitempty"`
+	QOS     string `json:"qos,omitempty"` // empty: the association's limit
+	// Default: QOS is the user's default QOS (what a job that names none
+	// runs under).
+	Default   bool   `json:"default,omitempty"`
 	Partition string `json:"partition,omitempty"` // empty: every partition
 	// Resource is what is counted: "cpu", "gpu" (gres/gpu) or "jobs"
 	// (running jobs).

@@ -286,10 +286,22 @@ func assocLimits(a Association, use map[useKey]held) []report.UserLimit {
 // qosLimits are a QOS's per-user limits for the association's user.
 func qosLimits(a Association, q QOS, use map[useKey]held) []report.UserLimit {
 	u := use[useKey{a.User, "", q.Name, ""}]
-	return limitRows(report.UserLimit{User: a.User, Account: a.Account, QOS: q.Name},
+	return limitRows(report.UserLimit{User: a.User, Account: a.Account, QOS: q.Name, Default: q.Name == defaultQOS(a)},
 		limitSpec{report.LimitCPU, q.MaxTRESPerUser["cpu"], u.cpus, "QOSMaxCpuPerUserLimit"},
 		limitSpec{report.LimitGPU, q.MaxTRESPerUser["gres/gpu"], u.gpus, "QOSMaxGRESPerUser"},
 		limitSpec{report.LimitJobs, q.MaxJobsPerUser, u.jobs, "QOSMaxJobsPerUserLimit"})
+}
+
+// defaultQOS is the QOS a job of the association's user runs under when it
+// names none: its DefaultQOS, else its only QOS, else normal (Slurm's).
+func defaultQOS(a Association) string {
+	switch {
+	case a.DefaultQOS != "":
+		return a.DefaultQOS
+	case len(a.QOS) == 1:
+		return a.QOS[0]
+	}
+	return "normal"
 }
 
 // limitSpec is one limit of a QOS or association: 0 is unset.
