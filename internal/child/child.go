@@ -66,7 +66,7 @@ type Config struct {
 	// into a pipe, each chunk goes to Stdout/Stderr first and only then a
 	// copy is queued for the tap. The tap runs on its own goroutine and
 	// never slows the output: when it lags by more than a bounded queue,
-	// chunks are dropped for it (counted by TapDropped) and the next chunk it
+	// chunks are dropped for it (their bytes counted) and the next chunk it
 	// gets is preceded by a call with nil, meaning "bytes are missing here"
 	// (a line scanner should discard the partial line it holds). Chunks are
 	// raw bytes, not lines: partial lines and \r progress bars arrive as
@@ -88,7 +88,7 @@ type Config struct {
 	// Logger receives the package's events; nil discards them.
 	Logger *slog.Logger
 	// OnSignal, when set, is called after Forward (and so Stop and
-	// Supervise) handled a signal without error, with the delivery actually
+	// Run) handled a signal without error, with the delivery actually
 	// used (Signal set to the received signal when it was forwarded as is).
 	// It is also called when the child was already gone and nothing was
 	// delivered: the wrapper still received the signal and may report it.
@@ -393,9 +393,6 @@ func lookupStatus(err error) int {
 // PID is the leader's process ID.
 func (p *Process) PID() int { return p.pid }
 
-// PGID is the child's process group ID (equal to PID: the leader created it).
-func (p *Process) PGID() int { return p.pid }
-
 // Done is closed when Wait's result is ready.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
@@ -406,18 +403,6 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Wait() (Exit, error) {
 	<-p.done
 	return p.exit, p.err
-}
-
-// TapDropped reports how many bytes were dropped for the stdout and stderr
-// taps because they lagged behind.
-func (p *Process) TapDropped() (stdout, stderr int64) {
-	if t := p.outs[0]; t != nil {
-		stdout = t.dropped.Load()
-	}
-	if t := p.outs[1]; t != nil {
-		stderr = t.dropped.Load()
-	}
-	return stdout, stderr
 }
 
 func (p *Process) reap() {

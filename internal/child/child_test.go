@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -50,7 +51,7 @@ func start(t *testing.T, cfg Config) *Process {
 		select {
 		case <-p.Done():
 		default:
-			unix.Kill(-p.PGID(), syscall.SIGKILL)
+			unix.Kill(-p.PID(), syscall.SIGKILL)
 			p.Wait()
 		}
 	})
@@ -451,12 +452,12 @@ func TestCancelStops(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { unix.Kill(-p.PGID(), syscall.SIGKILL) })
+			t.Cleanup(func() { unix.Kill(-p.PID(), syscall.SIGKILL) })
 			waitPID(t, readyFile)
 			var e Exit
 			if supervise {
 				go cancel()
-				e, err = p.Supervise(ctx)
+				e, err = p.supervise(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -482,8 +483,8 @@ func TestPIDAndGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pgid != p.PGID() || pgid == unix.Getpgrp() {
-		t.Errorf("child group %d, PGID() %d, ours %d: want a group of its own", pgid, p.PGID(), unix.Getpgrp())
+	if pgid != p.PID() || pgid == unix.Getpgrp() {
+		t.Errorf("child group %d, PID() %d, ours %d: want a group of its own, led by the child", pgid, p.PID(), unix.Getpgrp())
 	}
 	p.Stop(syscall.SIGKILL)
 	wait(t, p)
@@ -650,4 +651,14 @@ func openPty(t *testing.T) *os.File {
 	t.Cleanup(func() { tty.Close() })
 	go io.Copy(io.Discard, master)
 	return tty
+}
+
+// supervise relays the forwarded signals to a child already started, as
+// Run does to the one it starts: the tests' way to start the child with
+// one context and supervise it with another.
+func (p *Process) supervise(ctx context.Context) (Exit, error) {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, forwarded...)
+	defer signal.Stop(ch)
+	return p.relay(ctx, ch)
 }

@@ -124,8 +124,8 @@ func TestOutputPassThrough(t *testing.T) {
 					t.Errorf("tap %d saw %d bytes with %d gaps, want the %d bytes of the output", i, len(got), gaps, len(want))
 				}
 			}
-			if o, e := p.TapDropped(); o != 0 || e != 0 {
-				t.Errorf("TapDropped() = %d, %d, want 0, 0", o, e)
+			if o, e := p.tapDropped(); o != 0 || e != 0 {
+				t.Errorf("tapDropped() = %d, %d, want 0, 0", o, e)
 			}
 		})
 	}
@@ -157,7 +157,7 @@ func TestOutputPassThrough(t *testing.T) {
 		}
 		// a tap may lag on a loaded machine and lose chunks, by design;
 		// what it saw plus what was dropped is the whole output
-		dropped, _ := p.TapDropped()
+		dropped, _ := p.tapDropped()
 		if int64(len(got))+dropped != int64(want.Len()) {
 			t.Errorf("tap saw %d bytes, %d dropped, want %d in all", len(got), dropped, want.Len())
 		}
@@ -191,8 +191,8 @@ func TestSlowTap(t *testing.T) {
 	if !bytes.Equal(out.Bytes(), floodPattern(size)) {
 		t.Errorf("output differs from what the child wrote")
 	}
-	if dropped, _ := p.TapDropped(); dropped == 0 {
-		t.Errorf("TapDropped() = 0, want the bytes the blocked tap could not take")
+	if dropped, _ := p.tapDropped(); dropped == 0 {
+		t.Errorf("tapDropped() = 0, want the bytes the blocked tap could not take")
 	}
 }
 
@@ -281,4 +281,16 @@ func TestWaitDelay(t *testing.T) {
 	if gone(gpid) {
 		t.Errorf("grandchild was killed; only the pipe should have been closed")
 	}
+}
+
+// tapDropped reports how many bytes were dropped for the stdout and stderr
+// taps because they lagged behind.
+func (p *Process) tapDropped() (stdout, stderr int64) {
+	if t := p.outs[0]; t != nil {
+		stdout = t.dropped.Load()
+	}
+	if t := p.outs[1]; t != nil {
+		stderr = t.dropped.Load()
+	}
+	return stdout, stderr
 }

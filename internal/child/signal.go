@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// forwarded are the signals Supervise and Run relay to the child.
+// forwarded are the signals Run relays to the child.
 //
 // The list is explicit, unlike runc's signal.Notify(ch) for everything,
 // because two signals the wrapper receives are about the wrapper, not the
@@ -34,9 +34,6 @@ import (
 // interactive step the terminal delivers them to the child's foreground
 // group directly, and the wrapper does not track stopped children.
 var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP}
-
-// ForwardedSignals returns the signals Supervise and Run relay to the child.
-func ForwardedSignals() []os.Signal { return append([]os.Signal(nil), forwarded...) }
 
 // Delivery says how a received signal reaches the child. The zero Delivery
 // forwards the received signal unchanged.
@@ -76,7 +73,7 @@ func (d Delivery) validate() error {
 }
 
 // ParseSignalMap parses the --signal-map flag: comma-separated FROM=TO
-// entries, where FROM is one of ForwardedSignals and TO is a signal or
+// entries, where FROM is one of the forwarded signals and TO is a signal or
 // file:/absolute/path. Signal names are case-insensitive, with or without the
 // SIG prefix. For example "USR1=TERM,USR2=file:/scratch/run1/ckpt-request".
 // An empty string is an empty map. Errors name the offending entry.
@@ -285,27 +282,17 @@ func (p *Process) killRemaining(why string) {
 	p.log.Info("killed remaining group members", "pgid", p.pid, "why", why)
 }
 
-// Supervise relays ForwardedSignals received by the wrapper to the child
-// until the child has exited, then stops listening and returns Wait's
-// result. SIGTERM (Slurm's scancel, time limit and preemption) goes through
-// Stop, so it starts the grace timer; the others are forwarded only, because
-// what they mean (USR1: checkpoint now) is up to the child. Cancelling ctx
-// stops the child as SIGTERM would.
+// Run starts cfg's command and relays the forwarded signals the wrapper
+// receives to it until it has exited, then stops listening and returns
+// Wait's result. SIGTERM (Slurm's scancel, time limit and preemption) goes
+// through Stop, so it starts the grace timer; the others are forwarded
+// only, because what they mean (USR1: checkpoint now) is up to the child.
+// Cancelling ctx stops the child as SIGTERM would.
 //
-// A SIGTERM arriving between Start and Supervise kills the wrapper with the
-// default action; use Run, which listens before the fork, to close that gap.
-// Once Supervise returns, the default actions are back: a wrapper with more
-// work to do after the child exited should handle signals itself.
-func (p *Process) Supervise(ctx context.Context) (Exit, error) {
-	ch := make(chan os.Signal, 16)
-	signal.Notify(ch, forwarded...)
-	defer signal.Stop(ch)
-	return p.relay(ctx, ch)
-}
-
-// Run starts cfg's command and supervises it as Supervise does, listening
-// for signals before the fork so that none is lost in between: a signal
-// received before the child exists is delivered right after it started.
+// Run listens for signals before the fork so that none is lost in between:
+// a signal received before the child exists is delivered right after it
+// started. Once Run returns, the default actions are back: a wrapper with
+// more work to do after the child exited should handle signals itself.
 // started, if not nil, is called once the child runs (to hand its PID to
 // samplers) and must not block.
 func Run(ctx context.Context, cfg Config, started func(*Process)) (Exit, error) {

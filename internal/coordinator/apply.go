@@ -34,7 +34,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		if cp.Complete {
 			st.LastCheckpoint = &cp
 			l.Ckpts++
-			if l.Phase == PhaseAwaitCkpt {
+			if l.Phase == policy.PhaseAwaitingCheckpoint {
 				c.kick = true // decide now: the move waits for this
 				if _, measured := l.Ckpt.Completed(at); measured {
 					st.CkptMS = float64(l.Ckpt.Estimate()) / float64(time.Millisecond)
@@ -264,8 +264,8 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		}
 		l.Iter.Reset()
 	}
-	if l.Phase == PhaseRequeueIssued {
-		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+	if l.Phase == policy.PhaseRequeueIssued {
+		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
 		if l.RequeueRule == policy.RuleMigrate {
 			l.Moves++
 		} else {
@@ -315,7 +315,7 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 		return
 	}
 	// A requeue or a move ends an attempt with a signal; the lineage goes on.
-	if l.Phase == PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != PhaseNone {
+	if l.Phase == policy.PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != policy.PhaseNone {
 		return
 	}
 	if end.ExitCode == 0 && st.TotalIters > 0 && st.Step >= st.TotalIters {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -276,7 +277,7 @@ func TestCkptDurUnsetUntilMeasured(t *testing.T) {
 	if d := e.c.policyJob(l, e.now).CkptDur; d != 0 {
 		t.Errorf("CkptDur %s before any measurement, want 0 (the policy's default_ckpt)", d)
 	}
-	l.Phase = PhaseAwaitCkpt
+	l.Phase = policy.PhaseAwaitingCheckpoint
 	ck := report.NewEnvelope(report.KindCheckpoint, e.now)
 	ck.Checkpoint = &report.Checkpoint{Path: "/ck/a.pt", Size: 1, MTimeMS: e.now.UnixMilli(), Complete: true}
 	e.c.lineages["C1"] = l

@@ -60,7 +60,7 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	c.learnSpeeds()
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
-		if l.Ended || l.End != nil && l.Phase == PhaseNone {
+		if l.Ended || l.End != nil && l.Phase == policy.PhaseNone {
 			continue // ended, or its attempt did and Slurm has the next word
 		}
 		if err := c.decide(ctx, name, l, fresh, now); err != nil {
@@ -270,12 +270,12 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 	if !ok {
 		return nil // MinJobAge passed or not yet listed: the end report tells
 	}
-	if j.State == "CANCELLED" && l.Phase == PhaseRequeueIssued && l.Pending == nil {
+	if j.State == "CANCELLED" && l.Phase == policy.PhaseRequeueIssued && l.Pending == nil {
 		// the job we continued (requeued, or resubmitted: st.JobID is the
 		// new one) was cancelled before its next attempt started (isched
 		// stop, scancel): it never starts, and CANCELLED is never
 		// continued. Without this the run waited RequeueWait for it.
-		l.Phase, l.PhaseMS, l.End = PhaseNone, now.UnixMilli(), nil
+		l.Phase, l.PhaseMS, l.End = policy.PhaseNone, now.UnixMilli(), nil
 		l.event(now, "cancelled", fmt.Sprintf("job %d was cancelled before attempt %d started", j.JobID, st.Attempt+1))
 		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
 	}
@@ -291,7 +291,7 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 	if j.RestartCount > st.Attempt && j.State != "RUNNING" {
 		slurmRequeued(l, j, now)
 	}
-	if slurmEnded(j.State) && l.Phase == PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
+	if slurmEnded(j.State) && l.Phase == policy.PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
 		// ended without the wrapper saying so (killed, node failure,
 		// timeout): continued from its checkpoint, or over
 		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
@@ -322,7 +322,7 @@ func slurmRequeued(l *lineage, j report.Job, now time.Time) {
 // Without it, a run whose wrapper never said goodbye (killed, or not the
 // last step of the batch script) would show RUNNING for ever.
 func (c *Coordinator) settleCompleted(ctx context.Context, name string, l *lineage, j report.Job, now time.Time) error {
-	if j.State != "COMPLETED" || l.Phase != PhaseNone {
+	if j.State != "COMPLETED" || l.Phase != policy.PhaseNone {
 		if l.CompletedMS != 0 {
 			l.CompletedMS, l.dirty = 0, true
 		}
@@ -351,13 +351,13 @@ func (c *Coordinator) settleEnd(ctx context.Context, name string, l *lineage, j 
 	after := c.jobsAt.UnixMilli() >= e.AtMS
 	if listed && j.JobID == e.JobID && requeuedSince(j, e, after) {
 		l.End, l.dirty = nil, true
-		if l.Phase == PhaseNone && l.Pending == nil {
+		if l.Phase == policy.PhaseNone && l.Pending == nil {
 			l.event(now, "requeued", fmt.Sprintf("Slurm requeued the job after attempt %d ended (exit %d): the run goes on", e.Attempt, e.ExitCode))
 			return false, c.selfRequeued(ctx, name, l, j, e, now)
 		}
 		return false, nil
 	}
-	if l.Phase != PhaseNone {
+	if l.Phase != policy.PhaseNone {
 		return false, nil // an action of ours is under way: its outcome tells
 	}
 	graceOver := now.UnixMilli()-e.AtMS >= c.cfg.EndGrace.Milliseconds()
@@ -463,13 +463,13 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 		// reversible: the job stays where it was (the agent releases a
 		// held job whose move failed); try again later
 		c.log.Warn("action not done", "lineage", actionLineage(r.ActionID), "action", r.ActionID, "status", r.Status, "message", r.Message)
-		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
 		l.LastMoveMS = now.UnixMilli() // hysteresis also after a failure
 		return
 	}
 	switch report.ActionType(p.Type) {
 	case report.ActionUpdate:
-		l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
 		if p.Decision.Rule == policy.RuleContinue {
 			l.Conts++ // a self-requeued job's longer time limit
 			l.Status.Continuations = l.Conts
@@ -545,10 +545,10 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		}
 		return nil
 	}
-	if l.Phase == PhaseRequeueIssued {
+	if l.Phase == policy.PhaseRequeueIssued {
 		// the job was requeued: nothing more until its next attempt starts
 		if now.Sub(time.UnixMilli(l.PhaseMS)) > c.cfg.RequeueWait {
-			l.Phase, l.PhaseMS = PhaseNone, now.UnixMilli()
+			l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
 			l.event(now, "requeue-slow", "the requeued job has not started again after "+c.cfg.RequeueWait.String())
 		}
 		return nil
@@ -561,10 +561,10 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	}
 	j := c.policyJob(l, now)
 	var d policy.Decision
-	if l.Phase == PhaseAwaitCkpt && l.Ckpts > l.CkptAtReq {
+	if l.Phase == policy.PhaseAwaitingCheckpoint && l.Ckpts > l.CkptAtReq {
 		d = policy.AfterCheckpoint(c.policyConfig(), j, c.snap, now, l.pendingDecision())
 		if d.Kind == policy.None || d.Abandoned {
-			l.Phase, l.PhaseMS, l.LastMoveMS = PhaseNone, now.UnixMilli(), now.UnixMilli()
+			l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
 			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
 			c.metrics.decisions.WithLabelValues("abandon").Inc()
 			return nil
@@ -575,7 +575,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	if d.Kind == policy.None {
 		if d.Abandoned {
 			// the policy gave up waiting for the checkpoint
-			l.Phase, l.PhaseMS, l.LastMoveMS = PhaseNone, now.UnixMilli(), now.UnixMilli()
+			l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
 			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
 			c.metrics.decisions.WithLabelValues("abandon").Inc()
 		}
@@ -634,12 +634,12 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	l.Pending = &pending{ID: id, Type: string(a.Type), Decision: d, IssuedMS: now.UnixMilli(), Action: b}
 	switch d.Kind {
 	case policy.Checkpoint:
-		l.Phase, l.PhaseMS, l.CkptAtReq = PhaseAwaitCkpt, now.UnixMilli(), l.Ckpts
+		l.Phase, l.PhaseMS, l.CkptAtReq = policy.PhaseAwaitingCheckpoint, now.UnixMilli(), l.Ckpts
 		l.Ckpt.Requested(now)
 		dd := d
 		l.CkptDecision = &dd
 	case policy.Requeue, policy.Resubmit:
-		l.Phase, l.PhaseMS, l.RequeueRule = PhaseRequeueIssued, now.UnixMilli(), d.Rule
+		l.Phase, l.PhaseMS, l.RequeueRule = policy.PhaseRequeueIssued, now.UnixMilli(), d.Rule
 	}
 	l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: string(d.Kind), Reason: d.Reason, ActionID: id})
 	c.metrics.decisions.WithLabelValues(string(d.Kind)).Inc()

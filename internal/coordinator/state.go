@@ -14,13 +14,6 @@ import (
 	"github.com/isched/isched/internal/stream"
 )
 
-// Phases of a lineage's move.
-const (
-	PhaseNone          = ""
-	PhaseAwaitCkpt     = "awaiting-checkpoint" // a checkpoint request is out
-	PhaseRequeueIssued = "requeue-issued"      // a requeue/move action is out
-)
-
 // pending is an action the coordinator issued and has no result for yet.
 type pending struct {
 	ID       string          `json:"id"`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -212,7 +213,7 @@ func TestEncodeStateIsMarshal(t *testing.T) {
 	warm := warmLineage()
 	pend := warmLineage()
 	pend.Pending = &pending{ID: "a1", Type: "requeue", IssuedMS: 5, Action: json.RawMessage(`{"v":1}`)}
-	pend.Phase, pend.RankRSS = PhaseRequeueIssued, map[string]int64{"0": 1, "1": 2}
+	pend.Phase, pend.RankRSS = policy.PhaseRequeueIssued, map[string]int64{"0": 1, "1": 2}
 	ended := warmLineage()
 	ended.Ended, ended.End = true, &attemptEnd{JobID: 1, AtMS: 9, ExitCode: 1, Signal: "SIGTERM"}
 	ended.Status.Node, ended.Status.Events[0].Message = hostile, hostile

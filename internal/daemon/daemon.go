@@ -104,5 +104,7 @@ func (f Flags) ServePprof(log *slog.Logger) (func() error, error) {
 	if f.PprofListen == "" {
 		return func() error { return nil }, nil
 	}
-	return profiling.Serve(f.PprofListen, log)
+	mux := http.NewServeMux()
+	profiling.Handle(mux)
+	return Serve(f.PprofListen, "pprof", mux, log)
 }

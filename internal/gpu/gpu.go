@@ -110,29 +110,9 @@ type Collector struct {
 	reported string    // the last reason logged
 }
 
-// Option configures a Collector.
+// Option configures a Collector; the package's tests use it to set what
+// the programs leave at its default (the environment, the retry interval).
 type Option func(*Collector)
-
-// WithEnv sets how the training process's environment is read; the Collector
-// reads CUDA_VISIBLE_DEVICES from it once, at construction. The default is
-// the wrapper's own environment (os.LookupEnv), which the training process
-// inherits.
-func WithEnv(lookup func(string) (string, bool)) Option {
-	return func(c *Collector) {
-		v, ok := lookup("CUDA_VISIBLE_DEVICES")
-		c.visible = parseVisible(v, ok)
-	}
-}
-
-// WithRetryInterval sets how long to wait before trying NVML again after a
-// failure. Default DefaultRetryInterval.
-func WithRetryInterval(d time.Duration) Option {
-	return func(c *Collector) {
-		if d > 0 {
-			c.retry = d
-		}
-	}
-}
 
 // New returns a Collector over lib. NVML is initialised on the first Collect,
 // not here.

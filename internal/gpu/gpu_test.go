@@ -132,15 +132,20 @@ func newFakeNVML(gpus ...*fakeGPU) *mock.Interface {
 	}
 }
 
-// env is a CUDA_VISIBLE_DEVICES setting for WithEnv; nil means unset.
+// env is the training process's CUDA_VISIBLE_DEVICES, instead of the
+// test's own environment; nil means unset.
 func env(v *string) Option {
-	return WithEnv(func(k string) (string, bool) {
-		if k != "CUDA_VISIBLE_DEVICES" || v == nil {
-			return "", false
+	return func(c *Collector) {
+		if v == nil {
+			c.visible = parseVisible("", false)
+		} else {
+			c.visible = parseVisible(*v, true)
 		}
-		return *v, true
-	})
+	}
 }
+
+// retryEvery sets how long the Collector waits before trying NVML again.
+func retryEvery(d time.Duration) Option { return func(c *Collector) { c.retry = d } }
 
 func str(s string) *string { return &s }
 
@@ -446,7 +451,7 @@ func TestInitFailure(t *testing.T) {
 	initRet := nvml.ERROR_LIBRARY_NOT_FOUND
 	lib.InitFunc = func() nvml.Return { return initRet }
 	var logs bytes.Buffer
-	c := New(lib, slog.New(slog.NewTextHandler(&logs, nil)), env(nil), WithRetryInterval(time.Minute))
+	c := New(lib, slog.New(slog.NewTextHandler(&logs, nil)), env(nil), retryEvery(time.Minute))
 	clk := &clock{t: time.Unix(1e9, 0)}
 	c.now = clk.now
 

@@ -337,15 +337,6 @@ func (ps *PartitionSpec) MaxTimeLimit() time.Duration {
 	return d
 }
 
-// Count returns the number of nodes of the partition.
-func (ps *PartitionSpec) Count() int {
-	if ps.Nodes != "" {
-		h, _ := ExpandHostlist(ps.Nodes)
-		return len(h)
-	}
-	return ps.NodeCount
-}
-
 // costFactor returns CostFactor, 1 when unset.
 func (ps *PartitionSpec) costFactor() float64 {
 	if ps.CostFactor == 0 {

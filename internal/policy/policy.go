@@ -41,10 +41,12 @@ const (
 	RuleDevChunk  = "dev-chunk"  // 3: idle dev nodes for pending jobs
 )
 
-// Job phases.
+// Phases of a lineage's move: the coordinator saves them with the lineage
+// (so they outlive a restart) and hands them to Decide in Job.Phase.
 const (
 	PhaseNone               = ""
-	PhaseAwaitingCheckpoint = "awaiting-checkpoint"
+	PhaseAwaitingCheckpoint = "awaiting-checkpoint" // a checkpoint request is out
+	PhaseRequeueIssued      = "requeue-issued"      // a requeue/move action is out
 )
 
 // Slurm job states the policy acts on.
@@ -96,7 +98,7 @@ type Job struct {
 	Continuations int  // rule 1 requeues of this lineage
 	NoExtend      bool // an Extend was refused: do not ask again
 
-	Phase      string // PhaseNone or PhaseAwaitingCheckpoint
+	Phase      string // PhaseNone, PhaseAwaitingCheckpoint or PhaseRequeueIssued
 	PhaseSince time.Time
 }
 

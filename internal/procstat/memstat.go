@@ -33,12 +33,6 @@ func (m CgroupMemStat) UnreclaimableBytes() int64 {
 	return m.AnonBytes + m.ShmemBytes + m.KernelBytes
 }
 
-// ReclaimableFileBytes is the page cache the kernel can drop (written back
-// first when dirty).
-func (m CgroupMemStat) ReclaimableFileBytes() int64 {
-	return max(m.FileBytes-m.ShmemBytes, 0)
-}
-
 // ParseMemoryStat parses a cgroup's memory.stat: v2 names when v2, else v1's
 // (hierarchical total_* preferred over the cgroup's own). Unknown keys are
 // ignored; a known key with a bad value is an error.

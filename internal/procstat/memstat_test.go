@@ -71,9 +71,6 @@ func TestParseMemoryStat(t *testing.T) {
 			if u := got.UnreclaimableBytes(); u != tt.unrecl {
 				t.Errorf("unreclaimable %d, want %d", u, tt.unrecl)
 			}
-			if r := got.ReclaimableFileBytes(); r != tt.want.FileBytes-tt.want.ShmemBytes {
-				t.Errorf("reclaimable file %d, want %d", r, tt.want.FileBytes-tt.want.ShmemBytes)
-			}
 		})
 	}
 }

@@ -28,14 +28,14 @@ func FuzzParseLine(f *testing.F) {
 			}
 			return
 		}
-		b, err := AppendLine(nil, ev)
+		b, err := appendLine(nil, ev)
 		if err != nil {
 			// Escaping may grow an accepted path past the limit; nothing else
 			// may make a parsed event unformattable.
 			if bytes.Contains([]byte(err.Error()), []byte("too long")) {
 				return
 			}
-			t.Fatalf("AppendLine(%+v) of accepted %q: %v", ev, line, err)
+			t.Fatalf("appendLine(%+v) of accepted %q: %v", ev, line, err)
 		}
 		back, err := ParseLine(b)
 		if err != nil {
@@ -44,7 +44,7 @@ func FuzzParseLine(f *testing.F) {
 		if !equalEvent(ev, back) {
 			t.Fatalf("round trip of %q via %q:\n%+v\n%+v", line, b, ev, back)
 		}
-		b2, err := AppendLine(nil, back)
+		b2, err := appendLine(nil, back)
 		if err != nil || !bytes.Equal(b, b2) {
 			t.Fatalf("canonical form not stable: %q then %q (%v)", b, b2, err)
 		}
@@ -89,7 +89,7 @@ func FuzzMatcherFeed(f *testing.F) {
 				if ev.Kind != KindStep && ev.Kind != KindCkpt && ev.Kind != KindResume {
 					t.Fatalf("bad kind %q", ev.Kind)
 				}
-				if b, err := AppendLine(nil, ev); err == nil {
+				if b, err := appendLine(nil, ev); err == nil {
 					back, err := ParseLine(b)
 					if err != nil || !equalEvent(ev, back) {
 						t.Fatalf("event %+v formats as %q, parses as %+v, %v", ev, b, back, err)

@@ -158,7 +158,7 @@ func TestAppendLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			t.Parallel()
-			b, err := AppendLine([]byte("x"), tt.ev)
+			b, err := appendLine([]byte("x"), tt.ev)
 			if err != nil {
 				t.Fatalf("AppendLine: %v", err)
 			}
@@ -184,7 +184,7 @@ func TestAppendLineRejectsInvalid(t *testing.T) {
 		"NUL path":      {Kind: KindCkpt, Step: 1, Epoch: NoValue, Path: "a\x00b"},
 		"too long":      {Kind: KindCkpt, Step: 1, Epoch: NoValue, Path: strings.Repeat(" ", MaxLineLen)},
 	} {
-		if b, err := AppendLine(nil, ev); err == nil {
+		if b, err := appendLine(nil, ev); err == nil {
 			t.Errorf("%s: AppendLine = %q, want error", name, b)
 		}
 	}

@@ -6,6 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/isched/isched/internal/strictjson"
 )
 
 // Version is the protocol version a Hello carries.
@@ -60,18 +66,77 @@ func (r *Refused) Error() string {
 
 func (r *Refused) Unwrap() error { return ErrRefused }
 
-// decodeStrict decodes one JSON object into v: unknown fields and
-// anything after it are errors.
+// decodeStrict decodes one JSON object into v (a pointer to a struct) and
+// refuses what encoding/json alone would quietly accept: unknown keys,
+// keys that differ from a field's only in case, a key given twice (where
+// the last would win), a wrong type, and anything after the object. The
+// check is internal/strictjson's, as for reports and plans: a frame is
+// read by the relay from a job user and by the wrapper from the network,
+// so neither side may read a frame otherwise than the other wrote it.
 func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
+	if !utf8.Valid(b) {
+		return errors.New("not valid UTF-8")
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("data after the JSON object")
+	if !json.Valid(b) {
+		switch p := strictjson.Syntax(b); {
+		case p == nil:
+		case p.Trailing:
+			return errors.New("data after the JSON object")
+		case errors.Is(p.Err, io.EOF) || errors.Is(p.Err, io.ErrUnexpectedEOF):
+			return errors.New("unexpected end of the JSON object")
+		case p.Err != nil:
+			return p.Err
+		}
+		return errors.New("not one JSON value") // unreachable: json.Valid said it is not
 	}
-	return nil
+	if p := strictjson.Walk(b, frameSchema(reflect.TypeOf(v).Elem())); p != nil {
+		return problemErr(p)
+	}
+	return json.Unmarshal(b, v)
+}
+
+// frameSchemas caches each frame type's schema: derived once, not per frame.
+var frameSchemas sync.Map // reflect.Type -> *strictjson.Node
+
+func frameSchema(t reflect.Type) *strictjson.Node {
+	if n, ok := frameSchemas.Load(t); ok {
+		return n.(*strictjson.Node)
+	}
+	n, _ := frameSchemas.LoadOrStore(t, strictjson.Schema(t, strictjson.Options{}))
+	return n.(*strictjson.Node)
+}
+
+// problemErr words a schema problem with the path of the value.
+func problemErr(p *strictjson.Problem) error {
+	path := ""
+	for _, e := range p.Path {
+		if e.Kind == strictjson.IndexElem {
+			path = strictjson.Join(path, "["+strconv.Itoa(e.Index)+"]")
+		} else {
+			path = strictjson.Join(path, e.Key)
+		}
+	}
+	var why string
+	switch p.Code {
+	case strictjson.Mismatch:
+		why = "wrong type (got " + strictjson.GotKind(p.Got) + ")"
+	case strictjson.UnknownField:
+		why = "unknown field"
+	case strictjson.DuplicateField, strictjson.DuplicateKey:
+		why = "duplicate field"
+	case strictjson.RequiredMissing:
+		why = "required field missing"
+	case strictjson.NotInteger:
+		why = "want an integer, got " + p.Lit
+	case strictjson.Negative, strictjson.OutOfRange:
+		why = "out of range: " + p.Lit
+	default:
+		why = p.Lit
+	}
+	if path == "" {
+		return errors.New(why)
+	}
+	return fmt.Errorf("%s %q", why, path)
 }
 
 // encode marshals v without HTML escaping (a report's "<" stays one byte:

@@ -309,6 +309,8 @@ func TestHostileFrames(t *testing.T) {
 		{"entry before hello", "", func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `"}`) }, CodeAuth, true},
 		{"garbled credential", "", func(r *rawConn) { r.send(`{"v":1,"cred":"MUNGE:garbage"}`) }, CodeAuth, true},
 		{"hello with unknown fields", "", func(r *rawConn) { r.send(`{"v":1,"cred":"uid:1001","uid":0}`) }, CodeAuth, true},
+		{"hello with a duplicate credential", "", func(r *rawConn) { r.send(`{"v":1,"cred":"MUNGE:garbage","cred":"uid:1001"}`) }, CodeAuth, true},
+		{"hello with a case-folded key", "", func(r *rawConn) { r.send(`{"v":1,"Cred":"uid:1001"}`) }, CodeAuth, true},
 		{"hello of another version", "", func(r *rawConn) { r.send(`{"v":2,"cred":"uid:1001"}`) }, CodeAuth, true},
 		{"hello not JSON", "", func(r *rawConn) { r.send(`XADD isched:lab:ingest MAXLEN 0 * m x`) }, CodeAuth, true},
 		{"frame over the limit before hello", "", func(r *rawConn) { r.sendHeader(MaxFrame + 1) }, CodeAuth, true},
@@ -325,6 +327,8 @@ func TestHostileFrames(t *testing.T) {
 		{"oversize report", hello1001, func(r *rawConn) { r.send(`{"m":"\"` + big + `\"","mac":"` + testMAC + `"}`) }, CodeOversize, false},
 		{"report not JSON", hello1001, func(r *rawConn) { r.send(`{"m":"not json","mac":"` + testMAC + `"}`) }, CodeBadEntry, false},
 		{"mac not hex", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"zz"}`) }, CodeBadEntry, false},
+		{"entry with a duplicate mac", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"zz","mac":"` + testMAC + `"}`) }, CodeBadEntry, false},
+		{"entry with a case-folded key", hello1001, func(r *rawConn) { r.send(`{"m":"{}","MAC":"` + testMAC + `"}`) }, CodeBadEntry, false},
 		{"two objects in a frame", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `"}{}`) }, CodeBadEntry, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

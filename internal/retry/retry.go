@@ -105,9 +105,6 @@ func (b *Backoff) OK() {
 	b.failures, b.cur = 0, 0
 }
 
-// Failures is the number of failures since the last success.
-func (b *Backoff) Failures() int { return b.failures }
-
 // Do calls f until it succeeds, ctx ends, or permanent(err) says an error
 // is not worth a retry (a configuration error); it waits b.Failed(err)
 // between tries. It returns f's last error or ctx's.

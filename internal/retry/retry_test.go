@@ -38,7 +38,7 @@ func TestBackoff(t *testing.T) {
 		t.Errorf("after a minute, want a second line with the count:\n%s", buf.String())
 	}
 	b.OK()
-	if !strings.Contains(buf.String(), "poll recovered") || !strings.Contains(buf.String(), "down_for=2m0s") || b.Failures() != 0 {
+	if !strings.Contains(buf.String(), "poll recovered") || !strings.Contains(buf.String(), "down_for=2m0s") || b.failures != 0 {
 		t.Errorf("recovery not logged:\n%s", buf.String())
 	}
 	if w := b.Failed(boom); w != 100*time.Millisecond {
@@ -131,8 +131,8 @@ func TestDo(t *testing.T) {
 		}
 		return nil
 	}, nil)
-	if err != nil || calls != 3 || b.Failures() != 0 {
-		t.Errorf("Do: %v after %d calls, %d failures left", err, calls, b.Failures())
+	if err != nil || calls != 3 || b.failures != 0 {
+		t.Errorf("Do: %v after %d calls, %d failures left", err, calls, b.failures)
 	}
 	bad := errors.New("config")
 	calls = 0

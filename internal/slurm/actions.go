@@ -214,11 +214,6 @@ type SubmitSpec struct {
 	Env []string
 }
 
-// Submit submits a batch script as asUser (see SubmitWith).
-func (c *Client) Submit(ctx context.Context, script []byte, asUser string) (string, error) {
-	return c.SubmitWith(ctx, script, SubmitSpec{User: asUser})
-}
-
 // SubmitWith submits a batch script read from stdin (`sbatch --parsable`)
 // and returns the new job id. The job gets the user's login environment,
 // never ours (`--export=NONE`, also when User is empty).

@@ -123,8 +123,11 @@ func TestRefusedBeforeRunning(t *testing.T) {
 		{"gres smuggles a key", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Gres: "gpu:1=TimeLimit"}) }},
 		{"empty update", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{}) }},
 		{"negative time", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{TimeLimit: -time.Minute}) }},
-		{"submit user", func(c *Client) error { _, err := c.Submit(ctx, []byte("#!/bin/sh\n"), "--uid=0"); return err }},
-		{"submit no shebang", func(c *Client) error { _, err := c.Submit(ctx, []byte("echo hi\n"), ""); return err }},
+		{"submit user", func(c *Client) error {
+			_, err := c.SubmitWith(ctx, []byte("#!/bin/sh\n"), SubmitSpec{User: "--uid=0"})
+			return err
+		}},
+		{"submit no shebang", func(c *Client) error { _, err := c.SubmitWith(ctx, []byte("echo hi\n"), SubmitSpec{}); return err }},
 		{"move bad partition", func(c *Client) error { _, err := c.Move(ctx, "12", MoveSpec{Partition: "a b"}); return err }},
 	}
 	for _, tc := range bad {
@@ -175,7 +178,7 @@ func TestSubmit(t *testing.T) {
 	script := []byte("#!/bin/sh\n#SBATCH -J isched-x\necho '$(touch /tmp/pwned)'\n")
 	c, s := newScript(t, call{argv: "sbatch --parsable --export=NONE --uid=alice --gid=1001", stdout: "123;lab\n"})
 	c.LookupGroup = func(u string) (string, error) { return map[string]string{"alice": "1001"}[u], nil }
-	id, err := c.Submit(context.Background(), script, "alice")
+	id, err := c.SubmitWith(context.Background(), script, SubmitSpec{User: "alice"})
 	if err != nil || id != "123" {
 		t.Fatalf("Submit = %q, %v", id, err)
 	}
@@ -184,11 +187,11 @@ func TestSubmit(t *testing.T) {
 	}
 	c, _ = newScript(t)
 	c.LookupGroup = func(u string) (string, error) { return "", errors.New("unknown user") }
-	if _, err := c.Submit(context.Background(), script, "mallory"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.SubmitWith(context.Background(), script, SubmitSpec{User: "mallory"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown user: %v", err)
 	}
 	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE", stdout: "Submitted batch job 5\n"})
-	if _, err := c.Submit(context.Background(), script, ""); err == nil {
+	if _, err := c.SubmitWith(context.Background(), script, SubmitSpec{}); err == nil {
 		t.Error("accepted non-parsable sbatch output")
 	}
 }

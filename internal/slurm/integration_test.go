@@ -25,7 +25,7 @@ import (
 // cancels the job when the test ends.
 func submit(t *testing.T, c *slurm.Client, script, asUser string) string {
 	t.Helper()
-	id, err := c.Submit(context.Background(), []byte(script), asUser)
+	id, err := c.SubmitWith(context.Background(), []byte(script), slurm.SubmitSpec{User: asUser})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

@@ -1,4 +1,4 @@
-package profiling
+package daemon
 
 import (
 	"bytes"
@@ -10,11 +10,12 @@ import (
 	"testing"
 )
 
-// TestServe: the address logged serves a heap profile (with gc=1, what
-// the soak asks for) and the index; after close it is gone.
-func TestServe(t *testing.T) {
+// TestServePprof: the address logged serves a heap profile (with gc=1,
+// what the soak asks for) and the index; after close it is gone. Without
+// an address nothing is served.
+func TestServePprof(t *testing.T) {
 	var logs bytes.Buffer
-	stop, err := Serve("127.0.0.1:0", slog.New(slog.NewJSONHandler(&logs, nil)))
+	stop, err := Flags{PprofListen: "127.0.0.1:0"}.ServePprof(slog.New(slog.NewJSONHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,11 @@ func TestServe(t *testing.T) {
 	if _, err := http.Get("http://" + rec.Listen + "/debug/pprof/"); err == nil {
 		t.Error("still serving after close")
 	}
-	if _, err := Serve("256.0.0.1:1", slog.New(slog.DiscardHandler)); err == nil {
-		t.Error("Serve on a bad address succeeded")
+	if _, err := (Flags{PprofListen: "256.0.0.1:1"}).ServePprof(slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("ServePprof on a bad address succeeded")
+	}
+	logs.Reset()
+	if stop, err := (Flags{}).ServePprof(slog.New(slog.NewJSONHandler(&logs, nil))); err != nil || stop() != nil || logs.Len() > 0 {
+		t.Errorf("without an address: err %v, logged %q", err, logs.String())
 	}
 }
