@@ -32,6 +32,9 @@ type inputs struct {
 	// pooled: other users' Slurm-confirmed receipts may inform the
 	// estimate (robustly: plan.Request.Pooled)
 	pooled bool
+	// user and qos: whose job, under which QOS ("": the user's default);
+	// the waits honour that user's Slurm limits. user "" is the caller.
+	user, qos string
 }
 
 func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
@@ -46,6 +49,22 @@ func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
 	fs.BoolVar(&in.pooled, "pooled", true, "also use other users' Slurm-confirmed receipts from Redis (median per user, never below the static estimate unless 3 users agree); false: your own only")
 	fs.StringVar(&in.state, "state", "auto", "cluster state: auto (the agent's snapshot in Redis, else Slurm), redis, slurm, none")
 	fs.DurationVar(&in.overhead, "migration-overhead", plan.DefaultMigrationOverhead, "wall time one move costs (checkpoint, requeue, restart)")
+}
+
+// registerQOS adds --qos, for the commands whose flags do not already
+// carry sbatch's.
+func (in *inputs) registerQOS(fs *flag.FlagSet) {
+	fs.StringVar(&in.qos, "qos", "", "the QOS the job would run under (default: your default QOS): waits honour its per-user limits")
+}
+
+// need is what a one-device job of nt asks, as in's user under in's QOS.
+func (a *App) need(in *inputs, nt *plan.NodeType) plan.Need {
+	n := plan.NeedOf(nt)
+	n.User, n.QOS = in.user, in.qos
+	if n.User == "" {
+		n.User = a.Username()
+	}
+	return n
 }
 
 // loaded is everything an estimate needs, read and checked.
@@ -191,7 +210,7 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 				ps := &l.site.Partitions[i]
 				for _, n := range ps.NodeTypes {
 					nt := l.site.NodeType(n)
-					l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, plan.NeedOf(nt), now)
+					l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, a.need(l.in, nt), now)
 				}
 			}
 		}
@@ -203,6 +222,7 @@ func (a *App) estimate(ctx context.Context, args []string) error {
 	fs := a.newFlags("estimate", "--model model.json --samples N --epochs E --batch 8,16,32 [flags]")
 	var in inputs
 	in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
+	in.registerQOS(fs)
 	asJSON := fs.Bool("json", false, "print the rows as JSON")
 	explain := fs.Bool("explain", false, "also print the static memory breakdown of every row")
 	pos, err := parse(fs, args)

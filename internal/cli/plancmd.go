@@ -14,6 +14,7 @@ func (a *App) plan(ctx context.Context, args []string) error {
 	fs := a.newFlags("plan", "--model model.json --samples N --epochs E --batch 32 [flags]")
 	var in inputs
 	in.register(fs, "batch size(s) to plan, e.g. 32 (one table per batch size)")
+	in.registerQOS(fs)
 	asJSON := fs.Bool("json", false, "print the plans as JSON")
 	pos, err := parse(fs, args)
 	if err != nil {

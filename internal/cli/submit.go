@@ -305,6 +305,7 @@ func (a *App) decide(ctx context.Context, o *submitOpts) error {
 }
 
 func (a *App) decideFromEstimate(ctx context.Context, o *submitOpts, pol plan.Policy, now time.Time) error {
+	o.in.user, o.in.qos = o.asUser, o.site.qos // the job's owner and QOS: their limits hold it
 	l, err := a.load(ctx, &o.in, pol.Kind != plan.PolicyIdeal && pol.Kind != plan.PolicyCheapest)
 	if err != nil {
 		return err

@@ -18,24 +18,11 @@ func holdingLimit(lims []report.UserLimit, need Need, part string) *report.UserL
 	}
 	for i := range lims {
 		l := &lims[i]
-		if l.User == need.User && limitApplies(l, need.QOS, part) && l.Used+limitAdds(l.Resource, need) > l.Max {
+		if l.User == need.User && l.Binds(need.QOS, part) && l.Used+limitAdds(l.Resource, need) > l.Max {
 			return l
 		}
 	}
 	return nil
-}
-
-// limitApplies: an association's limit binds every job of its user (on its
-// partition when it has one); a QOS's binds jobs under that QOS, which is
-// the user's default QOS when the job names none.
-func limitApplies(l *report.UserLimit, qos, part string) bool {
-	switch {
-	case l.QOS == "":
-		return l.Partition == "" || l.Partition == part
-	case qos == "":
-		return l.Default
-	}
-	return l.QOS == qos
 }
 
 // limitAdds is what a job with need adds to a limit's count.

@@ -127,3 +127,47 @@ func hasGPUs(p *report.Partition) bool {
 	_, total := gpus(p, "")
 	return total > 0
 }
+
+// ownerHeld says which of the owner's per-user limits (the snapshot's, from
+// Slurm's accounting) would hold job j pending once moved to partition
+// part with gres, "" when none would: Slurm keeps a requeued or moved job
+// pending while its owner is at a QOS or association limit, however idle
+// the target. A running job's own CPUs and GPUs are already counted in the
+// limit's use; only what the move adds counts against it.
+func ownerHeld(snap *report.Snapshot, j *Job, part, gres string) string {
+	if snap == nil || j.User == "" {
+		return ""
+	}
+	_, gpusAfter := gpuRequest(gres)
+	_, gpusNow := gpuRequest(j.Gres)
+	running := int64(0)
+	if j.State == StateRunning {
+		running = 1
+	}
+	for i := range snap.Limits {
+		l := &snap.Limits[i]
+		if l.User != j.User || !l.Binds(j.QOS, part) {
+			continue
+		}
+		var add int64
+		switch l.Resource {
+		case report.LimitCPU:
+			add = int64(j.CPUs) * (1 - running) // a requeue keeps the job's CPUs
+		case report.LimitGPU:
+			add = int64(gpusAfter) - int64(gpusNow)*running
+		default:
+			add = 1 - running
+		}
+		if add > 0 && l.Used+add > l.Max {
+			return fmt.Sprintf("%s's %s limit of %d %s (%s, %d in use) would hold it pending there", j.User, limitScope(l), l.Max, l.Resource, l.Reason, l.Used)
+		}
+	}
+	return ""
+}
+
+func limitScope(l *report.UserLimit) string {
+	if l.QOS == "" {
+		return "association"
+	}
+	return "QOS " + l.QOS
+}

@@ -66,6 +66,11 @@ type Job struct {
 	// Gres is the job's current GRES request from the job table ("gpu:1");
 	// a job holding GPUs can only move to partitions with GPUs.
 	Gres string
+	// QOS and CPUs are the job's from the job table: with the snapshot's
+	// per-user limits they say whether a move would leave the job held by
+	// its owner's limit (QOSMaxGRESPerUser, ...).
+	QOS  string
+	CPUs int
 	// PendingReason is Slurm's reason for a pending job ("Resources",
 	// "Priority", "Dependency", ...): rule 3 moves only jobs waiting for
 	// resources or priority.
@@ -201,6 +206,9 @@ func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		ok, r := room(partition(snap, pending.Target), pending.Gres)
 		if !ok {
 			return abandon("checkpoint saved; %s has no room any more (%s): staying on %s", pending.Target, r, j.Partition)
+		}
+		if held := ownerHeld(snap, &j, pending.Target, pending.Gres); held != "" {
+			return abandon("checkpoint saved; on %s %s: staying on %s", pending.Target, held, j.Partition)
 		}
 		tl, tlWhy := rv.limitFor(j.Partition, pending.Target)
 		return Decision{Kind: Requeue, Rule: RuleMigrate, Target: pending.Target, Gres: pending.Gres, TimeLimit: tl,
@@ -378,7 +386,7 @@ func (v *view) continuation() (target, gres string, tl time.Duration, why string
 		case v.cfg.isDev(j.Partition):
 			target, where = p.Ideal, fmt.Sprintf("its ideal partition %s (end of a dev chunk)", p.Ideal)
 		case ideal != nil:
-			if ok, r := room(ideal, p.IdealGres); ok {
+			if ok, r := room(ideal, p.IdealGres); ok && ownerHeld(v.snap, &j, p.Ideal, p.IdealGres) == "" {
 				target, where = p.Ideal, fmt.Sprintf("its ideal partition %s (%s)", p.Ideal, r)
 			}
 		}
@@ -441,6 +449,9 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 	hasRoom, roomWhy := room(ideal, p.IdealGres)
 	if !hasRoom {
 		return d, false, "no room on the ideal partition: " + roomWhy
+	}
+	if held := ownerHeld(v.snap, &j, p.Ideal, p.IdealGres); held != "" {
+		return d, false, fmt.Sprintf("%s has room, but %s", p.Ideal, held)
 	}
 	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
 	if sIdeal <= sHere {
@@ -596,6 +607,9 @@ func (v *view) chunkOn(name string, windowEnd time.Time) (d Decision, why string
 	ok, r := room(dp, req)
 	if !ok {
 		return d, r
+	}
+	if held := ownerHeld(v.snap, &j, name, gres); held != "" {
+		return d, fmt.Sprintf("%s has room, but %s", name, held)
 	}
 	tl, fits, limitWhy, why := v.chunkLimit(dp, name, windowEnd)
 	if why != "" {

@@ -35,6 +35,12 @@ func lab(mods ...func(map[string]*report.Partition)) *report.Snapshot {
 	return s
 }
 
+// withLimits adds per-user limits to a snapshot.
+func withLimits(s *report.Snapshot, lims ...report.UserLimit) *report.Snapshot {
+	s.Limits = lims
+	return s
+}
+
 // full marks partitions as fully allocated.
 func full(names ...string) func(map[string]*report.Partition) {
 	return func(m map[string]*report.Partition) {
@@ -360,6 +366,37 @@ func TestDecideMigrate(t *testing.T) {
 				m["gpu"].GPUs[0].Idle, m["gpu"].GPUs[0].Alloc = 1, 3
 			}),
 			check: check{want: Decision{Kind: None}, reason: []string{"gpu has 1 of 4 GPUs idle, the job needs 2"}},
+		},
+		{
+			// issue 27: gpu has room, but alice's QOS allows her 2 GPUs and
+			// her other jobs hold both: the requeued job would pend
+			// (QOSMaxGRESPerUser) instead of running on cpu
+			name: "gpu has room, but the owner is at her GPU limit",
+			job:  func(j *Job) { j.QOS = "gpuq" },
+			snap: withLimits(lab(), report.UserLimit{User: "alice", QOS: "gpuq", Resource: "gpu", Max: 2, Used: 2, Reason: "QOSMaxGRESPerUser"}),
+			check: check{want: Decision{Kind: None}, reason: []string{
+				"gpu has room, but alice's QOS gpuq limit of 2 gpu (QOSMaxGRESPerUser, 2 in use) would hold it pending there"}},
+		},
+		{
+			// one GPU left of her 2: the move fits; another user's limit,
+			// another QOS's and a CPU limit (a requeue keeps the job's CPUs)
+			// do not bind
+			name: "the owner's limits leave room: migrate",
+			job:  func(j *Job) { j.QOS, j.CPUs = "gpuq", 4 },
+			snap: withLimits(lab(),
+				report.UserLimit{User: "alice", QOS: "gpuq", Resource: "gpu", Max: 2, Used: 1, Reason: "QOSMaxGRESPerUser"},
+				report.UserLimit{User: "alice", QOS: "gpuq", Resource: "cpu", Max: 4, Used: 4, Reason: "QOSMaxCpuPerUserLimit"},
+				report.UserLimit{User: "bob", QOS: "gpuq", Resource: "gpu", Max: 1, Used: 1, Reason: "QOSMaxGRESPerUser"},
+				report.UserLimit{User: "alice", QOS: "other", Resource: "gpu", Max: 1, Used: 1, Reason: "QOSMaxGRESPerUser"}),
+			check: check{want: migrate},
+		},
+		{
+			// the job's QOS unknown: the user's default QOS binds; the
+			// association's GPU limit binds every QOS
+			name: "the association's GPU limit binds",
+			snap: withLimits(lab(), report.UserLimit{User: "alice", Resource: "gpu", Max: 1, Used: 1, Reason: "AssocGrpGRES"}),
+			check: check{want: Decision{Kind: None}, reason: []string{
+				"alice's association limit of 1 gpu (AssocGrpGRES, 1 in use) would hold it pending there"}},
 		},
 		{
 			name: "typed GPUs are matched by type",

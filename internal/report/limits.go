@@ -31,6 +31,21 @@ const (
 	LimitJobs = "jobs"
 )
 
+// Binds reports whether the limit binds a job under qos on partition part:
+// an association's limit binds all its user's jobs (on its partition, when
+// it has one); a QOS's binds the jobs under that QOS, which is the user's
+// default QOS when qos is empty (a job that names none, or whose QOS is
+// unknown).
+func (l *UserLimit) Binds(qos, part string) bool {
+	switch {
+	case l.QOS == "":
+		return l.Partition == "" || l.Partition == part
+	case qos == "":
+		return l.Default
+	}
+	return l.QOS == qos
+}
+
 // Validate checks one limit.
 func (l *UserLimit) Validate() error {
 	if err := first(
