@@ -97,6 +97,11 @@ func heldByLimit(cs ClusterState, w Wait, l *report.UserLimit, need Need, now ti
 	what := map[string]string{report.LimitCPU: "CPUs", report.LimitGPU: "GPUs", report.LimitJobs: "running jobs"}[l.Resource]
 	held := fmt.Sprintf("%s, but you are at your %s limit of %d %s (%s, %d in use)", state, scope, l.Max, what, l.Reason, l.Used)
 	w.IdleNow, w.HeldBy = false, l.Reason
+	if add := limitAdds(l.Resource, need); add > l.Max {
+		w.Known, w.Wait = false, 0
+		w.Reason = fmt.Sprintf("never under your %s limit of %d %s (%s): the job needs %d", scope, l.Max, what, l.Reason, add)
+		return w
+	}
 	freed, ok := limitFreed(cs, l, need, now)
 	switch {
 	case !ok:

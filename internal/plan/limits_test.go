@@ -61,6 +61,9 @@ func TestWaitHeldByUserLimit(t *testing.T) {
 		// alice's capped is not her default: a job naming no QOS is free
 		{"alice, default QOS not capped", state, one("alice", ""), true, true, 0, "", "idle now"},
 		{"no user: no limits", state, one("", ""), true, true, 0, "", "idle now"},
+		// a whole lab-cpu node is 4 CPUs, over capped's 2 whatever bob runs
+		{"more than the limit allows at all", state, Need{CPUs: 4, User: "bob"}, false, false, 0, "QOSMaxCpuPerUserLimit",
+			"never under your QOS capped limit of 2 CPUs (QOSMaxCpuPerUserLimit): the job needs 4"},
 		{"held, and no job table to say when it frees", ClusterState{Snapshot: snap}, one("bob", ""), false, false, 0, "QOSMaxCpuPerUserLimit",
 			"your jobs end is unknown"},
 	}
