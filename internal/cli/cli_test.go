@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +37,18 @@ type fakeSlurm struct {
 	// showErr, when set, is what ShowJob answers for a job it does not
 	// hold (default slurm.ErrNotFound: scontrol's "Invalid job id")
 	showErr error
+	// acct is Slurm's accounting (sacct); nil: the cluster has none
+	acct map[string]*slurm.AcctJob
+}
+
+func (f *fakeSlurm) AcctJob(_ context.Context, id string) (*slurm.AcctJob, error) {
+	if f.acct == nil {
+		return nil, errors.New("sacct: error: Problem talking to the database: Connection refused")
+	}
+	if j, ok := f.acct[id]; ok {
+		return j, nil
+	}
+	return nil, fmt.Errorf("sacct: job %s: %w", id, slurm.ErrNotFound)
 }
 
 func (f *fakeSlurm) Cancel(_ context.Context, id string) error {

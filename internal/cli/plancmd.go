@@ -149,6 +149,7 @@ type jsonOption struct {
 	WaitKnown  bool       `json:"wait_known"`
 	WaitS      float64    `json:"wait_s"`
 	WaitBasis  string     `json:"wait_basis"`
+	HeldBy     string     `json:"held_by,omitempty"` // the Slurm reason of the user's limit that holds the job
 	SlurmStart *time.Time `json:"slurm_start,omitempty"`
 	RunS       float64    `json:"run_s"`
 	TotalS     float64    `json:"total_s"`
@@ -190,7 +191,7 @@ func jsonPlans(all []plan.Plans, now time.Time) []jsonPlan {
 			Cheapest: name(p.Cheapest), Recommend: p.Recommend, Reason: p.Reason}
 		for _, o := range p.Options {
 			jo := jsonOption{Partition: o.Partition.Name, NodeType: o.Row.NodeType.Name, WaitKnown: o.Wait.Known,
-				WaitS: o.Wait.Wait.Seconds(), WaitBasis: o.Wait.Reason, RunS: o.Run.Seconds(), TotalS: o.Total.Seconds(),
+				WaitS: o.Wait.Wait.Seconds(), WaitBasis: o.Wait.Reason, HeldBy: o.Wait.HeldBy, RunS: o.Run.Seconds(), TotalS: o.Total.Seconds(),
 				Cost: o.Cost, Chunks: o.Fit.Chunks}
 			if !o.Wait.SlurmStart.IsZero() {
 				t := o.Wait.SlurmStart.UTC()

@@ -59,8 +59,12 @@ type target struct {
 	jobArg   string
 	ownerUID int
 	dflt     bool
+	// acct: the job as Slurm's accounting keeps it (sacct), read when
+	// slurmctld no longer knows it; nil without accounting
+	acct *slurm.AcctJob
 	// unknown: a job id Slurm says it does not know (scontrol: Invalid
-	// job id) that neither the job table nor the submission history lists;
+	// job id, and no accounting record) that neither the job table nor the
+	// submission history lists;
 	// unless the coordinator has a record in its default lineage, nobody
 	// knows the job (a mistyped id, or one long gone)
 	unknown bool
@@ -143,11 +147,41 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner}, nil
 		}
 	}
+	var acct *slurm.AcctJob
+	if errors.Is(err, slurm.ErrNotFound) {
+		// slurmctld forgot the job (MinJobAge): its accounting has not
+		acct = a.acctJob(ctx, arg)
+		if acct != nil {
+			owner = acct.UID
+			if p, ok, perr := report.ParsePlanComment(acct.Comment); ok && perr == nil && p.Lineage != "" {
+				return target{lineage: p.Lineage, how: "plan in the job's comment (Slurm accounting)", jobArg: arg, ownerUID: owner, acct: acct}, nil
+			}
+		}
+	}
 	if l := a.recall(arg); l != "" {
-		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner}, nil
+		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner, acct: acct}, nil
 	}
 	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true,
-		unknown: errors.Is(err, slurm.ErrNotFound)}, nil
+		acct: acct, unknown: errors.Is(err, slurm.ErrNotFound) && acct == nil}, nil
+}
+
+// acctReader is a Slurm that can read its accounting (*slurm.Client).
+type acctReader interface {
+	AcctJob(ctx context.Context, jobID string) (*slurm.AcctJob, error)
+}
+
+// acctJob is the job's accounting record, nil when there is none or no
+// accounting to ask.
+func (a *App) acctJob(ctx context.Context, id string) *slurm.AcctJob {
+	ar, ok := a.Slurm.(acctReader)
+	if !ok {
+		return nil
+	}
+	j, err := ar.AcctJob(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return j
 }
 
 func jobKey(j *report.Job) string {
@@ -217,6 +251,9 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 		fmt.Fprintf(a.stdout, "lineage %s (%s)\n", t.lineage, t.how)
 		if t.job != nil {
 			writeSlurmJob(a.stdout, t.job, now)
+		} else if t.acct != nil {
+			writeAcctJob(a.stdout, t.acct)
+			return nil, nil // an old job: its record in accounting is all there is
 		} else if jerr != nil {
 			fmt.Fprintf(a.stdout, "job table: unavailable (%s)\n", shortErr(jerr))
 		}
@@ -226,6 +263,19 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	}
 	writeStatus(a.stdout, s, t.job, now)
 	return s, nil
+}
+
+// writeAcctJob prints a job's accounting record and the verdict the
+// coordinator left in its AdminComment.
+func writeAcctJob(w io.Writer, j *slurm.AcctJob) {
+	fmt.Fprintf(w, "slurm accounting: job %s of %s %s on %s after %s, exit %s\n", clean(j.JobID), clean(j.User), clean(j.State),
+		clean(j.Partition), j.Elapsed, clean(j.ExitCode))
+	if j.AdminComment != "" {
+		fmt.Fprintf(w, "verdict: %s\n", clean(j.AdminComment))
+	} else {
+		fmt.Fprintln(w, "verdict: none in the job's AdminComment (the coordinator writes it when the run ends)")
+	}
+	fmt.Fprintln(w, "no isched status: the coordinator's record of the run has expired")
 }
 
 func writeSlurmJob(w io.Writer, j *report.Job, now time.Time) {

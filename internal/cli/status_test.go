@@ -170,6 +170,17 @@ func TestUnknownJob(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, code: ExitOK, out: "lineage lab-u1001-train-cdcdcdcd (from your submission history"},
+		{name: "status: only Slurm's accounting has it", args: []string{"status", "999999"}, setup: func(h *harness) {
+			h.slurm.acct = map[string]*slurm.AcctJob{"999999": {JobID: "999999", User: "alice", UID: 1001, State: "COMPLETED",
+				Partition: "cpu", Elapsed: 95 * time.Second, ExitCode: "0:0",
+				Comment:      report.Plan{Lineage: "lab-u1001-old-abababab", Ideal: "cpu"}.FormatComment(),
+				AdminComment: "isched: memory 643 MiB of 4.0 GiB asked; ask --mem=1G next time"}}
+		}, code: ExitOK, out: "lineage lab-u1001-old-abababab (plan in the job's comment (Slurm accounting))\n" +
+			"slurm accounting: job 999999 of alice COMPLETED on cpu after 1m35s, exit 0:0\n" +
+			"verdict: isched: memory 643 MiB of 4.0 GiB asked; ask --mem=1G next time\n"},
+		{name: "status: accounting without the job", args: []string{"status", "999999"}, setup: func(h *harness) {
+			h.slurm.acct = map[string]*slurm.AcctJob{}
+		}, code: ExitError, err: "job 999999: no such job in Slurm or in isched's records"},
 		{name: "status: Slurm cannot tell", args: []string{"status", "999999"}, setup: func(h *harness) {
 			h.slurm.showErr = errors.New("scontrol: Unable to contact slurm controller")
 		}, code: ExitOK, out: "lineage lab-999999 (the wrapper's default"},
