@@ -46,7 +46,7 @@ DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 # 15.3 MB. Go keeps its own line tables, so panics still show file:line.
 INSTALL_STRIP ?=
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod lintian
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`
@@ -206,7 +206,9 @@ demo-installed: deps deb cluster-up ## the demo from the installed Debian packag
 # What a site needs, for make install and the Debian package alike: the
 # binaries, the TaskEpilog, the units (paths rewritten to PREFIX), the
 # sysusers.d entry, /etc/isched examples (never over an existing file),
-# the Python helper, model_summary.py and site_probe.py, man pages, completion, docs.
+# the Python helper, model_summary.py and site_probe.py, the Grafana dashboard
+# (share/isched/grafana), man pages, completion, docs and their copyright
+# file (scripts/gencopyright: isched's licence and every compiled-in Go module's).
 # The Python package goes to share/isched/isched (PYTHONPATH=share/isched:
 # import isched), scripts/isched.py beside it.
 install: build man ## install what a site needs under DESTDIR/PREFIX (default /usr/local; /etc/isched examples only where missing)
@@ -216,6 +218,8 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	install -d $(DESTDIR)$(DATADIR)/isched/isched
 	install -m 0644 scripts/isched.py scripts/model_summary.py scripts/site_probe.py $(DESTDIR)$(DATADIR)/isched/
 	install -m 0644 python/isched/*.py $(DESTDIR)$(DATADIR)/isched/isched/
+	install -d $(DESTDIR)$(DATADIR)/isched/grafana
+	install -m 0644 dashboards/isched.json $(DESTDIR)$(DATADIR)/isched/grafana/isched.json
 	sed 's|/usr/local/bin/isched-wrapper|$(BINDIR)/isched-wrapper|g' scripts/isched-task-epilog > $(BIN)/isched-task-epilog
 	install -m 0755 $(BIN)/isched-task-epilog $(DESTDIR)$(LIBEXECDIR)/isched-task-epilog
 	for u in isched-agent isched-coordinator isched-relay; do \
@@ -223,7 +227,7 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	  install -m 0644 $(BIN)/$$u.service $(DESTDIR)$(UNITDIR)/$$u.service; done
 	install -m 0644 systemd/isched.sysusers $(DESTDIR)$(SYSUSERSDIR)/isched.conf
 	@set -e; etc=$(DESTDIR)$(SYSCONFDIR)/isched; \
-	for f in isched.conf.example:isched.conf:0644 coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
+	for f in isched.conf.example:isched.conf:0644 coordinator.json:coordinator.json:0644 site.json.example:site.json.example:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
 	  IFS=: read -r src dst mode <<< "$$f"; \
 	  if [ -e "$$etc/$$dst" ]; then echo "kept $$etc/$$dst"; else install -m "$$mode" "systemd/$$src" "$$etc/$$dst"; fi; done
 	for p in $(BIN)/share/man/man1/*.1 $(BIN)/share/man/man8/*.8; do \
@@ -232,6 +236,8 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
 	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	$(GO) run ./scripts/gencopyright $(addprefix ./,$(subst isched-,,$(BINARIES))) > $(BIN)/copyright
+	install -m 0644 $(BIN)/copyright $(DESTDIR)$(DOCDIR)/copyright
 	install -m 0644 examples/README.md examples/*.json examples/*.py examples/*.ipynb $(DESTDIR)$(DOCDIR)/examples/
 
 deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a staged make install)
@@ -240,7 +246,7 @@ deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a stage
 	rm -f $(BIN)/isched_*.deb
 	scripts/mkdeb $(BIN)/deb-root '$(VERSION)' $(DEBARCH) $(DEB)
 
-deb-test: deb ## install the package here with apt, check binaries, units (systemd-analyze verify), users, man, completion; remove it
+deb-test: deb ## lintian (errors, warnings) on the package, then install it here with apt, check binaries, units (systemd-analyze verify), users, man, completion; remove it
 	scripts/deb-test $(DEB)
 
 clean: ## remove build output
