@@ -21,7 +21,24 @@ ZSHCOMPDIR ?= $(if $(filter /usr,$(PREFIX)),$(DATADIR)/zsh/vendor-completions,$(
 VERSION ?= $(shell d=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); \
   if [ -n "$$d" ]; then v=$$(echo "$${d\#v}" | tr - +); else v="0.0~git$$(git log -1 --format=%cd --date=format:%Y%m%d%H%M%S 2>/dev/null).$$(git rev-parse --short HEAD 2>/dev/null)"; fi; \
   git diff --quiet HEAD 2>/dev/null || v="$$v+dirty"; echo "$$v")
+# Hardened binaries, what Debian asks of compiled programs (lintian's
+# hardening-no-pie, hardening-no-relro): position-independent
+# (-buildmode=pie, so ASLR moves the program too) with RELRO (the GOT
+# read-only once loaded). Full RELRO (every symbol bound at start) for all
+# but the wrapper: -bindnow for Go's own linker, -z relro -z now for the C
+# linker when cgo links externally (libmunge, the net package's resolver).
+# The wrapper keeps lazy binding (partial RELRO): go-nvml links NVML's
+# functions unresolved and dlopens libnvidia-ml at run time, so with -z now
+# the loader refuses to start it ("undefined symbol: nvml...") on every
+# machine. The C parts get dpkg-buildflags' fortify and stack protector.
+# make build runs each binary's -version, which a bad link fails.
+# Check: hardening-check bin/* (devscripts), or readelf -h (Type DYN),
+# readelf -d (FLAGS BIND_NOW), readelf -l (GNU_RELRO).
+BUILDFLAGS := -buildmode=pie
 LDFLAGS := -X github.com/isched/isched/internal/version.Version=$(VERSION)
+LDFLAGS_NOW := $(LDFLAGS) -bindnow -extldflags "-Wl,-z,relro,-z,now"
+LDFLAGS_LAZY := $(LDFLAGS) -extldflags "-Wl,-z,relro,-z,lazy"
+CGO_BUILD_CFLAGS ?= -O2 -g -fstack-protector-strong -D_FORTIFY_SOURCE=2
 DEBARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 # make install copies the binaries as built; make deb strips their symbol
@@ -30,7 +47,7 @@ DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 INSTALL_STRIP ?=
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
 # python3-venv: scripts/python-venv (make test-python) makes a venv.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-venv python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client redis-server python3 python3-venv python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod lintian
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`
@@ -58,13 +75,14 @@ deps: ## install what the tests and the demo need (apt packages as root, Go modu
 	fi
 	$(GO) mod download
 
-build: check-tags ## build the five binaries into ./bin
+build: check-tags ## build the five binaries into ./bin (PIE, RELRO; see BUILDFLAGS)
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-wrapper ./wrapper
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-agent ./agent
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-coordinator ./coordinator
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched-relay ./relay
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/isched ./isched
+	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_LAZY)' -o $(BIN)/isched-wrapper ./wrapper
+	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched-agent ./agent
+	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched-coordinator ./coordinator
+	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched-relay ./relay
+	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched ./isched
+	@for b in $(BINARIES); do $(BIN)/$$b -version >/dev/null || { echo "$(BIN)/$$b does not start" >&2; exit 1; }; done
 
 man: build ## man pages and bash/zsh completion, generated from the built binaries' flags (into $(BIN)/share)
 	$(GO) run ./scripts/genman -bin $(BIN) -out $(BIN)/share -version '$(VERSION)'
@@ -208,7 +226,9 @@ demo-installed: deps deb cluster-up ## the demo from the installed Debian packag
 # What a site needs, for make install and the Debian package alike: the
 # binaries, the TaskEpilog, the units (paths rewritten to PREFIX), the
 # sysusers.d entry, /etc/isched examples (never over an existing file),
-# the Python helper, model_summary.py and site_probe.py, man pages, completion, docs.
+# the Python helper, model_summary.py and site_probe.py, the Grafana dashboard
+# (share/isched/grafana), man pages, completion, docs and their copyright
+# file (scripts/gencopyright: isched's licence and every compiled-in Go module's).
 # The Python package goes to share/isched/isched (PYTHONPATH=share/isched:
 # import isched), scripts/isched.py beside it.
 install: build man ## install what a site needs under DESTDIR/PREFIX (default /usr/local; /etc/isched examples only where missing)
@@ -218,6 +238,8 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	install -d $(DESTDIR)$(DATADIR)/isched/isched
 	install -m 0644 scripts/isched.py scripts/model_summary.py scripts/site_probe.py $(DESTDIR)$(DATADIR)/isched/
 	install -m 0644 python/isched/*.py $(DESTDIR)$(DATADIR)/isched/isched/
+	install -d $(DESTDIR)$(DATADIR)/isched/grafana
+	install -m 0644 dashboards/isched.json $(DESTDIR)$(DATADIR)/isched/grafana/isched.json
 	sed 's|/usr/local/bin/isched-wrapper|$(BINDIR)/isched-wrapper|g' scripts/isched-task-epilog > $(BIN)/isched-task-epilog
 	install -m 0755 $(BIN)/isched-task-epilog $(DESTDIR)$(LIBEXECDIR)/isched-task-epilog
 	for u in isched-agent isched-coordinator isched-relay; do \
@@ -225,7 +247,7 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	  install -m 0644 $(BIN)/$$u.service $(DESTDIR)$(UNITDIR)/$$u.service; done
 	install -m 0644 systemd/isched.sysusers $(DESTDIR)$(SYSUSERSDIR)/isched.conf
 	@set -e; etc=$(DESTDIR)$(SYSCONFDIR)/isched; \
-	for f in isched.conf.example:isched.conf:0644 coordinator.json:coordinator.json:0644 ../examples/site-lab.json:site.json:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
+	for f in isched.conf.example:isched.conf:0644 coordinator.json:coordinator.json:0644 site.json.example:site.json.example:0644 agent.env.example:agent.env:0600 coordinator.env.example:coordinator.env:0600 relay.env.example:relay.env:0600; do \
 	  IFS=: read -r src dst mode <<< "$$f"; \
 	  if [ -e "$$etc/$$dst" ]; then echo "kept $$etc/$$dst"; else install -m "$$mode" "systemd/$$src" "$$etc/$$dst"; fi; done
 	for p in $(BIN)/share/man/man1/*.1 $(BIN)/share/man/man8/*.8; do \
@@ -234,6 +256,8 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
 	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	$(GO) run ./scripts/gencopyright $(addprefix ./,$(subst isched-,,$(BINARIES))) > $(BIN)/copyright
+	install -m 0644 $(BIN)/copyright $(DESTDIR)$(DOCDIR)/copyright
 	install -m 0644 examples/README.md examples/*.json examples/*.py examples/*.ipynb $(DESTDIR)$(DOCDIR)/examples/
 
 deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a staged make install)
@@ -242,7 +266,7 @@ deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a stage
 	rm -f $(BIN)/isched_*.deb
 	scripts/mkdeb $(BIN)/deb-root '$(VERSION)' $(DEBARCH) $(DEB)
 
-deb-test: deb ## install the package here with apt, check binaries, units (systemd-analyze verify), users, man, completion; remove it
+deb-test: deb ## lintian (errors, warnings) on the package, then install it here with apt, check binaries, units (systemd-analyze verify), users, man, completion; remove it
 	scripts/deb-test $(DEB)
 
 clean: ## remove build output

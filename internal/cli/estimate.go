@@ -116,7 +116,7 @@ func (a *App) sitePath(flagValue string) (string, error) {
 	if _, err := os.Stat(DefaultSitePath); err == nil {
 		return DefaultSitePath, nil
 	}
-	return "", usageErr("no site catalogue: pass --site FILE or set ISCHED_SITE (examples/site-lab.json describes the local test cluster)")
+	return "", usageErr("no site catalogue: pass --site FILE or set ISCHED_SITE (the package ships a template, /etc/isched/site.json.example; examples/site-lab.json describes the local test cluster)")
 }
 
 func loadModel(path string) (*plan.Model, error) {

@@ -9,7 +9,8 @@ import (
 )
 
 // FileConfig is the coordinator's optional config file (JSON, strict:
-// unknown fields are errors): see systemd/coordinator.json for the lab's,
+// unknown fields are errors): systemd/coordinator.json is the packaged one
+// (the defaults, no partition), examples/coordinator-lab.json the lab's,
 // documented in docs/deployment.md. A nil pointer is a field the file does
 // not set; setDefaults gives it the default, Validate checks the rest, and
 // every error names the field.

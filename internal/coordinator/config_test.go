@@ -12,10 +12,27 @@ import (
 
 func TestFileConfig(t *testing.T) {
 	t.Parallel()
-	// the documented example must load
+	// the packaged file (/etc/isched/coordinator.json) loads, lists the
+	// defaults and names no partition: a site writes its own
 	fc, err := LoadFileConfig(filepath.Join("..", "..", "systemd", "coordinator.json"))
 	if err != nil {
 		t.Fatalf("systemd/coordinator.json: %v", err)
+	}
+	if fc.Cluster != "" || len(fc.Policy.Speed) != 0 || len(fc.Policy.DevPartitions) != 0 {
+		t.Errorf("systemd/coordinator.json names a cluster or partitions: %+v", fc)
+	}
+	dcfg := Config{Policy: policy.DefaultConfig()}
+	if err := fc.apply(&dcfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := policy.DefaultConfig(); dcfg.Tick != 2*time.Second || dcfg.EndedTTL != 7*24*time.Hour ||
+		dcfg.Policy.MinGain != d.MinGain || dcfg.Policy.MaxContinuations != d.MaxContinuations || dcfg.Policy.Margin != d.Margin {
+		t.Errorf("systemd/coordinator.json differs from the defaults it lists: %+v", dcfg)
+	}
+	// the lab's, every field set (examples/coordinator-lab.json)
+	fc, err = LoadFileConfig(filepath.Join("..", "..", "examples", "coordinator-lab.json"))
+	if err != nil {
+		t.Fatalf("examples/coordinator-lab.json: %v", err)
 	}
 	cfg := Config{Policy: policy.DefaultConfig()}
 	if err := fc.apply(&cfg); err != nil {

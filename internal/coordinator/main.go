@@ -35,7 +35,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	o.fs = flag.NewFlagSet("isched-coordinator", flag.ContinueOnError)
 	o.fs.SetOutput(stderr)
 	o.Register(o.fs, "127.0.0.1:9470")
-	o.fs.StringVar(&o.config, "config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON; see systemd/coordinator.json)")
+	o.fs.StringVar(&o.config, "config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON; see /etc/isched/coordinator.json)")
 	o.fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key (default: the config file's)")
 	o.fs.DurationVar(&o.tick, "tick", 0, "decision interval (default: the config file's, else 2s)")
 	o.fs.BoolVar(&o.pprofOnMetrics, "pprof", false, "deprecated, use -pprof-listen: also serve Go's /debug/pprof/ on the metrics address")

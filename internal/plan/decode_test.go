@@ -102,7 +102,7 @@ func TestDecodeModelTestdata(t *testing.T) {
 
 func TestDecodeSiteExamples(t *testing.T) {
 	t.Parallel()
-	for _, f := range []string{"../../examples/site-lab.json", "../../examples/site-seed.json"} {
+	for _, f := range []string{"../../examples/site-lab.json", "../../examples/site-seed.json", "../../systemd/site.json.example"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -41,7 +41,7 @@ type Config struct {
 	// MaxMoves bounds migrations (rule 2) per lineage. Negative: unbounded.
 	MaxMoves int
 	// Speed is the relative throughput per partition (on the lab: gpu 8,
-	// cpu 1; systemd/coordinator.json).
+	// cpu 1; examples/coordinator-lab.json).
 	// A partition not listed counts 1, so with a nil map no partition is
 	// faster than another and rule 2 never finds a gain (its reason says so).
 	Speed map[string]float64
@@ -84,7 +84,7 @@ type Config struct {
 
 // DefaultConfig is the defaults. They name no partition: no speeds (every
 // partition counts 1) and no dev partitions; a site writes its own in the
-// coordinator's config file (the lab's: systemd/coordinator.json).
+// coordinator's config file (the lab's: examples/coordinator-lab.json).
 func DefaultConfig() Config {
 	return Config{}.normalized()
 }

@@ -54,7 +54,7 @@ func full(names ...string) func(map[string]*report.Partition) {
 	}
 }
 
-// labCfg is the defaults plus the lab's partitions (systemd/coordinator.json).
+// labCfg is the defaults plus the lab's partitions (examples/coordinator-lab.json).
 func labCfg() Config {
 	c := DefaultConfig()
 	c.Speed = map[string]float64{"gpu": 8, "gpu-dev": 8, "cpu": 1, "dev": 1, "scavenger": 1}
