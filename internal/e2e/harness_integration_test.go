@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -219,6 +221,9 @@ type trainOpts struct {
 	// Relay is an isched-relay's address (world.startRelay): the wrapper
 	// reports through it and gets no Redis password at all.
 	Relay string
+	// User submits the job as this test user (sbatch --uid, from root):
+	// the job and its files are theirs, and so are their Slurm limits.
+	User string
 }
 
 func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
@@ -263,8 +268,33 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
 			",ISCHED_CLUSTER=" + w.cluster + reportVia},
 		sbatchArgs...)
+	if o.User != "" {
+		sb = append(sb, w.ownedBy(o.User, dir)...)
+	}
 	j.id = w.sbatch(append(sb, script)...)
 	return j
+}
+
+// ownedBy hands dir's tree to a test user and returns the sbatch options
+// that submit as them.
+func (w *world) ownedBy(who, dir string) []string {
+	w.t.Helper()
+	u, err := user.Lookup(who)
+	if err != nil {
+		w.t.Fatalf("test user %s: %v (scripts/dev-cluster up creates alice and bob)", who, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	err = filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, uid, gid)
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return []string{"--uid=" + u.Uid, "--gid=" + u.Gid}
 }
 
 func (j trainJob) readFacts(t *testing.T) map[string]any {

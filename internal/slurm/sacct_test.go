@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,5 +36,25 @@ func TestParseAcctJob(t *testing.T) {
 		if _, err := ParseAcctJob([]byte(in), "42"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", in, err, want)
 		}
+	}
+}
+
+// TestParseAcctJobCaptured: testdata/22.05/sacct.txt is AcctJob's command
+// on the dev cluster's slurmdbd (job 766, bob's, no comment; job 770,
+// alice's, with a comment holding '|' and the AdminComment set by scontrol
+// while it ran).
+func TestParseAcctJobCaptured(t *testing.T) {
+	b, err := os.ReadFile("testdata/22.05/sacct.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseAcctJob(b, "770")
+	want := &AcctJob{JobID: "770", User: "alice", UID: 1001, State: "COMPLETED", Partition: "cpu", Elapsed: 3 * time.Second,
+		ExitCode: "0:0", Comment: "isched:v1 lineage=lab-u1001-demo|x", AdminComment: "isched: memory 643 MiB of 1.0 GiB asked; ask --mem=1G next time"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("job 770: %+v, %v\nwant %+v", got, err, want)
+	}
+	if got, err := ParseAcctJob(b, "766"); err != nil || got.User != "bob" || got.UID != 1002 || got.Comment != "" || got.AdminComment != "" {
+		t.Errorf("job 766: %+v, %v", got, err)
 	}
 }
