@@ -231,7 +231,11 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	if plan.Cluster == "" {
 		plan.Cluster = w.cluster // only this test's coordinator may act on the job
 	}
-	dir, _ := os.MkdirTemp(w.dir, "job")
+	parent := w.dir
+	if o.User != "" { // under a directory the user can reach
+		parent = testutil.WorkDir(w.t, "isched-e2e-"+o.User+"-")
+	}
+	dir, _ := os.MkdirTemp(parent, "job")
 	_ = os.Chmod(dir, 0o755)
 	j := trainJob{lineage: plan.Lineage, dir: dir, facts: filepath.Join(dir, "facts.json"), ckdir: filepath.Join(dir, "ckpt")}
 	_ = os.MkdirAll(j.ckdir, 0o755)
