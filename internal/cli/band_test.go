@@ -72,7 +72,8 @@ func TestEstimateShowsBands(t *testing.T) {
 	}
 	code, out, _ = h.run("estimate", "--model", model, "--samples", "3200", "--batch", "8", "--optimizer", "momentum",
 		"--site", "../../examples/site-lab.json", "--receipts", "none", "--state", "none", "--json")
-	// a static CPU row carries the bench-predict grid's calibration instead
+	// a static CPU row carries the bench-predict grid's memory calibration
+	// instead; without a probe record its time is unmeasured, with no band
 	var static []jsonRow
 	if code != 0 || json.Unmarshal([]byte(out), &static) != nil || len(static) == 0 {
 		t.Fatalf("static estimate: exit %d:\n%s", code, out)
@@ -83,10 +84,14 @@ func TestEstimateShowsBands(t *testing.T) {
 		if r.NodeType != "lab-cpu" {
 			continue
 		}
-		if r.MemoryBand == nil || r.IterBand == nil || r.HoursBand == nil ||
-			*r.MemoryBand != (jsonBand{mem * cal.MemLow, mem * cal.MemHigh}) ||
-			*r.IterBand != (jsonBand{r.IterSeconds * cal.TimeLow, r.IterSeconds * cal.TimeHigh}) {
-			t.Errorf("static lab-cpu row without the grid's band %+v:\n%s", cal, out)
+		if r.MemoryBand == nil || *r.MemoryBand != (jsonBand{mem * cal.MemLow, mem * cal.MemHigh}) ||
+			r.IterBand != nil || r.HoursBand != nil || !r.TimeUnmeasured {
+			t.Errorf("static lab-cpu row: want the grid's memory band %+v, no time band and time_unmeasured:\n%s", cal, out)
 		}
+	}
+	code, out, _ = h.run("estimate", "--model", model, "--samples", "3200", "--batch", "8", "--optimizer", "momentum",
+		"--site", "../../examples/site-lab.json", "--receipts", "none", "--state", "none")
+	if code != 0 || !strings.Contains(out, "? time unmeasured on lab-dev,lab-cpu,lab-gdev,lab-gpu") || !strings.Contains(out, "isched site probe --partition P") {
+		t.Errorf("the table does not say the static time is unmeasured:\n%s", out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -288,7 +289,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BATCH\tNODE TYPE\tPEAK MEMORY\tLIMIT\tFITS\tHOURS\tPARTITIONS\tIDLE NOW\tCOST\tSOURCE")
 	chunked, emulated := false, false
-	var notes, staticNotes []string
+	var notes, staticNotes, unmeasured []string
 	for i := range l.rows {
 		r := &l.rows[i]
 		nt := r.NodeType
@@ -304,6 +305,12 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		hours, parts, idle, cost := "-", "-", "-", "-"
 		if r.Fits {
 			hours = fmt.Sprintf("%.2f", r.Hours)
+			if r.TimeUnmeasured {
+				hours += "?"
+				if !slices.Contains(unmeasured, nt.Name) {
+					unmeasured = append(unmeasured, nt.Name)
+				}
+			}
 			cost = l.cost(r.Cost)
 			var ps, idles []string
 			unknown := false
@@ -349,6 +356,10 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	}
 	if emulated {
 		fmt.Fprintln(w, "† emulated GPUs (GRES on fake devices): jobs there compute on the CPU; the memory that must fit is host RSS")
+	}
+	if len(unmeasured) > 0 {
+		fmt.Fprintf(w, "? time unmeasured on %s: no probe record of the node type, so hours and cost rest on assumed framework costs and peak FLOPS "+
+			"(off by up to 40x on the bench-predict grid); `isched site probe --partition P` measures it once for everyone\n", strings.Join(unmeasured, ","))
 	}
 	fmt.Fprintln(w, "source: static = model summary and catalogue only; measured = receipts of this model, set-up, batch and node type;")
 	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput);")
@@ -457,11 +468,14 @@ type jsonRow struct {
 	// bands from the receipts' spread (plan.Curve); on a static CPU row
 	// the bench-predict grid's calibration (plan.StaticBand); absent on
 	// other static rows
-	MemoryBand *jsonBand       `json:"memory_band_bytes,omitempty"`
-	IterBand   *jsonBand       `json:"iter_seconds_band,omitempty"`
-	HoursBand  *jsonBand       `json:"hours_band,omitempty"`
-	Static     plan.Memory     `json:"static_memory"`
-	Partitions []jsonPartition `json:"partitions"`
+	MemoryBand *jsonBand `json:"memory_band_bytes,omitempty"`
+	IterBand   *jsonBand `json:"iter_seconds_band,omitempty"`
+	// TimeUnmeasured: a static row on a node type no probe record measured
+	// (isched site probe): its time is an assumption, with no band
+	TimeUnmeasured bool            `json:"time_unmeasured,omitempty"`
+	HoursBand      *jsonBand       `json:"hours_band,omitempty"`
+	Static         plan.Memory     `json:"static_memory"`
+	Partitions     []jsonPartition `json:"partitions"`
 }
 
 func (l *loaded) jsonRows() []jsonRow {
@@ -475,7 +489,8 @@ func (l *loaded) jsonRows() []jsonRow {
 		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
 			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
 			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
-			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand())}
+			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand()),
+			TimeUnmeasured: r.TimeUnmeasured}
 		for _, f := range r.Partitions {
 			jp := jsonPartition{Name: f.Partition.Name, OK: f.OK, Why: f.Why}
 			if f.Chunks > 1 {

@@ -98,7 +98,12 @@ type Row struct {
 	// Mem and IterSeconds support (Curve.At); zero for a static figure,
 	// whose error nothing measured.
 	MemBand, IterBand Band
-	Partitions        []PartitionFit
+	// TimeUnmeasured: a static row on a node type that no probe record
+	// measured (isched site probe): its time rests on assumed framework
+	// costs and peak FLOPS, off by up to 40x on the bench-predict grid, so
+	// it carries no band that would pretend to bound it.
+	TimeUnmeasured bool
+	Partitions     []PartitionFit
 }
 
 // HoursBand is the run's hours over the iteration time's band; zero

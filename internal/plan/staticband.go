@@ -29,15 +29,23 @@ func StaticBandFor(probed bool) StaticBand {
 
 // staticBands sets a static CPU row's bands from the grid's calibration.
 // GPU rows keep none: the grid measured no GPU.
+//
+// Without a probe record of the node type the time is unmeasured: the row
+// says so (TimeUnmeasured) instead of carrying the assumed model's time
+// band, which spans 40x and tells a user nothing; its memory band stays.
 func (s *Site) staticBands(r *Row) {
-	if r.Source != Static || r.NodeType.Kind != KindCPU {
+	if r.Source != Static {
 		return
 	}
-	b := StaticBandFor(s.Probe(r.NodeType) != nil)
-	if b.Cells == 0 {
+	probed := s.Probe(r.NodeType) != nil
+	r.TimeUnmeasured = !probed
+	b := StaticBandFor(probed)
+	if r.NodeType.Kind != KindCPU || b.Cells == 0 {
 		return
 	}
 	m := float64(r.Mem)
 	r.MemBand = Band{m * b.MemLow, m, m * b.MemHigh}
-	r.IterBand = Band{r.IterSeconds * b.TimeLow, r.IterSeconds, r.IterSeconds * b.TimeHigh}
+	if probed {
+		r.IterBand = Band{r.IterSeconds * b.TimeLow, r.IterSeconds, r.IterSeconds * b.TimeHigh}
+	}
 }
