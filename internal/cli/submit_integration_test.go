@@ -149,7 +149,9 @@ func TestSubmitSiteOptionsOnCluster(t *testing.T) {
 	testutil.NeedSlurm(t)
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o755)
-	environ := []string{"SBATCH_ACCOUNT=envacct", "SBATCH_PARTITION=gpu"}
+	// accounts the dev cluster's slurmdbd has (scripts/dev-cluster): with
+	// accounting, Slurm refuses one it does not know
+	environ := []string{"SBATCH_ACCOUNT=chemistry", "SBATCH_PARTITION=gpu"}
 	env := map[string]string{"ISCHED_CLUSTER": "lab", "HOME": dir, "PATH": os.Getenv("PATH")}
 	app := &App{Getenv: func(k string) string { return env[k] }, Environ: func() []string { return environ }, Getwd: func() (string, error) { return dir, nil }}
 	accounting := ""
@@ -201,7 +203,7 @@ func TestSubmitSiteOptionsOnCluster(t *testing.T) {
 	}
 	// no --account: the user's SBATCH_ACCOUNT applies
 	info = submit()
-	if got := info.Fields["Account"]; got != "envacct" {
+	if got := info.Fields["Account"]; got != "chemistry" {
 		t.Errorf("SBATCH_ACCOUNT not applied: Account=%q", got)
 	}
 	if got := info.Fields["OverSubscribe"]; got == "NO" {
