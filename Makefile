@@ -255,7 +255,8 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	install -m 0644 $(BIN)/share/bash-completion/isched $(DESTDIR)$(BASHCOMPDIR)/isched
 	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
 	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
-	install -m 0644 README.md docs/*.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 README.md $(filter-out docs/README.md,$(wildcard docs/*.md)) $(DESTDIR)$(DOCDIR)/
+	install -m 0644 docs/README.md $(DESTDIR)$(DOCDIR)/index.md # the docs' own index, beside the project's README
 	$(GO) run ./scripts/gencopyright $(addprefix ./,$(subst isched-,,$(BINARIES))) > $(BIN)/copyright
 	install -m 0644 $(BIN)/copyright $(DESTDIR)$(DOCDIR)/copyright
 	install -m 0644 examples/README.md examples/*.json examples/*.py examples/*.ipynb $(DESTDIR)$(DOCDIR)/examples/
