@@ -231,11 +231,7 @@ func TestChaosSlurmdKilled(t *testing.T) {
 		// restarts it, but the attempt's srun found no controller and
 		// failed. The coordinator must then continue the run, losing
 		// nothing: that is what is checked, instead of Slurm's one requeue.
-		var st report.JobStatus
-		waitFor(t, w, 30*time.Second, "the lineage to end", func() bool {
-			st, _ = w.status(lineage)
-			return st.State == "ENDED"
-		})
+		st := w.endedStatus(lineage, 30*time.Second)
 		t.Logf("slurmctld crashed during the test (%s); spans %s; decisions %v", supervisorLog, spansText(st), decisionKinds(st))
 		lostIterations(t, st)
 		if st.ExitStatus == nil || *st.ExitStatus != 0 || st.Step != total || len(st.History) < 2 || st.History[1].StartStep != resume {
