@@ -24,7 +24,7 @@ import (
 //	xeon-40c: 6.14e12 × 0.3 = 1.842e12 FLOP/s, half_batch 1, 0.084 per hour,
 //	  host RSS with an assumed 300 MiB = 314,572,800 B of Python + torch
 //	v100-32g: 1.57e13 × 0.5 = 7.85e12 FLOP/s, half_batch 4, 0.174 per GPU-hour,
-//	  device memory with a 500 MiB = 524,288,000 B CUDA context; 32 GiB
+//	  device memory with a 768 MiB = 805,306,368 B CUDA context; 32 GiB
 type handRow struct {
 	batch    int
 	nodeType string
@@ -46,12 +46,12 @@ var resnet50ByHand = []handRow{
 	// 2,500 × 50 = 125,000 iterations × 0.119878 s = 4.16244 h; × 0.084 = 0.349645
 	{8, "xeon-40c", 2_196_139_136, 0.119878, 125_000, 4.16244, 0.349645, true,
 		"8 xeon-40c 2.05 GiB RSS 192.0 GiB yes 4.16? cpu ? 0.35 static"},
-	// memory 408,912,512 + 64 × 184,081,728 (11,781,230,592) + 524,288,000
-	//   = 12,714,431,104 B = 11.84 GiB
+	// memory 408,912,512 + 64 × 184,081,728 (11,781,230,592) + 805,306,368
+	//   = 12,995,449,472 B = 12.10 GiB
 	// iteration 3 × 8,178,368,512 × 64 / (7.85e12 × 64/68) = 0.212533 s
 	// 313 × 50 = 15,650 iterations × 0.212533 s = 0.923930 h; × 0.174 = 0.160764
-	{64, "v100-32g", 12_714_431_104, 0.212533, 15_650, 0.923930, 0.160764, true,
-		"64 v100-32g 11.8 GiB GPU 32.0 GiB yes 0.92? gpu,gpu-debug ? 0.16 static"},
+	{64, "v100-32g", 12_995_449_472, 0.212533, 15_650, 0.923930, 0.160764, true,
+		"64 v100-32g 12.1 GiB GPU 32.0 GiB yes 0.92? gpu,gpu-debug ? 0.16 static"},
 	// memory 408,912,512 + 11,781,230,592 + 314,572,800 = 12,504,715,904 B = 11.65 GiB
 	// iteration 3 × 8,178,368,512 × 64 / (1.842e12 × 64/65) = 0.865788 s
 	// 15,650 × 0.865788 s = 3.76377 h; × 0.084 = 0.316157
@@ -68,12 +68,12 @@ var resnet50At448ByHand = []handRow{
 	// 125,000 × 0.479333 s = 16.6435 h; × 0.084 = 1.39806
 	{8, "xeon-40c", 6_608_415_872, 0.479333, 125_000, 16.6435, 1.39806, true,
 		"8 xeon-40c 6.15 GiB RSS 192.0 GiB yes 16.64? cpu ? 1.40 static"},
-	// memory 408,912,512 + 64 × 735,616,320 (47,079,444,480) + 524,288,000
-	//   = 48,012,644,992 B = 44.7 GiB > 32 GiB: does not fit
+	// memory 408,912,512 + 64 × 735,616,320 (47,079,444,480) + 805,306,368
+	//   = 48,293,663,360 B = 44.98 GiB > 32 GiB: does not fit
 	// iteration 3 × 32,701,186,048 × 64 / (7.85e12 × 64/68) = 0.849814 s
 	// 15,650 × 0.849814 s = 3.69433 h; × 0.174 = 0.642814
-	{64, "v100-32g", 48_012_644_992, 0.849814, 15_650, 3.69433, 0.642814, false,
-		"64 v100-32g 44.7 GiB GPU 32.0 GiB NO - - - - static"},
+	{64, "v100-32g", 48_293_663_360, 0.849814, 15_650, 3.69433, 0.642814, false,
+		"64 v100-32g 45.0 GiB GPU 32.0 GiB NO - - - - static"},
 }
 
 // near is true when got is within 1e-5 of want, relative: the hand figures

@@ -127,6 +127,48 @@ func TestStaticMemory(t *testing.T) {
 	}
 }
 
+// With the bytes autograd saves (the summary's saved_bytes_per_sample), the
+// static model scales those, not the forward outputs: the measured H100
+// points of docs/gpu-check.md, never under and within 15 %.
+func TestStaticMemorySaved(t *testing.T) {
+	t.Parallel()
+	m := &Model{V: 1, Name: "m", Parameters: 1_000_000, TrainableParameters: 1_000_000, ParamBytes: 4,
+		ActivationBytesPerSample: 3_000_000, SavedBytesPerSample: 1_000_000, InputShape: []int{1000}}
+	const saved = (1_000_000 + 4000) * SavedFactor
+	for _, tt := range []struct {
+		prec string
+		want int64
+	}{
+		{PrecFP32, int64(math.Ceil(8 * saved))},
+		{PrecBF16, int64(math.Ceil(8 * saved * HalfActivationFactor))},
+	} {
+		if got := StaticMemory(m, Training{"adam", tt.prec}, 8, true).Activations; got != tt.want {
+			t.Errorf("%s: activations %d, want %d (saved bytes x SavedFactor, not the forward outputs)", tt.prec, got, tt.want)
+		}
+	}
+	// ResNet-50 (224x224, Adam, fp32) and GPT-2 small (256 tokens): nvidia-smi's
+	// per-process figure on an H100, and the saved bytes the summary measures
+	// on this CPU (torch 1.13; GPT-2 without its loss, as model_summary runs it).
+	resnet := &Model{V: 1, Name: "resnet50", Parameters: 25557032, TrainableParameters: 25557032, ParamBytes: 4,
+		ActivationBytesPerSample: 91438752, SavedBytesPerSample: 85413632, InputShape: []int{3, 224, 224}}
+	gpt2 := &Model{V: 1, Name: "gpt2", Parameters: 124439808, TrainableParameters: 124439808, ParamBytes: 4,
+		ActivationBytesPerSample: 791941168, SavedBytesPerSample: 398773416, InputShape: []int{256}}
+	for _, tt := range []struct {
+		m     *Model
+		batch int
+		truth int64
+	}{
+		{resnet, 8, 2069889024}, {resnet, 16, 2824863744}, {resnet, 32, 4519292928}, {resnet, 64, 7864320000},
+		{gpt2, 16, 9856614400}, {gpt2, 64, 31989956608},
+	} {
+		got := StaticMemory(tt.m, Training{"adam", PrecFP32}, tt.batch, true).Total()
+		if e := float64(got-tt.truth) / float64(tt.truth); e < 0 || e > 0.15 {
+			t.Errorf("%s batch %d: static %s against %s measured: %+.1f%%, want 0..+15%%",
+				tt.m.Name, tt.batch, FormatBytes(got), FormatBytes(tt.truth), 100*e)
+		}
+	}
+}
+
 func TestStaticTime(t *testing.T) {
 	t.Parallel()
 	site := mustSite(t, "../../examples/site-seed.json")

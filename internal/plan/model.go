@@ -46,6 +46,12 @@ type Model struct {
 	// results and parameters add nothing): what autograd may keep for the
 	// backward pass (see ActivationsCounted).
 	ActivationBytesPerSample int64 `json:"activation_bytes_per_sample"`
+	// SavedBytesPerSample is the bytes autograd keeps for the backward pass
+	// of one sample (saved_tensors_hooks), each storage once: usually less
+	// than ActivationBytesPerSample (forward intermediates the backward does
+	// not need are freed). Optional (older summaries); when present the
+	// static model scales it instead of ActivationBytesPerSample.
+	SavedBytesPerSample int64 `json:"saved_bytes_per_sample,omitempty"`
 	// FLOPsPerSample is forward FLOPs for one sample, a multiply-add
 	// counting as 2 (convolutions and matrix products).
 	// Element-wise work is not counted; 0 for a model of embeddings only.
@@ -111,6 +117,8 @@ func (m *Model) Validate() error {
 		return fieldErr("param_bytes", "want 1, 2, 4 or 8 (bytes per parameter), got %d", m.ParamBytes)
 	case m.ActivationBytesPerSample <= 0:
 		return fieldErr("activation_bytes_per_sample", "required, must be positive")
+	case m.SavedBytesPerSample < 0:
+		return fieldErr("saved_bytes_per_sample", "must not be negative")
 	case m.FLOPsPerSample < 0:
 		// 0 is possible (a model of embeddings only): its static time is 0
 		return fieldErr("flops_per_sample", "must not be negative")

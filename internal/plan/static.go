@@ -62,13 +62,24 @@ const (
 	// ResNet-50's RSS grew by 0.78x of the static per-sample figure
 	// (docs/model-summary.md), so 2 is an upper bound.
 	BackwardFactor = 2.0
+	// SavedFactor multiplies what autograd saves for the backward pass
+	// (Model.SavedBytesPerSample), when the summary measured it: besides
+	// the saved tensors, the backward pass holds the gradients of the
+	// activations in flight and the convolutions' workspace. Measured on an
+	// H100 (docs/gpu-check.md, "Prediction grid"): ResNet-50 at 224x224
+	// grew by 1.22x its saved bytes per sample (99.7 vs 81.5 MiB), GPT-2
+	// small by 1.01x (440 vs 435 MiB, loss included), against 1.14x and
+	// 0.59x of the forward outputs that BackwardFactor scales.
+	SavedFactor = 1.25
 	// HalfActivationFactor scales activations under fp16/bf16 autocast:
 	// convolution and matmul outputs are half size; batch norm and softmax
 	// outputs stay fp32, which the in-place ReLU after batch norm shares.
 	HalfActivationFactor = 0.5
 	// GPUContextBytes is the CUDA context, cuDNN and cuBLAS handles and
-	// workspace on the device, before any tensor.
-	GPUContextBytes = 500 << 20
+	// workspace on the device, before any tensor: nvidia-smi's figure for
+	// a training process less torch's max_memory_reserved was 742 MiB on an
+	// H200 and 760 MiB on an H100 (PyTorch 2.11, CUDA 13; docs/gpu-check.md).
+	GPUContextBytes = 768 << 20
 	// CPUFrameworkBytes is the assumed RSS of Python with torch imported
 	// (343 MiB measured here with torchvision, docs/model-summary.md),
 	// used for node types without a probe record (Site.FrameworkBytes).
@@ -83,7 +94,7 @@ type Memory struct {
 	Weights     int64 `json:"weights_bytes"`     // parameters, plus their half-precision copies under autocast
 	Gradients   int64 `json:"gradients_bytes"`   // one fp32 gradient per trainable parameter
 	Optimizer   int64 `json:"optimizer_bytes"`   // optimizer state
-	Activations int64 `json:"activations_bytes"` // forward outputs and input x batch x BackwardFactor
+	Activations int64 `json:"activations_bytes"` // saved tensors and input x batch x SavedFactor (else forward outputs x BackwardFactor)
 	Overhead    int64 `json:"overhead_bytes"`    // CUDA context on a GPU, Python+torch RSS on a CPU
 }
 
@@ -118,6 +129,9 @@ func StaticMemory(m *Model, t Training, batch int, device bool) Memory {
 	mem.Gradients = m.TrainableParameters * gradBytes
 	mem.Optimizer = m.TrainableParameters * fp32 * int64(OptimizerStates[t.Optimizer])
 	perSample := float64(m.ActivationBytesPerSample+m.InputBytesPerSample()) * actFactor
+	if m.SavedBytesPerSample > 0 {
+		perSample = float64(m.SavedBytesPerSample+m.InputBytesPerSample()) * SavedFactor * actFactor / BackwardFactor
+	}
 	mem.Activations = int64(math.Ceil(perSample * float64(batch)))
 	if device {
 		mem.Overhead = GPUContextBytes

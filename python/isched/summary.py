@@ -26,6 +26,12 @@ What is measured (docs/model-summary.md describes every field):
   activations_counted says "aten-outputs". Without the dispatcher hook it is
   the sum of the outputs of leaf modules (modules without children),
   "leaf-outputs", which misses functional calls.
+- saved_bytes_per_sample: the bytes autograd keeps for the backward pass
+  (torch.autograd.graph.saved_tensors_hooks on a second forward pass with
+  autograd on), each storage once, parameters and the input left out. It is
+  less than activation_bytes_per_sample where forward intermediates are not
+  needed by the backward (attention scores after softmax, logits feeding a
+  fused loss), and it is what isched's static model scales when present.
 - flops_per_sample: forward FLOPs, counting a multiply-add as 2 FLOPs, of
   convolutions and matrix products (aten convolution, mm, addmm, bmm,
   baddbmm), seen at the dispatcher so functional calls inside forward()
@@ -142,6 +148,39 @@ def _storage_key(t):
         return (t.untyped_storage().data_ptr(), t.device.type)
     except AttributeError:  # torch < 2.0
         return (t.storage().data_ptr(), t.device.type)
+
+
+def _storage_bytes(t):
+    try:
+        return t.untyped_storage().nbytes()
+    except AttributeError:  # torch < 2.0
+        return t.storage().nbytes()
+
+
+def _saved_bytes(model, x):
+    """The bytes autograd keeps for the backward pass of one forward pass on
+    x: every tensor packed by saved_tensors_hooks, each storage once,
+    parameters, buffers and the input left out. None where torch has no
+    saved_tensors_hooks (torch < 1.10)."""
+    import torch  # noqa: PLC0415
+
+    try:
+        from torch.autograd.graph import saved_tensors_hooks  # noqa: PLC0415
+    except ImportError:
+        return None
+    own = {_storage_key(t) for t in list(model.parameters()) + list(model.buffers()) + [x]}
+    seen = {}
+
+    def pack(t):
+        k = _storage_key(t)
+        if k not in own and k not in seen:
+            seen[k] = _storage_bytes(t)  # alive until the graph goes: its address is not reused
+        return t
+
+    with torch.enable_grad(), saved_tensors_hooks(pack, lambda t: t):
+        out = model(x)
+    del out
+    return sum(seen.values())
 
 
 class _FlopCounter:
@@ -371,6 +410,11 @@ def _measure(model, input_shape, batch, input_dtype, vocab, name, layers):
             h.remove()
 
     del keep
+    try:
+        saved = _saved_bytes(model, x)
+    except Exception as e:  # noqa: BLE001 - the user's model: say what failed
+        raise SummaryError("forward pass of %s with autograd on an input of shape %s failed: %s: %s"
+                           % (name, list(x.shape), type(e).__name__, e)) from e
     flops = counter.flops if counter.ok else hook_flops[0]
     by_kind = counter.by_kind if counter.ok else hook_kinds
     if counter.ok:
@@ -394,6 +438,8 @@ def _measure(model, input_shape, batch, input_dtype, vocab, name, layers):
         "input_shape": list(input_shape),
         "activations_counted": counted,
     }
+    if saved is not None:
+        out["saved_bytes_per_sample"] = int(round(saved / batch))
     if layers:
         out["layers"] = records
     return out
