@@ -344,7 +344,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
 		if r.Source != plan.Static {
-			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s%s", r.Batch, nt.Name, r.Source, r.Basis, bandText(r)))
+			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s%s%s", r.Batch, nt.Name, r.Source, r.Basis, marginText(r), bandText(r)))
 		} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
 			staticNotes = append(staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
 		}
@@ -394,6 +394,17 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 				plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
 		}
 	}
+}
+
+// marginText says what a row made of receipts adds to its memory so that
+// it is not under the truth (plan.Curve.Margin).
+func marginText(r *plan.Row) string {
+	if r.MemMargin <= 0 {
+		return ""
+	}
+	pred := r.Mem - r.MemMargin
+	return fmt.Sprintf("; memory %s + margin %s (%.1f %%: peaks vary %.1f %% between runs, more the further from the measured batch sizes)",
+		plan.FormatBytes(pred), plan.FormatBytes(r.MemMargin), 100*float64(r.MemMargin)/float64(max(pred, 1)), 100*r.MemSD)
 }
 
 // bandText says the row's measured bands.
@@ -452,10 +463,15 @@ type jsonPartition struct {
 }
 
 type jsonRow struct {
-	Batch       int         `json:"batch"`
-	NodeType    string      `json:"node_type"`
-	MemoryBytes int64       `json:"memory_bytes"`
-	MemoryKind  string      `json:"memory_kind"` // "device" or "host"
+	Batch       int    `json:"batch"`
+	NodeType    string `json:"node_type"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	MemoryKind  string `json:"memory_kind"` // "device" or "host"
+	// MarginBytes: what memory_bytes adds to the receipts' prediction so
+	// that it is not under the truth; MarginSD the relative run-to-run
+	// spread of a peak it rests on (plan.Row.MemMargin, MemSD)
+	MarginBytes int64       `json:"memory_margin_bytes,omitempty"`
+	MarginSD    float64     `json:"memory_margin_sd,omitempty"`
 	LimitBytes  int64       `json:"limit_bytes"`
 	Fits        bool        `json:"fits"`
 	HostBytes   int64       `json:"host_memory_bytes"`
@@ -487,6 +503,7 @@ func (l *loaded) jsonRows() []jsonRow {
 			kind = "device"
 		}
 		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
+			MarginBytes: r.MemMargin, MarginSD: r.MemSD,
 			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
 			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
 			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand()),

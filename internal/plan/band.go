@@ -185,3 +185,51 @@ func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
 			fmt.Sprintf("between batch %g and %g", c.xs[i-1], c.xs[i])
 	}
 }
+
+// MemRunSD is the relative run-to-run spread of one batch size's peak
+// memory when the receipts repeat no batch size: the pooled relative
+// standard deviation of the 15 pairs of repeat runs in
+// testdata/bandgrid.jsonl (ResNet-18, MobileNet-V2, ResNet-50 at batch
+// 4-64, two fresh processes each), 1.12 %. The largest pair differed by
+// 25 MiB of 633 (ResNet-18 at 64): glibc keeps freed activation memory on
+// its heap in steps, so a peak is the allocator's, not the tensors'.
+const MemRunSD = 0.0112
+
+// Margin is how far above the prediction mid at x a peak may lie, from
+// the spread of the peaks it rests on: bandZ × sd × mid × √leverage,
+// where sd is the larger of the receipts' own relative spread (repeats,
+// and the residuals of the fit over three or more batch sizes: the
+// allocator's steps) and sdPrior, and the leverage is the textbook
+// prediction interval's 1 + 1/n + (x − x̄)²/Sxx over the n measured batch
+// sizes (one: 2). A line through two peaks that each stray by sd strays
+// further the further it is extended. Beyond the largest measured batch,
+// with slopeCap > 0, the margin stops at that batch's largest peak (plus
+// its own spread) continued at slopeCap per sample: memory's per-sample
+// slope was never steeper than the static one on the grid, so the truth
+// is not above that line.
+func (c Curve) Margin(x, mid, sdPrior, slopeCap float64) float64 {
+	n := len(c.xs)
+	if n == 0 || !(mid > 0) {
+		return 0
+	}
+	sd := max(c.relSD, sdPrior)
+	lev := 2.0
+	if n > 1 {
+		var mx, sxx float64
+		for _, v := range c.xs {
+			mx += v
+		}
+		mx /= float64(n)
+		for _, v := range c.xs {
+			sxx += (v - mx) * (v - mx)
+		}
+		lev = 1 + 1/float64(n) + (x-mx)*(x-mx)/sxx
+	}
+	m := bandZ * sd * mid * math.Sqrt(lev)
+	if last := c.xs[n-1]; x > last && slopeCap > 0 {
+		point := bandZ * sd * c.hi[n-1] * math.Sqrt2
+		upper := c.hi[n-1] + point + slopeCap*(x-last)
+		m = min(m, max(upper-mid, point))
+	}
+	return m
+}
