@@ -344,7 +344,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
 		if r.Source != plan.Static {
-			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s%s%s", r.Batch, nt.Name, r.Source, r.Basis, marginText(r), bandText(r)))
+			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s, %s): %s%s%s", r.Batch, nt.Name, r.Source, whoseText(r.Whose), r.Basis, marginText(r), bandText(r)))
 		} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
 			staticNotes = append(staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
 		}
@@ -394,6 +394,14 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 				plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
 		}
 	}
+}
+
+// whoseText says whose runs a row rests on.
+func whoseText(w plan.Whose) string {
+	if w == plan.WhosePooled {
+		return "other users' runs"
+	}
+	return "your runs"
 }
 
 // marginText says what a row made of receipts adds to its memory so that
@@ -480,7 +488,10 @@ type jsonRow struct {
 	Hours       float64     `json:"hours"`
 	Cost        float64     `json:"cost"`
 	Source      plan.Source `json:"source"`
-	Basis       string      `json:"basis,omitempty"`
+	// Whose: "own" (the user's runs, first) or "pooled" (other users'
+	// Slurm-confirmed ones); absent on a static row
+	Whose plan.Whose `json:"receipts_of,omitempty"`
+	Basis string     `json:"basis,omitempty"`
 	// bands from the receipts' spread (plan.Curve); on a static CPU row
 	// the bench-predict grid's calibration (plan.StaticBand); absent on
 	// other static rows
@@ -505,7 +516,7 @@ func (l *loaded) jsonRows() []jsonRow {
 		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
 			MarginBytes: r.MemMargin, MarginSD: r.MemSD,
 			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
-			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
+			Source: r.Source, Whose: r.Whose, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
 			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand()),
 			TimeUnmeasured: r.TimeUnmeasured}
 		for _, f := range r.Partitions {

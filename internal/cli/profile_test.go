@@ -150,7 +150,7 @@ func TestProfileLocal(t *testing.T) {
 	}
 	code, out, _ = h.run("estimate", "--model", "testdata/mnist_cnn.json", "--optimizer", "momentum", "--site", "../../examples/site-lab.json",
 		"--samples", "3200", "--batch", "8", "--state", "none")
-	if code != 0 || !strings.Contains(out, "2 profiled in ") || !strings.Contains(out, "(profiled): profiled: ") {
+	if code != 0 || !strings.Contains(out, "2 profiled in ") || !strings.Contains(out, "(profiled, your runs): profiled: ") {
 		t.Errorf("the table does not say where its figures come from:\n%s", out)
 	}
 }

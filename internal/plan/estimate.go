@@ -30,6 +30,23 @@ const (
 	Static Source = "static"
 )
 
+// Whose names whose receipts a row rests on.
+type Whose string
+
+// Whose receipts, first first.
+const (
+	WhoseOwn    Whose = "own"
+	WhosePooled Whose = "pooled"
+)
+
+// whose is c's owner kind.
+func (c *calibration) whose() Whose {
+	if c.pooled {
+		return WhosePooled
+	}
+	return WhoseOwn
+}
+
 // Request is what to estimate.
 type Request struct {
 	Model    *Model
@@ -92,8 +109,12 @@ type Row struct {
 	CostPerHour float64
 	Cost        float64
 	Source      Source
-	Basis       string // how a measured or scaled row was derived
-	Static      Memory // the static breakdown, always computed
+	// Whose says whose runs a row made of receipts rests on: WhoseOwn
+	// (the user's, first) or WhosePooled (other users' Slurm-confirmed
+	// ones); "" on a static row.
+	Whose  Whose
+	Basis  string // how a measured or scaled row was derived
+	Static Memory // the static breakdown, always computed
 	// MemBand and IterBand (seconds) are the ranges the receipts behind
 	// Mem and IterSeconds support (Curve.At); zero for a static figure,
 	// whose error nothing measured.
@@ -178,12 +199,14 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	r.IterSeconds = s.StaticIterSeconds(req.Model, nt, req.Training, batch)
 	staticIter := r.IterSeconds
 	if c := cal[nt.Name]; c != nil {
+		r.Whose = c.whose()
 		s.fromOwn(&r, req, c)
 		if r.Source != Static {
 			c.profiledNote(&r)
 		}
 		floorPooled(&r, c, r.Static.Total(), staticIter)
 	} else if c := s.donor(nt, cal); c != nil {
+		r.Whose = c.whose()
 		s.fromOther(&r, req, c)
 		if c.profiled > 0 && r.Source != Static {
 			r.Basis += fmt.Sprintf(" (%d of %d receipts profiled)", c.profiled, c.n)
@@ -199,6 +222,9 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 		r.IterBand = Band{}
 	}
 	s.staticBands(&r)
+	if r.Source == Static {
+		r.Whose = ""
+	}
 	if nt.Kind == KindGPU && !nt.Emulated {
 		r.HostMem = StaticHostMemory(req.Model)
 	} else {
