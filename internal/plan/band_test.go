@@ -58,8 +58,16 @@ func TestCurveAt(t *testing.T) {
 	// proportional (time): the per-sample cost of the largest batch is a
 	// floor of the slope beyond it
 	cv, _ := NewCurve([]float64{8, 16}, []float64{100, 120}, false)
-	if b, _ := cv.Proportional().At(32, 0, 0); b.Mid != 240 || b.High != 240 || b.Low != 120+2.5*16 {
-		t.Errorf("proportional: %+v, want mid 240 (120/16 per sample)", b)
+	// floor of the slope beyond it, and the band holds PerSampleLow..High
+	// x that cost (here 0.66 x 240 is below the line's 160)
+	if b, _ := cv.Proportional().At(32, 0, 0); b.Mid != 240 || b.High != 1.27*240 || b.Low != 0.66*240 {
+		t.Errorf("proportional: %+v, want mid 240 (120/16 per sample), high 1.27 x 240", b)
+	}
+	// a smaller batch that ran slower: the band is the per-sample cost's
+	slow, _ := NewCurve([]float64{8, 16}, []float64{500, 200}, false)
+	if b, how := slow.Proportional().At(64, 0, 0); b.Mid != 800 || b.Low != 0.66*800 || b.High != 1.27*800 ||
+		!strings.Contains(how, "batch 8 ran slower than batch 16: a slow small-batch path") {
+		t.Errorf("slow small batch: %+v (%s), want 0.66-1.27 x 800", b, how)
 	}
 	if b, _ := cv.At(32, 0, 0); b.Mid != 120+2.5*16 {
 		t.Errorf("not proportional: %+v", b)
