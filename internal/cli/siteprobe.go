@@ -122,31 +122,7 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected arguments %q", fs.Args())
-	case o.local == (o.partition != ""):
-		return usageErr("say where to measure: --local (this machine, a node of the type) or --partition P (a short Slurm job there), one of them")
-	case o.partition != "" && !stream.ValidName(o.partition):
-		return usageErr("--partition %q: not a partition name", o.partition)
-	case o.nodeType != "" && !stream.ValidName(o.nodeType):
-		return usageErr("--node-type %q: not a node type name (letters, digits, ., _, -)", o.nodeType)
-	case o.local && o.nodeType == "":
-		return usageErr("--node-type is required: the catalogue's node type this machine is")
-	case o.queueWait <= 0:
-		return usageErr("--queue-wait must be positive")
-	case o.repeats < 1 || o.repeats > 100:
-		return usageErr("--repeats %d: want 1 to 100", o.repeats)
-	case o.threads < 0 || o.threads > 4096:
-		return usageErr("--threads %d: want 0 (torch's default) to 4096", o.threads)
-	case o.timeout <= 0:
-		return usageErr("--timeout must be positive")
-	case o.memMiB < 512 || o.memMiB > 1<<30:
-		return usageErr("--mem-mib %d: want at least 512", o.memMiB)
-	case !filepath.IsAbs(o.python):
-		return usageErr("--python %q: want an absolute path", o.python)
-	}
-	imports, err := parseImports(o.imports, o.footprint)
+	imports, err := o.validate(fs.Args())
 	if err != nil {
 		return err
 	}
@@ -200,6 +176,12 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	if o.footprint {
 		return a.keepFootprint(&o, b, out, script)
 	}
+	return a.keepProbe(&o, site, b, out, script)
+}
+
+// keepProbe checks a probe record from the probe script, keeps it at out
+// and says what the static model of its node type now rests on.
+func (a *App) keepProbe(o *siteProbeOpts, site *plan.Site, b []byte, out, script string) error {
 	p, err := plan.DecodeProbe(b)
 	if err != nil {
 		return fmt.Errorf("probe record from %s: %w", script, err)
@@ -214,15 +196,19 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "%s: %s\n", o.nodeType, site.StaticBasis(site.NodeType(o.nodeType)))
-	fmt.Fprintf(a.stdout, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
-		plan.FormatBytes(p.ImportRSS.Median), plan.FormatBytes(p.ImportRSS.Max-p.ImportRSS.Min),
-		plan.FormatBytes(p.RuntimeRSS.Median), plan.FormatBytes(p.RuntimeRSS.Max-p.RuntimeRSS.Min), p.RuntimeRSS.Repeats)
+	writeFrameworkRSS(a.stdout, p.ImportRSS, p.RuntimeRSS)
 	for _, ref := range slices.Sorted(maps.Keys(p.RuntimeReferences)) {
 		s := p.RuntimeReferences[ref]
 		fmt.Fprintf(a.stdout, "  reference %s: %s (spread %s), %d repeats\n", ref, plan.FormatBytes(s.Median), plan.FormatBytes(s.Max-s.Min), s.Repeats)
 	}
 	fmt.Fprintf(a.stderr, "isched site probe: record kept in %s; estimate, plan and submit use it for %s (static rows say \"probed\")\n", out, o.nodeType)
 	return nil
+}
+
+// writeFrameworkRSS says the measured import and runtime footprints.
+func writeFrameworkRSS(w io.Writer, imp, run plan.ByteStat) {
+	fmt.Fprintf(w, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
+		plan.FormatBytes(imp.Median), plan.FormatBytes(imp.Max-imp.Min), plan.FormatBytes(run.Median), plan.FormatBytes(run.Max-run.Min), run.Repeats)
 }
 
 // probeSlurm runs the probe as a short job on o.partition: the job runs
@@ -319,6 +305,36 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 	}
 }
 
+// validate checks the flags (rest: the arguments left after them) and
+// returns the --import modules.
+func (o *siteProbeOpts) validate(rest []string) ([]string, error) {
+	switch {
+	case len(rest) > 0:
+		return nil, usageErr("unexpected arguments %q", rest)
+	case o.local == (o.partition != ""):
+		return nil, usageErr("say where to measure: --local (this machine, a node of the type) or --partition P (a short Slurm job there), one of them")
+	case o.partition != "" && !stream.ValidName(o.partition):
+		return nil, usageErr("--partition %q: not a partition name", o.partition)
+	case o.nodeType != "" && !stream.ValidName(o.nodeType):
+		return nil, usageErr("--node-type %q: not a node type name (letters, digits, ., _, -)", o.nodeType)
+	case o.local && o.nodeType == "":
+		return nil, usageErr("--node-type is required: the catalogue's node type this machine is")
+	case o.queueWait <= 0:
+		return nil, usageErr("--queue-wait must be positive")
+	case o.repeats < 1 || o.repeats > 100:
+		return nil, usageErr("--repeats %d: want 1 to 100", o.repeats)
+	case o.threads < 0 || o.threads > 4096:
+		return nil, usageErr("--threads %d: want 0 (torch's default) to 4096", o.threads)
+	case o.timeout <= 0:
+		return nil, usageErr("--timeout must be positive")
+	case o.memMiB < 512 || o.memMiB > 1<<30:
+		return nil, usageErr("--mem-mib %d: want at least 512", o.memMiB)
+	case !filepath.IsAbs(o.python):
+		return nil, usageErr("--python %q: want an absolute path", o.python)
+	}
+	return parseImports(o.imports, o.footprint)
+}
+
 // parseImports reads --import: dotted module names, comma-separated, at
 // most 64, only with --footprint.
 func parseImports(s string, footprint bool) ([]string, error) {
@@ -376,9 +392,7 @@ func (a *App) keepFootprint(o *siteProbeOpts, b []byte, out, script string) erro
 		return fmt.Errorf("keep the footprint record: %w", err)
 	}
 	fmt.Fprintf(a.stdout, "%s: %s\n", o.python, fp.Describe())
-	fmt.Fprintf(a.stdout, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
-		plan.FormatBytes(fp.ImportRSS.Median), plan.FormatBytes(fp.ImportRSS.Max-fp.ImportRSS.Min),
-		plan.FormatBytes(fp.RuntimeRSS.Median), plan.FormatBytes(fp.RuntimeRSS.Max-fp.RuntimeRSS.Min), fp.RuntimeRSS.Repeats)
+	writeFrameworkRSS(a.stdout, fp.ImportRSS, fp.RuntimeRSS)
 	fmt.Fprintf(a.stderr, "isched site probe: record kept in %s; your estimate, plan and submit count it when the training runs in %s (--python, or the command's program)\n", out, o.python)
 	return nil
 }

@@ -24,14 +24,7 @@ func TestSiteProbeOnCluster(t *testing.T) {
 	root := testutil.RepoRoot()
 	isched := testutil.Binary(t, "isched", "./isched")
 	dir := testutil.WorkDir(t, "isched-siteprobe-it")
-	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := filepath.Join(dir, "site.json")
-	if err := os.WriteFile(site, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	site := labSiteIn(t, root, dir)
 	env := map[string]string{"HOME": dir, "PATH": os.Getenv("PATH")}
 	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
 	var out, errb bytes.Buffer
@@ -80,14 +73,7 @@ func TestSiteProbeFootprintOnCluster(t *testing.T) {
 	root := testutil.RepoRoot()
 	isched := testutil.Binary(t, "isched", "./isched")
 	dir := testutil.WorkDir(t, "isched-footprint-it")
-	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := filepath.Join(dir, "site.json")
-	if err := os.WriteFile(site, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	site := labSiteIn(t, root, dir)
 	env := map[string]string{"HOME": dir, "PATH": "/usr/bin:/bin", "ISCHED_CLUSTER": "lab"}
 	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
 	var out, errb bytes.Buffer
@@ -121,4 +107,19 @@ func TestSiteProbeFootprintOnCluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out.String(), "python:   /usr/bin/python3: framework "+plan.FormatBytes(fp.Bytes())) {
 		t.Errorf("estimate: exit %d:\n%s%s", code, out.String(), errb.String())
 	}
+}
+
+// labSiteIn copies the lab catalogue into dir: a probe record goes to
+// probes/ beside it.
+func labSiteIn(t *testing.T, root, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(dir, "site.json")
+	if err := os.WriteFile(site, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return site
 }
