@@ -31,6 +31,13 @@ It writes a probe record (JSON, format version 1, docs/model-summary.md):
   output) per second; "optimizer" (an SGD-with-momentum step) in bytes of
   parameters, gradients and momentum per second.
 
+With --footprint it measures only the two footprints and writes an
+environment footprint record instead ("environment": --environment, the
+interpreter as the user runs it; "imports": the --import modules, which
+every child imports after torch, as the user's scripts do): isched keeps it
+per environment, and a venv whose scripts import more gets a larger fixed
+part in its static memory.
+
 Every child runs without a shell and with a timeout. It needs only torch.
 """
 
@@ -38,6 +45,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import socket
 import statistics
 import subprocess
@@ -47,12 +55,17 @@ import time
 FORMAT_VERSION = 1
 
 _CHILD = r"""
+import importlib
+import os
 import sys
 import torch
 try:
     import torchvision  # noqa: F401
 except ImportError:
     pass
+# the user's own imports (--import), as their scripts import them
+for _m in filter(None, os.environ.get("ISCHED_PROBE_IMPORTS", "").split(",")):
+    importlib.import_module(_m)
 torch.set_num_threads(int(sys.argv[1]))
 tensors = 0
 if sys.argv[2] != "import":
@@ -140,6 +153,9 @@ def _stat(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "repeats": len(values)}
 
 
+# a dotted Python module name (--import)
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
 # the reference networks of the runtime footprint (see _CHILD)
 REFERENCES = ("wide", "residual")
 
@@ -148,14 +164,15 @@ def _byte_stat(values):
     return {k: (int(v) if k != "median" else int(round(v))) for k, v in _stat(values).items()}
 
 
-def framework_rss(mode, threads, repeats, timeout):
+def framework_rss(mode, threads, repeats, timeout, imports=()):
     """the footprints (bytes) of repeats fresh children in mode (import or
-    a reference network)"""
+    a reference network), each importing imports after torch"""
     out = []
+    env = dict(os.environ, ISCHED_PROBE_IMPORTS=",".join(imports))
     for _ in range(repeats):
         try:
             p = subprocess.run([sys.executable, "-c", _CHILD, str(threads), mode], capture_output=True, text=True,
-                               timeout=timeout, check=False)
+                               timeout=timeout, check=False, env=env)
         except subprocess.TimeoutExpired:
             _fail("measuring the %s footprint: the child did not finish in %d s" % (mode, timeout))
         if p.returncode != 0:
@@ -269,7 +286,20 @@ def main(argv=None):
     ap.add_argument("--min-seconds", type=float, default=0.2, help="length of one timed repeat")
     ap.add_argument("--child-timeout", type=int, default=300, help="seconds a footprint child may take")
     ap.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    ap.add_argument("--footprint", action="store_true",
+                    help="measure the framework footprint only, as an environment footprint record")
+    ap.add_argument("--environment", default=sys.executable,
+                    help="with --footprint: the interpreter's path as the user runs it (default: this one's)")
+    ap.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                    help="with --footprint: a module the user's scripts import besides torch (repeatable)")
     args = ap.parse_args(argv)
+    for m in args.imports:
+        if not _MODULE.match(m) or len(m) > 128:
+            _fail("--import %r: want a dotted module name" % m)
+    if args.imports and not args.footprint:
+        _fail("--import needs --footprint")
+    if args.footprint and not os.path.isabs(args.environment):
+        _fail("--environment %r: want an absolute path" % args.environment)
     if args.repeats < 1 or args.repeats > 100:
         _fail("--repeats: want 1 to 100")
     if args.threads < 0 or args.threads > 4096:
@@ -297,25 +327,35 @@ def main(argv=None):
         "python": platform.python_version(),
         "threads": threads,
         "load_average": round(os.getloadavg()[0], 2),
-        "import_rss_bytes": _byte_stat(framework_rss("import", threads, args.repeats, args.child_timeout)),
+        "import_rss_bytes": _byte_stat(framework_rss("import", threads, args.repeats, args.child_timeout, args.imports)),
     }
-    refs = {r: framework_rss(r, threads, args.repeats, args.child_timeout) for r in REFERENCES}
+    refs = {r: framework_rss(r, threads, args.repeats, args.child_timeout, args.imports) for r in REFERENCES}
     rec["runtime_rss_bytes"] = _byte_stat([v for vs in refs.values() for v in vs])
     rec["runtime_references"] = {r: _byte_stat(vs) for r, vs in refs.items()}
+    if args.footprint:
+        rec["environment"] = args.environment
+        if args.imports:
+            rec["imports"] = args.imports
+        return _write(rec, args.output)
     # the reference step before the micro-benchmarks: this process is
     # smaller then, and a probe job's memory holds it and one child
     step = reference_step(threads, min(args.repeats, 3), args.child_timeout)
     rec["throughput"] = throughput(args.repeats, args.min_seconds)
     if step is not None:
         rec["reference_step"] = step
+    return _write(rec, args.output)
+
+
+def _write(rec, output):
+    """writes the record to output ("-": stdout), through a temporary file"""
     text = json.dumps(rec, indent=1) + "\n"
-    if args.output == "-":
+    if output == "-":
         sys.stdout.write(text)
     else:
-        tmp = args.output + ".tmp"
+        tmp = output + ".tmp"
         with open(tmp, "w") as f:
             f.write(text)
-        os.replace(tmp, args.output)
+        os.replace(tmp, output)
     return 0
 
 

@@ -67,7 +67,7 @@ func TestEstimateShowsBands(t *testing.T) {
 		t.Fatalf("%d lab-cpu rows", seen)
 	}
 	code, out, _ = h.run(args...)
-	if code != 0 || !strings.Contains(out, "batch 32 on lab-cpu (scaled): ") || !strings.Contains(out, "; band: memory ") {
+	if code != 0 || !strings.Contains(out, "batch 32 on lab-cpu (scaled, your runs): ") || !strings.Contains(out, "; band: memory ") {
 		t.Errorf("the table's notes do not show the band:\n%s", out)
 	}
 	code, out, _ = h.run("estimate", "--model", model, "--samples", "3200", "--batch", "8", "--optimizer", "momentum",

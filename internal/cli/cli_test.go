@@ -307,8 +307,8 @@ func TestEstimateLabWithStateAndReceipts(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	golden(t, "estimate_lab_receipts.txt", out)
-	if !strings.Contains(out, "32     lab-cpu    316.0 MiB RSS") {
-		t.Errorf("batch 32 on lab-cpu is not the fit 300 MiB + 0.5 MiB x 32:\n%s", out)
+	if !strings.Contains(out, "32     lab-cpu    331.3 MiB RSS") || !strings.Contains(out, "memory 316.0 MiB + margin 15.3 MiB (4.8 %") {
+		t.Errorf("batch 32 on lab-cpu is not the fit 300 MiB + 0.5 MiB x 32 and its margin:\n%s", out)
 	}
 }
 

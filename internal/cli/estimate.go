@@ -36,6 +36,10 @@ type inputs struct {
 	// user and qos: whose job, under which QOS ("": the user's default);
 	// the waits honour that user's Slurm limits. user "" is the caller.
 	user, qos string
+	// python: the interpreter the training runs in, for its footprint
+	// record ("": python3 in PATH; submit: the command's program when it
+	// is a Python)
+	python string
 }
 
 func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
@@ -50,6 +54,7 @@ func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
 	fs.BoolVar(&in.pooled, "pooled", true, "also use other users' Slurm-confirmed receipts from Redis (median per user, never below the static estimate unless 3 users agree); false: your own only")
 	fs.StringVar(&in.state, "state", "auto", "cluster state: auto (the agent's snapshot in Redis, else Slurm), redis, slurm, none")
 	fs.DurationVar(&in.overhead, "migration-overhead", plan.DefaultMigrationOverhead, "wall time one move costs (checkpoint, requeue, restart)")
+	fs.StringVar(&in.python, "python", "", "the Python the training runs in: its framework footprint (isched site probe --footprint) counts in the static memory (default: python3 in PATH; submit: the command's program when it is a Python)")
 }
 
 // registerQOS adds --qos, for the commands whose flags do not already
@@ -77,6 +82,7 @@ type loaded struct {
 	req         plan.Request
 	rows        []plan.Row
 	receiptsSrc string
+	envNote     string // the environment's footprint record, "" for none
 	view        clusterView
 	waits       map[string]plan.Wait // by partition "/" node type
 }
@@ -187,6 +193,12 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	if l.site, err = loadSite(l.sitePath); err != nil {
 		return nil, err
 	}
+	fp, note, err := a.environment(in.python)
+	if err != nil {
+		return nil, err
+	}
+	l.site.UseEnvironment(fp)
+	l.envNote = note
 	receipts, pooled, src, err := a.loadReceipts(ctx, in.receipts)
 	if err != nil {
 		return nil, err
@@ -202,21 +214,32 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	l.view = clusterView{source: "not read"}
 	l.waits = map[string]plan.Wait{}
 	if withState {
-		if l.view, err = a.loadState(ctx, in.state); err != nil {
+		if err := a.loadWaits(ctx, l); err != nil {
 			return nil, err
-		}
-		if l.view.state.Snapshot != nil {
-			now := a.Now()
-			for i := range l.site.Partitions {
-				ps := &l.site.Partitions[i]
-				for _, n := range ps.NodeTypes {
-					nt := l.site.NodeType(n)
-					l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, a.need(l.in, nt), now)
-				}
-			}
 		}
 	}
 	return l, nil
+}
+
+// loadWaits reads the cluster state and estimates the wait of every
+// partition and node type.
+func (a *App) loadWaits(ctx context.Context, l *loaded) error {
+	var err error
+	if l.view, err = a.loadState(ctx, l.in.state); err != nil {
+		return err
+	}
+	if l.view.state.Snapshot == nil {
+		return nil
+	}
+	now := a.Now()
+	for i := range l.site.Partitions {
+		ps := &l.site.Partitions[i]
+		for _, n := range ps.NodeTypes {
+			nt := l.site.NodeType(n)
+			l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, a.need(l.in, nt), now)
+		}
+	}
+	return nil
 }
 
 func (a *App) estimate(ctx context.Context, args []string) error {
@@ -253,6 +276,9 @@ func (l *loaded) header(w io.Writer) {
 		l.req.Samples, l.req.Epochs, l.req.Training.Optimizer, l.req.Training.Precision)
 	fmt.Fprintf(w, "site:     %s (%s); receipts: %s\n", clean(l.site.Name), l.sitePath, l.receiptsSrc)
 	fmt.Fprintf(w, "cluster:  %s\n", l.view.source)
+	if l.envNote != "" {
+		fmt.Fprintf(w, "python:   %s\n", l.envNote)
+	}
 }
 
 // human prints a count with an SI prefix: 25.6 M, 8.18 G.
@@ -344,7 +370,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
 		if r.Source != plan.Static {
-			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s): %s%s", r.Batch, nt.Name, r.Source, r.Basis, bandText(r)))
+			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s, %s): %s%s%s", r.Batch, nt.Name, r.Source, whoseText(r.Whose), r.Basis, marginText(r), bandText(r)))
 		} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
 			staticNotes = append(staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
 		}
@@ -382,10 +408,7 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		for i := range l.rows {
 			r := &l.rows[i]
 			s := r.Static
-			over := "Python+torch (assumed)"
-			if l.site.Probe(r.NodeType) != nil {
-				over = "Python+torch (probed)"
-			}
+			over := overheadLabel(l.site, r.NodeType)
 			if r.NodeType.DeviceMemory() {
 				over = "CUDA context"
 			}
@@ -394,6 +417,37 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 				plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
 		}
 	}
+}
+
+// whoseText says whose runs a row rests on.
+func whoseText(w plan.Whose) string {
+	if w == plan.WhosePooled {
+		return "other users' runs"
+	}
+	return "your runs"
+}
+
+// marginText says what a row made of receipts adds to its memory so that
+// it is not under the truth (plan.Curve.Margin).
+func marginText(r *plan.Row) string {
+	if r.MemMargin <= 0 {
+		return ""
+	}
+	pred := r.Mem - r.MemMargin
+	return fmt.Sprintf("; memory %s + margin %s (%.1f %%: peaks vary %.1f %% between runs, more the further from the measured batch sizes)",
+		plan.FormatBytes(pred), plan.FormatBytes(r.MemMargin), 100*float64(r.MemMargin)/float64(max(pred, 1)), 100*r.MemSD)
+}
+
+// overheadLabel names what a host-memory node type's fixed part rests on.
+func overheadLabel(s *plan.Site, nt *plan.NodeType) string {
+	n, probed := s.FrameworkBytes(nt)
+	switch {
+	case !probed:
+		return "Python+torch (assumed)"
+	case s.Environment() != nil && s.Environment().Bytes() == n:
+		return "Python+torch+imports (your environment's footprint record)"
+	}
+	return "Python+torch (probed)"
 }
 
 // bandText says the row's measured bands.
@@ -441,6 +495,9 @@ func writeStaticBasis(w io.Writer, s *plan.Site) {
 		fmt.Fprintf(w, "static model on %s: assumed (framework %s, peak FLOPS x efficiency for every layer; isched site probe measures a node type)\n",
 			strings.Join(assumed, ","), plan.FormatBytes(plan.CPUFrameworkBytes))
 	}
+	if env := s.Environment(); env != nil {
+		fmt.Fprintf(w, "framework part on CPU memory: your environment's %s (python: above) where larger than the node type's\n", plan.FormatBytes(env.Bytes()))
+	}
 }
 
 type jsonPartition struct {
@@ -452,10 +509,15 @@ type jsonPartition struct {
 }
 
 type jsonRow struct {
-	Batch       int         `json:"batch"`
-	NodeType    string      `json:"node_type"`
-	MemoryBytes int64       `json:"memory_bytes"`
-	MemoryKind  string      `json:"memory_kind"` // "device" or "host"
+	Batch       int    `json:"batch"`
+	NodeType    string `json:"node_type"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	MemoryKind  string `json:"memory_kind"` // "device" or "host"
+	// MarginBytes: what memory_bytes adds to the receipts' prediction so
+	// that it is not under the truth; MarginSD the relative run-to-run
+	// spread of a peak it rests on (plan.Row.MemMargin, MemSD)
+	MarginBytes int64       `json:"memory_margin_bytes,omitempty"`
+	MarginSD    float64     `json:"memory_margin_sd,omitempty"`
 	LimitBytes  int64       `json:"limit_bytes"`
 	Fits        bool        `json:"fits"`
 	HostBytes   int64       `json:"host_memory_bytes"`
@@ -464,7 +526,10 @@ type jsonRow struct {
 	Hours       float64     `json:"hours"`
 	Cost        float64     `json:"cost"`
 	Source      plan.Source `json:"source"`
-	Basis       string      `json:"basis,omitempty"`
+	// Whose: "own" (the user's runs, first) or "pooled" (other users'
+	// Slurm-confirmed ones); absent on a static row
+	Whose plan.Whose `json:"receipts_of,omitempty"`
+	Basis string     `json:"basis,omitempty"`
 	// bands from the receipts' spread (plan.Curve); on a static CPU row
 	// the bench-predict grid's calibration (plan.StaticBand); absent on
 	// other static rows
@@ -487,8 +552,9 @@ func (l *loaded) jsonRows() []jsonRow {
 			kind = "device"
 		}
 		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
+			MarginBytes: r.MemMargin, MarginSD: r.MemSD,
 			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
-			Source: r.Source, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
+			Source: r.Source, Whose: r.Whose, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
 			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand()),
 			TimeUnmeasured: r.TimeUnmeasured}
 		for _, f := range r.Partitions {

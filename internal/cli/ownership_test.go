@@ -111,7 +111,7 @@ func TestEstimateNotPoisonedByAnotherUser(t *testing.T) {
 	if code := a.Run(context.Background(), args, &o, &e); code != 0 {
 		t.Fatalf("bob: exit %d: %s", code, e.String())
 	}
-	if got := rowsOf(o.String())["lab-cpu"]; got.MemoryBytes != 1<<20 || got.Source != plan.Measured {
-		t.Errorf("bob's own receipts: %s %d bytes, want measured 1 MiB", got.Source, got.MemoryBytes)
+	if got := rowsOf(o.String())["lab-cpu"]; got.MemoryBytes-got.MarginBytes != 1<<20 || got.MarginBytes <= 0 || got.Source != plan.Measured {
+		t.Errorf("bob's own receipts: %s %d bytes (margin %d), want measured 1 MiB + a margin", got.Source, got.MemoryBytes, got.MarginBytes)
 	}
 }

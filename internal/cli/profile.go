@@ -410,6 +410,17 @@ func (a *App) profiledReceipt(run *profileRun, key, partition string, nt *plan.N
 // $XDG_DATA_HOME/isched/<cluster>/profiled-receipts.jsonl, else under
 // $HOME/.local/share; "" when neither is set.
 func (a *App) profiledPath() string {
+	dir := a.dataDir()
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "profiled-receipts.jsonl")
+}
+
+// dataDir is the user's isched data for this cluster:
+// $XDG_DATA_HOME/isched/<cluster>, else under $HOME/.local/share; ""
+// when neither is set.
+func (a *App) dataDir() string {
 	dir := a.Getenv("XDG_DATA_HOME")
 	if dir == "" {
 		home := a.Getenv("HOME")
@@ -422,7 +433,7 @@ func (a *App) profiledPath() string {
 	if !stream.ValidName(c) {
 		return ""
 	}
-	return filepath.Join(dir, "isched", c, "profiled-receipts.jsonl")
+	return filepath.Join(dir, "isched", c)
 }
 
 func appendReceipt(path string, r report.Receipt) error {

@@ -88,8 +88,8 @@ func TestProfileOnCluster(t *testing.T) {
 		t.Fatalf("estimate: exit %d: %s", code, errOut)
 	}
 	if !strings.Contains(out, "receipts: 0 in Redis") || !strings.Contains(out, "; 2 profiled in ") ||
-		!strings.Contains(out, "batch 8 on lab-dev (profiled): profiled: 1 receipt(s) at batch 8 on lab-dev") ||
-		!strings.Contains(out, "batch 32 on lab-dev (profiled)") {
+		!strings.Contains(out, "batch 8 on lab-dev (profiled, your runs): profiled: 1 receipt(s) at batch 8 on lab-dev") ||
+		!strings.Contains(out, "batch 32 on lab-dev (profiled, your runs)") {
 		t.Errorf("estimate does not use the profile:\n%s", out)
 	}
 	// nothing of the profile runs is left in the queue

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/isched/isched/internal/child"
@@ -82,6 +83,8 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 type siteProbeOpts struct {
 	site, nodeType, python, script, output string
 	partition, isched                      string
+	imports                                string
+	footprint                              bool
 	threads, repeats                       int
 	memMiB                                 int64
 	local                                  bool
@@ -108,7 +111,9 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	fs.StringVar(&o.script, "script", "", "site_probe.py (default: share/isched/ or scripts/ beside this program)")
 	fs.IntVar(&o.threads, "threads", 0, "torch threads of the micro-benchmarks (default: torch's default, all cores)")
 	fs.IntVar(&o.repeats, "repeats", 5, "repeats of each measurement")
-	fs.StringVar(&o.output, "o", "", "write the record here instead of probes/<node type>.json beside the catalogue")
+	fs.StringVar(&o.output, "o", "", "write the record here instead of probes/<node type>.json beside the catalogue (--footprint: your footprint record of --python)")
+	fs.BoolVar(&o.footprint, "footprint", false, "measure only the framework footprint of the --python environment, for your own estimates (kept under ~/.local/share/isched; no site files written)")
+	fs.StringVar(&o.imports, "import", "", "with --footprint: modules your scripts import besides torch, comma-separated (e.g. transformers,pandas)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long the probe may take")
 	fs.Int64Var(&o.memMiB, "mem-mib", 2048, "with --partition: the job's memory (MiB); the probe holds torch and one measured training process at a time, together about 1 GiB")
 	if err := fs.Parse(args); err != nil {
@@ -117,29 +122,9 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected arguments %q", fs.Args())
-	case o.local == (o.partition != ""):
-		return usageErr("say where to measure: --local (this machine, a node of the type) or --partition P (a short Slurm job there), one of them")
-	case o.partition != "" && !stream.ValidName(o.partition):
-		return usageErr("--partition %q: not a partition name", o.partition)
-	case o.nodeType != "" && !stream.ValidName(o.nodeType):
-		return usageErr("--node-type %q: not a node type name (letters, digits, ., _, -)", o.nodeType)
-	case o.local && o.nodeType == "":
-		return usageErr("--node-type is required: the catalogue's node type this machine is")
-	case o.queueWait <= 0:
-		return usageErr("--queue-wait must be positive")
-	case o.repeats < 1 || o.repeats > 100:
-		return usageErr("--repeats %d: want 1 to 100", o.repeats)
-	case o.threads < 0 || o.threads > 4096:
-		return usageErr("--threads %d: want 0 (torch's default) to 4096", o.threads)
-	case o.timeout <= 0:
-		return usageErr("--timeout must be positive")
-	case o.memMiB < 512 || o.memMiB > 1<<30:
-		return usageErr("--mem-mib %d: want at least 512", o.memMiB)
-	case !filepath.IsAbs(o.python):
-		return usageErr("--python %q: want an absolute path", o.python)
+	imports, err := o.validate(fs.Args())
+	if err != nil {
+		return err
 	}
 	sitePath, site, err := a.openSite(o.site)
 	if err != nil {
@@ -160,23 +145,43 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 		return err
 	}
 	out := o.output
-	if out == "" {
+	switch {
+	case out != "":
+	case o.footprint:
+		if out = a.footprintPath(o.python); out == "" {
+			return usageErr("nowhere to keep the footprint record: set HOME or XDG_DATA_HOME, or pass -o")
+		}
+	default:
 		out = plan.ProbePath(filepath.Dir(sitePath), o.nodeType)
 	}
 	argv := []string{o.python, script, "--node-type", o.nodeType, "--repeats", strconv.Itoa(o.repeats)}
 	if o.threads > 0 {
 		argv = append(argv, "--threads", strconv.Itoa(o.threads))
 	}
+	argv = append(argv, footprintArgs(&o, imports, "--environment", o.python)...)
 	var b []byte
-	if o.partition != "" {
-		b, err = a.probeSlurm(ctx, &o, sitePath, script)
-	} else {
+	switch {
+	case o.partition != "":
+		b, err = a.probeSlurm(ctx, &o, sitePath, script, imports)
+	case o.footprint:
+		fmt.Fprintf(a.stderr, "isched site probe: measuring the framework footprint of %s here (import and three training steps, %d repeats)\n", o.python, o.repeats)
+		b, err = a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
+	default:
 		fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint; conv, depthwise, linear, elementwise and optimizer throughput; about a minute)\n", o.nodeType)
 		b, err = a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
 	}
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
+	if o.footprint {
+		return a.keepFootprint(&o, b, out, script)
+	}
+	return a.keepProbe(&o, site, b, out, script)
+}
+
+// keepProbe checks a probe record from the probe script, keeps it at out
+// and says what the static model of its node type now rests on.
+func (a *App) keepProbe(o *siteProbeOpts, site *plan.Site, b []byte, out, script string) error {
 	p, err := plan.DecodeProbe(b)
 	if err != nil {
 		return fmt.Errorf("probe record from %s: %w", script, err)
@@ -191,15 +196,19 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "%s: %s\n", o.nodeType, site.StaticBasis(site.NodeType(o.nodeType)))
-	fmt.Fprintf(a.stdout, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
-		plan.FormatBytes(p.ImportRSS.Median), plan.FormatBytes(p.ImportRSS.Max-p.ImportRSS.Min),
-		plan.FormatBytes(p.RuntimeRSS.Median), plan.FormatBytes(p.RuntimeRSS.Max-p.RuntimeRSS.Min), p.RuntimeRSS.Repeats)
+	writeFrameworkRSS(a.stdout, p.ImportRSS, p.RuntimeRSS)
 	for _, ref := range slices.Sorted(maps.Keys(p.RuntimeReferences)) {
 		s := p.RuntimeReferences[ref]
 		fmt.Fprintf(a.stdout, "  reference %s: %s (spread %s), %d repeats\n", ref, plan.FormatBytes(s.Median), plan.FormatBytes(s.Max-s.Min), s.Repeats)
 	}
 	fmt.Fprintf(a.stderr, "isched site probe: record kept in %s; estimate, plan and submit use it for %s (static rows say \"probed\")\n", out, o.nodeType)
 	return nil
+}
+
+// writeFrameworkRSS says the measured import and runtime footprints.
+func writeFrameworkRSS(w io.Writer, imp, run plan.ByteStat) {
+	fmt.Fprintf(w, "framework RSS: import %s (spread %s), after training steps %s (spread %s), %d repeats\n",
+		plan.FormatBytes(imp.Median), plan.FormatBytes(imp.Max-imp.Min), plan.FormatBytes(run.Median), plan.FormatBytes(run.Max-run.Min), run.Repeats)
 }
 
 // probeSlurm runs the probe as a short job on o.partition: the job runs
@@ -209,7 +218,7 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 // output); this process waits for the job, then returns the record, which
 // the caller validates and keeps where --local keeps it (the catalogue's
 // folder need not be writable on the node).
-func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script string) ([]byte, error) {
+func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script string, imports []string) ([]byte, error) {
 	cwd, err := a.Getwd()
 	if err != nil {
 		return nil, err
@@ -234,6 +243,7 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 	if o.threads > 0 {
 		argv = append(argv, "--threads", strconv.Itoa(o.threads))
 	}
+	argv = append(argv, footprintArgs(o, imports, "", "")...)
 	limit := o.timeout + 2*time.Minute
 	sc := Script{
 		Header:     []string{"Generated by `isched site probe --partition " + o.partition + "`."},
@@ -293,6 +303,98 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// validate checks the flags (rest: the arguments left after them) and
+// returns the --import modules.
+func (o *siteProbeOpts) validate(rest []string) ([]string, error) {
+	switch {
+	case len(rest) > 0:
+		return nil, usageErr("unexpected arguments %q", rest)
+	case o.local == (o.partition != ""):
+		return nil, usageErr("say where to measure: --local (this machine, a node of the type) or --partition P (a short Slurm job there), one of them")
+	case o.partition != "" && !stream.ValidName(o.partition):
+		return nil, usageErr("--partition %q: not a partition name", o.partition)
+	case o.nodeType != "" && !stream.ValidName(o.nodeType):
+		return nil, usageErr("--node-type %q: not a node type name (letters, digits, ., _, -)", o.nodeType)
+	case o.local && o.nodeType == "":
+		return nil, usageErr("--node-type is required: the catalogue's node type this machine is")
+	case o.queueWait <= 0:
+		return nil, usageErr("--queue-wait must be positive")
+	case o.repeats < 1 || o.repeats > 100:
+		return nil, usageErr("--repeats %d: want 1 to 100", o.repeats)
+	case o.threads < 0 || o.threads > 4096:
+		return nil, usageErr("--threads %d: want 0 (torch's default) to 4096", o.threads)
+	case o.timeout <= 0:
+		return nil, usageErr("--timeout must be positive")
+	case o.memMiB < 512 || o.memMiB > 1<<30:
+		return nil, usageErr("--mem-mib %d: want at least 512", o.memMiB)
+	case !filepath.IsAbs(o.python):
+		return nil, usageErr("--python %q: want an absolute path", o.python)
+	}
+	return parseImports(o.imports, o.footprint)
+}
+
+// parseImports reads --import: dotted module names, comma-separated, at
+// most 64, only with --footprint.
+func parseImports(s string, footprint bool) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if !footprint {
+		return nil, usageErr("--import needs --footprint")
+	}
+	var out []string
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); !plan.ValidModule(m) {
+			return nil, usageErr("--import: %q is not a module name (e.g. transformers,pandas)", m)
+		}
+		out = append(out, m)
+	}
+	if len(out) > 64 {
+		return nil, usageErr("--import: at most 64 modules")
+	}
+	return out, nil
+}
+
+// footprintArgs are the footprint flags of a probe command line: the
+// script's (flag "--environment" with the interpreter) or isched's own
+// (flag ""), nil without --footprint.
+func footprintArgs(o *siteProbeOpts, imports []string, envFlag, env string) []string {
+	if !o.footprint {
+		return nil
+	}
+	args := []string{"--footprint"}
+	if envFlag != "" {
+		args = append(args, envFlag, env)
+		for _, m := range imports {
+			args = append(args, "--import", m)
+		}
+		return args
+	}
+	if len(imports) > 0 {
+		args = append(args, "--import", strings.Join(imports, ","))
+	}
+	return args
+}
+
+// keepFootprint checks a footprint record from the probe script and keeps
+// it at out (the user's file).
+func (a *App) keepFootprint(o *siteProbeOpts, b []byte, out, script string) error {
+	fp, err := plan.DecodeFootprint(b)
+	if err != nil {
+		return fmt.Errorf("footprint record from %s: %w", script, err)
+	}
+	if fp.NodeType != o.nodeType || fp.Environment != o.python {
+		return fmt.Errorf("footprint record from %s: node_type %q, environment %q; want %q, %q", script, fp.NodeType, fp.Environment, o.nodeType, o.python)
+	}
+	if err := writeFileAtomic(out, b, 0o644); err != nil {
+		return fmt.Errorf("keep the footprint record: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "%s: %s\n", o.python, fp.Describe())
+	writeFrameworkRSS(a.stdout, fp.ImportRSS, fp.RuntimeRSS)
+	fmt.Fprintf(a.stderr, "isched site probe: record kept in %s; your estimate, plan and submit count it when the training runs in %s (--python, or the command's program)\n", out, o.python)
+	return nil
 }
 
 // waitFile reads path, waiting up to d for it to appear.

@@ -24,14 +24,7 @@ func TestSiteProbeOnCluster(t *testing.T) {
 	root := testutil.RepoRoot()
 	isched := testutil.Binary(t, "isched", "./isched")
 	dir := testutil.WorkDir(t, "isched-siteprobe-it")
-	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site := filepath.Join(dir, "site.json")
-	if err := os.WriteFile(site, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	site := labSiteIn(t, root, dir)
 	env := map[string]string{"HOME": dir, "PATH": os.Getenv("PATH")}
 	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
 	var out, errb bytes.Buffer
@@ -69,4 +62,64 @@ func TestSiteProbeOnCluster(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "*.probe.json")); len(left) != 0 {
 		t.Errorf("the job's record file is left: %q", left)
 	}
+}
+
+// TestSiteProbeFootprintOnCluster measures the framework footprint of
+// /usr/bin/python3 with an extra import (sympy, installed beside torch
+// here) as a short Slurm job on dev: the record is kept in the user's data
+// directory (no site file), and the estimate then names it.
+func TestSiteProbeFootprintOnCluster(t *testing.T) {
+	testutil.NeedSlurm(t)
+	root := testutil.RepoRoot()
+	isched := testutil.Binary(t, "isched", "./isched")
+	dir := testutil.WorkDir(t, "isched-footprint-it")
+	site := labSiteIn(t, root, dir)
+	env := map[string]string{"HOME": dir, "PATH": "/usr/bin:/bin", "ISCHED_CLUSTER": "lab"}
+	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	code := app.Run(ctx, []string{"site", "probe", "--footprint", "--import", "sympy", "--partition", "dev", "--site", site, "--isched", isched,
+		"--script", filepath.Join(root, "scripts/site_probe.py"), "--repeats", "1", "--threads", "1",
+		"--timeout", "8m", "--queue-wait", "20m"}, &out, &errb)
+	t.Log(errb.String())
+	if code != 0 {
+		t.Fatalf("site probe --footprint --partition dev: exit %d: %s", code, errb.String())
+	}
+	raw, err := os.ReadFile(app.footprintPath("/usr/bin/python3"))
+	if err != nil {
+		t.Fatalf("no record kept: %v", err)
+	}
+	fp, err := plan.DecodeFootprint(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp.NodeType != "lab-dev" || fp.Environment != "/usr/bin/python3" || len(fp.Imports) != 1 || fp.RuntimeRSS.Max < fp.ImportRSS.Median {
+		t.Errorf("record %+v", fp)
+	}
+	if _, err := os.Stat(plan.ProbePath(dir, "lab-dev")); !os.IsNotExist(err) {
+		t.Errorf("a footprint wrote the site's probe record: %v", err)
+	}
+	out.Reset()
+	errb.Reset()
+	code = app.Run(ctx, []string{"estimate", "--model", filepath.Join(root, "internal/cli/testdata/mnist_cnn.json"), "--site", site,
+		"--batch", "8", "--samples", "1000", "--state", "none", "--receipts", "none", "--python", "/usr/bin/python3", "--explain"}, &out, &errb)
+	if code != 0 || !strings.Contains(out.String(), "python:   /usr/bin/python3: framework "+plan.FormatBytes(fp.Bytes())) {
+		t.Errorf("estimate: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// labSiteIn copies the lab catalogue into dir: a probe record goes to
+// probes/ beside it.
+func labSiteIn(t *testing.T, root, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(dir, "site.json")
+	if err := os.WriteFile(site, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return site
 }

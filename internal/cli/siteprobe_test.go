@@ -212,6 +212,23 @@ func TestExecProbe(t *testing.T) {
 	}
 }
 
+// probeJob is a submit hook for a probe job: it keeps the script, writes
+// record() where the job's command says -o, and marks the job completed.
+func probeJob(t *testing.T, h *harness, scripts *[]string, record func() string) func(id string, script []byte) {
+	return func(id string, script []byte) {
+		*scripts = append(*scripts, string(script))
+		f := strings.Fields(string(script)[strings.Index(string(script), "exec srun"):])
+		i := slices.Index(f, "-o")
+		if i < 0 {
+			t.Fatalf("no -o in the job's command:\n%s", script)
+		}
+		if err := os.WriteFile(f[i+1], []byte(record()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h.slurm.jobs = map[string]*slurm.JobInfo{id: {JobID: id, State: "COMPLETED", Partition: "dev", NodeList: "dev1"}}
+	}
+}
+
 // TestSiteProbeSlurm: with --partition the probe is one short job of
 // `isched site probe --local` on that partition (no wrapper), for the
 // partition's node type; the record the job writes is checked and kept
@@ -223,18 +240,7 @@ func TestSiteProbeSlurm(t *testing.T) {
 	var scripts []string
 	hook := &submitHook{fakeSlurm: h.slurm}
 	record := strings.Replace(fakeProbeRecord, `"lab-cpu"`, `"lab-dev"`, 1)
-	hook.onSubmit = func(id string, script []byte) {
-		scripts = append(scripts, string(script))
-		f := strings.Fields(string(script)[strings.Index(string(script), "exec srun"):])
-		i := slices.Index(f, "-o")
-		if i < 0 {
-			t.Fatalf("no -o in the job's command:\n%s", script)
-		}
-		if err := os.WriteFile(f[i+1], []byte(record), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		h.slurm.jobs = map[string]*slurm.JobInfo{id: {JobID: id, State: "COMPLETED", Partition: "dev", NodeList: "dev1"}}
-	}
+	hook.onSubmit = probeJob(t, h, &scripts, func() string { return record })
 	app := h.app()
 	app.Slurm = hook
 	app.Getwd = func() (string, error) { return work, nil }
@@ -306,5 +312,138 @@ func TestSiteProbeSlurm(t *testing.T) {
 				t.Errorf("probes/ written after a failure: %v", err)
 			}
 		})
+	}
+}
+
+// fakeFootprint is what site_probe.py --footprint writes for
+// /usr/bin/python3 importing transformers: 385.3 MiB with its repeat
+// spread.
+const fakeFootprint = `{"v": 1, "environment": "/usr/bin/python3", "node_type": "lab-cpu", "host": "n1",
+ "measured_at": "2026-11-27T09:00:00Z", "framework": "pytorch 1.13.0", "python": "3.11.2", "threads": 2, "load_average": 0.5,
+ "imports": ["transformers"],
+ "import_rss_bytes": {"median": 380000000, "min": 379000000, "max": 381000000, "repeats": 3},
+ "runtime_rss_bytes": {"median": 399000000, "min": 398000000, "max": 402000000, "repeats": 6},
+ "runtime_references": {"wide": {"median": 398500000, "min": 398000000, "max": 399000000, "repeats": 3},
+  "residual": {"median": 401000000, "min": 400000000, "max": 402000000, "repeats": 3}}}`
+
+// TestSiteProbeFootprint: --footprint measures the --python environment
+// with the user's imports and keeps the record in the user's data
+// directory (no site file); estimate then counts it for the python3 in
+// PATH, or the --python named, on host-memory node types.
+func TestSiteProbeFootprint(t *testing.T) {
+	h := newHarness(t)
+	site := siteCopy(t)
+	f := &fakeProber{out: fakeFootprint}
+	code, out, errOut := runWithProber(h, f, "site", "probe", "--footprint", "--import", "transformers, pandas.core", "--local", "--node-type", "lab-cpu",
+		"--site", site, "--script", "/opt/x/site_probe.py", "--repeats", "3")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := []string{"/usr/bin/python3", "/opt/x/site_probe.py", "--node-type", "lab-cpu", "--repeats", "3", "--footprint",
+		"--environment", "/usr/bin/python3", "--import", "transformers", "--import", "pandas.core"}
+	if !slices.Equal(f.argv, want) {
+		t.Errorf("probe argv %q, want %q", f.argv, want)
+	}
+	if !strings.Contains(out, "/usr/bin/python3: framework 385.3 MiB (largest 383.4 MiB + repeat spread 1.91 MiB) importing torch + transformers") {
+		t.Errorf("output:\n%s", out)
+	}
+	kept := h.app().footprintPath("/usr/bin/python3")
+	if b, err := os.ReadFile(kept); err != nil || string(b) != fakeFootprint || !strings.HasPrefix(kept, filepath.Join(h.dir, ".local", "share", "isched", "lab", "footprints")) {
+		t.Fatalf("kept %s: %q, %v", kept, b, err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(site), "probes")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a footprint wrote the site's probes/: %v", err)
+	}
+	est := []string{"estimate", "--model", "testdata/mnist_cnn.json", "--site", site, "--batch", "8", "--samples", "1000", "--epochs", "1",
+		"--state", "none", "--receipts", "none", "--explain"}
+	cases := []struct {
+		name     string
+		python   []string
+		code     int
+		contains []string
+	}{
+		{"python3 in PATH has a record", nil, 0, []string{"python:   /usr/bin/python3: framework 385.3 MiB", "on lab-cpu: weights", "Python+torch+imports (your environment's footprint record) 385.3 MiB",
+			"on lab-dev: weights", "on lab-gpu: weights"}},
+		{"another python: none", []string{"--python", "/bin/sh"}, 0, []string{"python:   /bin/sh: no footprint record (isched site probe --footprint --python /bin/sh", "Python+torch (assumed) 300.0 MiB"}},
+		{"not found", []string{"--python", "/nonexistent/python3"}, ExitUsage, []string{"--python: /nonexistent/python3"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := h.run(append(slices.Clone(est), c.python...)...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, errOut)
+			}
+			for _, s := range c.contains {
+				if !strings.Contains(out+errOut, s) {
+					t.Errorf("output lacks %q:\n%s%s", s, out, errOut)
+				}
+			}
+		})
+	}
+	// a record whose environment is not its file's is refused, naming it
+	if err := os.WriteFile(kept, []byte(strings.Replace(fakeFootprint, `"/usr/bin/python3"`, `"/opt/venv/bin/python"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := h.run(est...); code != ExitError || !strings.Contains(errOut, "footprint record "+kept+`: environment "/opt/venv/bin/python"`) {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
+// TestSiteProbeFootprintErrors: bad --import and records that are not
+// this environment's are refused and keep nothing.
+func TestSiteProbeFootprintErrors(t *testing.T) {
+	h := newHarness(t)
+	tests := []struct {
+		name     string
+		out      string
+		args     []string
+		code     int
+		contains string
+	}{
+		{"import without footprint", fakeFootprint, []string{"--import", "transformers"}, ExitUsage, "--import needs --footprint"},
+		{"bad module", fakeFootprint, []string{"--footprint", "--import", "transformers,os;rm"}, ExitUsage, `"os;rm" is not a module name`},
+		{"another environment", strings.Replace(fakeFootprint, `"/usr/bin/python3"`, `"/opt/venv/bin/python"`, 1), []string{"--footprint"}, ExitError,
+			`environment "/opt/venv/bin/python"; want "lab-cpu", "/usr/bin/python3"`},
+		{"a probe record", fakeProbeRecord, []string{"--footprint"}, ExitError, "footprint record from /opt/x/site_probe.py"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			site := siteCopy(t)
+			args := append([]string{"site", "probe", "--local", "--node-type", "lab-cpu", "--site", site, "--script", "/opt/x/site_probe.py"}, tt.args...)
+			code, _, errOut := runWithProber(h, &fakeProber{out: tt.out}, args...)
+			if code != tt.code || !strings.Contains(errOut, tt.contains) {
+				t.Fatalf("exit %d, stderr %q; want exit %d containing %q", code, errOut, tt.code, tt.contains)
+			}
+			if _, err := os.Stat(h.app().footprintPath("/usr/bin/python3")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a record kept after a failure: %v", err)
+			}
+		})
+	}
+}
+
+// TestSiteProbeFootprintSlurm: --footprint --partition forwards the
+// footprint flags to the job's own `isched site probe --local` and keeps
+// the record the job wrote in the user's data directory.
+func TestSiteProbeFootprintSlurm(t *testing.T) {
+	h := newHarness(t)
+	work := t.TempDir()
+	var scripts []string
+	hook := &submitHook{fakeSlurm: h.slurm}
+	record := strings.Replace(fakeFootprint, `"lab-cpu"`, `"lab-dev"`, 1)
+	hook.onSubmit = probeJob(t, h, &scripts, func() string { return record })
+	app := h.app()
+	app.Slurm = hook
+	app.Getwd = func() (string, error) { return work, nil }
+	var out, errb bytes.Buffer
+	code := app.Run(context.Background(), []string{"site", "probe", "--footprint", "--import", "transformers", "--partition", "dev", "--site", siteCopy(t),
+		"--script", "/opt/x/site_probe.py", "--isched", "/opt/isched/bin/isched", "--repeats", "2"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if want := "--repeats 2 --timeout 15m0s --footprint --import transformers\n"; len(scripts) != 1 || !strings.Contains(scripts[0], want) {
+		t.Errorf("the scripts lack %q:\n%s", want, scripts)
+	}
+	if b, err := os.ReadFile(app.footprintPath("/usr/bin/python3")); err != nil || string(b) != record {
+		t.Errorf("kept %q, %v", b, err)
 	}
 }

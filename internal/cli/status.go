@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/isched/isched/internal/estimate"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
@@ -545,13 +546,28 @@ func eta(s *report.JobStatus, now time.Time) string {
 		if s.ETALowMS > 0 && s.ETAHighMS > 0 {
 			out += fmt.Sprintf("; band %s to %s", clock(s.ETALowMS, now), clock(s.ETAHighMS, now))
 		}
-		return out
+		return out + etaSourceText(s)
 	case s.TotalIters <= 0:
 		return "unknown: total iterations unknown (pass --total-iters to the wrapper, or total= from the training loop)"
 	case s.IterMS <= 0:
-		return "unknown: no iteration times yet"
+		return "unknown: no iteration times yet, and no earlier confirmed run of this model and batch on this partition"
 	}
 	return "unknown: the coordinator has not predicted it yet"
+}
+
+// etaSourceText says what an ETA made before the run's own first
+// iterations rests on (report.JobStatus.ETASource); "" after them.
+func etaSourceText(s *report.JobStatus) string {
+	where := "of this model and batch on " + clean(s.Partition)
+	switch estimate.PriorSource(s.ETASource) {
+	case estimate.PriorOwn:
+		return fmt.Sprintf(" (before the first iterations: from your %d earlier run(s) %s)", s.ETAPriorRuns, where)
+	case estimate.PriorPooled:
+		return fmt.Sprintf(" (before the first iterations: from %d other user(s)' Slurm-confirmed runs %s; none of yours)", s.ETAPriorRuns, where)
+	case "":
+		return ""
+	}
+	return " (source " + clean(s.ETASource) + ")"
 }
 
 // listJobs shows the caller's isched jobs from the job table.

@@ -405,3 +405,33 @@ func TestReportJSON(t *testing.T) {
 		t.Errorf("--plot with --json: %v", err)
 	}
 }
+
+// TestETASays: the ETA line says what an ETA made before the run's own
+// first iterations rests on, and why there is none.
+func TestETASays(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	at := now.Add(90 * time.Minute).UnixMilli()
+	cases := []struct {
+		name string
+		s    report.JobStatus
+		want string
+	}{
+		{"own runs", report.JobStatus{Partition: "cpu", ETAMS: at, ETASource: "own", ETAPriorRuns: 3, TotalIters: 10, Step: -1},
+			"(before the first iterations: from your 3 earlier run(s) of this model and batch on cpu)"},
+		{"others' runs", report.JobStatus{Partition: "cpu", ETAMS: at, ETASource: "pooled", ETAPriorRuns: 2, TotalIters: 10, Step: -1},
+			"(before the first iterations: from 2 other user(s)' Slurm-confirmed runs of this model and batch on cpu; none of yours)"},
+		{"the run's own", report.JobStatus{Partition: "cpu", ETAMS: at, TotalIters: 10, Step: 4, IterMS: 100}, "13:30:00"},
+		{"none", report.JobStatus{Partition: "cpu", TotalIters: 10, Step: -1},
+			"unknown: no iteration times yet, and no earlier confirmed run of this model and batch on this partition"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := eta(&c.s, now)
+			if !strings.Contains(got, c.want) || (c.s.ETASource == "" && strings.Contains(got, "before the first")) {
+				t.Errorf("ETA %q, want it to say %q", got, c.want)
+			}
+		})
+	}
+}

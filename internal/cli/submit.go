@@ -306,6 +306,15 @@ func (a *App) decide(ctx context.Context, o *submitOpts) error {
 
 func (a *App) decideFromEstimate(ctx context.Context, o *submitOpts, pol plan.Policy, now time.Time) error {
 	o.in.user, o.in.qos = o.asUser, o.site.qos // the job's owner and QOS: their limits hold it
+	if o.in.python == "" && len(o.argv) > 0 && isPython(o.argv[0]) {
+		// the command's own interpreter, where it is found here (the job
+		// may resolve it in another environment: jobEnv says so)
+		if cwd, err := a.Getwd(); err == nil {
+			if p, err := lookProgram(o.argv[0], a.Getenv("PATH"), cwd, a.Stat); err == nil {
+				o.in.python = p
+			}
+		}
+	}
 	l, err := a.load(ctx, &o.in, pol.Kind != plan.PolicyIdeal && pol.Kind != plan.PolicyCheapest)
 	if err != nil {
 		return err

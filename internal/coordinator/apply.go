@@ -425,14 +425,22 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 	st := &l.Status
 	est, ok := l.Iter.Estimate()
 	etaEst, etaOK := est, ok
-	if ok {
+	src, priorN := estimate.PriorSource(""), 0
+	switch {
+	case ok:
 		l.Moved = nil
 		st.IterMS, st.IterLowMS, st.IterHighMS = est.MS, est.LowMS, est.HighMS
 		if st.State == "RUNNING" {
 			l.markDrift(now, est)
 		}
-	} else if l.Moved != nil {
+	case l.Moved != nil:
 		etaEst, etaOK = c.carried(l.Moved, st), true
+	default:
+		// before the run's own first iterations: earlier runs'
+		etaEst, src, priorN, etaOK = c.speeds.prior(st)
+	}
+	if st.ETASource != string(src) || st.ETAPriorRuns != priorN {
+		st.ETASource, st.ETAPriorRuns, l.dirty = string(src), priorN, true
 	}
 	if etaOK {
 		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, etaEst, 0).

@@ -26,13 +26,14 @@ const maxPastRuns = 16
 // Slurm-confirmed receipts (read once from Redis when it comes to lead,
 // then the ones it writes) and, each tick, its running lineages' own
 // iteration estimates. learned is what the policy uses this tick; past
-// holds the confirmed receipts' iteration times per configuration, for
-// the ETA band (estimate.ETA.WithPast).
+// holds the confirmed receipts' iteration times and owners per
+// configuration, for the ETA band (estimate.ETA.WithPast) and the ETA
+// before a run's first iterations (estimate.Prior).
 type speedBook struct {
 	loaded  bool
 	obs     []policy.SpeedObs
 	learned policy.LearnedSpeeds
-	past    map[pastKey][]float64
+	past    map[pastKey][]estimate.PastRun
 	drift   map[string][]driftRun
 }
 
@@ -86,10 +87,14 @@ func (b *speedBook) noteReceipt(r report.Receipt) {
 	}
 	b.noteDrift(r)
 	if b.past == nil {
-		b.past = map[pastKey][]float64{}
+		b.past = map[pastKey][]estimate.PastRun{}
 	}
 	k := pastKey{r.Model, r.Partition, r.Batch}
-	runs := append(b.past[k], r.IterMS)
+	uid := -1 // a receipt from before owners were recorded: nobody's own
+	if r.UID != nil {
+		uid = *r.UID
+	}
+	runs := append(b.past[k], estimate.PastRun{UID: uid, IterMS: r.IterMS})
 	if over := len(runs) - maxPastRuns; over > 0 {
 		runs = slices.Delete(runs, 0, over)
 	}
@@ -100,10 +105,38 @@ func (b *speedBook) noteReceipt(r report.Receipt) {
 // lineage's configuration on the partition it runs on now; nil without a
 // plan naming a model and batch.
 func (b *speedBook) pastRuns(st *report.JobStatus) []float64 {
+	runs := b.pastOf(st)
+	if len(runs) == 0 {
+		return nil
+	}
+	out := make([]float64, len(runs))
+	for i, r := range runs {
+		out[i] = r.IterMS
+	}
+	return out
+}
+
+// pastOf is the confirmed earlier runs of a lineage's configuration on
+// the partition it runs on now, with their owners.
+func (b *speedBook) pastOf(st *report.JobStatus) []estimate.PastRun {
 	if st.Plan == nil || st.Plan.Model == "" || st.Plan.Batch <= 0 {
 		return nil
 	}
 	return b.past[pastKey{st.Plan.Model, st.Partition, st.Plan.Batch}]
+}
+
+// prior is the iteration estimate of a running lineage before its own
+// first iterations (estimate.Prior): its owner's earlier confirmed runs of
+// the same configuration on the same partition, else other users'. The
+// owner is the uid Slurm's job table gave the job (st.UID), matched
+// against receipts that Slurm confirmed: neither side is anything a job
+// reported of itself, so no user can make another's runs look like
+// theirs, or theirs like another's.
+func (b *speedBook) prior(st *report.JobStatus) (estimate.IterEstimate, estimate.PriorSource, int, bool) {
+	if st.State != "RUNNING" || st.JobID == 0 {
+		return estimate.IterEstimate{}, "", 0, false
+	}
+	return estimate.Prior(st.UID, b.pastOf(st))
 }
 
 // noteDrift adds a confirmed receipt's ETA ratios to its partition's

@@ -392,3 +392,73 @@ func TestSig3(t *testing.T) {
 		}
 	}
 }
+
+// TestETAPriorBeforeFirstIteration: before a running lineage's own first
+// iterations its ETA comes from its owner's confirmed earlier runs of the
+// same model, batch and partition (the owner as Slurm's job table gives
+// it), else other users' confirmed ones; the status says which, and the
+// run's own iterations replace it.
+func TestETAPriorBeforeFirstIteration(t *testing.T) {
+	const model = "resnet18-abc:momentum:fp32"
+	const me = 1001
+	now := time.UnixMilli(1_700_000_600_000)
+	uid := func(u int) *int { return &u }
+	receipt := func(owner int, user string, confirmed bool, ms float64) report.Receipt {
+		return report.Receipt{Model: model, Batch: 8, Partition: "cpu", IterMS: ms, Iters: 1000, User: user, UID: uid(owner), Confirmed: confirmed}
+	}
+	in := func(ms float64) int64 { return now.Add(time.Duration(1000*ms) * time.Millisecond).UnixMilli() } // 1000 steps left
+	for _, tc := range []struct {
+		name     string
+		state    string
+		receipts []report.Receipt
+		wantETA  int64
+		wantSrc  estimate.PriorSource
+		wantN    int
+	}{
+		{"no earlier runs: unknown", "RUNNING", nil, 0, "", 0},
+		{"own runs first, however many others", "RUNNING", []report.Receipt{receipt(me, "alice", true, 120), receipt(me, "alice", true, 140),
+			receipt(1002, "bob", true, 500), receipt(1003, "carol", true, 500), receipt(1004, "dan", true, 500)}, in(130), estimate.PriorOwn, 2},
+		{"others only: median of each user's median", "RUNNING", []report.Receipt{receipt(1002, "bob", true, 200), receipt(1003, "carol", true, 300),
+			receipt(1003, "carol", true, 300)}, in(250), estimate.PriorPooled, 2},
+		{"own but unconfirmed: not used", "RUNNING", []report.Receipt{receipt(me, "alice", false, 120), receipt(1002, "bob", true, 300)},
+			in(300), estimate.PriorPooled, 1},
+		{"a receipt naming the user is not theirs: the uid decides", "RUNNING", []report.Receipt{receipt(1002, "alice", true, 300)},
+			in(300), estimate.PriorPooled, 1},
+		{"pending: no ETA before the run starts", "PENDING", []report.Receipt{receipt(me, "alice", true, 120)}, 0, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := benchCoordinator()
+			l := &lineage{Status: report.JobStatus{V: 1, Cluster: "lab", Lineage: "lab-1", JobID: 7, User: "alice", UID: me, Step: -1,
+				Partition: "cpu", State: tc.state, TotalIters: 1000, Plan: &report.Plan{Model: model, Batch: 8}}}
+			for _, r := range tc.receipts {
+				c.speeds.noteReceipt(r)
+			}
+			c.refreshEstimates(l, now)
+			st := &l.Status
+			if st.ETAMS != tc.wantETA || st.ETASource != string(tc.wantSrc) || st.ETAPriorRuns != tc.wantN {
+				t.Errorf("ETA %+d ms from now, source %q of %d, want %+d ms, %q of %d", st.ETAMS-now.UnixMilli(), st.ETASource, st.ETAPriorRuns,
+					tc.wantETA-now.UnixMilli(), tc.wantSrc, tc.wantN)
+			}
+			if tc.wantETA != 0 && (st.ETALowMS > st.ETAMS || st.ETAHighMS < st.ETAMS) {
+				t.Errorf("band %d..%d does not hold the ETA %d", st.ETALowMS, st.ETAHighMS, st.ETAMS)
+			}
+		})
+	}
+	// the run's own iterations replace the prior and clear its source
+	c := benchCoordinator()
+	c.speeds.noteReceipt(receipt(me, "alice", true, 500))
+	l := &lineage{Status: report.JobStatus{V: 1, Cluster: "lab", Lineage: "lab-1", JobID: 7, User: "alice", UID: me, Step: -1,
+		Partition: "cpu", State: "RUNNING", TotalIters: 1100, Plan: &report.Plan{Model: model, Batch: 8}}}
+	c.refreshEstimates(l, now)
+	if l.Status.ETASource != string(estimate.PriorOwn) {
+		t.Fatalf("before the iterations: source %q, want own", l.Status.ETASource)
+	}
+	for i := int64(1); i <= 100; i++ {
+		l.Iter.Add(report.Iter{Step: i, AtMS: 1_700_000_000_000 + i*100, DurMS: 100})
+	}
+	l.Status.Step = 100
+	c.refreshEstimates(l, now)
+	if st := &l.Status; st.ETASource != "" || st.ETAPriorRuns != 0 || st.ETAMS != now.Add(100*time.Second).UnixMilli() {
+		t.Errorf("after 100 iterations at 100 ms: ETA %+d ms from now, source %q of %d; want +100000, none", st.ETAMS-now.UnixMilli(), st.ETASource, st.ETAPriorRuns)
+	}
+}

@@ -58,8 +58,16 @@ func TestCurveAt(t *testing.T) {
 	// proportional (time): the per-sample cost of the largest batch is a
 	// floor of the slope beyond it
 	cv, _ := NewCurve([]float64{8, 16}, []float64{100, 120}, false)
-	if b, _ := cv.Proportional().At(32, 0, 0); b.Mid != 240 || b.High != 240 || b.Low != 120+2.5*16 {
-		t.Errorf("proportional: %+v, want mid 240 (120/16 per sample)", b)
+	// floor of the slope beyond it, and the band holds PerSampleLow..High
+	// x that cost (here 0.66 x 240 is below the line's 160)
+	if b, _ := cv.Proportional().At(32, 0, 0); b.Mid != 240 || b.High != 1.27*240 || b.Low != 0.66*240 {
+		t.Errorf("proportional: %+v, want mid 240 (120/16 per sample), high 1.27 x 240", b)
+	}
+	// a smaller batch that ran slower: the band is the per-sample cost's
+	slow, _ := NewCurve([]float64{8, 16}, []float64{500, 200}, false)
+	if b, how := slow.Proportional().At(64, 0, 0); b.Mid != 800 || b.Low != 0.66*800 || b.High != 1.27*800 ||
+		!strings.Contains(how, "batch 8 ran slower than batch 16: a slow small-batch path") {
+		t.Errorf("slow small batch: %+v (%s), want 0.66-1.27 x 800", b, how)
 	}
 	if b, _ := cv.At(32, 0, 0); b.Mid != 120+2.5*16 {
 		t.Errorf("not proportional: %+v", b)
@@ -121,5 +129,44 @@ func TestBandOps(t *testing.T) {
 	}
 	if math.IsNaN(Band{}.Width()) {
 		t.Error("NaN")
+	}
+}
+
+// TestCurveMargin checks Curve.Margin against hand-worked figures:
+// 2 (bandZ) × sd × mid × √(1 + 1/n + (x − x̄)²/Sxx).
+func TestCurveMargin(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name           string
+		xs, ys         []float64
+		x, mid, sd, cp float64
+		want           float64
+	}{
+		{"one batch size: leverage 2", []float64{16}, []float64{1000}, 16, 1000, 0.01, 0,
+			2 * 0.01 * 1000 * 1.4142135623730951},
+		{"measured, two batch sizes: 1 + 1/2 + 16/32", []float64{8, 16}, []float64{900, 1000}, 8, 900, 0.01, 0,
+			2 * 0.01 * 900 * 1.4142135623730951},
+		{"far beyond, no cap: 1 + 1/2 + 52²/32 = 86", []float64{8, 16}, []float64{900, 1000}, 64, 1600, 0.01, 0,
+			2 * 0.01 * 1600 * 9.273618495495704},
+		{"far beyond, capped: batch 16's peak + its spread + 5/sample × 48 − mid", []float64{8, 16}, []float64{900, 1000}, 64, 1200, 0.01, 5,
+			1000 + 2*0.01*1000*1.4142135623730951 + 5*48 - 1200},
+		{"capped below the mid: the point's own spread", []float64{8, 16}, []float64{900, 1000}, 64, 1600, 0.01, 5,
+			2 * 0.01 * 1000 * 1.4142135623730951},
+		{"repeats spread more than the prior: theirs", []float64{8, 8, 16, 16}, []float64{900, 940, 1000, 1000}, 16, 1000, 0.01, 0,
+			// batch 8 around 920: sqrt((20/920)² × 2 / 2 dof) = 0.021739
+			2 * 0.021739130434782608 * 1000 * 1.4142135623730951},
+		{"no prediction: none", []float64{8}, []float64{900}, 8, 0, 0.01, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cv, ok := NewCurve(c.xs, c.ys, true)
+			if !ok {
+				t.Fatal("no curve")
+			}
+			if got := cv.Margin(c.x, c.mid, c.sd, c.cp); math.Abs(got-c.want) > 1e-9*max(1, c.want) {
+				t.Errorf("margin %.6f, want %.6f", got, c.want)
+			}
+		})
 	}
 }

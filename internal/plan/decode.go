@@ -52,6 +52,14 @@ const maxDocument = 32 << 20
 // into an integer, and anything after the object. The walk is
 // internal/strictjson's, shared with internal/report; this file words it.
 //
+// decodeChecked is decodeStrict, then v's own Validate.
+func decodeChecked(b []byte, v interface{ Validate() error }, required ...string) error {
+	if err := decodeStrict(b, v, required...); err != nil {
+		return err
+	}
+	return v.Validate()
+}
+
 // required names top-level keys that must be present, so that a missing
 // count is not read as a zero.
 func decodeStrict(b []byte, v any, required ...string) error {

@@ -71,14 +71,21 @@ func TestDecodeModel(t *testing.T) {
 				}
 				return
 			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error %v (%T), want a *FieldError", err, err)
-			}
-			if fe.Field != tt.field || !strings.Contains(fe.Reason, tt.reason) {
-				t.Fatalf("error field %q reason %q, want field %q reason containing %q", fe.Field, fe.Reason, tt.field, tt.reason)
-			}
+			wantFieldErr(t, err, tt.field, tt.reason)
 		})
+	}
+}
+
+// wantFieldErr fails t unless err is a *FieldError (and ErrInvalid) of
+// field whose reason contains reason.
+func wantFieldErr(t *testing.T, err error, field, reason string) {
+	t.Helper()
+	var fe *FieldError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("error %v (%T), want a *FieldError", err, err)
+	}
+	if fe.Field != field || !strings.Contains(fe.Reason, reason) {
+		t.Fatalf("error field %q reason %q, want field %q reason containing %q", fe.Field, fe.Reason, field, reason)
 	}
 }
 

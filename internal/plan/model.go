@@ -88,11 +88,8 @@ type Layer struct {
 // *FieldError naming the field.
 func DecodeModel(b []byte) (*Model, error) {
 	var m Model
-	if err := decodeStrict(b, &m, "v", "name", "framework", "parameters", "trainable_parameters", "param_bytes",
+	if err := decodeChecked(b, &m, "v", "name", "framework", "parameters", "trainable_parameters", "param_bytes",
 		"activation_bytes_per_sample", "flops_per_sample", "input_shape"); err != nil {
-		return nil, err
-	}
-	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	return &m, nil

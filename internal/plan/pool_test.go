@@ -101,9 +101,19 @@ func TestPooledReceipts(t *testing.T) {
 			if r.NodeType.Name != "lab-cpu" {
 				continue
 			}
-			if r.Mem != tc.mem || !near(r.IterSeconds, tc.iterS, 1e-9) || r.Source != tc.source {
+			if r.Mem-r.MemMargin != tc.mem || !near(r.IterSeconds, tc.iterS, 1e-9) || r.Source != tc.source || (r.MemMargin > 0) != (r.Source != Static) {
 				t.Errorf("%s: %s mem %s iter %.4f s, want %s %s %.4f s (%s)", name, r.Source, FormatBytes(r.Mem), r.IterSeconds,
 					tc.source, FormatBytes(tc.mem), tc.iterS, r.Basis)
+			}
+			wantWhose := WhosePooled
+			switch {
+			case tc.source == Static:
+				wantWhose = ""
+			case tc.own != nil:
+				wantWhose = WhoseOwn
+			}
+			if r.Whose != wantWhose {
+				t.Errorf("%s: receipts of %q, want %q", name, r.Whose, wantWhose)
 			}
 			if r.HostMem < r.Mem {
 				t.Errorf("%s: asks Slurm for %s, below the row's %s", name, FormatBytes(r.HostMem), FormatBytes(r.Mem))

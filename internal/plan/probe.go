@@ -88,10 +88,7 @@ type RateStat struct {
 // DecodeProbe reads a probe record strictly (see DecodeModel).
 func DecodeProbe(b []byte) (*Probe, error) {
 	var p Probe
-	if err := decodeStrict(b, &p, "v", "node_type", "threads", "import_rss_bytes", "runtime_rss_bytes", "throughput"); err != nil {
-		return nil, err
-	}
-	if err := p.Validate(); err != nil {
+	if err := decodeChecked(b, &p, "v", "node_type", "threads", "import_rss_bytes", "runtime_rss_bytes", "throughput"); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -264,17 +261,23 @@ func (s *Site) Probe(nt *NodeType) *Probe {
 // FrameworkBytes is the host RSS of the framework on nt, besides the
 // model's tensors: the largest runtime footprint its probe measured on any
 // reference network plus the repeat spread (Probe.RepeatSpread), else the
-// assumed CPUFrameworkBytes. probed says which.
+// assumed CPUFrameworkBytes; raised to the user's environment's footprint
+// where that is larger (UseEnvironment). probed says whether a
+// measurement (a probe or footprint record) gave it.
 //
 // The largest, and not the median, because a static estimate must not
 // under-promise; the spread on top because a training process is one more
 // draw of the same noise, which the probe's few repeats may not have
 // caught at its worst (docs/model-summary.md, "the probe").
 func (s *Site) FrameworkBytes(nt *NodeType) (n int64, probed bool) {
+	n = CPUFrameworkBytes
 	if p := s.Probe(nt); p != nil {
-		return p.RuntimeRSS.Max + p.RepeatSpread(), true
+		n, probed = p.RuntimeRSS.Max+p.RepeatSpread(), true
 	}
-	return CPUFrameworkBytes, false
+	if s.env != nil && s.env.Bytes() > n {
+		n, probed = s.env.Bytes(), true
+	}
+	return n, probed
 }
 
 // RepeatSpread is how much the runtime footprint varied between repeats

@@ -24,6 +24,7 @@ type Site struct {
 	// probes are the probe records of node types, by name: not part of
 	// the catalogue's JSON, read from probes/ beside it (LoadProbes).
 	probes map[string]*Probe
+	env    *Footprint // the user's environment (UseEnvironment)
 }
 
 // Kinds of node type.

@@ -50,7 +50,15 @@ type JobStatus struct {
 	ETAMS      int64   `json:"eta_ms"` // predicted end (unix ms), 0: unknown
 	ETALowMS   int64   `json:"eta_low_ms"`
 	ETAHighMS  int64   `json:"eta_high_ms"`
-	LimitMS    int64   `json:"limit_ms"` // when the current allocation's time limit ends, 0: unknown
+	// ETASource says where the ETA comes from before the run's own first
+	// iterations (estimate.PriorSource): "own", the same user's earlier
+	// runs of this model configuration and batch on this partition (the
+	// owner as Slurm reports it), or "pooled", other users' confirmed
+	// ones; empty once the run's own iterations time it. ETAPriorRuns is
+	// how many runs ("own") or users ("pooled") it rests on.
+	ETASource    string `json:"eta_source,omitempty"`
+	ETAPriorRuns int    `json:"eta_prior_runs,omitempty"`
+	LimitMS      int64  `json:"limit_ms"` // when the current allocation's time limit ends, 0: unknown
 
 	RSSBytes      int64            `json:"rss_bytes"`
 	PeakRSSBytes  int64            `json:"peak_rss_bytes"`
