@@ -657,5 +657,9 @@ func chain(s *report.JobStatus) string {
 	default:
 		out += fmt.Sprintf(", continued %d times by isched", s.Continuations)
 	}
+	if s.ResumeFailures > 0 {
+		// the loop's own first step said it started over: work redone
+		out += fmt.Sprintf("; RESTARTED %d time(s) behind the checkpoint it was given (see the resume-failed events)", s.ResumeFailures)
+	}
 	return out
 }

@@ -323,16 +323,19 @@ func TestChain(t *testing.T) {
 		history []report.Span
 		conts   int
 		want    string
+		resumes int
 	}{
-		{"one attempt", []report.Span{span(42, 0)}, 0, ""},
-		{"requeued", []report.Span{span(42, 0), span(42, 1)}, 1, "2 (job 42.0 → job 42.1), continued once by isched"},
+		{"one attempt", []report.Span{span(42, 0)}, 0, "", 0},
+		{"requeued", []report.Span{span(42, 0), span(42, 1)}, 1, "2 (job 42.0 → job 42.1), continued once by isched", 0},
 		{"resubmitted after slurmctld forgot the job", []report.Span{span(42, 0), span(42, 1), span(57, 0)}, 2,
-			"3 (job 42.0 → job 42.1 → job 57.0), resubmitted as job 57, continued 2 times by isched"},
+			"3 (job 42.0 → job 42.1 → job 57.0), resubmitted as job 57, continued 2 times by isched", 0},
 		{"twice", []report.Span{span(42, 0), span(57, 0), span(61, 0)}, 2,
-			"3 (job 42.0 → job 57.0 → job 61.0), resubmitted as job 57, then job 61, continued 2 times by isched"},
+			"3 (job 42.0 → job 57.0 → job 61.0), resubmitted as job 57, then job 61, continued 2 times by isched", 0},
+		{"restarted behind its checkpoint", []report.Span{span(42, 0), span(42, 1)}, 1,
+			"2 (job 42.0 → job 42.1), continued once by isched; RESTARTED 1 time(s) behind the checkpoint it was given (see the resume-failed events)", 1},
 	}
 	for _, c := range cases {
-		if got := chain(&report.JobStatus{History: c.history, Continuations: c.conts}); got != c.want {
+		if got := chain(&report.JobStatus{History: c.history, Continuations: c.conts, ResumeFailures: c.resumes}); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

@@ -163,6 +163,9 @@ func applyIters(l *lineage, env *report.Envelope, stale bool, gpuUsed int64) (pt
 		b, _ := json.Marshal(p)
 		pts = append(pts, b)
 	}
+	if len(smp.Iters) > 0 && !stale && job.Rank == 0 {
+		l.checkResume(job, smp.Iters, env.TimeMS)
+	}
 	if sp := l.span(job.JobID, job.Attempt); sp != nil && sp.EndMS != 0 && last > sp.EndStep {
 		// late iterations of an attempt whose span Slurm's requeue
 		// closed already: it got that far
@@ -275,8 +278,10 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		l.RequeueRule = ""
 		l.LastMoveMS = now.UnixMilli()
 	}
-	if env.Start.ResumeFrom != "" {
-		l.event(now, "resumed", "attempt "+strconv.Itoa(job.Attempt)+" on "+job.Partition+" resumed from "+env.Start.ResumeFrom)
+	if env.Start.ResumeFrom != "" && job.Rank == 0 {
+		l.Resuming = &resumeCheck{Attempt: spanKey{job.JobID, job.Attempt}, Step: startStep, Path: env.Start.ResumeFrom}
+		l.eventEach(now, "resuming", "attempt "+strconv.Itoa(job.Attempt)+" on "+job.Partition+" was given "+env.Start.ResumeFrom+
+			stepText(startStep)+"; its first step will tell whether it resumed there")
 	}
 }
 

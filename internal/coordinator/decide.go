@@ -496,7 +496,7 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 	st := &l.Status
 	j := policy.Job{JobID: st.JobID, User: st.User, Lineage: st.Lineage, State: st.State, Partition: st.Partition, Plan: st.Plan,
 		Step: max(st.Step, 0), Total: st.TotalIters, Moves: l.Moves, Continuations: l.Conts,
-		NoExtend: l.NoExtend, Phase: l.Phase}
+		NoExtend: l.NoExtend, Phase: l.Phase, ResumeFailures: st.ResumeFailures}
 	if job, ok := c.jobs[st.JobID]; ok {
 		j.Gres, j.PendingReason, j.QOS, j.CPUs = job.Gres, job.Reason, job.QOS, job.CPUs
 		if job.StartMS > 0 {

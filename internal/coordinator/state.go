@@ -48,6 +48,9 @@ type lineage struct {
 	Ended        bool                   `json:"ended"`
 	End          *attemptEnd            `json:"end,omitempty"`           // the current attempt's end, until settled
 	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
+	// Resuming is the attempt that was given a checkpoint to resume from,
+	// until its first step says whether it did (checkResume).
+	Resuming *resumeCheck `json:"resuming,omitempty"`
 	// OwnerUID is the uid of the first session accepted into the lineage:
 	// a lineage id is public (squeue shows plan comments), so another
 	// user's job claiming it must not write into its status.
@@ -272,6 +275,12 @@ func (l *lineage) event(now time.Time, kind, msg string) {
 			return
 		}
 	}
+	l.eventEach(now, kind, msg)
+}
+
+// eventEach records an event even when one of its kind came within a
+// minute: one per attempt (a resume offered, confirmed or failed).
+func (l *lineage) eventEach(now time.Time, kind, msg string) {
 	l.Status.Events = append(l.Status.Events, report.StatusEvent{AtMS: now.UnixMilli(), Kind: kind, Message: msg})
 	if len(l.Status.Events) > 50 {
 		l.Status.Events = l.Status.Events[len(l.Status.Events)-50:]

@@ -99,9 +99,14 @@ type Job struct {
 	// abandoned: an attempt costs a checkpoint too, and must not repeat
 	// every time the ideal partition flickers idle.
 	LastMoveAt    time.Time
-	Moves         int  // migrations (rule 2) of this lineage
-	Continuations int  // rule 1 requeues of this lineage
-	NoExtend      bool // an Extend was refused: do not ask again
+	Moves         int // migrations (rule 2) of this lineage
+	Continuations int // rule 1 requeues of this lineage
+	// ResumeFailures counts attempts that were given a checkpoint and
+	// restarted behind it (the loop's first step said so): at
+	// MaxResumeFailures the run is neither continued nor moved, since every
+	// new attempt would redo the work.
+	ResumeFailures int
+	NoExtend       bool // an Extend was refused: do not ask again
 
 	Phase      string // PhaseNone, PhaseAwaitingCheckpoint or PhaseRequeueIssued
 	PhaseSince time.Time
@@ -377,6 +382,9 @@ func (v *view) continuation() (target, gres string, tl time.Duration, why string
 		return "", "", 0, fmt.Sprintf("already continued %d times (max %d): not requeued again (does the script resume from ISCHED_RESUME_FROM?)",
 			j.Continuations, v.cfg.MaxContinuations), false
 	}
+	if why := resumeBroken(&j); why != "" {
+		return "", "", 0, why + ": not requeued", false
+	}
 	target, where := j.Partition, "the same partition "+j.Partition
 	if p.Migrate && p.Ideal != "" && p.Ideal != j.Partition {
 		ideal := partition(v.snap, p.Ideal)
@@ -436,6 +444,8 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 		return d, false, "no fresh cluster snapshot"
 	case v.cfg.MaxMoves > 0 && j.Moves >= v.cfg.MaxMoves:
 		return d, false, fmt.Sprintf("already migrated %d times (max %d)", j.Moves, v.cfg.MaxMoves)
+	case resumeBroken(&j) != "":
+		return d, false, resumeBroken(&j) + ": a move would lose the work"
 	case !j.LastMoveAt.IsZero() && v.now.Sub(j.LastMoveAt) < v.cfg.MinInterval:
 		return d, false, fmt.Sprintf("moved %s ago, no migration within %s of a move", dur(v.now.Sub(j.LastMoveAt)), dur(v.cfg.MinInterval))
 	}
@@ -537,6 +547,21 @@ func (v *view) devChunk() (d Decision, ok bool, status string) {
 }
 
 // devChunkBlocked says why rule 3 leaves the job alone whatever the dev
+// MaxResumeFailures is how many attempts may restart behind the checkpoint
+// they were given before a run is no longer continued or moved.
+const MaxResumeFailures = 2
+
+// resumeBroken says why a run must not be requeued onto its checkpoint
+// again: its attempts restarted behind it MaxResumeFailures times; "" when
+// they did not.
+func resumeBroken(j *Job) string {
+	if j.ResumeFailures < MaxResumeFailures {
+		return ""
+	}
+	return fmt.Sprintf("%d attempts restarted behind the checkpoint they were given (does the script read ISCHED_RESUME_FROM, "+
+		"and can it read that file?)", j.ResumeFailures)
+}
+
 // partitions hold ("" when nothing does).
 func (v *view) devChunkBlocked() string {
 	j, p := v.j, v.j.Plan
@@ -549,6 +574,8 @@ func (v *view) devChunkBlocked() string {
 		return "continuations are off (max_continuations 0)"
 	case v.cfg.MaxContinuations > 0 && j.Continuations >= v.cfg.MaxContinuations:
 		return fmt.Sprintf("already continued %d times (max %d)", j.Continuations, v.cfg.MaxContinuations)
+	case resumeBroken(&j) != "":
+		return resumeBroken(&j)
 	case !pendingForResources[j.PendingReason]:
 		return fmt.Sprintf("pending for %s, not for resources", j.PendingReason)
 	case j.PendingSince.IsZero() || v.now.Sub(j.PendingSince) < v.cfg.MinPending:

@@ -439,6 +439,11 @@ func TestDecideMigrate(t *testing.T) {
 			check: check{want: Decision{Kind: None}, reason: []string{"already migrated 5 times (max 5)"}},
 		},
 		{
+			name:  "attempts restarted behind their checkpoints",
+			job:   func(j *Job) { j.ResumeFailures = MaxResumeFailures },
+			check: check{want: Decision{Kind: None}, reason: []string{"2 attempts restarted behind the checkpoint", "a move would lose the work"}},
+		},
+		{
 			name:  "plan forbids migration",
 			job:   func(j *Job) { j.Plan.Migrate = false },
 			check: check{want: Decision{Kind: None}, reason: []string{"the plan does not allow migration"}},

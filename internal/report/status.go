@@ -36,6 +36,12 @@ type JobStatus struct {
 	// with work left or ran into its time limit (requeues other than
 	// migrations); Slurm's own requeues (preemption) are not counted.
 	Continuations int `json:"continuations,omitempty"`
+	// ResumeFailures counts the attempts that were given a checkpoint to
+	// resume from and whose first step was behind it: the job restarted
+	// (a resume file it could not read, a script that ignores
+	// ISCHED_RESUME_FROM) and redoes the work. The loop's own steps count,
+	// not the offer.
+	ResumeFailures int `json:"resume_failures,omitempty"`
 
 	Step       int64 `json:"step"`        // last step seen (-1: none)
 	TotalIters int64 `json:"total_iters"` // 0: unknown; the loop's own total when it says one, else the plan's
