@@ -58,37 +58,37 @@ func (a *accounting) rate(n *node, ps *plan.PartitionSpec, cpus, gpus int) float
 
 // JobResult is one job's outcome.
 type JobResult struct {
-	ID        int
-	Managed   bool // isched planned and moved it
-	Isched    bool // submitted through isched in the variants that run it
-	GPUs      int
-	Submit    float64
-	Wait      float64 // to its first start
-	JCT       float64 // submission to the end of its last step
-	Run       float64 // its run time in the trace
-	Done      bool    // all steps done
-	Moves     int
-	Conts     int
-	Lost      int64 // steps redone
-	Attempts  int
-	Cost      float64
-	Touched   bool
-	OnOther   bool
+	ID       int
+	Managed  bool // isched planned and moved it
+	Isched   bool // submitted through isched in the variants that run it
+	GPUs     int
+	Submit   float64
+	Wait     float64 // to its first start
+	JCT      float64 // submission to the end of its last step
+	Run      float64 // its run time in the trace
+	Done     bool    // all steps done
+	Moves    int
+	Conts    int
+	Lost     int64 // steps redone
+	Attempts int
+	Cost     float64
+	Touched  bool
+	OnOther  bool
 }
 
 // Result is one replay's outcome.
 type Result struct {
-	Variant   string
-	Jobs      []JobResult
-	Makespan  float64 // first submission to last end, seconds
-	GPUUtil   float64 // allocated / available GPU-seconds over the arrivals' span
-	CPUUtil   float64 // allocated / available CPU-seconds of CPU nodes, same span
-	Cost      float64
-	Events    int64
+	Variant  string
+	Jobs     []JobResult
+	Makespan float64 // first submission to last end, seconds
+	GPUUtil  float64 // allocated / available GPU-seconds over the arrivals' span
+	CPUUtil  float64 // allocated / available CPU-seconds of CPU nodes, same span
+	Cost     float64
+	Events   int64
 	// GPUJobHours is where the isched jobs that asked for a GPU ran:
 	// hours of attempts by partition (the same jobs in every variant).
 	GPUJobHours map[string]float64
-	WaitCurve [][2]float64 // (submission time, wait) of every job, by submission
+	WaitCurve   [][2]float64 // (submission time, wait) of every job, by submission
 }
 
 func (s *sim) result() *Result {
@@ -128,16 +128,16 @@ func (s *sim) result() *Result {
 
 // Summary is a replay's figures.
 type Summary struct {
-	Jobs                         int
-	MeanJCT, MedianJCT, P95JCT   float64 // hours
-	MeanWait, MedianWait         float64 // hours
-	MeanBSLD                     float64 // bounded slowdown, 10 s threshold
-	GPUUtil, CPUUtil             float64
-	Cost                         float64
-	MovesPerJob                  float64 // migrations and dev chunks per isched job
-	ContsPerJob                  float64 // continuations per isched job
-	LostPerJob                   float64 // steps redone per job
-	Unfinished                   int
+	Jobs                       int
+	MeanJCT, MedianJCT, P95JCT float64 // hours
+	MeanWait, MedianWait       float64 // hours
+	MeanBSLD                   float64 // bounded slowdown, 10 s threshold
+	GPUUtil, CPUUtil           float64
+	Cost                       float64
+	MovesPerJob                float64 // migrations and dev chunks per isched job
+	ContsPerJob                float64 // continuations per isched job
+	LostPerJob                 float64 // steps redone per job
+	Unfinished                 int
 	// The isched jobs' mean completion time, and the others': the same
 	// jobs in every variant (Slurm alone included).
 	MeanJCTManaged, MeanJCTOther float64 // hours
