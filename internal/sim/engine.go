@@ -40,7 +40,7 @@ type Config struct {
 	Variant       Variant
 	Seed          uint64
 	// Adoption is the fraction of the jobs isched could plan (one node,
-	// at most one GPU) that are submitted through it; the others are the
+	// one GPU: a training run on one device) that are submitted through it; the others are the
 	// untouched jobs whose wait shows harm.
 	Adoption  float64
 	Tick      float64 // the coordinator's decision interval, seconds
@@ -118,6 +118,7 @@ type sim struct {
 	done     int
 	managedN int
 	events0  int64 // events handled
+	live     int   // events other than ticks in the heap
 	preempt  int   // running jobs on preemptible partitions
 	active   []int // isched jobs submitted and not done
 }
@@ -198,25 +199,30 @@ func plannerSite(site *plan.Site, devParts []string, dev bool) *plan.Site {
 
 func (s *sim) push(t float64, kind uint8, job, gen int) {
 	s.seq++
+	if kind != evTick {
+		s.live++
+	}
 	heap.Push(&s.events, event{t: t, seq: s.seq, kind: kind, job: int32(job), gen: int32(gen)})
 }
 
 // loop handles events in time order; the scheduler runs once all events
 // of an instant are in, as slurmctld's does after a batch of changes.
 func (s *sim) loop() {
-	for s.events.Len() > 0 {
-		e := s.events[0]
-		if e.t > s.now && s.dirty {
+	for {
+		if s.dirty && (s.events.Len() == 0 || s.events[0].t > s.now) {
 			s.schedule()
 			continue // the pass may have added events at now
 		}
-		heap.Pop(&s.events)
+		if s.events.Len() == 0 {
+			return
+		}
+		e := heap.Pop(&s.events).(event)
+		if e.kind != evTick {
+			s.live--
+		}
 		s.now = max(s.now, e.t)
 		s.events0++
 		s.handle(e)
-	}
-	if s.dirty {
-		s.schedule()
 	}
 }
 
@@ -241,7 +247,9 @@ func (s *sim) handle(e event) {
 		}
 	case evTick:
 		s.tick()
-		if s.done < len(s.jobs) {
+		// nothing else left to happen: a job that can never start stays
+		// pending rather than ticking for ever
+		if s.done < len(s.jobs) && (s.live > 0 || s.dirty) {
 			s.push(s.now+s.cfg.Tick, evTick, -1, 0)
 		}
 	}

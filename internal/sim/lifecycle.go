@@ -18,7 +18,9 @@ const stepSeconds = 1.0
 
 // initJob sets up job i: its asked partition and time limit, its steps,
 // and whether it is one of isched's (drawn for every variant alike, so the
-// same jobs are adopted, and untouched, in every variant).
+// same jobs are adopted, and untouched, in every variant). isched plans
+// one-device training runs: one node, one GPU; jobs without a GPU are
+// not taken for training jobs and stay with Slurm.
 func (s *sim) initJob(i int, j *Job) error {
 	js := &s.jobs[i]
 	*js = jobState{j: j, lastCkptAt: -1, lastMove: -1, firstStart: -1, pi: -1}
@@ -39,7 +41,7 @@ func (s *sim) initJob(i int, j *Job) error {
 		js.limit = mt
 	}
 	adopt := s.rng.Float64() < s.cfg.Adoption
-	js.isched = adopt && j.Nodes == 1 && j.GPUs <= 1
+	js.isched = adopt && j.Nodes == 1 && j.GPUs == 1
 	js.managed = s.cfg.Variant.Isched && js.isched
 	if js.managed {
 		s.managedN++
