@@ -119,6 +119,7 @@ type sim struct {
 	managedN int
 	events0  int64 // events handled
 	live     int   // events other than ticks in the heap
+	rejected int   // jobs no partition of the site can hold
 	preempt  int   // running jobs on preemptible partitions
 	active   []int // isched jobs submitted and not done
 }
@@ -152,12 +153,18 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 	}
 	s.pol = s.policyConfig()
 	s.planSite = plannerSite(cfg.Site, dev, cfg.Variant.Dev)
-	s.jobs = make([]jobState, len(trace))
-	for i := range trace {
-		if err := s.initJob(i, &trace[i]); err != nil {
+	s.jobs = make([]jobState, 0, len(trace))
+	for k := range trace {
+		if _, err := s.askedPartition(&trace[k]); err != nil {
+			s.rejected++ // as sbatch refuses a job no partition can hold
+			continue
+		}
+		i := len(s.jobs)
+		s.jobs = append(s.jobs, jobState{})
+		if err := s.initJob(i, &trace[k]); err != nil {
 			return nil, err
 		}
-		s.push(trace[i].Submit, evArrive, i, 0)
+		s.push(trace[k].Submit, evArrive, i, 0)
 	}
 	if len(trace) > 0 {
 		s.acct.from, s.acct.to = trace[0].Submit, trace[len(trace)-1].Submit

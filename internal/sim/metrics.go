@@ -85,6 +85,7 @@ type Result struct {
 	CPUUtil  float64 // allocated / available CPU-seconds of CPU nodes, same span
 	Cost     float64
 	Events   int64
+	Rejected int // jobs left out: no partition of the site can hold them
 	// GPUJobHours is where the isched jobs that asked for a GPU ran:
 	// hours of attempts by partition (the same jobs in every variant).
 	GPUJobHours map[string]float64
@@ -92,7 +93,7 @@ type Result struct {
 }
 
 func (s *sim) result() *Result {
-	r := &Result{Variant: s.cfg.Variant.Name, Events: s.events0, Cost: s.acct.cost, GPUJobHours: s.acct.gpuJobHours}
+	r := &Result{Variant: s.cfg.Variant.Name, Events: s.events0, Rejected: s.rejected, Cost: s.acct.cost, GPUJobHours: s.acct.gpuJobHours}
 	first, last := math.Inf(1), 0.0
 	for i := range s.jobs {
 		js := &s.jobs[i]
@@ -128,6 +129,7 @@ func (s *sim) result() *Result {
 
 // Summary is a replay's figures.
 type Summary struct {
+	Rejected                   int // jobs no partition can hold
 	Jobs                       int
 	MeanJCT, MedianJCT, P95JCT float64 // hours
 	MeanWait, MedianWait       float64 // hours
@@ -148,7 +150,7 @@ type Summary struct {
 // counts as harm to others (those no variant plans: the same jobs in
 // every variant).
 func Summarize(r *Result) Summary {
-	s := Summary{Jobs: len(r.Jobs), GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
+	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
 	var jct, wait, bsld, jctM, jctO, waitO []float64
 	var moves, conts, lost float64
 	managed := 0
