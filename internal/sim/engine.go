@@ -120,8 +120,12 @@ type sim struct {
 	events0  int64 // events handled
 	live     int   // events other than ticks in the heap
 	rejected int   // jobs no partition of the site can hold
-	preempt  int   // running jobs on preemptible partitions
-	active   []int // isched jobs submitted and not done
+	// pver counts allocation changes per partition; resvCache keeps EASY
+	// reservations while their partition's count stands.
+	pver      []uint64
+	resvCache map[resvKey]reservation
+	preempt   int   // running jobs on preemptible partitions
+	active    []int // isched jobs submitted and not done
 }
 
 // Run replays trace (sorted by submission) under cfg.
@@ -148,6 +152,7 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 	}
 	s := &sim{cfg: cfg, cl: cl, rng: rand.New(rand.NewPCG(cfg.Seed, 0x15c4ed)), use: map[userPart]usage{}, csAt: math.Inf(-1)}
 	s.pc = make([]partCount, len(cl.parts))
+	s.pver, s.resvCache = make([]uint64, len(cl.parts)), map[resvKey]reservation{}
 	for pi := range cl.parts {
 		s.pc[pi] = partCount{nodesIdle: len(cl.parts[pi].nodes), gpusIdle: cl.parts[pi].gpus, cpusIdle: cl.parts[pi].cpus}
 	}
@@ -242,9 +247,10 @@ func (s *sim) handle(e event) {
 		if js.state != stRunning || js.gen != int(e.gen) {
 			return
 		}
-		if e.kind == evEnd {
+		switch {
+		case e.kind == evEnd:
 			s.finish(int(e.job))
-		} else {
+		case e.t >= js.limitEnd: // an older limit, before an Extend, is stale
 			s.timeout(int(e.job))
 		}
 	case evCkpt:

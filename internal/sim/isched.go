@@ -168,7 +168,8 @@ func (s *sim) apply(i int, d policy.Decision) {
 		s.dirty = true
 	case policy.Extend:
 		js.limit = d.TimeLimit.Seconds()
-		s.push(js.start+js.limit, evLimit, i, js.gen)
+		js.limitEnd = js.start + s.limitOf(js, js.pi)
+		s.push(js.limitEnd, evLimit, i, js.gen)
 	}
 }
 

@@ -58,9 +58,12 @@ type jobState struct {
 	pi      int   // partition of the running attempt
 	start   float64
 	startup float64 // seconds before its first step (restart, loading)
-	step0   int64   // step the attempt resumed from
-	iterSec float64
-	gen     int // attempt generation: events of older attempts are stale
+	// limitEnd is when the attempt's time limit ends it (+Inf: never);
+	// Extend moves it.
+	limitEnd float64
+	step0    int64 // step the attempt resumed from
+	iterSec  float64
+	gen      int // attempt generation: events of older attempts are stale
 
 	lastCkpt    int64
 	lastCkptAt  float64 // -1: none

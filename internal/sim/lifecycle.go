@@ -133,8 +133,9 @@ func (s *sim) start(i, pi int, nodes []int) {
 		s.feedEstimator(js, nt)
 	}
 	s.push(js.timeOfStep(js.iters), evEnd, i, js.gen)
-	if l := s.limitOf(js, pi); !math.IsInf(l, 1) {
-		s.push(s.now+l, evLimit, i, js.gen)
+	js.limitEnd = s.now + s.limitOf(js, pi)
+	if !math.IsInf(js.limitEnd, 1) {
+		s.push(js.limitEnd, evLimit, i, js.gen)
 	}
 }
 

@@ -151,9 +151,37 @@ func (s *sim) fit(js *jobState, pi int, nd need, pass *schedPass) []int {
 // reserve books, for the job at the head of partition pi, the nodes where
 // it starts earliest if running jobs end at their time limits (EASY). A
 // node's earliest time does not depend on the others', so the job's is
-// the k-th earliest of its nodes' (k: the nodes it needs).
+// the k-th earliest of its nodes' (k: the nodes it needs). The answer is
+// kept until an allocation on the partition changes.
 func (s *sim) reserve(js *jobState, pi int, pass *schedPass) {
 	nd := need{js.j.Nodes, js.cpus, js.gpus}
+	key := resvKey{pi, nd}
+	r, ok := s.resvCache[key]
+	if !ok || r.ver != s.pver[pi] {
+		r = s.computeReservation(pi, nd)
+		s.resvCache[key] = r
+	}
+	shadow := max(r.shadow, s.now)
+	for _, ni := range r.nodes {
+		if t, had := pass.resv[ni]; !had || shadow < t {
+			pass.resv[ni] = shadow
+		}
+	}
+}
+
+type resvKey struct {
+	pi int
+	nd need
+}
+
+type reservation struct {
+	ver    uint64
+	shadow float64
+	nodes  []int
+}
+
+func (s *sim) computeReservation(pi int, nd need) reservation {
+	r := reservation{ver: s.pver[pi]}
 	type cand struct {
 		t    float64
 		node int
@@ -165,15 +193,14 @@ func (s *sim) reserve(js *jobState, pi int, pass *schedPass) {
 		}
 	}
 	if len(cands) < nd.nodes {
-		return
+		return r
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.node, b.node)) })
-	shadow := cands[nd.nodes-1].t
+	r.shadow = cands[nd.nodes-1].t
 	for _, c := range cands[:nd.nodes] {
-		if t, had := pass.resv[c.node]; !had || shadow < t {
-			pass.resv[c.node] = shadow
-		}
+		r.nodes = append(r.nodes, c.node)
 	}
+	return r
 }
 
 // nodeFreeAt is when node ni has room for one node's share of nd if its
@@ -194,7 +221,7 @@ func (s *sim) nodeFreeAt(ni int, nd need) float64 {
 	rels := make([]rel, 0, len(n.jobs))
 	for _, rj := range n.jobs {
 		r := &s.jobs[rj]
-		rels = append(rels, rel{r.start + s.limitOf(r, r.pi), r.cpus, r.gpus})
+		rels = append(rels, rel{r.limitEnd, r.cpus, r.gpus})
 	}
 	slices.SortFunc(rels, func(a, b rel) int { return cmp.Compare(a.t, b.t) })
 	for _, r := range rels {
@@ -265,6 +292,7 @@ func (s *sim) take(ni, cpus, gpus int) {
 	n.freeCPU -= cpus
 	n.freeGPU -= gpus
 	for _, pi := range n.parts {
+		s.pver[pi]++
 		c := &s.pc[pi]
 		c.cpusIdle -= cpus
 		c.gpusIdle -= gpus
@@ -280,6 +308,7 @@ func (s *sim) give(ni, cpus, gpus int) {
 	n.freeGPU += gpus
 	idle := n.freeCPU == n.cpus && n.freeGPU == n.gpus
 	for _, pi := range n.parts {
+		s.pver[pi]++
 		c := &s.pc[pi]
 		c.cpusIdle += cpus
 		c.gpusIdle += gpus
