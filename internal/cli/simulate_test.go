@@ -10,14 +10,18 @@ import (
 func TestSimulate(t *testing.T) {
 	h := newHarness(t)
 	dir := t.TempDir()
-	trace := "../sim/testdata/philly_runtime_excerpt.csv"
+	// run times of minutes to hours: the replays stay short
+	trace := filepath.Join(dir, "runtimes.csv")
+	if err := os.WriteFile(trace, []byte("runtime\n60\n600\n1800\n3600\n7200\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errs := h.run("simulate", "--trace", trace, "--mix", "../sim/testdata/openb_pod_excerpt.csv",
 		"--site", "../sim/testdata/site-tiny.json", "--dev", "dev", "--jobs", "40", "--seeds", "2", "--loads", "0.5,0.9",
 		"--quiet", "--plots", dir, "--csv", filepath.Join(dir, "t.csv"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"trace philly_runtime_excerpt.csv", "0.9   slurm", "isched+dev", "isched-nocont", "Δ untouched wait"} {
+	for _, want := range []string{"trace runtimes.csv", "0.9   slurm", "isched+dev", "isched-nocont", "Δ untouched wait"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
