@@ -43,36 +43,16 @@ func (s *sim) submitPlanned(i int) {
 	js.limit = plan.TimeLimit(time.Duration(float64(js.iters-js.lastCkpt)*start.IterSeconds*float64(time.Second)), ch.Start[0].Partition).Seconds()
 }
 
-// submission is the plan comment and partitions a choice submits,
-// as internal/cli's decideFromEstimate writes them.
+// submission is the plan comment and partitions a choice submits, as
+// internal/cli's decideFromEstimate writes them.
 func submission(ch plan.Choice, iters int64) (report.Plan, []string) {
-	var parts, fallbacks []string
+	var parts []string
 	for _, o := range ch.Start {
 		parts = append(parts, o.Partition.Name)
 	}
-	ideal := ch.Ideal.Partition.Name
-	for _, f := range ch.Fallbacks {
-		if f.Partition.Name != ideal {
-			fallbacks = append(fallbacks, f.Partition.Name)
-		}
-	}
-	for _, p := range parts {
-		if p != ideal && !contains(fallbacks, p) {
-			fallbacks = append([]string{p}, fallbacks...)
-		}
-	}
-	return report.Plan{Ideal: ideal, IdealGres: ch.Ideal.Row.NodeType.GresOne(),
+	return report.Plan{Ideal: ch.Ideal.Partition.Name, IdealGres: ch.Ideal.Row.NodeType.GresOne(),
 		IdealTime: int64(plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition) / time.Minute),
-		Fallbacks: fallbacks, Total: iters, Migrate: ch.Migrate}, parts
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
+		Fallbacks: ch.FallbackList(nil), Total: iters, Migrate: ch.Migrate}, parts
 }
 
 // rows are the rest of job js's run on every node type of the planner's
