@@ -200,7 +200,7 @@ TRACES ?= ../shared/traces
 SIMOUT ?= $(BIN)/bench-sim
 SIMFLAGS ?= --site examples/site-sim-gpu.json --dev gpu-dev --seeds 5 --loads 0.5,0.7,0.9
 
-bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): tables, CSV and SVG plots in bin/bench-sim, then the replay benchmarks (~13 min)
+bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): tables, CSV and SVG plots in bin/bench-sim, then the replay benchmarks (~10 min)
 	@mkdir -p $(SIMOUT)
 	$(GO) build -o $(SIMOUT)/isched ./isched
 	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_runtime.csv --mix $(TRACES)/openb_pod_list_default.csv --jobs 5000 \

@@ -115,7 +115,7 @@ type Row struct {
 	Load    float64
 	Variant string
 	JCT, MedianJCT, P95JCT, Wait, BSLD,
-	GPUUtil, CPUUtil, Cost, Moves, Conts, Lost,
+	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Lost,
 	JCTIsched, OtherWait Interval
 	// DJCT is the change of the mean JCT against Slurm alone, DJCTIsched
 	// of the isched jobs' mean JCT, DOtherWait of the untouched jobs' mean
@@ -179,6 +179,7 @@ func aggregateRow(load float64, variant string, cs []Cell, base map[uint64]Summa
 	r.BSLD = pick(func(s Summary) float64 { return s.MeanBSLD })
 	r.GPUUtil = pick(func(s Summary) float64 { return s.GPUUtil })
 	r.CPUUtil = pick(func(s Summary) float64 { return s.CPUUtil })
+	r.Elsewhere = pick(func(s Summary) float64 { return s.Elsewhere })
 	r.Cost = pick(func(s Summary) float64 { return s.Cost })
 	r.Moves = pick(func(s Summary) float64 { return s.MovesPerJob })
 	r.Conts = pick(func(s Summary) float64 { return s.ContsPerJob })

@@ -169,11 +169,11 @@ func (s *sim) stop(i int) {
 		s.acct.add(n, s.cl.parts[js.pi].spec, js.cpus, js.gpus, js.start, s.now)
 		js.cost += s.acct.rate(n, s.cl.parts[js.pi].spec, js.cpus, js.gpus) * d / 3600
 	}
-	if js.isched && js.j.GPUs > 0 {
-		if s.acct.gpuJobHours == nil {
-			s.acct.gpuJobHours = map[string]float64{}
+	if js.isched {
+		s.acct.ischedHours += d / 3600
+		if js.pi != js.asked {
+			s.acct.elsewhereHours += d / 3600
 		}
-		s.acct.gpuJobHours[s.cl.parts[js.pi].name] += d / 3600
 	}
 	s.userUse(js, js.pi, -1)
 	if s.cl.parts[js.pi].tier == 0 {

@@ -18,9 +18,9 @@ type accounting struct {
 	cpuSec   float64 // CPU-seconds allocated on CPU nodes
 	cpuOnGPU float64 // CPU-seconds of GPU-less jobs on GPU nodes
 	cost     float64
-	// hours by partition of the GPU jobs' attempts (of the isched jobs,
-	// in every variant): where their work ran
-	gpuJobHours map[string]float64
+	// hours of the isched jobs' attempts (the same jobs in every
+	// variant), and those off the partition their user asked for
+	ischedHours, elsewhereHours float64
 }
 
 func (a *accounting) add(n *node, ps *plan.PartitionSpec, cpus, gpus int, start, end float64) {
@@ -86,14 +86,18 @@ type Result struct {
 	Cost     float64
 	Events   int64
 	Rejected int // jobs left out: no partition of the site can hold them
-	// GPUJobHours is where the isched jobs that asked for a GPU ran:
-	// hours of attempts by partition (the same jobs in every variant).
-	GPUJobHours map[string]float64
-	WaitCurve   [][2]float64 // (submission time, wait) of every job, by submission
+	// Elsewhere is the fraction of the isched jobs' hours that ran off
+	// the partition their user asked for: the work idle CPU, dev and
+	// scavenger nodes absorbed.
+	Elsewhere float64
+	WaitCurve [][2]float64 // (submission time, wait) of every job, by submission
 }
 
 func (s *sim) result() *Result {
-	r := &Result{Variant: s.cfg.Variant.Name, Events: s.events0, Rejected: s.rejected, Cost: s.acct.cost, GPUJobHours: s.acct.gpuJobHours}
+	r := &Result{Variant: s.cfg.Variant.Name, Events: s.events0, Rejected: s.rejected, Cost: s.acct.cost}
+	if s.acct.ischedHours > 0 {
+		r.Elsewhere = s.acct.elsewhereHours / s.acct.ischedHours
+	}
 	first, last := math.Inf(1), 0.0
 	for i := range s.jobs {
 		js := &s.jobs[i]
@@ -135,6 +139,7 @@ type Summary struct {
 	MeanWait, MedianWait       float64 // hours
 	MeanBSLD                   float64 // bounded slowdown, 10 s threshold
 	GPUUtil, CPUUtil           float64
+	Elsewhere                  float64 // isched jobs' hours off the partition asked, fraction
 	Cost                       float64
 	MovesPerJob                float64 // migrations and dev chunks per isched job
 	ContsPerJob                float64 // continuations per isched job
@@ -150,7 +155,7 @@ type Summary struct {
 // counts as harm to others (those no variant plans: the same jobs in
 // every variant).
 func Summarize(r *Result) Summary {
-	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
+	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, Elsewhere: r.Elsewhere, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
 	var jct, wait, bsld, jctM, jctO, waitO []float64
 	var moves, conts, lost float64
 	managed := 0
