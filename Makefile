@@ -61,7 +61,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -193,6 +193,21 @@ ifeq ($(REGRID),1)
 	$(GO) run ./scripts/bench/predict -write-static-band internal/plan/staticband_gen.go
 endif
 	$(GO) run ./scripts/bench/predict
+
+# The real traces (../shared/traces/README.md: Philly run times, the openb
+# GPU cluster's tasks) and what bench-sim writes.
+TRACES ?= ../shared/traces
+SIMOUT ?= $(BIN)/bench-sim
+SIMFLAGS ?= --site examples/site-sim-gpu.json --dev gpu-dev --seeds 5 --loads 0.5,0.7,0.9
+
+bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): tables, CSV and SVG plots in bin/bench-sim, then the replay benchmarks (~10 min)
+	@mkdir -p $(SIMOUT)
+	$(GO) build -o $(SIMOUT)/isched ./isched
+	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_runtime.csv --mix $(TRACES)/openb_pod_list_default.csv --jobs 5000 \
+	  $(SIMFLAGS) --plots $(SIMOUT)/philly --csv $(SIMOUT)/philly.csv | tee $(SIMOUT)/philly.txt
+	$(SIMOUT)/isched simulate --trace $(TRACES)/openb_pod_list_default.csv --jobs 1500 \
+	  $(SIMFLAGS) --plots $(SIMOUT)/openb --csv $(SIMOUT)/openb.csv | tee $(SIMOUT)/openb.txt
+	$(GO) test -run '^$$' -bench 'Replay' -benchmem -benchtime 1x ./internal/sim/
 
 bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent (fake Slurm), 60 s each (~8 min)
 	$(GO) run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s

@@ -7,6 +7,7 @@
 //	isched status    a job's progress, ETA, memory, checkpoints and decisions
 //	isched report    plot a job's iteration time and memory over its run
 //	isched stop      the run is done: cancel its current job, never continued
+//	isched simulate  replay a trace with Slurm alone and with isched (internal/sim)
 //	isched site probe  measure a node type for the static model (admins)
 //
 // It reads the cluster state and the coordinator's records from Redis as
@@ -127,6 +128,8 @@ commands:
   status     a job's partitions, progress, ETA, memory, checkpoints and decisions
   report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
   stop       the run is done: cancel its current job (scancel, as you); isched never continues it
+  simulate   replay a workload trace on a site catalogue with Slurm alone and with isched, and compare:
+             isched simulate --trace F --site S [--json] [--plots DIR]
   site probe measure this node type (framework memory, throughput per kind of layer) for the static
              model, once per node type (site administrators): isched site probe --partition P (a short
              job there), or --local --node-type T on a node of the type
@@ -186,7 +189,7 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // commandNames are the commands in the usage's order: the candidates of a
 // mistyped command's suggestion.
-var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "site", "config", "version", "help"}
+var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "simulate", "site", "config", "version", "help"}
 
 // commands maps each command (not version and help) to its method.
 func (a *App) commands() map[string]func(context.Context, []string) error {
@@ -198,6 +201,7 @@ func (a *App) commands() map[string]func(context.Context, []string) error {
 		"status":   a.status,
 		"report":   a.report,
 		"stop":     a.stop,
+		"simulate": (&simulateCmd{app: a}).run,
 		"config":   a.config,
 		"site": func(ctx context.Context, rest []string) error {
 			if len(rest) > 0 && isHelpArg(rest[0]) {

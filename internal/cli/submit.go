@@ -364,17 +364,8 @@ func (a *App) decideFromEstimate(ctx context.Context, o *submitOpts, pol plan.Po
 	o.ideal = ch.Ideal.Partition.Name
 	o.idealGres = ch.Ideal.Row.NodeType.GresOne()
 	o.idealTime = plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition)
-	for _, f := range ch.Fallbacks {
-		if f.Partition.Name != o.ideal && !slices.Contains(o.fallbackList, f.Partition.Name) {
-			o.fallbackList = append(o.fallbackList, f.Partition.Name)
-		}
-	}
 	// the partitions of the first submission are fallbacks too, unless ideal
-	for _, p := range o.partitions {
-		if p != o.ideal && !slices.Contains(o.fallbackList, p) {
-			o.fallbackList = append([]string{p}, o.fallbackList...)
-		}
-	}
+	o.fallbackList = ch.FallbackList(o.fallbackList)
 	o.migrate = o.migrate && ch.Migrate
 	if o.fIdeal != "" && o.fFallback != "" {
 		o.migrate = !o.noMigrate // the user named both ends

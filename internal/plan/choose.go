@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -151,6 +152,27 @@ func (p Plans) Choose(pol Policy, now time.Time) (Choice, error) {
 		c.Fallbacks = append(c.Fallbacks, o)
 	}
 	return c, nil
+}
+
+// FallbackList is the fallback partitions a submission of c carries:
+// given (the user's --fallback) first, then c's other feasible
+// partitions, and before all of them the partitions c starts on, other
+// than the ideal one (the coordinator may move the job from where it
+// started back there).
+func (c Choice) FallbackList(given []string) []string {
+	out := slices.Clone(given)
+	ideal := c.Ideal.Partition.Name
+	for _, f := range c.Fallbacks {
+		if f.Partition.Name != ideal && !slices.Contains(out, f.Partition.Name) {
+			out = append(out, f.Partition.Name)
+		}
+	}
+	for _, s := range c.Start {
+		if p := s.Partition.Name; p != ideal && !slices.Contains(out, p) {
+			out = append([]string{p}, out...)
+		}
+	}
+	return out
 }
 
 func fastest(p Plans) string {

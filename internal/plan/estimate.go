@@ -230,19 +230,38 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	} else {
 		r.HostMem = r.Mem
 	}
-	r.Fits = r.Mem <= r.MemCap
 	perEpoch := (req.Samples + int64(batch) - 1) / int64(batch)
 	r.Iters = perEpoch * int64(req.Epochs)
+	s.complete(&r)
+	return r
+}
+
+// KnownRow is the row of a run whose iterations, iteration time on nt and
+// peak memory are known already (a run replayed from a trace, as
+// internal/sim does): what Estimate derives from them (fit, run time, cost,
+// the partitions it can run on) without a model summary.
+func (s *Site) KnownRow(nt *NodeType, batch int, iters int64, iterSeconds float64, mem int64) Row {
+	r := Row{Batch: batch, NodeType: nt, Mem: mem, HostMem: mem, MemCap: nt.MemCapacity(),
+		IterSeconds: iterSeconds, Iters: iters, Source: Measured, Basis: "known in advance (replayed run)"}
+	s.complete(&r)
+	return r
+}
+
+// complete fills what follows from a row's memory, iterations and
+// iteration time: whether it fits, its run time and cost, and its fit on
+// each partition of its node type.
+func (s *Site) complete(r *Row) {
+	nt := r.NodeType
+	r.Fits = r.Mem <= r.MemCap
 	r.Hours = float64(r.Iters) * r.IterSeconds / 3600
 	r.CostPerHour = nt.CostPerHour()
 	r.Cost = r.Hours * r.CostPerHour
 	for i := range s.Partitions {
 		ps := &s.Partitions[i]
 		if slices.Contains(ps.NodeTypes, nt.Name) {
-			r.Partitions = append(r.Partitions, s.fit(&r, ps))
+			r.Partitions = append(r.Partitions, s.fit(r, ps))
 		}
 	}
-	return r
 }
 
 // fit decides whether row r can run on partition ps.

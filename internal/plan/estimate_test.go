@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -404,5 +405,44 @@ func TestScaledNotBelowMeasured(t *testing.T) {
 		if r.Mem < 400*mib || (r.Batch == 24 && !strings.Contains(r.Basis, "not below batch 16's measured peak")) {
 			t.Errorf("batch %d: %s, under batch 16's 400 MiB; %s", r.Batch, FormatBytes(r.Mem), r.Basis)
 		}
+	}
+}
+
+func TestKnownRow(t *testing.T) {
+	t.Parallel()
+	site := mustSite(t, "../../examples/site-lab.json")
+	tests := []struct {
+		name, nodeType string
+		iters          int64
+		iterSec        float64
+		mem            int64
+		wantFits       bool
+		wantParts      map[string]int // partition → chunks (0: not OK)
+	}{
+		{"short run on cpu", "lab-cpu", 3600, 1, 1 << 30, true, map[string]int{"cpu": 1, "scavenger": 1}},
+		{"run past the dev limit", "lab-dev", 3 * 3600, 1, 1 << 30, true, map[string]int{"dev": 2}},
+		{"too big for the node", "lab-gpu", 10, 1, 1 << 40, false, map[string]int{"gpu": 0, "scavenger": 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := site.KnownRow(site.NodeType(tc.nodeType), 1, tc.iters, tc.iterSec, tc.mem)
+			if r.Fits != tc.wantFits || r.Source != Measured {
+				t.Fatalf("fits %v source %s, want %v measured", r.Fits, r.Source, tc.wantFits)
+			}
+			if want := float64(tc.iters) * tc.iterSec / 3600; r.Hours != want {
+				t.Errorf("hours %g, want %g", r.Hours, want)
+			}
+			got := map[string]int{}
+			for _, f := range r.Partitions {
+				got[f.Partition.Name] = 0
+				if f.OK {
+					got[f.Partition.Name] = f.Chunks
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.wantParts) {
+				t.Errorf("partitions %v, want %v", got, tc.wantParts)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +207,30 @@ func TestTimeLimitAndMem(t *testing.T) {
 	}
 	if got := MemRequest(&Row{NodeType: nt, HostMem: 4 << 30}); got != 4<<30 {
 		t.Errorf("MemRequest is not capped at the node: %d MiB", got>>20)
+	}
+}
+
+func TestFallbackList(t *testing.T) {
+	t.Parallel()
+	opt := func(name string) *Option { return &Option{Partition: &PartitionSpec{Name: name}} }
+	gpu, cpu, dev, scav := opt("gpu"), opt("cpu"), opt("dev"), opt("scavenger")
+	tests := []struct {
+		name  string
+		c     Choice
+		given []string
+		want  []string
+	}{
+		{"start on the ideal", Choice{Start: []*Option{gpu}, Ideal: gpu, Fallbacks: []*Option{cpu, dev}}, nil, []string{"cpu", "dev"}},
+		{"start elsewhere, first", Choice{Start: []*Option{cpu}, Ideal: gpu, Fallbacks: []*Option{dev, scav}}, nil, []string{"cpu", "dev", "scavenger"}},
+		{"the user's first, no repeats", Choice{Start: []*Option{cpu, dev}, Ideal: gpu, Fallbacks: []*Option{scav, gpu}}, []string{"scavenger"},
+			[]string{"dev", "cpu", "scavenger"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tc.c.FallbackList(tc.given); !slices.Equal(got, tc.want) {
+				t.Errorf("FallbackList(%v) = %v, want %v", tc.given, got, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/isched/isched/internal/atomicfile"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/sim"
+)
+
+// simulateCmd is `isched simulate`: a trace replayed on a site catalogue
+// under Slurm alone and isched's variants (internal/sim), as a table,
+// optionally JSON, CSV and plots.
+type simulateCmd struct {
+	app                        *App
+	trace, sacct, site, format string
+	mix                        string
+	loads, devParts, devWindow string
+	seeds, jobs, cores         int
+	adoption                   float64
+	plots, csv                 string
+	asJSON, quiet, censored    bool
+}
+
+func (c *simulateCmd) flags() *simulateCmd {
+	fs := c.app.newFlags("simulate", "--trace F | --from-sacct F --site S [flags]")
+	fs.StringVar(&c.trace, "trace", "", "workload trace: SWF (.swf), openb tasks (openb_pod_list*.csv) or run times (philly_runtime.csv)")
+	fs.StringVar(&c.sacct, "from-sacct", "", "a site's own history: sacct --parsable2 --allocations output with a header")
+	fs.StringVar(&c.site, "site", "", "site catalogue (site.json) the trace is replayed on")
+	fs.StringVar(&c.format, "format", "", "trace format: swf, openb or runtimes (default: from the file)")
+	fs.StringVar(&c.mix, "mix", "", "job shapes for a run-times trace: an openb task list (default: one GPU each)")
+	fs.StringVar(&c.loads, "loads", "0.5,0.7,0.9", "offered loads (fractions of the capacity users ask for); 0: the trace's own arrivals")
+	fs.IntVar(&c.seeds, "seeds", 3, "replays per load (trace windows, adoption draws, timing jitter)")
+	fs.IntVar(&c.jobs, "jobs", 5000, "jobs per replay (a window of the trace, or synthesized from run times); 0: all")
+	fs.IntVar(&c.cores, "cores", 32, "cores per node, for SWF traces (SWF counts processors)")
+	fs.Float64Var(&c.adoption, "adoption", 0.5, "fraction of one-GPU jobs submitted through isched; the rest are the untouched jobs")
+	fs.StringVar(&c.devParts, "dev", "", "dev partitions (comma-separated), open to isched after hours")
+	fs.StringVar(&c.devWindow, "dev-window", "18:00-08:00", "when dev partitions are free (HH:MM-HH:MM, UTC)")
+	fs.StringVar(&c.plots, "plots", "", "directory for the plots (JCT CDF, wait over time, utilisation; SVG)")
+	fs.StringVar(&c.csv, "csv", "", "write the table as CSV to this file")
+	fs.BoolVar(&c.asJSON, "json", false, "print the rows as JSON instead of the table")
+	fs.BoolVar(&c.quiet, "quiet", false, "no progress on stderr")
+	fs.BoolVar(&c.censored, "keep-censored", false, "keep openb tasks still running at the trace's end (their run times are cut there)")
+	return c
+}
+
+func (c *simulateCmd) run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags().app.flags.fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("unexpected argument %q", pos[0])
+	}
+	e, name, err := c.experiment()
+	if err != nil {
+		return err
+	}
+	cells, err := e.Run()
+	if err != nil {
+		return err
+	}
+	rows := sim.Aggregate(cells, sim.Variants[0].Name)
+	if err := c.write(name, rows); err != nil {
+		return err
+	}
+	if c.plots != "" {
+		return writeSimPlots(c.plots, name, cells, rows)
+	}
+	return ctx.Err()
+}
+
+// experiment reads the inputs into the replays to run.
+func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
+	if (c.trace == "") == (c.sacct == "") || c.site == "" {
+		return nil, "", usageErr("want --site and one of --trace or --from-sacct")
+	}
+	site, err := loadSite(c.site)
+	if err != nil {
+		return nil, "", err
+	}
+	e := &sim.Experiment{Site: site, Variants: sim.Variants, Base: sim.DefaultConfig(site)}
+	e.Base.Adoption = c.adoption
+	if e.Loads, err = parseLoads(c.loads); err != nil {
+		return nil, "", err
+	}
+	if c.seeds < 1 || c.jobs < 0 {
+		return nil, "", usageErr("--seeds must be at least 1 and --jobs not negative")
+	}
+	for s := range c.seeds {
+		e.Seeds = append(e.Seeds, uint64(s+1))
+	}
+	if c.devParts != "" {
+		e.DevPartitions = strings.Split(c.devParts, ",")
+		w, err := policy.ParseWindow(c.devWindow)
+		if err != nil {
+			return nil, "", usageErr("--dev-window: %v", err)
+		}
+		e.DevWindows = []policy.Window{w}
+	}
+	if !c.quiet {
+		e.Base.Progress = c.progress
+	}
+	path := c.trace
+	if path == "" {
+		path = c.sacct
+	}
+	e.Name = filepath.Base(path)
+	e.Jobs, err = c.jobsOf(path)
+	return e, e.Name, err
+}
+
+func parseLoads(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v < 0 || v > 10 {
+			return nil, usageErr("--loads %q: want fractions such as 0.5,0.7,0.9", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// jobsOf reads the trace and returns each seed's jobs: a window of a
+// trace of jobs, or jobs synthesized from run times.
+func (c *simulateCmd) jobsOf(path string) (func(uint64) []sim.Job, error) {
+	format := c.format
+	if c.sacct != "" {
+		format = "sacct"
+	} else if format == "" {
+		format = guessFormat(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var jobs []sim.Job
+	switch format {
+	case "swf":
+		jobs, err = sim.ReadSWF(path, f, c.cores)
+	case "sacct":
+		jobs, err = sim.ReadSacct(path, f)
+	case "openb":
+		jobs, err = sim.ReadOpenB(path, f)
+	case "runtimes":
+		return c.synthesized(path, f)
+	default:
+		return nil, usageErr("--format %q: want swf, openb or runtimes", format)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !c.censored {
+		jobs = slices.DeleteFunc(jobs, func(j sim.Job) bool { return j.Censored })
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("%s: no jobs", path)
+	}
+	n := c.jobs
+	return func(seed uint64) []sim.Job { return sim.Window(jobs, n, seed) }, nil
+}
+
+func (c *simulateCmd) synthesized(path string, r io.Reader) (func(uint64) []sim.Job, error) {
+	rt, err := sim.ReadRuntimes(path, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(rt) == 0 {
+		return nil, fmt.Errorf("%s: no run times", path)
+	}
+	mix := []sim.Job{{Nodes: 1, CPUs: 8, GPUs: 1}}
+	if c.mix != "" {
+		f, err := os.Open(c.mix)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if mix, err = sim.ReadOpenB(c.mix, f); err != nil {
+			return nil, err
+		}
+	}
+	n := max(c.jobs, 1)
+	return func(seed uint64) []sim.Job { return sim.Synthesize(rt, mix, n, seed) }, nil
+}
+
+func guessFormat(path string) string {
+	base := strings.ToLower(filepath.Base(path))
+	switch {
+	case strings.HasSuffix(base, ".swf"):
+		return "swf"
+	case strings.HasPrefix(base, "openb_pod"):
+		return "openb"
+	case strings.Contains(base, "runtime"):
+		return "runtimes"
+	}
+	return ""
+}
+
+// progress draws a bar on stderr for the replay in progress.
+func (c *simulateCmd) progress(done, total int) {
+	const width = 30
+	n := width * done / max(total, 1)
+	fmt.Fprintf(c.app.stderr, "\r[%s%s] %d/%d jobs", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total)
+	if done == total {
+		fmt.Fprint(c.app.stderr, "\r\033[K")
+	}
+}
+
+func (c *simulateCmd) write(name string, rows []sim.Row) error {
+	if c.csv != "" {
+		err := atomicfile.Write(c.csv, 0o644, func(w io.Writer) error { return sim.WriteCSV(w, name, rows) })
+		if err != nil {
+			return fmt.Errorf("write %s: %w", c.csv, err)
+		}
+	}
+	if c.asJSON {
+		return writeJSON(c.app.stdout, rows)
+	}
+	return sim.WriteTable(c.app.stdout, "trace "+name+" (means over seeds ± 95% CI; Δ against Slurm alone, paired by seed)", rows)
+}
+
+// writeSimPlots draws the JCT CDF and the wait over time at the highest
+// load, and utilisation against load, as SVG files in dir.
+func writeSimPlots(dir, name string, cells []sim.Cell, rows []sim.Row) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	loads := sim.Loads(rows)
+	if len(loads) == 0 {
+		return errors.New("no rows to plot")
+	}
+	top := loads[len(loads)-1]
+	figs := []struct {
+		file, title, x, y string
+		series            []sim.Series
+		logX              bool
+	}{
+		{"jct-cdf.svg", fmt.Sprintf("%s, load %g: job completion time", name, top), "hours (log)", "fraction of jobs", sim.JCTCDF(cells, top), true},
+		{"wait-over-time.svg", fmt.Sprintf("%s, load %g: mean wait of the jobs submitted", name, top), "hours since the start", "wait, hours", sim.WaitOverTime(cells, top, 40), false},
+		{"utilisation.svg", name + ": utilisation", "offered load", "allocated fraction", sim.Utilisation(rows), false},
+	}
+	for _, f := range figs {
+		if err := linePlot(filepath.Join(dir, f.file), f.title, f.x, f.y, f.series, f.logX); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var simColors = []color.RGBA{{31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}, {148, 103, 189, 255}, {255, 127, 14, 255}, {140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}}
+
+func linePlot(path, title, xl, yl string, series []sim.Series, logX bool) error {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, xl, yl
+	p.Add(plotter.NewGrid())
+	if logX {
+		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	for i, s := range series {
+		xy := make(plotter.XYs, len(s.X))
+		for k := range s.X {
+			xy[k].X, xy[k].Y = s.X[k], s.Y[k]
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.LineStyle.Color, l.LineStyle.Width = simColors[i%len(simColors)], vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(s.Name, l)
+	}
+	p.Legend.Top, p.Legend.Left = false, false
+	cv := vgsvg.New(24*vg.Centimeter, 15*vg.Centimeter)
+	p.Draw(draw.New(cv))
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		_, err := cv.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

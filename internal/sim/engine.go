@@ -1,0 +1,275 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/policy"
+)
+
+// Variant is one way of running the cluster.
+type Variant struct {
+	Name string
+	// Isched: adopted jobs are submitted through isched's planner
+	// (--policy immediate) and moved by its policy.
+	Isched bool
+	// Dev: the dev partitions are open to isched in the dev windows.
+	Dev bool
+	// NoContinue: continuations are off (coordinator max_continuations 0).
+	NoContinue bool
+}
+
+// Variants are the baselines of docs/evaluation.md, Slurm alone first.
+var Variants = []Variant{
+	{Name: "slurm"},
+	{Name: "isched", Isched: true},
+	{Name: "isched+dev", Isched: true, Dev: true},
+	{Name: "isched-nocont", Isched: true, NoContinue: true},
+}
+
+// Config is one replay.
+type Config struct {
+	Site          *plan.Site
+	DevPartitions []string        // partitions that are dev partitions
+	DevWindows    []policy.Window // when they are free (after hours); empty: always
+	Variant       Variant
+	Seed          uint64
+	// Adoption is the fraction of the jobs isched could plan (one node,
+	// one GPU: a training run on one device) that are submitted through it; the others are the
+	// untouched jobs whose wait shows harm.
+	Adoption  float64
+	Tick      float64 // the coordinator's decision interval, seconds
+	Poll      float64 // the agent's poll interval: age of the state plans see
+	CkptEvery float64 // seconds of run (on the asked partition) between periodic checkpoints
+	CkptDur   float64 // seconds a requested checkpoint takes
+	UserDelay float64 // seconds before a user resubmits a run cut by its time limit
+	Depth     int     // jobs a scheduling pass tests (Slurm's queue depth)
+	// Progress, when set, is called with the jobs done so far.
+	Progress func(done, total int)
+}
+
+// DefaultConfig is a replay of site with the defaults of docs/evaluation.md.
+func DefaultConfig(site *plan.Site) Config {
+	return Config{Site: site, Variant: Variants[0], Adoption: 0.5, Tick: 30, Poll: 30, CkptEvery: 1800, CkptDur: 30, UserDelay: 1800, Depth: 500}
+}
+
+// Epoch is the wall-clock time of a trace's second 0 (a Monday, midnight
+// UTC): dev windows are times of day.
+var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+
+// Event kinds.
+const (
+	evArrive = iota // submission (or a user's resubmission)
+	evEnd           // the attempt's last step
+	evLimit         // the attempt's time limit
+	evCkpt          // a requested checkpoint lands
+	evTick          // the coordinator's decision round
+)
+
+type event struct {
+	t    float64
+	seq  uint64
+	kind uint8
+	job  int32
+	gen  int32
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// sim is one replay in progress.
+type sim struct {
+	cfg      Config
+	cl       *cluster
+	jobs     []jobState
+	now      float64
+	events   eventHeap
+	seq      uint64
+	pending  []int
+	dirty    bool
+	rng      *rand.Rand
+	pol      policy.Config
+	planSite *plan.Site // what the planner sees: no dev partition unless Variant.Dev
+	pc       []partCount
+	use      map[userPart]usage
+	acct     accounting
+	csAt     float64
+	cs       plan.ClusterState
+	done     int
+	managedN int
+	events0  int64 // events handled
+	live     int   // events other than ticks in the heap
+	rejected int   // jobs no partition of the site can hold
+	// pver counts allocation changes per partition; resvCache keeps EASY
+	// reservations while their partition's count stands.
+	pver      []uint64
+	resvCache map[resvKey]reservation
+	preempt   int   // running jobs on preemptible partitions
+	active    []int // isched jobs submitted and not done
+}
+
+// Run replays trace (sorted by submission) under cfg.
+func Run(cfg Config, trace []Job) (*Result, error) {
+	s, err := newSim(cfg, trace)
+	if err != nil {
+		return nil, err
+	}
+	s.loop()
+	return s.result(), nil
+}
+
+func newSim(cfg Config, trace []Job) (*sim, error) {
+	if cfg.Site == nil {
+		return nil, fmt.Errorf("sim: no site")
+	}
+	if cfg.Tick <= 0 || cfg.Poll <= 0 || cfg.CkptEvery <= 0 || cfg.CkptDur <= 0 || cfg.Depth <= 0 {
+		return nil, fmt.Errorf("sim: tick, poll, checkpoint period and duration and depth must be positive")
+	}
+	dev := cfg.DevPartitions
+	cl, err := newCluster(cfg.Site, dev)
+	if err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, cl: cl, rng: rand.New(rand.NewPCG(cfg.Seed, 0x15c4ed)), use: map[userPart]usage{}, csAt: math.Inf(-1)}
+	s.pc = make([]partCount, len(cl.parts))
+	s.pver, s.resvCache = make([]uint64, len(cl.parts)), map[resvKey]reservation{}
+	for pi := range cl.parts {
+		s.pc[pi] = partCount{nodesIdle: len(cl.parts[pi].nodes), gpusIdle: cl.parts[pi].gpus, cpusIdle: cl.parts[pi].cpus}
+	}
+	s.pol = s.policyConfig()
+	s.planSite = plannerSite(cfg.Site, dev, cfg.Variant.Dev)
+	s.jobs = make([]jobState, 0, len(trace))
+	for k := range trace {
+		if _, err := s.askedPartition(&trace[k]); err != nil {
+			s.rejected++ // as sbatch refuses a job no partition can hold
+			continue
+		}
+		i := len(s.jobs)
+		s.jobs = append(s.jobs, jobState{})
+		if err := s.initJob(i, &trace[k]); err != nil {
+			return nil, err
+		}
+		s.push(trace[k].Submit, evArrive, i, 0)
+	}
+	if len(trace) > 0 {
+		s.acct.from, s.acct.to = trace[0].Submit, trace[len(trace)-1].Submit
+	}
+	if cfg.Variant.Isched && len(trace) > 0 {
+		s.push(trace[0].Submit, evTick, -1, 0)
+	}
+	return s, nil
+}
+
+// policyConfig is the coordinator's policy configuration for the site:
+// the defaults, speeds per partition from the catalogue (as a site
+// configures them), and the dev partitions and windows for Variant.Dev.
+func (s *sim) policyConfig() policy.Config {
+	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
+		NoContinuations: s.cfg.Variant.NoContinue, Location: time.UTC}
+	for pi := range s.cl.parts {
+		c.Speed[s.cl.parts[pi].name] = s.cl.partSpeed(pi)
+	}
+	if s.cfg.Variant.Dev {
+		c.DevPartitions = s.cfg.DevPartitions
+		c.DevWindows = s.cfg.DevWindows
+	}
+	return c
+}
+
+// plannerSite is site without its dev partitions unless dev is on: a
+// site that does not open them to isched lists them nowhere.
+func plannerSite(site *plan.Site, devParts []string, dev bool) *plan.Site {
+	if dev || len(devParts) == 0 {
+		return site
+	}
+	cp := *site
+	cp.Partitions = slices.DeleteFunc(slices.Clone(site.Partitions), func(p plan.PartitionSpec) bool {
+		return slices.Contains(devParts, p.Name)
+	})
+	return &cp
+}
+
+func (s *sim) push(t float64, kind uint8, job, gen int) {
+	s.seq++
+	if kind != evTick {
+		s.live++
+	}
+	heap.Push(&s.events, event{t: t, seq: s.seq, kind: kind, job: int32(job), gen: int32(gen)})
+}
+
+// loop handles events in time order; the scheduler runs once all events
+// of an instant are in, as slurmctld's does after a batch of changes.
+func (s *sim) loop() {
+	for {
+		if s.dirty && (s.events.Len() == 0 || s.events[0].t > s.now) {
+			s.schedule()
+			continue // the pass may have added events at now
+		}
+		if s.events.Len() == 0 {
+			return
+		}
+		e := heap.Pop(&s.events).(event)
+		if e.kind != evTick {
+			s.live--
+		}
+		s.now = max(s.now, e.t)
+		s.events0++
+		s.handle(e)
+	}
+}
+
+func (s *sim) handle(e event) {
+	switch e.kind {
+	case evArrive:
+		s.arrive(int(e.job))
+	case evEnd, evLimit:
+		js := &s.jobs[e.job]
+		if js.state != stRunning || js.gen != int(e.gen) {
+			return
+		}
+		switch {
+		case e.kind == evEnd:
+			s.finish(int(e.job))
+		case e.t >= js.limitEnd: // an older limit, before an Extend, is stale
+			s.timeout(int(e.job))
+		}
+	case evCkpt:
+		js := &s.jobs[e.job]
+		if js.state == stRunning && js.gen == int(e.gen) {
+			s.ckptLanded(int(e.job))
+		}
+	case evTick:
+		s.tick()
+		// nothing else left to happen: a job that can never start stays
+		// pending rather than ticking for ever
+		if s.done < len(s.jobs) && (s.live > 0 || s.dirty) {
+			s.push(s.now+s.cfg.Tick, evTick, -1, 0)
+		}
+	}
+}
+
+// at is the wall-clock time of simulated second t.
+func at(t float64) time.Time { return Epoch.Add(time.Duration(t * float64(time.Second))) }
+
+// secs is a duration in seconds.
+func secs(d time.Duration) float64 { return d.Seconds() }

@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+)
+
+// submitPlanned plans job i's submission as `isched submit --policy
+// immediate` does (internal/cli decideFromEstimate): rows of the run on
+// every node type, waits from the cluster's state, the planner's plans
+// and choice. A job the planner cannot place goes where its user asked.
+func (s *sim) submitPlanned(i int) {
+	js := &s.jobs[i]
+	now := at(s.now)
+	rows := s.rows(js)
+	cs := s.clusterState()
+	wait := func(ps *plan.PartitionSpec, nt *plan.NodeType) plan.Wait {
+		n := plan.NeedOf(nt)
+		n.User = js.j.User
+		return s.planSite.EstimateWait(cs, ps.Name, n, now)
+	}
+	opts := plan.Options(rows, wait, plan.DefaultMigrationOverhead)
+	ps := plan.MakePlans(1, opts, plan.DefaultMigrationOverhead)
+	ch, err := ps.Choose(plan.Policy{Kind: plan.PolicyImmediate}, now)
+	if err != nil {
+		return
+	}
+	p, parts := submission(ch, js.iters)
+	p.Lineage, p.Model = "job-"+strconv.Itoa(js.j.ID), "trace"
+	js.plan = &p
+	js.parts = js.parts[:0]
+	for _, name := range parts {
+		js.parts = append(js.parts, s.cl.byName[name])
+	}
+	start := ch.Start[0].Row
+	js.cpus, js.gpus = start.NodeType.JobCPUs(), gresGPUs(start.NodeType.GresOne())
+	js.limit = plan.TimeLimit(time.Duration(float64(js.iters-js.lastCkpt)*start.IterSeconds*float64(time.Second)), ch.Start[0].Partition).Seconds()
+}
+
+// submission is the plan comment and partitions a choice submits, as
+// internal/cli's decideFromEstimate writes them.
+func submission(ch plan.Choice, iters int64) (report.Plan, []string) {
+	var parts []string
+	for _, o := range ch.Start {
+		parts = append(parts, o.Partition.Name)
+	}
+	return report.Plan{Ideal: ch.Ideal.Partition.Name, IdealGres: ch.Ideal.Row.NodeType.GresOne(),
+		IdealTime: int64(plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition) / time.Minute),
+		Fallbacks: ch.FallbackList(nil), Total: iters, Migrate: ch.Migrate}, parts
+}
+
+// rows are the rest of job js's run on every node type of the planner's
+// site: its steps at its speed there (known, as a replayed trace's are).
+func (s *sim) rows(js *jobState) []plan.Row {
+	site := s.planSite
+	rows := make([]plan.Row, 0, len(site.NodeTypes))
+	for k := range site.NodeTypes {
+		nt := &site.NodeTypes[k]
+		var mem int64 // a GPU's memory need is unknown: taken to fit
+		if nt.Kind == plan.KindCPU {
+			mem = js.j.MemMiB << 20
+		}
+		rows = append(rows, site.KnownRow(nt, 1, js.iters-js.lastCkpt, js.work/s.cl.speed(nt), mem))
+	}
+	return rows
+}
+
+// tick is the coordinator's decision round: policy.Decide for every
+// isched job it could act on. Jobs the policy would certainly leave alone
+// are skipped for speed (see candidate); the decision is the policy's.
+func (s *sim) tick() {
+	var snap *report.Snapshot
+	s.active = slices.DeleteFunc(s.active, func(i int) bool { return s.jobs[i].state == stDone })
+	for _, i := range s.active {
+		js := &s.jobs[i]
+		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != policy.PhaseNone {
+			continue
+		}
+		if !s.candidate(js) {
+			continue
+		}
+		if snap == nil {
+			snap = s.snapshot()
+		}
+		s.syncCkpt(js)
+		d := policy.Decide(s.pol, s.policyJob(js, js.stepAt(s.now)), snap, at(s.now))
+		if d.Kind != policy.None {
+			s.apply(i, d)
+			snap = nil // the cluster changed
+		}
+	}
+}
+
+// candidate is a cheap necessary condition for a decision: a running job
+// near its time limit (rule 1) or off its ideal partition while that has
+// an idle node (rule 2), or a pending job with a dev partition open
+// (rule 3). It keeps the replay fast; it decides nothing.
+func (s *sim) candidate(js *jobState) bool {
+	switch js.state {
+	case stRunning:
+		lead := secs(js.ckptT.Estimate()) + secs(policy.DefaultMargin) + 2*s.cfg.Tick
+		if l := s.limitOf(js, js.pi); s.now >= js.start+l-lead {
+			return true
+		}
+		if ideal, ok := s.cl.byName[js.plan.Ideal]; ok && js.plan.Migrate && ideal != js.pi {
+			return s.pc[ideal].nodesIdle > 0
+		}
+	case stPending:
+		if !s.cfg.Variant.Dev || s.now-js.pendSin < secs(policy.DefaultMinPending) {
+			return false
+		}
+		for _, name := range s.cfg.DevPartitions {
+			if pi, ok := s.cl.byName[name]; ok && s.pc[pi].nodesIdle > 0 && s.partUp(pi) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// apply carries out a decision as the agent would.
+func (s *sim) apply(i int, d policy.Decision) {
+	js := &s.jobs[i]
+	switch d.Kind {
+	case policy.Checkpoint:
+		js.phase, js.phaseSince, js.pendingDec = policy.PhaseAwaitingCheckpoint, s.now, d
+		if d.Rule == policy.RuleMigrate {
+			js.lastMove = s.now
+		}
+		js.ckptReqStep = js.stepAt(s.now)
+		js.ckptT.Requested(at(s.now))
+		js.touched = true
+		s.push(s.now+s.cfg.CkptDur, evCkpt, i, js.gen)
+	case policy.Requeue:
+		s.halt(i)
+		s.countMove(js, d)
+		s.moveQueued(i, d)
+	case policy.MovePending:
+		s.retarget(js, d)
+		s.countMove(js, d)
+		js.touched, js.lastMove = true, s.now
+		s.dirty = true
+	case policy.Extend:
+		js.limit = d.TimeLimit.Seconds()
+		js.limitEnd = js.start + s.limitOf(js, js.pi)
+		s.push(js.limitEnd, evLimit, i, js.gen)
+	}
+}
+
+func (s *sim) countMove(js *jobState, d policy.Decision) {
+	if d.Rule == policy.RuleMigrate || d.Rule == policy.RuleDevChunk {
+		js.moves++
+	} else {
+		js.conts++
+	}
+}
+
+// ckptLanded: the requested checkpoint is written; what follows is
+// policy.AfterCheckpoint's, as the coordinator's next round asks it.
+func (s *sim) ckptLanded(i int) {
+	js := &s.jobs[i]
+	s.syncCkpt(js)
+	if js.ckptReqStep > js.lastCkpt {
+		js.lastCkpt, js.lastCkptAt = js.ckptReqStep, s.now
+	}
+	js.ckpts++
+	js.ckptT.Completed(at(s.now))
+	d := policy.AfterCheckpoint(s.pol, s.policyJob(js, js.stepAt(s.now)), s.snapshot(), at(s.now), js.pendingDec)
+	js.phase = policy.PhaseNone
+	if d.Kind == policy.None || d.Abandoned {
+		js.lastMove = s.now
+		return
+	}
+	s.apply(i, d)
+}
+
+// policyJob is what the coordinator knows of job js (its policyJob).
+func (s *sim) policyJob(js *jobState, step int64) policy.Job {
+	j := policy.Job{JobID: uint64(js.j.ID) + 1, User: js.j.User, Lineage: "job-" + strconv.Itoa(js.j.ID), Plan: js.plan,
+		Step: step, Total: js.iters, Moves: js.moves, Continuations: js.conts, Phase: js.phase,
+		Gres: gresOf(js.gpus), CPUs: js.cpus, TimeLimit: secDur(js.limit)}
+	switch js.state {
+	case stRunning:
+		j.State, j.Partition, j.StartedAt = policy.StateRunning, s.cl.parts[js.pi].name, at(js.start)
+		j.TimeLimit = secDur(s.limitOf(js, js.pi))
+		j.NoStepYet = step <= js.step0
+	case stPending:
+		j.State, j.Partition, j.PendingSince, j.PendingReason = policy.StatePending, s.partList(js), at(js.pendSin), "Resources"
+	}
+	if js.ckptT.N > 0 {
+		j.CkptDur = js.ckptT.Estimate()
+	}
+	j.Iter, j.HaveIter = js.est.Estimate()
+	if js.lastCkptAt >= 0 {
+		j.LastCkptAt, j.LastCkptStep = at(js.lastCkptAt), js.lastCkpt
+	}
+	if js.lastMove >= 0 {
+		j.LastMoveAt = at(js.lastMove)
+	}
+	if js.phase != policy.PhaseNone {
+		j.PhaseSince = at(js.phaseSince)
+	}
+	return j
+}
+
+func (s *sim) partList(js *jobState) string {
+	out := ""
+	for k, pi := range js.parts {
+		if k > 0 {
+			out += ","
+		}
+		out += s.cl.parts[pi].name
+	}
+	return out
+}
+
+func gresOf(gpus int) string {
+	if gpus == 0 {
+		return ""
+	}
+	return "gpu:" + strconv.Itoa(gpus)
+}
+
+// gresGPUs reads "gpu:1", "gpu:v100:2": the count, 0 for "".
+func gresGPUs(g string) int {
+	if g == "" {
+		return 0
+	}
+	for k := len(g) - 1; k >= 0; k-- {
+		if g[k] == ':' {
+			n, err := strconv.Atoi(g[k+1:])
+			if err != nil {
+				return 1
+			}
+			return n
+		}
+	}
+	return 1
+}
+
+// predictedEnd is the coordinator's predicted end of a running isched job.
+func (s *sim) predictedEnd(js *jobState) (time.Time, bool) {
+	e, ok := js.est.Estimate()
+	if !ok {
+		return time.Time{}, false
+	}
+	return estimate.PredictEnd(at(s.now), js.stepAt(s.now), js.iters, e, 0).End, true
+}

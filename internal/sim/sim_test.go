@@ -1,0 +1,232 @@
+package sim
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/policy"
+)
+
+func tinySite(t *testing.T) *plan.Site {
+	t.Helper()
+	b, err := os.ReadFile("testdata/site-tiny.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := plan.DecodeSite(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// replay runs jobs on the tiny site under variant v with every
+// one-device job adopted.
+func replay(t *testing.T, v Variant, jobs []Job, tune func(*Config)) map[int]JobResult {
+	t.Helper()
+	cfg := DefaultConfig(tinySite(t))
+	cfg.Variant, cfg.Adoption, cfg.Seed = v, 1, 1
+	cfg.DevPartitions = []string{"dev"}
+	if tune != nil {
+		tune(&cfg)
+	}
+	r, err := Run(cfg, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]JobResult{}
+	for _, j := range r.Jobs {
+		out[j.ID] = j
+	}
+	return out
+}
+
+var slurm, isched = Variants[0], Variants[1]
+
+func TestBackfill(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 1000, Limit: 1000, Partition: "gpu"},
+		{ID: 2, User: "b", Submit: 1, Nodes: 1, CPUs: 4, GPUs: 2, Run: 100, Limit: 200, Partition: "gpu"},
+		// fits beside job 1 and ends (by its limit) before job 2's reservation
+		{ID: 3, User: "c", Submit: 2, Nodes: 1, CPUs: 4, GPUs: 1, Run: 100, Limit: 500, Partition: "gpu"},
+		// fits too, but would hold the reserved GPU past the reservation
+		{ID: 4, User: "d", Submit: 3, Nodes: 1, CPUs: 4, GPUs: 1, Run: 100, Limit: 5000, Partition: "gpu"},
+	}
+	got := replay(t, slurm, jobs, nil)
+	tests := []struct {
+		id   int
+		wait float64
+	}{{1, 0}, {2, 999}, {3, 0}, {4, 1097}}
+	for _, tc := range tests {
+		if w := got[tc.id].Wait; w != tc.wait {
+			t.Errorf("job %d waited %g s, want %g", tc.id, w, tc.wait)
+		}
+	}
+}
+
+func TestPreemptionRequeues(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 2, Run: 4000, Limit: 8000, Partition: "scavenger"},
+		{ID: 2, User: "b", Submit: 2000, Nodes: 1, CPUs: 4, GPUs: 2, Run: 100, Limit: 200, Partition: "gpu"},
+	}
+	got := replay(t, slurm, jobs, func(c *Config) { c.CkptEvery = 1800 })
+	if got[2].Wait != 0 {
+		t.Errorf("the gpu job waited %g s for the scavenger job", got[2].Wait)
+	}
+	// preempted at step 2000, resumed from the checkpoint at 1800
+	if j := got[1]; j.Lost != 200 || j.Attempts != 2 || !j.Done {
+		t.Errorf("scavenger job: lost %d, attempts %d, done %v; want 200, 2, true", j.Lost, j.Attempts, j.Done)
+	}
+}
+
+func TestPerUserLimit(t *testing.T) {
+	t.Parallel()
+	// the gpu partition allows 2 GPUs per user: a's second job waits,
+	// b's does not
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 1, GPUs: 2, Run: 1000, Limit: 2000, Partition: "gpu"},
+		{ID: 2, User: "a", Submit: 1, Nodes: 1, CPUs: 1, GPUs: 1, Run: 10, Limit: 100, Partition: "gpu"},
+		{ID: 3, User: "b", Submit: 2, Nodes: 1, CPUs: 1, GPUs: 0, Run: 10, Limit: 100, Partition: "cpu"},
+	}
+	got := replay(t, slurm, jobs, nil)
+	if got[2].Wait != 999 || got[3].Wait != 0 {
+		t.Errorf("waits %g and %g, want 999 and 0", got[2].Wait, got[3].Wait)
+	}
+}
+
+func TestDevWindow(t *testing.T) {
+	t.Parallel()
+	w, err := policy.ParseWindow("18:00-08:00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSim(Config{Site: tinySite(t), DevPartitions: []string{"dev"}, DevWindows: []policy.Window{w}, Tick: 1, Poll: 1, CkptEvery: 1, CkptDur: 1, Depth: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := s.cl.byName["dev"]
+	for _, tc := range []struct {
+		hour float64
+		up   bool
+	}{{3, true}, {12, false}, {19, true}} {
+		s.now = tc.hour * 3600
+		if s.partUp(dev) != tc.up || !s.partUp(s.cl.byName["gpu"]) {
+			t.Errorf("at %g h: dev up %v, want %v", tc.hour, s.partUp(dev), tc.up)
+		}
+	}
+}
+
+// A one-GPU job arrives while a two-GPU job holds the GPU node: Slurm
+// alone waits for it; isched starts it on the CPU node and migrates it
+// when the GPU node frees (checkpoint, requeue), as the real policy
+// decides.
+func TestIschedMigrates(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 2, Run: 7200, Limit: 7200, Partition: "gpu"},
+		{ID: 2, User: "b", Submit: 60, Nodes: 1, CPUs: 4, GPUs: 1, Run: 3 * 3600, Partition: "gpu"},
+	}
+	base := replay(t, slurm, jobs, nil)[2]
+	got := replay(t, isched, jobs, nil)[2]
+	if base.Moves != 0 || base.Wait < 7000 {
+		t.Fatalf("Slurm alone: %+v", base)
+	}
+	if got.Moves != 1 || !got.OnOther || got.Wait != 0 || !got.Done {
+		t.Errorf("isched: moves %d, on another partition %v, wait %g, done %v; want 1, true, 0, true", got.Moves, got.OnOther, got.Wait, got.Done)
+	}
+	if got.JCT >= base.JCT {
+		t.Errorf("isched JCT %g s, not below Slurm alone's %g s", got.JCT, base.JCT)
+	}
+}
+
+// A run longer than the partition's limit: its user resubmits it after
+// each time limit (UserDelay later); isched continues it at once from a
+// checkpoint taken before the limit.
+func TestContinuation(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 5 * 3600, Partition: "gpu"}}
+	site := func(c *Config) {
+		for i := range c.Site.Partitions {
+			c.Site.Partitions[i].MaxTime = "2:00:00" // every partition: a 2 h limit
+		}
+	}
+	base := replay(t, slurm, jobs, site)[1]
+	got := replay(t, isched, jobs, site)[1]
+	if !base.Done || base.Attempts < 3 || base.Lost == 0 {
+		t.Fatalf("Slurm alone: %+v", base)
+	}
+	if !got.Done || got.Conts < 2 || got.JCT >= base.JCT || got.Lost >= base.Lost {
+		t.Errorf("isched: %+v; want done, ≥ 2 continuations, JCT < %g and lost < %d", got, base.JCT, base.Lost)
+	}
+	noCont := replay(t, Variants[3], jobs, site)[1]
+	if noCont.Conts != 0 || noCont.JCT <= got.JCT {
+		t.Errorf("without continuation: %+v; want no continuation and JCT > %g", noCont, got.JCT)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	t.Parallel()
+	runtimes := []float64{60, 600, 3600, 7200, 36000}
+	mix := []Job{{CPUs: 4, GPUs: 1}, {CPUs: 4, GPUs: 2}, {CPUs: 8}}
+	cl, err := newCluster(tinySite(t), []string{"dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := ScaleLoad(Synthesize(runtimes, mix, 200, 7), capacity(cl), 0.9)
+	run := func() Summary {
+		cfg := DefaultConfig(tinySite(t))
+		cfg.Variant, cfg.Seed, cfg.DevPartitions = Variants[2], 7, []string{"dev"}
+		r, err := Run(cfg, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Summarize(r)
+	}
+	a, b := run(), run()
+	if a != b {
+		t.Errorf("two replays differ:\n%+v\n%+v", a, b)
+	}
+	if a.Jobs != 200 || a.Unfinished != 0 || !(a.MeanJCT > 0) {
+		t.Errorf("summary %+v", a)
+	}
+}
+
+func TestScaleLoad(t *testing.T) {
+	t.Parallel()
+	jobs := Synthesize([]float64{100, 1000, 10000}, []Job{{CPUs: 1, GPUs: 1}}, 2000, 3)
+	capy := &siteCap{gpus: 10}
+	for _, load := range []float64{0.5, 0.9} {
+		out := ScaleLoad(jobs, capy, load)
+		end := out[len(out)-1].Submit
+		var work float64
+		for _, j := range out {
+			work += min(j.Run, end-j.Submit)
+		}
+		if got := work / (10 * end); math.Abs(got-load) > 0.01 {
+			t.Errorf("load %g: offered %g", load, got)
+		}
+	}
+}
+
+func TestInterval(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in         []float64
+		mean, half float64
+	}{
+		{nil, 0, 0},
+		{[]float64{2}, 2, 0},
+		{[]float64{1, 3}, 2, 12.706},
+		{[]float64{1, 2, 3}, 2, 4.303 / math.Sqrt(3)},
+	}
+	for _, tc := range tests {
+		got := interval(tc.in)
+		if math.Abs(got.Mean-tc.mean) > 1e-9 || math.Abs(got.Half-tc.half) > 1e-9 {
+			t.Errorf("interval(%v) = %+v, want %g ± %g", tc.in, got, tc.mean, tc.half)
+		}
+	}
+}

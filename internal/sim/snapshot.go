@@ -1,0 +1,117 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/isched/isched/internal/plan"
+	"github.com/isched/isched/internal/report"
+)
+
+// snapshot is the agent's report.Snapshot of the simulated cluster now.
+// A dev partition outside its windows reads DOWN (its nodes are people's).
+func (s *sim) snapshot() *report.Snapshot {
+	snap := &report.Snapshot{Cluster: "sim", TakenMS: at(s.now).UnixMilli(), Partitions: make([]report.Partition, len(s.cl.parts))}
+	for pi := range s.cl.parts {
+		p, c := &s.cl.parts[pi], &s.pc[pi]
+		state := "UP"
+		if !s.partUp(pi) {
+			state = "DOWN"
+		}
+		rp := report.Partition{Name: p.name, State: state, Default: p.spec.Default, NodesIdle: c.nodesIdle,
+			NodesAlloc: len(p.nodes) - c.nodesIdle, NodesTotal: len(p.nodes),
+			CPUsIdle: c.cpusIdle, CPUsAlloc: p.cpus - c.cpusIdle, CPUsTotal: p.cpus, PriorityTier: p.tier}
+		if p.gpus > 0 {
+			rp.GPUs = []report.GPUCount{{Type: "", Idle: c.gpusIdle, Alloc: p.gpus - c.gpusIdle, Total: p.gpus}}
+		}
+		if p.maxTime > 0 {
+			m := int64(p.maxTime / 60)
+			rp.MaxTimeMin = &m
+		}
+		if p.tier == 0 {
+			rp.PreemptMode = "REQUEUE"
+		}
+		snap.Partitions[pi] = rp
+	}
+	snap.Limits = s.limits()
+	return snap
+}
+
+// limits are the per-user limits in use, as the agent reads them from
+// accounting: one association limit per user, partition and resource.
+func (s *sim) limits() []report.UserLimit {
+	var out []report.UserLimit
+	for pi := range s.cl.parts {
+		l := s.cl.parts[pi].spec.PerUser
+		if l == nil {
+			continue
+		}
+		for k, u := range s.use {
+			if k.part != pi {
+				continue
+			}
+			name := s.cl.parts[pi].name
+			if l.MaxGPUs > 0 {
+				out = append(out, report.UserLimit{User: k.user, Partition: name, Resource: report.LimitGPU, Max: int64(l.MaxGPUs), Used: int64(u.gpus), Reason: "AssocMaxGRESPerUser"})
+			}
+			if l.MaxCPUs > 0 {
+				out = append(out, report.UserLimit{User: k.user, Partition: name, Resource: report.LimitCPU, Max: int64(l.MaxCPUs), Used: int64(u.cpus), Reason: "AssocMaxCpuPerUserLimit"})
+			}
+		}
+	}
+	return out
+}
+
+// clusterState is what `isched submit` reads to estimate waits: the
+// snapshot, the job table and the coordinator's predicted ends. Like the
+// agent's, it is refreshed at most every Poll seconds.
+func (s *sim) clusterState() plan.ClusterState {
+	if s.now-s.csAt < s.cfg.Poll && s.cs.Snapshot != nil {
+		return s.cs
+	}
+	s.csAt = s.now
+	tbl := &report.JobTable{Cluster: "sim", TakenMS: at(s.now).UnixMilli()}
+	ends := map[uint64]time.Time{}
+	for _, i := range s.pending {
+		if js := &s.jobs[i]; js.state == stPending {
+			tbl.Jobs = append(tbl.Jobs, s.tableJob(js))
+		}
+	}
+	for ni := range s.cl.nodes {
+		for _, i := range s.cl.nodes[ni].jobs {
+			js := &s.jobs[i]
+			if js.alloc[0] != ni {
+				continue // a multi-node job once
+			}
+			tbl.Jobs = append(tbl.Jobs, s.tableJob(js))
+			if js.managed {
+				if e, ok := s.predictedEnd(js); ok {
+					ends[uint64(js.j.ID)+1] = e
+				}
+			}
+		}
+	}
+	s.cs = plan.ClusterState{Snapshot: s.snapshot(), Jobs: tbl, PredictedEnd: ends}
+	return s.cs
+}
+
+// tableJob is job js as squeue lists it.
+func (s *sim) tableJob(js *jobState) report.Job {
+	j := report.Job{JobID: uint64(js.j.ID) + 1, User: js.j.User, NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
+		Gres: gresOf(js.gpus), SubmitMS: at(js.order).UnixMilli()}
+	if js.limit > 0 {
+		lim := int64(js.limit / 60)
+		j.TimeLimitMin = &lim
+	}
+	if js.state == stRunning {
+		j.State, j.Partition, j.StartMS = "RUNNING", s.cl.parts[js.pi].name, at(js.start).UnixMilli()
+		j.TimeLimitMin = nil
+		if l := s.limitOf(js, js.pi); !math.IsInf(l, 1) {
+			m := int64(l / 60)
+			j.TimeLimitMin = &m
+		}
+	} else {
+		j.State, j.Partition, j.Reason = "PENDING", s.partList(js), "Resources"
+	}
+	return j
+}
