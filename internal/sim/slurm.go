@@ -10,7 +10,6 @@ import (
 // when nothing runs on it.
 type partCount struct {
 	nodesIdle, gpusIdle, cpusIdle int
-	running, pending              int
 }
 
 type userPart struct {
