@@ -119,6 +119,14 @@ func runConvention(t *testing.T, c convention) {
 	for i := 1; i < len(atts); i++ {
 		prev, cur := atts[i-1], atts[i]
 		want := cur.Start == prev.Saved && cur.Start > 0
+		// The coordinator takes the first checkpoint confirmed after its
+		// request as the answer: on a loaded host a periodic one can land
+		// before the signalled save (seen: request at step 78, periodic
+		// checkpoint 100 confirmed, requeue, the save at 103 too late), so
+		// the newest periodic checkpoint, less than one period behind the
+		// last save, is a right answer too.
+		periodicBefore := cur.Start > 0 && cur.Start%convEvery == 0 && cur.Start < prev.Saved && prev.Saved-cur.Start < convEvery
+		want = want || periodicBefore
 		if c.name == "requeue-self" {
 			// Slurm kills the job's processes as soon as the script's own
 			// requeue lands, possibly before the wrapper has confirmed the
