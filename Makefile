@@ -15,6 +15,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR ?= $(if $(filter /usr,$(PREFIX)),$(DATADIR)/zsh/vendor-completions,$(DATADIR)/zsh/site-functions)
+FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
 # The version every binary prints (-version), stamped from git: a v* tag
 # (v1.2.3-4-gabc -> 1.2.3+4+gabc), else 0.0~git<commit time>.<hash>;
 # +dirty for uncommitted changes. Also the Debian package's version.
@@ -47,7 +48,7 @@ DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 INSTALL_STRIP ?=
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
 # python3-venv: scripts/python-venv (make test-python) makes a venv.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client slurmdbd mariadb-server redis-server python3 python3-venv python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod lintian
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client slurmdbd mariadb-server redis-server python3 python3-venv python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod lintian fish
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`
@@ -84,7 +85,7 @@ build: check-tags ## build the five binaries into ./bin (PIE, RELRO; see BUILDFL
 	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched ./isched
 	@for b in $(BINARIES); do $(BIN)/$$b -version >/dev/null || { echo "$(BIN)/$$b does not start" >&2; exit 1; }; done
 
-man: build ## man pages and bash/zsh completion, generated from the built binaries' flags (into $(BIN)/share)
+man: build ## man pages and bash/zsh/fish completion, generated from the built binaries' flags (into $(BIN)/share)
 	$(GO) run ./scripts/genman -bin $(BIN) -out $(BIN)/share -version '$(VERSION)'
 
 check-tags:
@@ -248,7 +249,7 @@ demo-installed: deps deb cluster-up ## the demo from the installed Debian packag
 # import isched), scripts/isched.py beside it.
 install: build man ## install what a site needs under DESTDIR/PREFIX (default /usr/local; /etc/isched examples only where missing)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DATADIR)/isched $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
-	  $(DESTDIR)$(SYSCONFDIR)/isched $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
+	  $(DESTDIR)$(SYSCONFDIR)/isched $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
 	for b in $(BINARIES); do install -m 0755 $(INSTALL_STRIP) $(BIN)/$$b $(DESTDIR)$(BINDIR)/$$b; done
 	install -d $(DESTDIR)$(DATADIR)/isched/isched
 	install -m 0644 scripts/isched.py scripts/model_summary.py scripts/site_probe.py $(DESTDIR)$(DATADIR)/isched/
@@ -270,6 +271,8 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	install -m 0644 $(BIN)/share/bash-completion/isched $(DESTDIR)$(BASHCOMPDIR)/isched
 	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
 	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
+	install -m 0644 $(BIN)/share/fish/isched.fish $(DESTDIR)$(FISHCOMPDIR)/isched.fish
+	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched.fish $(DESTDIR)$(FISHCOMPDIR)/$$b.fish; done
 	install -m 0644 README.md $(filter-out docs/README.md,$(wildcard docs/*.md)) $(DESTDIR)$(DOCDIR)/
 	install -m 0644 docs/README.md $(DESTDIR)$(DOCDIR)/index.md # the docs' own index, beside the project's README
 	$(GO) run ./scripts/gencopyright $(addprefix ./,$(subst isched-,,$(BINARIES))) > $(BIN)/copyright

@@ -145,9 +145,34 @@ func TestGenerateFromBinaries(t *testing.T) {
 		{"--node-type", "isched", "site", "probe", "--node"},
 		{"stop", "isched", "sto"},
 		{"status", "isched", "help", "stat"},
+		{"ideal", "isched", "submit", "--policy", "id"},
+		{"bf16", "isched", "estimate", "--precision", "b"},
 	} {
 		if got := bashComplete(t, bashFile, tt[1:]...); got != tt[0] {
 			t.Errorf("bash completion of %q: %q, want %q", tt[1:], got, tt[0])
+		}
+	}
+	fish, err := os.ReadFile(filepath.Join(out, "fish", "isched.fish"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"complete -c isched -f -n '__fish_use_subcommand' -a '",
+		"complete -c isched -f -n '__fish_seen_subcommand_from site; and not __fish_seen_subcommand_from probe' -a 'probe'",
+		"complete -c isched -n '__fish_seen_subcommand_from submit' -l policy -d ",
+		"-x -a 'auto immediate ideal cheapest deadline'",
+		"complete -c isched -n '__fish_seen_subcommand_from submit' -o p -d ",
+		"-x -a '(sinfo -h -o %R 2>/dev/null)'",
+		"complete -c isched -n '__fish_seen_subcommand_from site; and __fish_seen_subcommand_from probe' -l node-type -d ",
+		"complete -c isched-agent -l pprof-listen -d ",
+	} {
+		if !strings.Contains(string(fish), want) {
+			t.Errorf("isched.fish lacks %q", want)
+		}
+	}
+	if fishBin, err := exec.LookPath("fish"); err == nil {
+		if out, err := exec.Command(fishBin, "--no-execute", filepath.Join(out, "fish", "isched.fish")).CombinedOutput(); err != nil {
+			t.Errorf("fish --no-execute: %v\n%s", err, out)
 		}
 	}
 	if zsh, err := exec.LookPath("zsh"); err == nil {
