@@ -35,14 +35,20 @@ does, plus the path it resumed from ("resume", and for hf the flag's
 value "resume_arg") and the half-written directory ("half").
 """
 
-import argparse
-import json
-import os
-import pickle
-import shutil
-import signal
-import sys
-import time
+# The SIGUSR1 handler before anything else, even argparse (see
+# convention_train.py: Slurm's early --signal on a 1-minute job).
+import signal  # noqa: I001
+
+asked = []
+signal.signal(signal.SIGUSR1, lambda s, f: asked.append(s))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import pickle  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
 import trainfacts  # beside this script: the facts the Go test reads
 
@@ -57,9 +63,7 @@ p.add_argument("--half-written", action="store_true")
 p.add_argument("--resume_from_checkpoint")
 a = p.parse_args()
 
-# the handlers before the heavy imports (see convention_train.py)
-asked = []
-signal.signal(signal.SIGUSR1, lambda s, f: asked.append(s))
+# the SIGTERM handler too before the heavy imports (see convention_train.py)
 inject = a.half_written and os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
 if inject:
     # whatever ends this attempt (SIGUSR1; the SIGTERM of a requeue, of
