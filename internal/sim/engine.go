@@ -16,8 +16,11 @@ import (
 type Variant struct {
 	Name string
 	// Isched: adopted jobs are submitted through isched's planner
-	// (--policy immediate) and moved by its policy.
+	// (Policy, default --policy immediate) and moved by its policy.
 	Isched bool
+	// Policy is the submission policy (plan.PolicyImmediate when empty;
+	// plan.PolicyAuto is the CLI's default: the recommended plan).
+	Policy string
 	// Dev: the dev partitions are open to isched in the dev windows.
 	Dev bool
 	// NoContinue: continuations are off (coordinator max_continuations 0).
@@ -30,6 +33,7 @@ var Variants = []Variant{
 	{Name: "isched", Isched: true},
 	{Name: "isched+dev", Isched: true, Dev: true},
 	{Name: "isched-nocont", Isched: true, NoContinue: true},
+	{Name: "isched-auto", Isched: true, Policy: plan.PolicyAuto},
 }
 
 // Config is one replay.

@@ -27,7 +27,11 @@ func (s *sim) submitPlanned(i int) {
 	}
 	opts := plan.Options(rows, wait, plan.DefaultMigrationOverhead)
 	ps := plan.MakePlans(1, opts, plan.DefaultMigrationOverhead)
-	ch, err := ps.Choose(plan.Policy{Kind: plan.PolicyImmediate}, now)
+	kind := s.cfg.Variant.Policy
+	if kind == "" {
+		kind = plan.PolicyImmediate
+	}
+	ch, err := ps.Choose(plan.Policy{Kind: kind}, now)
 	if err != nil {
 		return
 	}
