@@ -120,19 +120,21 @@ func StaticMemory(m *Model, t Training, batch int, device bool) Memory {
 	pb := int64(m.ParamBytes)
 	var mem Memory
 	mem.Weights = m.Parameters * pb
-	actFactor := BackwardFactor
+	half := 1.0
 	if t.Precision != PrecFP32 {
 		mem.Weights += m.Parameters * 2
-		actFactor *= HalfActivationFactor
+		half = HalfActivationFactor
 	}
 	gradBytes := max(pb, fp32)
 	mem.Gradients = m.TrainableParameters * gradBytes
 	mem.Optimizer = m.TrainableParameters * fp32 * int64(OptimizerStates[t.Optimizer])
-	perSample := float64(m.ActivationBytesPerSample+m.InputBytesPerSample()) * actFactor
+	// what the backward pass holds per sample: the saved tensors when the
+	// summary measured them, else every forward output
+	perSample := float64(m.ActivationBytesPerSample+m.InputBytesPerSample()) * BackwardFactor
 	if m.SavedBytesPerSample > 0 {
-		perSample = float64(m.SavedBytesPerSample+m.InputBytesPerSample()) * SavedFactor * actFactor / BackwardFactor
+		perSample = float64(m.SavedBytesPerSample+m.InputBytesPerSample()) * SavedFactor
 	}
-	mem.Activations = int64(math.Ceil(perSample * float64(batch)))
+	mem.Activations = int64(math.Ceil(perSample * half * float64(batch)))
 	if device {
 		mem.Overhead = GPUContextBytes
 	} else {

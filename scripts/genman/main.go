@@ -1,4 +1,4 @@
-// Command genman writes the man pages and the bash and zsh completions of
+// Command genman writes the man pages and the bash, zsh and fish completions of
 // the five isched binaries from their flag definitions: it runs each built
 // binary with -h (for isched, each command's -h) and reads Go's flag
 // listing (flag.PrintDefaults), so a page cannot disagree with the flags
@@ -197,19 +197,25 @@ func Bash(progs []Program) string {
 // or (a value starting with "$(") a command the shell runs, so that
 // partitions and QOS come from the cluster the user is on.
 var flagValues = map[string]string{
+	"partition":       partitionsCmd,
+	"p":               partitionsCmd,
+	"partition-ideal": partitionsCmd,
+	"fallback":        partitionsCmd,
+	"qos":             qosCmd,
+	"q":               qosCmd,
 	"policy":          "auto immediate ideal cheapest deadline",
 	"precision":       "fp32 bf16 fp16",
 	"optimizer":       "sgd momentum nesterov rmsprop adagrad adam adamw lamb",
 	"receipts":        "auto redis none",
 	"state":           "auto redis slurm none",
 	"export":          "ALL NONE",
-	"partition":       "$(sinfo -h -o %R 2>/dev/null)",
-	"p":               "$(sinfo -h -o %R 2>/dev/null)",
-	"partition-ideal": "$(sinfo -h -o %R 2>/dev/null)",
-	"fallback":        "$(sinfo -h -o %R 2>/dev/null)",
-	"qos":             "$(sacctmgr -nP show qos format=name 2>/dev/null)",
-	"q":               "$(sacctmgr -nP show qos format=name 2>/dev/null)",
 }
+
+// The commands that list the cluster's own partitions and QOS names.
+const (
+	partitionsCmd = "$(sinfo -h -o %R 2>/dev/null)"
+	qosCmd        = "$(sacctmgr -nP show qos format=name 2>/dev/null)"
+)
 
 // valued are the flags of cmds that have flagValues, each once, sorted.
 func valued(cmds []Command) []string {
