@@ -41,6 +41,10 @@ type Curve struct {
 	// proportion to the batch (time: the per-sample cost of the largest
 	// batch is a floor of the slope)
 	proportional bool
+	// saturating: beyond the largest batch the middle follows the line
+	// through the measured batches and the band's high end reaches the
+	// largest batch's per-sample cost (GPU time, see Saturating)
+	saturating bool
 }
 
 // Proportional makes the curve's extrapolation beyond the largest
@@ -52,6 +56,21 @@ type Curve struct {
 // would be multiplied.
 func (c Curve) Proportional() Curve {
 	c.proportional = true
+	return c
+}
+
+// Saturating is Proportional's counterpart for a GPU's iteration time:
+// beyond the largest measured batch the middle follows the line through
+// the measured batches (a fixed part per step, launches and the optimizer,
+// and a per-sample part), and only the band's high end reaches the largest
+// batch's per-sample cost times the batch. A GPU is far from busy at small
+// batches: on an H100 (docs/gpu-check.md, 2026-11-27) ResNet-18's step
+// took 10.4 ms at batch 8 and 16.1 ms at 64, GPT-2's 52 and 324 ms, so the
+// per-sample cost of batch 16 times 64 was 2 to 3 times the truth for the
+// ResNets, while the line through 8 and 16 was within 4 % at 64 for
+// ResNet-18 and GPT-2.
+func (c Curve) Saturating() Curve {
+	c.saturating = true
 	return c
 }
 
@@ -161,6 +180,10 @@ func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
 			how = fmt.Sprintf("from batch %g on at the steepest of the fitted slope, the last one and its per-sample cost", c.xs[n-1])
 			b, how = c.perSampleBand(b, x, how)
 		}
+		if c.saturating {
+			b.High = max(b.High, c.hi[n-1]/c.xs[n-1]*x)
+			how += fmt.Sprintf(", up to batch %g's per-sample cost", c.xs[n-1])
+		}
 		return noise(b), how
 	case i == 0:
 		mid := c.slopes[0]
@@ -230,6 +253,18 @@ func (c Curve) perSampleBand(b Band, x float64, how string) (Band, string) {
 // 25 MiB of 633 (ResNet-18 at 64): glibc keeps freed activation memory on
 // its heap in steps, so a peak is the allocator's, not the tensors'.
 const MemRunSD = 0.0112
+
+// DeviceMemRunSD is MemRunSD for GPU memory: the device's caching
+// allocator repeats itself (on an H100, docs/gpu-check.md 2026-11-27, the
+// profile's receipts at batch 8 and 16 and the grid's fresh processes
+// agreed to the MiB in all 6 pairs), but a line through two small batches
+// strays as the batch grows (cuDNN's workspace, allocator segments):
+// from 8 and 16 it was -6.5 % to +4.8 % off at 32 and 64 over ResNet-18,
+// ResNet-50 (fp32, bf16) and GPT-2. This spread makes Margin's prediction
+// interval hold the worst of those eight cells (-4.1 % at 32: 2 x 0.6 %
+// x 3.74; -6.5 % at 64: 2 x 0.55 % x 9.3): set from that grid itself, four
+// configurations of one GPU, so thin evidence, said where it is used.
+const DeviceMemRunSD = 0.006
 
 // Margin is how far above the prediction mid at x a peak may lie, from
 // the spread of the peaks it rests on: bandZ × sd × mid × √leverage,

@@ -485,14 +485,18 @@ func (s *Site) fromOwn(r *Row, req Request, c *calibration) {
 	_, haveMem := peakAt(c.mem, b)
 	_, haveIter := at(c.iter, b)
 	var how []string
-	if band, basis, ok := scaleMem(c.mem, b, r.Static, r.Batch); ok {
+	if band, basis, ok := scaleMem(c.mem, b, r.Static, r.Batch, c.nt.DeviceMemory()); ok {
 		r.setMem(band)
 		if !haveMem {
 			how = append(how, "memory "+basis)
 		}
 	}
 	if cv, ok := curveOf(c.iter, false); ok {
-		cv = cv.Proportional()
+		if c.nt.DeviceMemory() {
+			cv = cv.Saturating()
+		} else {
+			cv = cv.Proportional()
+		}
 		slope1 := 0.0
 		if cv.Batches() == 1 && int(cv.xs[0]) != b {
 			// one batch size: scale by the static model's batch dependence
@@ -590,17 +594,21 @@ func (r *Row) setMem(m memBand) {
 // batch size) keeps the figure from being under the truth: from batch 8
 // and 16 of the bench-predict grid the line alone was under at 2 of 6
 // larger cells, by up to 3.1 %.
-func scaleMem(pts []xy, b int, static Memory, batch int) (memBand, string, bool) {
+func scaleMem(pts []xy, b int, static Memory, batch int, device bool) (memBand, string, bool) {
 	cv, ok := curveOf(pts, true)
 	if !ok {
 		return memBand{}, "", false
 	}
 	slope := static.perSample(batch)
-	band, how := cv.At(float64(b), slope, slope)
+	limit := slope
+	if device {
+		limit = 0
+	}
+	band, how := cv.At(float64(b), slope, limit)
 	basis := fmt.Sprintf("fit over batch %s: %s", batchList(distinctX(pts)), how)
 	if cv.Batches() == 1 {
 		basis = fmt.Sprintf("from batch %d + static slope", int(cv.xs[0]))
-	} else if n := cv.Batches(); float64(b) > cv.xs[n-1] && max(cv.fit, cv.slopes[n-2]) > slope {
+	} else if n := cv.Batches(); limit > 0 && float64(b) > cv.xs[n-1] && max(cv.fit, cv.slopes[n-2]) > slope {
 		basis += fmt.Sprintf(" (slope capped at the static %s/sample)", FormatBytes(int64(slope)))
 	}
 	// never below what a smaller batch measured (peaks are noisy: one
@@ -609,8 +617,12 @@ func scaleMem(pts []xy, b int, static Memory, batch int) (memBand, string, bool)
 		band.Mid, band.High = floor, max(band.High, floor)
 		basis += fmt.Sprintf(" (not below batch %d's measured peak)", fb)
 	}
-	m := memBand{Band: band, sd: max(cv.relSD, MemRunSD)}
-	m.margin = cv.Margin(float64(b), band.Mid, MemRunSD, slope)
+	prior := MemRunSD
+	if device {
+		prior = DeviceMemRunSD
+	}
+	m := memBand{Band: band, sd: max(cv.relSD, prior)}
+	m.margin = cv.Margin(float64(b), band.Mid, prior, limit)
 	return m, basis, true
 }
 
@@ -663,7 +675,7 @@ func (s *Site) fromOther(r *Row, req Request, c *calibration) {
 	var how []string
 	if len(c.mem) > 0 {
 		if c.nt.DeviceMemory() == nt.DeviceMemory() {
-			if band, basis, ok := scaleMem(c.mem, b, r.Static, b); ok {
+			if band, basis, ok := scaleMem(c.mem, b, r.Static, b, c.nt.DeviceMemory()); ok {
 				band.shift(float64(s.overheadOf(nt) - s.overheadOf(c.nt)))
 				r.setMem(band)
 				if _, measured := peakAt(c.mem, b); measured {
