@@ -62,7 +62,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -231,6 +231,9 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	shellcheck scripts/dev-cluster scripts/demo scripts/notebook-test scripts/stage-time scripts/python-venv scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
+
+size: ## functions over 60 lines or cyclomatic complexity 20 in the CLI, agent and coordinator (issue 31; not part of make test)
+	$(GO) run ./scripts/codesize internal/cli internal/agent internal/coordinator
 
 demo: deps build cluster-up ## the seed's scenario live on the local cluster with real PyTorch (a few minutes)
 	scripts/demo

@@ -319,96 +319,82 @@ func clean(s string, n int) string {
 func jobID(act *report.Action) string { return strconv.FormatUint(act.JobID, 10) }
 
 // execute checks an action against Slurm's current view of its job, marks
-// it inflight and runs it. A returned error means "retry the entry".
+// it inflight and runs it: look up the action type's preconditions, check
+// them, perform. A returned error means "retry the entry".
 func (a *Agent) execute(ctx context.Context, e stream.Entry, act *report.Action) (*report.Result, error) {
-	refuse := func(format string, args ...any) (*report.Result, error) {
-		return a.result(act.ID, report.StatusRefused, fmt.Sprintf(format, args...), nil), nil
+	if msg := a.misaddressed(act); msg != "" {
+		return a.result(act.ID, report.StatusRefused, msg, nil), nil
 	}
+	pc := preconditionOf(act.Type)
+	j, res, err := a.currentJob(ctx, act, pc)
+	if res != nil || err != nil {
+		return res, err
+	}
+	if msg := pc.refusal(act, j, a.cfg.AllowRootSubmit); msg != "" {
+		return a.result(act.ID, report.StatusRefused, msg, nil), nil
+	}
+	if err := a.markInflight(ctx, e, j); err != nil {
+		return nil, err
+	}
+	return a.run(ctx, act, j)
+}
+
+// misaddressed says why an action is not this agent's to run now (another
+// cluster's, or too old), or "".
+func (a *Agent) misaddressed(act *report.Action) string {
 	if act.Cluster != a.cfg.Cluster {
-		return refuse("action for cluster %q sent to the agent of %q", act.Cluster, a.cfg.Cluster)
+		return fmt.Sprintf("action for cluster %q sent to the agent of %q", act.Cluster, a.cfg.Cluster)
 	}
 	if age := a.cfg.Now().Sub(time.UnixMilli(act.IssuedMS)); age > a.cfg.MaxActionAge {
-		return refuse("stale action: issued %s ago (max %s); not executed", age.Round(time.Second), a.cfg.MaxActionAge)
+		return fmt.Sprintf("stale action: issued %s ago (max %s); not executed", age.Round(time.Second), a.cfg.MaxActionAge)
 	}
-	var j *slurm.JobInfo
-	if act.JobID != 0 {
-		var err error
-		j, err = a.slurm.ShowJob(ctx, jobID(act))
-		switch {
-		case errors.Is(err, slurm.ErrNotFound) && (act.Type == report.ActionSubmit || act.Type == report.ActionResubmit):
-			j = nil // the replaced job is long gone; nothing to check it against (resubmit: its saved record is)
-		case errors.Is(err, slurm.ErrNotFound):
-			return a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d not found: it ended more than MinJobAge ago or never existed", act.JobID), err), nil
-		case err != nil && slurmDown(err):
-			return nil, transient(fmt.Errorf("check job %d: %w", act.JobID, err))
-		case err != nil:
-			return a.result(act.ID, report.StatusFailed, fmt.Sprintf("check job %d: %v", act.JobID, err), err), nil
-		}
+	return ""
+}
+
+// currentJob is Slurm's view of the action's job right now: nil when the
+// action names none, or when pc.replaces and Slurm has forgotten it. A
+// result answers the action there; an error means "retry the entry".
+func (a *Agent) currentJob(ctx context.Context, act *report.Action, pc precondition) (*slurm.JobInfo, *report.Result, error) {
+	if act.JobID == 0 {
+		return nil, nil, nil
 	}
-	if j != nil && act.Type == report.ActionRequeue && act.Ended && j.State == "COMPLETING" {
-		// the attempt is ending (it exited after saving, or requeued
-		// itself): Slurm's next state says what there is to do
-		var err error
-		if j, err = a.awaitSettled(ctx, jobID(act), j); err != nil {
-			if errors.Is(err, slurm.ErrNotFound) {
-				return a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d is gone", act.JobID), err), nil
-			}
-			return nil, transient(err)
-		}
+	j, err := a.slurm.ShowJob(ctx, jobID(act))
+	switch {
+	case errors.Is(err, slurm.ErrNotFound) && pc.replaces:
+		return nil, nil, nil // the replaced job is long gone; nothing to check it against (resubmit: its saved record is)
+	case errors.Is(err, slurm.ErrNotFound):
+		return nil, a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d not found: it ended more than MinJobAge ago or never existed", act.JobID), err), nil
+	case err != nil && slurmDown(err):
+		return nil, nil, transient(fmt.Errorf("check job %d: %w", act.JobID, err))
+	case err != nil:
+		return nil, a.result(act.ID, report.StatusFailed, fmt.Sprintf("check job %d: %v", act.JobID, err), err), nil
 	}
-	if j != nil {
-		if j.Ended() && act.Type == report.ActionAnnotate {
-			return refuse("job %d already ended (%s): Slurm keeps no AdminComment change after a job's end", act.JobID, j.State)
-		}
-		if act.Type == report.ActionResubmit && (!j.Ended() || j.State == "CANCELLED") {
-			return refuse("job %d is %s and slurmctld still holds it: not resubmitted (a requeue continues it, a cancelled one is over)", act.JobID, j.State)
-		}
-		if j.Ended() && act.Type != report.ActionSubmit && act.Type != report.ActionResubmit && !(act.Type == report.ActionRequeue && act.Ended && j.State != "CANCELLED") {
-			return refuse("job %d already ended (%s): nothing to %s", act.JobID, j.State, act.Type)
-		}
-		if j.User == "" || j.User != act.User {
-			return refuse("job %d belongs to %q, not %q", act.JobID, j.User, act.User)
-		}
-		if !OptedIn(j.Name, j.Comment) {
-			return refuse("job %d has not opted in to isched (its name must start with \"isched\" or its comment contain \"isched\")", act.JobID)
-		}
+	if !pc.settles || !act.Ended || j.State != slurm.StateCompleting {
+		return j, nil, nil
 	}
-	switch act.Type {
-	case report.ActionSignal:
-		if j.State != "RUNNING" {
-			return refuse("job %d is %s, not running: nothing to signal", act.JobID, j.State)
+	// the attempt is ending (it exited after saving, or requeued itself):
+	// Slurm's next state says what there is to do
+	if j, err = a.awaitSettled(ctx, jobID(act), j); err != nil {
+		if errors.Is(err, slurm.ErrNotFound) {
+			return nil, a.result(act.ID, report.StatusRefused, fmt.Sprintf("job %d is gone", act.JobID), err), nil
 		}
-	case report.ActionRequeue:
-		placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0
-		if act.Ended && j.State == "PENDING" && !placement {
-			// the job is queued again already (it requeued itself after
-			// saving, or Slurm did): requeueing it too would be a double action
-			return refuse("job %d is PENDING (restart %d): requeued already, by the job itself or by Slurm; nothing to do", act.JobID, j.Restarts)
-		}
-		if j.State != "RUNNING" && !j.Ended() && !(j.State == "PENDING" && placement) {
-			return refuse("job %d is %s: requeue needs a running job (or a pending one and a new partition, gres or time limit)", act.JobID, j.State)
-		}
-	case report.ActionRelease:
-		if j.State != "PENDING" {
-			return refuse("job %d is %s, not pending: nothing to release", act.JobID, j.State)
-		}
-	case report.ActionSubmit:
-		if isRoot(act.User) && !a.cfg.AllowRootSubmit {
-			return refuse("submit as root refused (Config.AllowRootSubmit is off)")
-		}
+		return nil, nil, transient(err)
 	}
+	return j, nil, nil
+}
+
+// markInflight records the action and the job as it is before the agent
+// acts (see the package doc).
+func (a *Agent) markInflight(ctx context.Context, e stream.Entry, j *slurm.JobInfo) error {
 	m := marker{Entry: e.ID, Payload: json.RawMessage(e.Payload), StartedMS: a.cfg.Now().UnixMilli()}
 	if j != nil {
 		m.State, m.Restarts, m.Partition, m.Held = j.State, j.Restarts, j.Partition, j.Held()
 	}
 	mb, err := json.Marshal(m)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := a.store.Set(ctx, a.keys.Agent(keyInflight), mb, 0); err != nil {
-		return nil, err
-	}
-	return a.run(ctx, act, j)
+	return a.store.Set(ctx, a.keys.Agent(keyInflight), mb, 0)
 }
 
 func isRoot(name string) bool {
@@ -427,20 +413,6 @@ func placementSpec(act *report.Action) slurm.MoveSpec {
 // without a known job).
 func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (*report.Result, error) {
 	id := jobID(act)
-	outcome := func(err error, okMsg string) (*report.Result, error) {
-		if err == nil {
-			return a.result(act.ID, report.StatusOK, okMsg, nil), nil
-		}
-		if slurmDown(err) {
-			// Leave the marker: resume decides from the job's state.
-			return nil, transient(err)
-		}
-		status := report.StatusFailed
-		if errors.Is(err, slurm.ErrState) || errors.Is(err, slurm.ErrInvalid) || errors.Is(err, slurm.ErrNotFound) {
-			status = report.StatusRefused
-		}
-		return a.result(act.ID, status, fmt.Sprintf("%s job %s: %v", act.Type, id, err), err), nil
-	}
 	switch act.Type {
 	case report.ActionSignal:
 		batchOnly := act.Steps != report.StepsAll
@@ -449,40 +421,68 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 		if !batchOnly {
 			scope = "all steps"
 		}
-		return outcome(err, fmt.Sprintf("sent %s to %s of job %s", act.Signal, scope, id))
+		return a.outcome(act, err, fmt.Sprintf("sent %s to %s of job %s", act.Signal, scope, id))
 	case report.ActionRequeue:
-		res, err := a.slurm.Move(ctx, id, placementSpec(act))
-		if err != nil {
-			r, terr := outcome(err, "")
-			if r != nil && res.UpdateErr != nil && res.Released {
-				r.Message += "; the job was released unchanged and restarts where it was"
-			}
-			return r, terr
-		}
-		return outcome(nil, moveMessage(id, act, res))
+		return a.move(ctx, act)
 	case report.ActionUpdate:
 		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute}
-		return outcome(a.slurm.Update(ctx, id, u), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
+		return a.outcome(act, a.slurm.Update(ctx, id, u), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
 	case report.ActionCancel:
-		return outcome(a.slurm.Cancel(ctx, id), "cancelled job "+id)
+		return a.outcome(act, a.slurm.Cancel(ctx, id), "cancelled job "+id)
 	case report.ActionRelease:
-		return outcome(a.slurm.Release(ctx, id), "released job "+id)
+		return a.outcome(act, a.slurm.Release(ctx, id), "released job "+id)
 	case report.ActionAnnotate:
-		return outcome(a.slurm.SetAdminComment(ctx, id, act.AdminComment), "wrote the AdminComment of job "+id)
+		return a.outcome(act, a.slurm.SetAdminComment(ctx, id, act.AdminComment), "wrote the AdminComment of job "+id)
 	case report.ActionResubmit:
 		return a.resubmit(ctx, act)
 	case report.ActionSubmit:
-		newID, err := a.slurm.SubmitWith(ctx, []byte(act.Script), a.submitSpec(act))
-		if err != nil {
-			return outcome(err, "")
-		}
-		r := a.result(act.ID, report.StatusOK, fmt.Sprintf("submitted job %s as %s", newID, act.User), nil)
-		if n, perr := strconv.ParseUint(newID, 10, 32); perr == nil {
-			r.NewJobID = n
-		}
-		return r, nil
+		return a.submit(ctx, act)
 	}
 	return a.result(act.ID, report.StatusRefused, fmt.Sprintf("unknown action type %q", act.Type), nil), nil
+}
+
+// outcome is the result of a Slurm command run for act: ok with okMsg, or
+// why it failed; an error when Slurm did not answer.
+func (a *Agent) outcome(act *report.Action, err error, okMsg string) (*report.Result, error) {
+	if err == nil {
+		return a.result(act.ID, report.StatusOK, okMsg, nil), nil
+	}
+	if slurmDown(err) {
+		// Leave the marker: resume decides from the job's state.
+		return nil, transient(err)
+	}
+	status := report.StatusFailed
+	if errors.Is(err, slurm.ErrState) || errors.Is(err, slurm.ErrInvalid) || errors.Is(err, slurm.ErrNotFound) {
+		status = report.StatusRefused
+	}
+	return a.result(act.ID, status, fmt.Sprintf("%s job %s: %v", act.Type, jobID(act), err), err), nil
+}
+
+// move runs a requeue action.
+func (a *Agent) move(ctx context.Context, act *report.Action) (*report.Result, error) {
+	id := jobID(act)
+	res, err := a.slurm.Move(ctx, id, placementSpec(act))
+	if err != nil {
+		r, terr := a.outcome(act, err, "")
+		if r != nil && res.UpdateErr != nil && res.Released {
+			r.Message += "; the job was released unchanged and restarts where it was"
+		}
+		return r, terr
+	}
+	return a.outcome(act, nil, moveMessage(id, act, res))
+}
+
+// submit runs a submit action.
+func (a *Agent) submit(ctx context.Context, act *report.Action) (*report.Result, error) {
+	newID, err := a.slurm.SubmitWith(ctx, []byte(act.Script), a.submitSpec(act))
+	if err != nil {
+		return a.outcome(act, err, "")
+	}
+	r := a.result(act.ID, report.StatusOK, fmt.Sprintf("submitted job %s as %s", newID, act.User), nil)
+	if n, perr := strconv.ParseUint(newID, 10, 32); perr == nil {
+		r.NewJobID = n
+	}
+	return r, nil
 }
 
 func (a *Agent) submitSpec(act *report.Action) slurm.SubmitSpec {
@@ -560,7 +560,7 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 	case report.ActionSignal:
 		return rc.failed("the agent stopped while signalling job " + id + "; delivery cannot be checked, so the signal was not re-sent (at most once)")
 	case report.ActionCancel:
-		if j.Ended() || j.State == "COMPLETING" {
+		if j.Ended() || j.State == slurm.StateCompleting {
 			return rc.ok("job " + id + " is " + j.State)
 		}
 		return rc.retry()
@@ -648,17 +648,17 @@ func (rc *recovery) requeue() (*report.Result, error) {
 	}
 	rc.j = j
 	switch {
-	case j.State == "RUNNING" && m.State == "RUNNING" && j.Restarts == m.Restarts:
+	case j.State == slurm.StateRunning && m.State == slurm.StateRunning && j.Restarts == m.Restarts:
 		return rc.retry() // the requeue never reached Slurm
-	case act.Ended && j.Ended() && j.State != "CANCELLED" && j.State == m.State && j.Restarts == m.Restarts:
+	case act.Ended && j.Ended() && j.State != slurm.StateCancelled && j.State == m.State && j.Restarts == m.Restarts:
 		return rc.retry() // the requeue of the ended job never reached Slurm
 	case j.Ended():
 		return rc.failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
-	case j.State == "PENDING" && j.Held() && !m.Held:
+	case j.State == slurm.StatePending && j.Held() && !m.Held:
 		return rc.finishMove()
-	case updated(j, act) && (j.Restarts > m.Restarts || m.State == "PENDING"):
+	case updated(j, act) && (j.Restarts > m.Restarts || m.State == slurm.StatePending):
 		return rc.ok(fmt.Sprintf("requeued job %s (restart %d), now %s in %s", id, j.Restarts, j.State, j.Partition))
-	case j.State == "PENDING" && m.State == "PENDING":
+	case j.State == slurm.StatePending && m.State == slurm.StatePending:
 		return rc.retry() // a pending job's move did not land yet; moving it again is harmless
 	}
 	return rc.failed(fmt.Sprintf("the agent stopped during this requeue; job %s is now %s in %s with restart count %d (was %d): not retried", id, j.State, j.Partition, j.Restarts, m.Restarts))
@@ -695,7 +695,7 @@ func (rc *recovery) finishMove() (*report.Result, error) {
 // slurm.ErrNotFound when the job is gone.
 func (a *Agent) awaitSettled(ctx context.Context, id string, j *slurm.JobInfo) (*slurm.JobInfo, error) {
 	var err error
-	for start := time.Now(); j.State == "COMPLETING"; {
+	for start := time.Now(); j.State == slurm.StateCompleting; {
 		if time.Since(start) > a.cfg.ActionTimeout {
 			return nil, fmt.Errorf("job %s: still COMPLETING after %s", id, time.Since(start).Round(time.Second))
 		}

@@ -353,7 +353,7 @@ func jobRank(j report.Job) int {
 	switch {
 	case OptedIn(j.Name, j.Comment):
 		return 0
-	case j.State == "PENDING":
+	case j.State == slurm.StatePending:
 		return 1
 	case !slurm.Ended(j.State):
 		return 2

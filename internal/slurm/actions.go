@@ -421,57 +421,16 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 		return res, err
 	}
 	res.From, res.Restarts = j.Partition, j.Restarts
-	weHeld := false
-	switch {
-	case j.State == "RUNNING":
-		if err := c.Requeue(ctx, jobID, true); err != nil {
-			return res, err
-		}
-		res.Requeued, weHeld = true, true
-		if j, err = c.waitPending(ctx, jobID, spec.Settle); err != nil {
-			return res, err
-		}
-		res.Pending = time.Since(start)
-		res.Restarts = j.Restarts
-	case spec.Ended && j.Ended() && j.State != "CANCELLED":
-		if err := c.Requeue(ctx, jobID, true); err != nil {
-			return res, err
-		}
-		res.Requeued, weHeld = true, true
-		if j, err = c.waitPending(ctx, jobID, spec.Settle); err != nil {
-			return res, err
-		}
-		res.Pending = time.Since(start)
-		res.Restarts = j.Restarts
-	case j.State == "PENDING" && !placement:
-		return res, fmt.Errorf("requeue job %s: it is pending, not running, and nothing is to change: %w", jobID, ErrState)
-	case j.State == "PENDING" && !j.Held():
-		// Hold it so it cannot start where it is in the middle of the move.
-		if err := c.Hold(ctx, jobID); err != nil {
-			return res, err
-		}
-		weHeld = true
-	case j.State == "PENDING":
-		// Held by someone else: move it, leave the hold alone.
-	default:
-		return res, fmt.Errorf("move job %s: state %s: %w", jobID, j.State, ErrState)
+	weHeld, err := c.stop(ctx, jobID, j, spec, placement, start, &res)
+	if err != nil {
+		return res, err
 	}
 	release := weHeld && !spec.Hold
 	if upd.empty() {
 		// A plain requeue kept held (SlowStart, Hold): nothing to update.
 	} else if err := c.Update(ctx, jobID, upd); err != nil {
 		res.UpdateErr = err
-		if release && !spec.SlowStart && res.Requeued {
-			// Best effort: restart where it was without the requeue's delay.
-			_ = c.Update(ctx, jobID, UpdateSpec{StartIn: 2 * time.Second})
-		}
-		if release {
-			if rerr := c.Release(ctx, jobID); rerr == nil {
-				res.Released = true
-			} else {
-				err = errors.Join(err, fmt.Errorf("release after failed update: %w", rerr))
-			}
-		}
+		err = c.undo(ctx, jobID, spec, release, &res, err)
 		res.Total = time.Since(start)
 		return res, err
 	}
@@ -488,6 +447,56 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 	}
 	res.Total = time.Since(start)
 	return res, nil
+}
+
+// stop keeps the job j from running where it is for the rest of a move: a
+// running job (or, with spec.Ended, an ended one that was not cancelled) is
+// requeued held, a pending one is held unless it already is. It reports
+// whether Move holds the job now.
+func (c *Client) stop(ctx context.Context, jobID string, j *JobInfo, spec MoveSpec, placement bool, start time.Time, res *MoveResult) (bool, error) {
+	switch {
+	case j.State == StateRunning || spec.Ended && j.Ended() && j.State != StateCancelled:
+		if err := c.Requeue(ctx, jobID, true); err != nil {
+			return false, err
+		}
+		res.Requeued = true
+		j, err := c.waitPending(ctx, jobID, spec.Settle)
+		if err != nil {
+			return true, err
+		}
+		res.Pending = time.Since(start)
+		res.Restarts = j.Restarts
+		return true, nil
+	case j.State == StatePending && !placement:
+		return false, fmt.Errorf("requeue job %s: it is pending, not running, and nothing is to change: %w", jobID, ErrState)
+	case j.State == StatePending && !j.Held():
+		// Hold it so it cannot start where it is in the middle of the move.
+		if err := c.Hold(ctx, jobID); err != nil {
+			return false, err
+		}
+		return true, nil
+	case j.State == StatePending:
+		// Held by someone else: move it, leave the hold alone.
+		return false, nil
+	}
+	return false, fmt.Errorf("move job %s: state %s: %w", jobID, j.State, ErrState)
+}
+
+// undo releases a job whose update failed, unchanged, when Move holds it
+// (release), and returns the update's error with the release's.
+func (c *Client) undo(ctx context.Context, jobID string, spec MoveSpec, release bool, res *MoveResult, err error) error {
+	if release && !spec.SlowStart && res.Requeued {
+		// Best effort: restart where it was without the requeue's delay.
+		_ = c.Update(ctx, jobID, UpdateSpec{StartIn: 2 * time.Second})
+	}
+	if release {
+		if rerr := c.Release(ctx, jobID); rerr == nil {
+			res.Released = true
+		} else {
+			err = errors.Join(err, fmt.Errorf("release after failed update: %w", rerr))
+		}
+	}
+	return err
 }
 
 // waitPending polls until the job is PENDING (past COMPLETING).
@@ -507,7 +516,7 @@ func (c *Client) waitPending(ctx context.Context, jobID string, limit time.Durat
 	for {
 		j, err := c.ShowJob(ctx, jobID)
 		if err == nil {
-			if j.State == "PENDING" {
+			if j.State == StatePending {
 				return j, nil
 			}
 			if j.Ended() {

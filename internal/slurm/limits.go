@@ -252,7 +252,7 @@ type useKey struct{ user, account, qos, partition string }
 func usage(jobs []report.Job) map[useKey]held {
 	out := map[useKey]held{}
 	for _, j := range jobs {
-		if j.State != "RUNNING" && j.State != "SUSPENDED" && j.State != "COMPLETING" {
+		if !JobState(j.State).In(StateRunning, StateSuspended, StateCompleting) {
 			continue
 		}
 		gpus, _ := GPUs(j.Gres) // per node; an unreadable request counts none

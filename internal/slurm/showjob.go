@@ -46,7 +46,7 @@ func (j *JobInfo) ID() string {
 // Held reports whether a pending job is held (by a user, an admin, or
 // requeuehold): Slurm gives held jobs priority 0.
 func (j *JobInfo) Held() bool {
-	if j.State != "PENDING" {
+	if j.State != StatePending {
 		return false
 	}
 	r := strings.ToLower(j.Reason)
@@ -58,13 +58,7 @@ func (j *JobInfo) Held() bool {
 func (j *JobInfo) Ended() bool { return Ended(j.State) }
 
 // Ended reports whether a Slurm job state is final.
-func Ended(state string) bool {
-	switch state {
-	case "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "SPECIAL_EXIT":
-		return true
-	}
-	return false
-}
+func Ended(state string) bool { return JobState(state).Ended() }
 
 // freeText are keys whose values may contain spaces; a following token is
 // part of the value unless it starts a known key.

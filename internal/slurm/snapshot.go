@@ -71,7 +71,7 @@ func BuildSnapshot(cluster string, parts []PartitionInfo, nodes []Node, jobs []r
 	pending := 0
 	for i := range jobs {
 		j := &jobs[i]
-		if j.State != "PENDING" {
+		if j.State != StatePending {
 			continue
 		}
 		pending++

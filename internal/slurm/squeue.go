@@ -406,7 +406,7 @@ func (sj *squeueJob) job() (report.Job, error) {
 		j.TimeLimitMin = &v
 	}
 	switch {
-	case state == "PENDING":
+	case state == StatePending:
 		// start_time of a pending job is the scheduler's estimate (the same
 		// value `squeue --start` prints), not a start.
 		j.ExpectedStartMS = ms(sj.StartTime)

@@ -66,7 +66,7 @@ func BuildJobTable(cluster string, jobs []report.Job, starts map[string]time.Tim
 	for i := range out {
 		j := &out[i]
 		switch {
-		case j.State == "PENDING":
+		case j.State == StatePending:
 			if t, ok := starts[StartKey(j)]; ok {
 				j.ExpectedStartMS = t.UnixMilli()
 			}
