@@ -506,6 +506,9 @@ func (s *Site) fromOwn(r *Row, req Request, c *calibration) {
 			slope1 = t0 * (r.IterSeconds/st0 - 1) / float64(b-b0)
 		}
 		band, basis := cv.At(float64(b), slope1, 0)
+		if last := cv.xs[cv.Batches()-1]; c.nt.DeviceMemory() && float64(b) > FarBeyond*last {
+			band, basis = farGPUTime(band, 1000*r.IterSeconds, basis, last)
+		}
 		r.IterBand = band.scale(1.0 / 1000)
 		r.IterSeconds = r.IterBand.Mid
 		if !haveIter {
@@ -623,7 +626,44 @@ func scaleMem(pts []xy, b int, static Memory, batch int, device bool) (memBand, 
 	}
 	m := memBand{Band: band, sd: max(cv.relSD, prior)}
 	m.margin = cv.Margin(float64(b), band.Mid, prior, limit)
+	if device {
+		m.margin = min(m.margin, DeviceMemMaxMargin*band.Mid)
+	}
 	return m, basis, true
+}
+
+// FarBeyond is how many times the largest profiled batch a GPU's
+// profiled time line still stands for. On an H100 (docs/gpu-check.md,
+// 2026-11-27) the line through batch 8 and 16 held within 10 % at 32 and
+// 64 where the profile was sound, but at the largest batch that fit (1567
+// for ResNet-50 bf16, 6090 for ResNet-18 bf16) it was 96 % and 99 % under:
+// the GPU, launch-bound at small batches, is compute-bound there.
+const FarBeyond = 4
+
+// DeviceMemMaxMargin caps the margin of a GPU memory figure made of
+// receipts, relative to the prediction: Margin's interval grows with the
+// distance from the measured batches (+301 % at batch 1567 from 8 and 16),
+// while the line's own error did not (it was 7 % under at 1567 and 1 %
+// at 6090 on the same grid, up to 16 % under at 64 for ResNet-18 bf16,
+// whose margin there was 11 %).
+const DeviceMemMaxMargin = 0.15
+
+// farGPUTime is a GPU's time band far beyond the profiled batches: two
+// small batches said how long a launch-bound step takes, not what the GPU
+// does once busy. The band runs from the larger of the line and the static
+// (FLOP) time to the largest batch's per-sample cost times the batch, and
+// its middle is their geometric mean: ignorance even in ratio, and the
+// basis tells the user to profile nearer. (ResNet-50 and ResNet-18 bf16 at
+// their largest batches on an H100: -14 % and -6 %; the line said -96 %
+// and -99 %.)
+func farGPUTime(b Band, staticMS float64, basis string, last float64) (Band, string) {
+	low := max(b.Mid, staticMS)
+	if b.High < low {
+		return b, basis
+	}
+	b.Low = min(b.Low, low)
+	b.Mid = math.Sqrt(low * b.High)
+	return b, basis + fmt.Sprintf("; over %gx batch %g, where a profiled GPU step says little: between the line or the static time and the per-sample cost (profile nearer this batch)", float64(FarBeyond), last)
 }
 
 // peakBelow is the largest value measured at a batch of at most b.
