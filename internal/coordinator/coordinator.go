@@ -153,37 +153,15 @@ type Coordinator struct {
 	// trimmedCounted: reports already counted as trimmed unread (the
 	// group's cumulative figure, see stream.GroupLag.TrimmedUnread)
 	trimmedCounted int64
-	// batch: writes queued by this round (lineage state and status,
-	// series points), sent by flush in one round trip; dirtySessions:
-	// sessions whose sequence number moved, written with it. Until the
-	// flush that persists them, the entries that caused them are not acked.
-	batch         stream.Batch
-	dirtySessions map[string]*session
-	// behind, inflight: an ingest round's batch is written behind — in
-	// its own goroutine, while this one reads and judges the next
-	// reports — with the XACK of its entries inside the same MULTI/EXEC.
-	// behind is the batch being written (the writer's alone until
-	// settle), inflight its outcome; at most one write is in flight, and
-	// anything that reads Redis state the write changes (a tick, the next
-	// flush, forget) settles it first. At 10 000 jobs a round's own write
-	// and ack were half its wall time, the coordinator idle in them.
-	behind   stream.Batch
-	inflight chan error
-	// reading: the outcome of a read ahead of the next entries, started
-	// when a round has entries to judge (readAhead); nil when none is
-	// under way.
-	reading chan readResult
-	// touched: the lineages fetched (getLineage, a result's lookup) since
-	// the last flush. Only these can have changed outside a tick, whose
-	// flush looks at every lineage: an ingest flush looks at these only,
-	// not at all 10 000 (that scan was a quarter of the coordinator's CPU
-	// at 10 000 jobs).
-	touched map[string]*lineage
 	// inputs: the agent's snapshot and job table as last read and decoded
 	// (readInputs), by input name; inputDecodes counts decodes (tests)
 	inputs       map[string]decodedInput
 	inputDecodes int
 	annotations  []annotation // verdicts for AdminComment, sent at the next tick
+
+	// pipeline: the reads ahead and writes behind, and what is queued
+	// for the next write
+	pipeline
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -202,8 +180,8 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	}
 	return &Coordinator{cfg: cfg, store: store, munger: munger, uid: os.Geteuid(), keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
-		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
-		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}, quota: newQuota()}
+		sessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
+		inputs: map[string]decodedInput{}, quota: newQuota(), pipeline: newPipeline()}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -283,21 +261,12 @@ func (c *Coordinator) stepDown() {
 func (c *Coordinator) forget() {
 	// the write in flight must land (or fail) before Redis is read again;
 	// if it failed, its entries are still pending and are read again.
-	// What a read ahead took is dropped unjudged: pending for this
-	// consumer, it is read again by the next tick (or claimed by the
-	// next leader).
-	_ = c.settle()
-	if c.reading != nil {
-		_, _ = c.readDone()
-	}
+	c.pipeline.drop()
 	c.sessions = map[string]*session{}
 	c.quota = newQuota()
-	c.dirtySessions = map[string]*session{}
-	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
 	c.metrics.jobs.reset()
 	c.annotations = nil
-	clear(c.touched)
 	c.snap, c.jobs = nil, nil
 	c.inputs = map[string]decodedInput{}
 	c.speeds = speedBook{} // another leader may have written receipts since
@@ -373,40 +342,15 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 		return err
 	}
 	if len(ents) > 0 {
-		c.readAhead(ctx)
+		c.pipeline.readAhead(func() ([]stream.Entry, error) {
+			return c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, 0)
+		})
 	}
 	return c.ingest(ctx, ents)
 }
 
 // readCount is how many entries one read takes.
 const readCount = 512
-
-// readResult is what a read ahead returned.
-type readResult struct {
-	ents []stream.Entry
-	err  error
-}
-
-// readAhead starts reading the next entries (without waiting for new
-// ones) while this round judges the ones it has: the reply's round trip
-// overlaps the work instead of following it. The entries it takes are
-// pending for this consumer until acked, as any read's; readDone hands
-// them over.
-func (c *Coordinator) readAhead(ctx context.Context) {
-	done := make(chan readResult, 1)
-	c.reading = done
-	go func() {
-		ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, 0)
-		done <- readResult{ents, err}
-	}()
-}
-
-// readDone waits for the read ahead and returns what it read.
-func (c *Coordinator) readDone() ([]stream.Entry, error) {
-	r := <-c.reading
-	c.reading = nil
-	return r.ents, r.err
-}
 
 // ingest judges and applies entries, acking each one judged.
 func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
@@ -447,30 +391,15 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 	}
 	// the entries judged are acked with what they changed, in one
 	// MULTI/EXEC written behind: a crash lands both or neither
-	if err := c.settle(); err != nil {
-		c.batch.Reset()
+	if err := c.settleOrDrop(); err != nil {
 		return err
 	}
 	if err := c.queueFlush(false); err != nil {
 		return err
 	}
 	c.batch.Ack(c.keys.Ingest(), group, ack...)
-	c.writeBehind(ctx)
+	c.pipeline.writeBehind(func(b *stream.Batch) error { return c.writeBatch(ctx, b) })
 	return nil
-}
-
-// writeBehind hands the round's batch to a goroutine that writes it, and
-// keeps an empty one for the next round. The previous write must be
-// settled.
-func (c *Coordinator) writeBehind(ctx context.Context) {
-	if c.batch.Len() == 0 {
-		return
-	}
-	c.batch, c.behind = c.behind, c.batch
-	done := make(chan error, 1)
-	c.inflight = done
-	b := &c.behind
-	go func() { done <- c.writeBatch(ctx, b) }()
 }
 
 // writeBatch sends a batch in one round trip, timed, and empties it
@@ -481,17 +410,6 @@ func (c *Coordinator) writeBatch(ctx context.Context, b *stream.Batch) error {
 	err := c.store.WriteBatch(ctx, b)
 	c.metrics.writeLatency.Observe(time.Since(start).Seconds())
 	b.Reset()
-	return err
-}
-
-// settle waits for the write in flight, if any, and returns its error
-// (a failed round: Run forgets what it holds and reads Redis again).
-func (c *Coordinator) settle() error {
-	if c.inflight == nil {
-		return nil
-	}
-	err := <-c.inflight
-	c.inflight = nil
 	return err
 }
 
@@ -512,8 +430,7 @@ func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason s
 // last flush, the sessions whose sequence numbers moved, the queued series
 // points and the receipts (after the write in flight, if any).
 func (c *Coordinator) flush(ctx context.Context, all bool) error {
-	if err := c.settle(); err != nil {
-		c.batch.Reset()
+	if err := c.settleOrDrop(); err != nil {
 		return err
 	}
 	if err := c.queueFlush(all); err != nil {
