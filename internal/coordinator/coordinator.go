@@ -272,66 +272,78 @@ func (c *Coordinator) forget() {
 	c.speeds = speedBook{} // another leader may have written receipts since
 }
 
-// decodedInput is an agent value and its decoding.
-type decodedInput struct {
-	raw []byte
-	env *report.Envelope
-}
-
 // round is one pass: keep the lead, read reports, and on each tick decide.
 func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
-	ok, err := c.store.Lock(ctx, c.keys.Leader(), c.cfg.ID, c.cfg.LeaderTTL)
+	leading, err := c.keepLead(ctx, lastTick)
+	if err != nil || !leading {
+		return err
+	}
+	if err := c.tickIfDue(ctx, lastTick); err != nil {
+		return err
+	}
+	ents, err := c.nextEntries(ctx)
 	if err != nil {
 		return err
 	}
+	return c.ingest(ctx, ents)
+}
+
+// keepLead takes or keeps the leader lock and says whether this
+// coordinator leads. A standby waits a while before it says no; a new
+// leader starts from Redis (and ticks at once).
+func (c *Coordinator) keepLead(ctx context.Context, lastTick *time.Time) (bool, error) {
+	ok, err := c.store.Lock(ctx, c.keys.Leader(), c.cfg.ID, c.cfg.LeaderTTL)
+	if err != nil {
+		return false, err
+	}
 	if !ok {
-		if c.leader {
-			c.log.Warn("lost the lead")
-			c.forget()
-		}
-		c.leader = false
-		c.metrics.leader.Set(0)
-		select {
-		case <-ctx.Done():
-		case <-time.After(c.cfg.LeaderTTL / 4):
-		}
-		return nil
+		c.standBy(ctx)
+		return false, nil
 	}
 	if !c.leader {
-		c.log.Info("leading", "id", c.cfg.ID)
-		c.forget()
-		c.leader = true
-		c.metrics.leader.Set(1)
-		if err := c.store.EnsureGroup(ctx, c.keys.Ingest(), group); err != nil {
-			return err
-		}
-		// entries a dead leader read but never acked are ours now
-		if _, err := c.store.Claim(ctx, c.keys.Ingest(), group, c.cfg.ID, 0, 10000); err != nil {
-			return err
+		if err := c.takeLead(ctx); err != nil {
+			return false, err
 		}
 		*lastTick = time.Time{}
 	}
-	now := c.now()
-	if now.Sub(*lastTick) >= c.cfg.Tick || c.kick {
-		// a tick re-reads the entries pending for this consumer, which
-		// include those a read ahead took: judge them first
-		if c.reading != nil {
-			ents, err := c.readDone()
-			if err != nil {
-				return err
-			}
-			if err := c.ingest(ctx, ents); err != nil {
-				return err
-			}
-		}
-		c.kick = false
-		*lastTick = now
-		c.checkLag(ctx)
-		if err := c.tick(ctx); err != nil {
-			return err
-		}
+	return true, nil
+}
+
+// standBy gives up what a lost lead held and waits before the next try.
+func (c *Coordinator) standBy(ctx context.Context) {
+	if c.leader {
+		c.log.Warn("lost the lead")
+		c.forget()
 	}
+	c.leader = false
+	c.metrics.leader.Set(0)
+	select {
+	case <-ctx.Done():
+	case <-time.After(c.cfg.LeaderTTL / 4):
+	}
+}
+
+// takeLead starts leading: nothing held from before is trusted, and the
+// entries a dead leader read but never acked are taken over.
+func (c *Coordinator) takeLead(ctx context.Context) error {
+	c.log.Info("leading", "id", c.cfg.ID)
+	c.forget()
+	c.leader = true
+	c.metrics.leader.Set(1)
+	if err := c.store.EnsureGroup(ctx, c.keys.Ingest(), group); err != nil {
+		return err
+	}
+	// entries a dead leader read but never acked are ours now
+	_, err := c.store.Claim(ctx, c.keys.Ingest(), group, c.cfg.ID, 0, 10000)
+	return err
+}
+
+// nextEntries returns the entries to judge next: what the read ahead
+// found, or else what a read waiting a while for new ones finds. When
+// there are some, it reads ahead again.
+func (c *Coordinator) nextEntries(ctx context.Context) ([]stream.Entry, error) {
 	var ents []stream.Entry
+	var err error
 	if c.reading != nil {
 		ents, err = c.readDone()
 	} else {
@@ -339,14 +351,14 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 		ents, err = c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, block)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(ents) > 0 {
 		c.pipeline.readAhead(func() ([]stream.Entry, error) {
 			return c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, 0)
 		})
 	}
-	return c.ingest(ctx, ents)
+	return ents, nil
 }
 
 // readCount is how many entries one read takes.
