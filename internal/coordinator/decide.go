@@ -404,28 +404,54 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		return nil
 	}
 	j := c.policyJob(l, now)
+	// the checkpoint a move waited for is there: the move is decided again
+	ckptDone := l.Phase == policy.PhaseAwaitingCheckpoint && l.Ckpts > l.CkptAtReq
 	var d policy.Decision
-	if l.Phase == policy.PhaseAwaitingCheckpoint && l.Ckpts > l.CkptAtReq {
+	if ckptDone {
 		d = policy.AfterCheckpoint(c.policyConfig(), j, c.snap, now, l.pendingDecision())
-		if d.Kind == policy.None || d.Abandoned {
-			l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
-			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
-			c.metrics.decisions.WithLabelValues("abandon").Inc()
-			return nil
-		}
 	} else {
 		d = policy.Decide(c.policyConfig(), j, c.snap, now)
 	}
-	if d.Kind == policy.None {
-		if d.Abandoned {
-			// the policy gave up waiting for the checkpoint
-			l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
-			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
-			c.metrics.decisions.WithLabelValues("abandon").Inc()
-		}
-		return nil
+	switch outcome(ckptDone, d) {
+	case abandonMove:
+		c.abandon(l, d.Reason, now)
+	case issueAction:
+		return c.issue(ctx, name, l, d, now)
 	}
-	return c.issue(ctx, name, l, d, now)
+	return nil
+}
+
+// decisionOutcome is what decide does with a policy decision.
+type decisionOutcome int
+
+const (
+	noAction    decisionOutcome = iota // nothing to do
+	issueAction                        // send the decision's action
+	abandonMove                        // give up the move under way
+)
+
+// outcome says what a decision comes to. After the awaited checkpoint
+// (ckptDone) a move is carried out or given up, never left waiting; else
+// the policy may give up waiting for the checkpoint (Abandoned, with no
+// action).
+func outcome(ckptDone bool, d policy.Decision) decisionOutcome {
+	switch {
+	case ckptDone && (d.Kind == policy.None || d.Abandoned):
+		return abandonMove
+	case d.Kind != policy.None:
+		return issueAction
+	case d.Abandoned:
+		return abandonMove
+	}
+	return noAction
+}
+
+// abandon gives up the move under way, as a decision of its own: the
+// lineage goes back to no phase, and hysteresis counts from now.
+func (c *Coordinator) abandon(l *lineage, reason string, now time.Time) {
+	l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
+	l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: reason})
+	c.metrics.decisions.WithLabelValues("abandon").Inc()
 }
 
 func (l *lineage) pendingDecision() policy.Decision {
