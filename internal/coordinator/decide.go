@@ -114,7 +114,7 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 	if !ok {
 		return nil // MinJobAge passed or not yet listed: the end report tells
 	}
-	if j.State == "CANCELLED" && l.Phase == policy.PhaseRequeueIssued && l.Pending == nil {
+	if cancelledBeforeRestart(l, j) {
 		// the job we continued (requeued, or resubmitted: st.JobID is the
 		// new one) was cancelled before its next attempt started (isched
 		// stop, scancel): it never starts, and CANCELLED is never
@@ -123,6 +123,35 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 		l.event(now, "cancelled", fmt.Sprintf("job %d was cancelled before attempt %d started", j.JobID, st.Attempt+1))
 		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
 	}
+	l.followTable(j)
+	if j.RestartCount > st.Attempt && j.State != "RUNNING" {
+		slurmRequeued(l, j, now)
+	}
+	if endedUnreported(l, j) {
+		// ended without the wrapper saying so (killed, node failure,
+		// timeout): continued from its checkpoint, or over
+		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
+	}
+	return c.settleCompleted(ctx, name, l, j, now)
+}
+
+// cancelledBeforeRestart: the job a requeue or resubmission of ours
+// continued was cancelled before its next attempt started.
+func cancelledBeforeRestart(l *lineage, j report.Job) bool {
+	return j.State == "CANCELLED" && l.Phase == policy.PhaseRequeueIssued && l.Pending == nil
+}
+
+// endedUnreported: Slurm ended the job (not COMPLETED: settleCompleted
+// waits for that one's late report) while the lineage is idle, live and
+// has no end report of its attempt.
+func endedUnreported(l *lineage, j report.Job) bool {
+	return slurmEnded(j.State) && l.Phase == policy.PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil
+}
+
+// followTable takes the job table's state, partition and, for a running
+// job, its time limit's end.
+func (l *lineage) followTable(j report.Job) {
+	st := &l.Status
 	if st.State != j.State || st.Partition != j.Partition {
 		st.State, st.Partition = j.State, j.Partition
 		l.dirty = true
@@ -132,15 +161,6 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 			st.LimitMS, l.dirty = lim, true
 		}
 	}
-	if j.RestartCount > st.Attempt && j.State != "RUNNING" {
-		slurmRequeued(l, j, now)
-	}
-	if slurmEnded(j.State) && l.Phase == policy.PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
-		// ended without the wrapper saying so (killed, node failure,
-		// timeout): continued from its checkpoint, or over
-		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
-	}
-	return c.settleCompleted(ctx, name, l, j, now)
 }
 
 // slurmRequeued closes the span of an attempt Slurm requeued without its
@@ -205,25 +225,40 @@ func (c *Coordinator) settleEnd(ctx context.Context, name string, l *lineage, j 
 		return false, nil // an action of ours is under way: its outcome tells
 	}
 	graceOver := now.UnixMilli()-e.AtMS >= c.cfg.EndGrace.Milliseconds()
-	var state string
-	switch {
-	case listed && after && slurmEnded(j.State):
-		state = j.State
-	case listed && after && graceOver && j.State == "PREEMPTED":
-		state = j.State // preempted and not requeued by Slurm (PreemptMode=CANCEL)
-	case !listed && graceOver:
-		// slurmctld forgot the job (MinJobAge) before a table showed its end
-	default:
+	state, done := slurmDone(j, listed, after, graceOver)
+	if !done {
 		return false, nil
 	}
-	// the run's own end (exit 0 with no total to fall short of, or a
-	// failure of its own) is ENDED; an attempt's end short of the total
-	// keeps Slurm's word for how the job ended, if it is not continued
-	endState := state
-	if endState == "" || e.ExitCode == 0 && l.Status.TotalIters == 0 || e.ExitCode != 0 && e.Signal == "" {
-		endState = "ENDED"
+	return true, c.endOrContinue(ctx, name, l, state, endStateOf(state, e, l.Status.TotalIters), e.AtMS, now)
+}
+
+// slurmDone says whether Slurm is done with the job of an attempt that
+// sent its end report, and its final state ("" when the table no longer
+// lists the job). listed: the table lists it (j); after: the table is
+// younger than the end report; graceOver: EndGrace has passed since it.
+func slurmDone(j report.Job, listed, after, graceOver bool) (state string, done bool) {
+	switch {
+	case listed && after && slurmEnded(j.State):
+		return j.State, true
+	case listed && after && graceOver && j.State == "PREEMPTED":
+		return j.State, true // preempted and not requeued by Slurm (PreemptMode=CANCEL)
+	case !listed && graceOver:
+		// slurmctld forgot the job (MinJobAge) before a table showed its end
+		return "", true
 	}
-	return true, c.endOrContinue(ctx, name, l, state, endState, e.AtMS, now)
+	return "", false
+}
+
+// endStateOf is the state a lineage ends in after attempt e's end, Slurm
+// having ended its job in state: the run's own end (exit 0 with no total
+// to fall short of, or a failure of its own) is ENDED; an attempt's end
+// short of the total keeps Slurm's word for how the job ended, if it is
+// not continued.
+func endStateOf(state string, e *attemptEnd, totalIters int64) string {
+	if state == "" || e.ExitCode == 0 && totalIters == 0 || e.ExitCode != 0 && e.Signal == "" {
+		return "ENDED"
+	}
+	return state
 }
 
 // requeuedSince: the job table shows the job started again (or queued
@@ -286,31 +321,52 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	l.Pending = nil
 	l.dirty = true
 	c.metrics.actions.WithLabelValues(p.Type, string(r.Status)).Inc()
+	res := resultText(r)
+	l.recordResult(r.ActionID, res)
+	if r.Status != report.StatusOK {
+		c.actionFailed(l, p, r, res, now)
+		return
+	}
+	c.actionDone(l, p, r, now)
+}
+
+// resultText is how an action's result reads in its decision.
+func resultText(r *report.Result) string {
 	res := string(r.Status)
 	if r.Message != "" {
 		res += ": " + r.Message
 	}
+	return res
+}
+
+// recordResult writes an action's result into the decision that issued it.
+func (l *lineage) recordResult(actionID, res string) {
 	for i := len(l.Status.Decisions) - 1; i >= 0; i-- {
-		if l.Status.Decisions[i].ActionID == r.ActionID {
+		if l.Status.Decisions[i].ActionID == actionID {
 			l.Status.Decisions[i].Result = res
 			break
 		}
 	}
-	if p.Decision.Kind == policy.Extend && r.Status != report.StatusOK {
+}
+
+// actionFailed takes an action the agent could not carry out.
+func (c *Coordinator) actionFailed(l *lineage, p *pending, r *report.Result, res string, now time.Time) {
+	if p.Decision.Kind == policy.Extend {
 		l.NoExtend = true // do not ask again: checkpoint and requeue instead
 	}
-	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue && (p.Decision.Kind == policy.Requeue || p.Decision.Kind == policy.Resubmit) {
+	if p.Decision.Rule == policy.RuleContinue && (p.Decision.Kind == policy.Requeue || p.Decision.Kind == policy.Resubmit) {
 		c.continuationFailed(l, res, now)
 		return
 	}
-	if r.Status != report.StatusOK {
-		// reversible: the job stays where it was (the agent releases a
-		// held job whose move failed); try again later
-		c.log.Warn("action not done", "lineage", actionLineage(r.ActionID), "action", r.ActionID, "status", r.Status, "message", r.Message)
-		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
-		l.LastMoveMS = now.UnixMilli() // hysteresis also after a failure
-		return
-	}
+	// reversible: the job stays where it was (the agent releases a
+	// held job whose move failed); try again later
+	c.log.Warn("action not done", "lineage", actionLineage(r.ActionID), "action", r.ActionID, "status", r.Status, "message", r.Message)
+	l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
+	l.LastMoveMS = now.UnixMilli() // hysteresis also after a failure
+}
+
+// actionDone takes an action the agent carried out.
+func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now time.Time) {
 	switch report.ActionType(p.Type) {
 	case report.ActionUpdate:
 		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
