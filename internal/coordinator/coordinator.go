@@ -425,11 +425,20 @@ func (c *Coordinator) writeBatch(ctx context.Context, b *stream.Batch) error {
 	return err
 }
 
+// logDue says whether a warning of this key may be logged now, at most
+// one every 10 s per key, and if so counts it as logged.
+func (c *Coordinator) logDue(key string) bool {
+	if t, ok := c.rejectLogAt[key]; ok && time.Since(t) < 10*time.Second {
+		return false
+	}
+	c.rejectLogAt[key] = time.Now()
+	return true
+}
+
 func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason string) {
-	if t, ok := c.rejectLogAt[reason]; ok && time.Since(t) < 10*time.Second {
+	if !c.logDue(reason) {
 		return // rate limit: a flood of forgeries must not flood the log
 	}
-	c.rejectLogAt[reason] = time.Now()
 	attrs := []any{"reason", reason, "entry", e.ID}
 	if env != nil && env.Job != nil {
 		// what the report claimed (not vouched for: that is why it is refused)

@@ -17,11 +17,9 @@ import (
 // user owns, or one reserved for another job or user (why); it is not
 // tracked.
 func (c *Coordinator) logForeignLineage(j report.Job, lineage string, owner int, why string) {
-	const key = "job:" + RejectForeignLineage
-	if t, ok := c.rejectLogAt[key]; ok && time.Since(t) < 10*time.Second {
+	if !c.logDue("job:" + RejectForeignLineage) {
 		return
 	}
-	c.rejectLogAt[key] = time.Now()
 	if why != "" {
 		c.log.Warn("job ignored: its plan names a lineage reserved for another job or user", "job", j.JobID, "user", j.User, "uid", j.UID,
 			"lineage", lineage, "reserved", why)
@@ -437,7 +435,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		// no result yet: after a while, send the same action again (the
 		// agent executes an id at most once, so this is safe after a crash)
 		if now.Sub(time.UnixMilli(p.IssuedMS)) > 30*time.Second {
-			if _, err := c.store.Append(ctx, c.keys.Actions(), p.Action, "", 100000); err != nil {
+			if err := c.sendAction(ctx, p.Action); err != nil {
 				return err
 			}
 			p.IssuedMS = now.UnixMilli()
@@ -573,6 +571,11 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	if err := c.save(ctx, name, l); err != nil {
 		return err
 	}
-	_, err = c.store.Append(ctx, c.keys.Actions(), b, "", 100000)
+	return c.sendAction(ctx, b)
+}
+
+// sendAction appends an encoded action to the agent's action stream.
+func (c *Coordinator) sendAction(ctx context.Context, b []byte) error {
+	_, err := c.store.Append(ctx, c.keys.Actions(), b, "", 100000)
 	return err
 }
