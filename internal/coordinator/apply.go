@@ -187,6 +187,8 @@ func (l *lineage) newProcess() {
 	l.Mem.NewProcess()
 }
 
+// applyStart takes a start report: a new attempt (or a new process of
+// one) runs, on the partition and node it names.
 func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex, now time.Time) {
 	st := &l.Status
 	job := env.Job
@@ -202,43 +204,74 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	st.Node = job.Node
 	// where the iterations so far ran: the last attempt's partition (the
 	// job table may have shown the new one already)
-	prevPartition := st.Partition
-	if n := len(st.History); n > 0 && st.History[n-1].Partition != "" {
-		prevPartition = st.History[n-1].Partition
-	}
+	prevPartition := lastPartition(st)
 	st.Partition = job.Partition
 	if st.StartedMS == 0 {
 		st.StartedMS = env.TimeMS
 	}
-	moved := false
-	defer func() {
-		if moved { // after setTotal: the ETA on the new partition
-			c.refreshEstimates(l, now)
-		}
-	}()
-	defer l.setTotal()
 	st.State, st.EndedMS, st.ExitStatus = "RUNNING", 0, nil
 	l.Ended = false
 	if env.Start.TotalIters > 0 {
 		st.PlanTotal = env.Start.TotalIters
 	}
 	if j, ok := jobs[job.JobID]; ok {
-		st.User = j.User // Slurm's word; the report's user name is only the wrapper's
-		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
-			st.Plan = &p
-			if env.Start.TotalIters == 0 && p.Total > 0 {
-				st.PlanTotal = p.Total
-			}
-		}
-		if j.TimeLimitMin != nil && *j.TimeLimitMin > 0 {
-			st.LimitMS = env.TimeMS + *j.TimeLimitMin*60_000
-		}
-		l.Use.requested(j)
+		l.startFromTable(j, env)
 	}
-	startStep := int64(0)
-	if st.LastCheckpoint != nil && st.LastCheckpoint.Step != nil && env.Start.ResumeFrom == st.LastCheckpoint.Path {
-		startStep = *st.LastCheckpoint.Step
+	startStep := resumeStep(st.LastCheckpoint, env.Start.ResumeFrom)
+	l.openAttempt(span, job, env.TimeMS, startStep)
+	moved := l.leftPartition(prevPartition, job.Partition)
+	if l.Phase == policy.PhaseRequeueIssued {
+		l.requeueLanded(now)
 	}
+	if env.Start.ResumeFrom != "" && job.Rank == 0 {
+		l.Resuming = &resumeCheck{Attempt: spanKey{job.JobID, job.Attempt}, Step: startStep, Path: env.Start.ResumeFrom}
+		l.eventEach(now, "resuming", "attempt "+strconv.Itoa(job.Attempt)+" on "+job.Partition+" was given "+env.Start.ResumeFrom+
+			stepText(startStep)+"; its first step will tell whether it resumed there")
+	}
+	l.setTotal()
+	if moved { // after setTotal: the ETA on the new partition
+		c.refreshEstimates(l, now)
+	}
+}
+
+// lastPartition is where a lineage's iterations so far ran: its last
+// attempt's partition, else the status's.
+func lastPartition(st *report.JobStatus) string {
+	if n := len(st.History); n > 0 && st.History[n-1].Partition != "" {
+		return st.History[n-1].Partition
+	}
+	return st.Partition
+}
+
+// startFromTable takes what the job table says of a starting job: Slurm's
+// user name, the plan in its comment, its time limit and what it asked for.
+func (l *lineage) startFromTable(j report.Job, env *report.Envelope) {
+	st := &l.Status
+	st.User = j.User // Slurm's word; the report's user name is only the wrapper's
+	if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
+		st.Plan = &p
+		if env.Start.TotalIters == 0 && p.Total > 0 {
+			st.PlanTotal = p.Total
+		}
+	}
+	if j.TimeLimitMin != nil && *j.TimeLimitMin > 0 {
+		st.LimitMS = env.TimeMS + *j.TimeLimitMin*60_000
+	}
+	l.Use.requested(j)
+}
+
+// resumeStep is the step an attempt starts at: the last checkpoint's,
+// when the attempt was given that checkpoint to resume from, else 0.
+func resumeStep(last *report.Checkpoint, resumeFrom string) int64 {
+	if last != nil && last.Step != nil && resumeFrom == last.Path {
+		return *last.Step
+	}
+	return 0
+}
+
+// openAttempt opens the history span of a starting attempt (span: its
+// span if known), starting at startStep.
+func (l *lineage) openAttempt(span *report.Span, job *report.JobRef, atMS, startStep int64) {
 	switch {
 	case span != nil && span.EndMS != 0:
 		// another run of the wrapper in the same attempt (a second job
@@ -252,37 +285,44 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	default:
 		// one span per attempt: close the previous one (no end report
 		// came: the attempt was killed), open this one
-		l.closeOpenSpan(env.TimeMS, "requeued")
+		l.closeOpenSpan(atMS, "requeued")
+		st := &l.Status
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
-			StartMS: env.TimeMS, StartStep: startStep, EndStep: startStep})
+			StartMS: atMS, StartStep: startStep, EndStep: startStep})
 		l.CkptsAtStart = l.Ckpts
 		l.newProcess()
 	}
-	if prevPartition != "" && prevPartition != job.Partition {
-		// another node type: iteration times from the old one do not apply
-		// (the ETA converts them by speed until the new ones come)
-		l.Moved, moved = nil, true
-		if est, ok := l.Iter.Estimate(); ok && !est.Provisional {
-			l.Moved = &movedEst{From: prevPartition, Est: est}
-		}
-		l.Iter.Reset()
+}
+
+// leftPartition notes a move from the partition the iterations so far ran
+// on (from) to another (to), and says whether there was one.
+func (l *lineage) leftPartition(from, to string) bool {
+	if from == "" || from == to {
+		return false
 	}
-	if l.Phase == policy.PhaseRequeueIssued {
-		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
-		if l.RequeueRule == policy.RuleMigrate {
-			l.Moves++
-		} else {
-			l.Conts++
-			st.Continuations = l.Conts
-		}
-		l.RequeueRule = ""
-		l.LastMoveMS = now.UnixMilli()
+	// another node type: iteration times from the old one do not apply
+	// (the ETA converts them by speed until the new ones come)
+	l.Moved = nil
+	if est, ok := l.Iter.Estimate(); ok && !est.Provisional {
+		l.Moved = &movedEst{From: from, Est: est}
 	}
-	if env.Start.ResumeFrom != "" && job.Rank == 0 {
-		l.Resuming = &resumeCheck{Attempt: spanKey{job.JobID, job.Attempt}, Step: startStep, Path: env.Start.ResumeFrom}
-		l.eventEach(now, "resuming", "attempt "+strconv.Itoa(job.Attempt)+" on "+job.Partition+" was given "+env.Start.ResumeFrom+
-			stepText(startStep)+"; its first step will tell whether it resumed there")
+	l.Iter.Reset()
+	return true
+}
+
+// requeueLanded counts the requeue (or resubmission) that started this
+// attempt: a move, or a continuation.
+func (l *lineage) requeueLanded(now time.Time) {
+	st := &l.Status
+	l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
+	if l.RequeueRule == policy.RuleMigrate {
+		l.Moves++
+	} else {
+		l.Conts++
+		st.Continuations = l.Conts
 	}
+	l.RequeueRule = ""
+	l.LastMoveMS = now.UnixMilli()
 }
 
 func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) {

@@ -153,37 +153,15 @@ type Coordinator struct {
 	// trimmedCounted: reports already counted as trimmed unread (the
 	// group's cumulative figure, see stream.GroupLag.TrimmedUnread)
 	trimmedCounted int64
-	// batch: writes queued by this round (lineage state and status,
-	// series points), sent by flush in one round trip; dirtySessions:
-	// sessions whose sequence number moved, written with it. Until the
-	// flush that persists them, the entries that caused them are not acked.
-	batch         stream.Batch
-	dirtySessions map[string]*session
-	// behind, inflight: an ingest round's batch is written behind — in
-	// its own goroutine, while this one reads and judges the next
-	// reports — with the XACK of its entries inside the same MULTI/EXEC.
-	// behind is the batch being written (the writer's alone until
-	// settle), inflight its outcome; at most one write is in flight, and
-	// anything that reads Redis state the write changes (a tick, the next
-	// flush, forget) settles it first. At 10 000 jobs a round's own write
-	// and ack were half its wall time, the coordinator idle in them.
-	behind   stream.Batch
-	inflight chan error
-	// reading: the outcome of a read ahead of the next entries, started
-	// when a round has entries to judge (readAhead); nil when none is
-	// under way.
-	reading chan readResult
-	// touched: the lineages fetched (getLineage, a result's lookup) since
-	// the last flush. Only these can have changed outside a tick, whose
-	// flush looks at every lineage: an ingest flush looks at these only,
-	// not at all 10 000 (that scan was a quarter of the coordinator's CPU
-	// at 10 000 jobs).
-	touched map[string]*lineage
 	// inputs: the agent's snapshot and job table as last read and decoded
 	// (readInputs), by input name; inputDecodes counts decodes (tests)
 	inputs       map[string]decodedInput
 	inputDecodes int
 	annotations  []annotation // verdicts for AdminComment, sent at the next tick
+
+	// pipeline: the reads ahead and writes behind, and what is queued
+	// for the next write
+	pipeline
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -202,8 +180,8 @@ func New(cfg Config, store Store, munger auth.Munger, m *Metrics) *Coordinator {
 	}
 	return &Coordinator{cfg: cfg, store: store, munger: munger, uid: os.Geteuid(), keys: store.Keys(), metrics: m,
 		log: cfg.Logger.With("component", "coordinator", "cluster", store.Keys().Cluster), now: cfg.Now,
-		sessions: map[string]*session{}, dirtySessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
-		inputs: map[string]decodedInput{}, touched: map[string]*lineage{}, quota: newQuota()}
+		sessions: map[string]*session{}, lineages: map[string]*lineage{}, rejectLogAt: map[string]time.Time{},
+		inputs: map[string]decodedInput{}, quota: newQuota(), pipeline: newPipeline()}
 }
 
 // Start runs the coordinator in the background until Close.
@@ -283,86 +261,89 @@ func (c *Coordinator) stepDown() {
 func (c *Coordinator) forget() {
 	// the write in flight must land (or fail) before Redis is read again;
 	// if it failed, its entries are still pending and are read again.
-	// What a read ahead took is dropped unjudged: pending for this
-	// consumer, it is read again by the next tick (or claimed by the
-	// next leader).
-	_ = c.settle()
-	if c.reading != nil {
-		_, _ = c.readDone()
-	}
+	c.pipeline.drop()
 	c.sessions = map[string]*session{}
 	c.quota = newQuota()
-	c.dirtySessions = map[string]*session{}
-	c.batch.Reset() // their entries are not acked: read again, applied again
 	c.lineages = map[string]*lineage{}
 	c.metrics.jobs.reset()
 	c.annotations = nil
-	clear(c.touched)
 	c.snap, c.jobs = nil, nil
 	c.inputs = map[string]decodedInput{}
 	c.speeds = speedBook{} // another leader may have written receipts since
 }
 
-// decodedInput is an agent value and its decoding.
-type decodedInput struct {
-	raw []byte
-	env *report.Envelope
-}
-
 // round is one pass: keep the lead, read reports, and on each tick decide.
 func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
-	ok, err := c.store.Lock(ctx, c.keys.Leader(), c.cfg.ID, c.cfg.LeaderTTL)
+	leading, err := c.keepLead(ctx, lastTick)
+	if err != nil || !leading {
+		return err
+	}
+	if err := c.tickIfDue(ctx, lastTick); err != nil {
+		return err
+	}
+	ents, err := c.nextEntries(ctx)
 	if err != nil {
 		return err
 	}
+	return c.ingest(ctx, ents)
+}
+
+// keepLead takes or keeps the leader lock and says whether this
+// coordinator leads. A standby waits a while before it says no; a new
+// leader starts from Redis (and ticks at once).
+func (c *Coordinator) keepLead(ctx context.Context, lastTick *time.Time) (bool, error) {
+	ok, err := c.store.Lock(ctx, c.keys.Leader(), c.cfg.ID, c.cfg.LeaderTTL)
+	if err != nil {
+		return false, err
+	}
 	if !ok {
-		if c.leader {
-			c.log.Warn("lost the lead")
-			c.forget()
-		}
-		c.leader = false
-		c.metrics.leader.Set(0)
-		select {
-		case <-ctx.Done():
-		case <-time.After(c.cfg.LeaderTTL / 4):
-		}
-		return nil
+		c.standBy(ctx)
+		return false, nil
 	}
 	if !c.leader {
-		c.log.Info("leading", "id", c.cfg.ID)
-		c.forget()
-		c.leader = true
-		c.metrics.leader.Set(1)
-		if err := c.store.EnsureGroup(ctx, c.keys.Ingest(), group); err != nil {
-			return err
-		}
-		// entries a dead leader read but never acked are ours now
-		if _, err := c.store.Claim(ctx, c.keys.Ingest(), group, c.cfg.ID, 0, 10000); err != nil {
-			return err
+		if err := c.takeLead(ctx); err != nil {
+			return false, err
 		}
 		*lastTick = time.Time{}
 	}
-	now := c.now()
-	if now.Sub(*lastTick) >= c.cfg.Tick || c.kick {
-		// a tick re-reads the entries pending for this consumer, which
-		// include those a read ahead took: judge them first
-		if c.reading != nil {
-			ents, err := c.readDone()
-			if err != nil {
-				return err
-			}
-			if err := c.ingest(ctx, ents); err != nil {
-				return err
-			}
-		}
-		c.kick = false
-		*lastTick = now
-		c.checkLag(ctx)
-		if err := c.tick(ctx); err != nil {
-			return err
-		}
+	return true, nil
+}
+
+// standBy gives up what a lost lead held and waits before the next try.
+func (c *Coordinator) standBy(ctx context.Context) {
+	if c.leader {
+		c.log.Warn("lost the lead")
+		c.forget()
 	}
+	c.leader = false
+	c.metrics.leader.Set(0)
+	select {
+	case <-ctx.Done():
+	case <-time.After(c.cfg.LeaderTTL / 4):
+	}
+}
+
+// takeLead starts leading: nothing held from before is trusted, and the
+// entries a dead leader read but never acked are taken over.
+func (c *Coordinator) takeLead(ctx context.Context) error {
+	c.log.Info("leading", "id", c.cfg.ID)
+	c.forget()
+	c.leader = true
+	c.metrics.leader.Set(1)
+	if err := c.store.EnsureGroup(ctx, c.keys.Ingest(), group); err != nil {
+		return err
+	}
+	// entries a dead leader read but never acked are ours now
+	_, err := c.store.Claim(ctx, c.keys.Ingest(), group, c.cfg.ID, 0, 10000)
+	return err
+}
+
+// nextEntries returns the entries to judge next: what the read ahead
+// found, or else what a read waiting a while for new ones finds. When
+// there are some, it reads ahead again.
+func (c *Coordinator) nextEntries(ctx context.Context) ([]stream.Entry, error) {
 	var ents []stream.Entry
+	var err error
 	if c.reading != nil {
 		ents, err = c.readDone()
 	} else {
@@ -370,43 +351,18 @@ func (c *Coordinator) round(ctx context.Context, lastTick *time.Time) error {
 		ents, err = c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, block)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(ents) > 0 {
-		c.readAhead(ctx)
+		c.pipeline.readAhead(func() ([]stream.Entry, error) {
+			return c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, 0)
+		})
 	}
-	return c.ingest(ctx, ents)
+	return ents, nil
 }
 
 // readCount is how many entries one read takes.
 const readCount = 512
-
-// readResult is what a read ahead returned.
-type readResult struct {
-	ents []stream.Entry
-	err  error
-}
-
-// readAhead starts reading the next entries (without waiting for new
-// ones) while this round judges the ones it has: the reply's round trip
-// overlaps the work instead of following it. The entries it takes are
-// pending for this consumer until acked, as any read's; readDone hands
-// them over.
-func (c *Coordinator) readAhead(ctx context.Context) {
-	done := make(chan readResult, 1)
-	c.reading = done
-	go func() {
-		ents, err := c.store.ReadGroup(ctx, c.keys.Ingest(), group, c.cfg.ID, readCount, 0)
-		done <- readResult{ents, err}
-	}()
-}
-
-// readDone waits for the read ahead and returns what it read.
-func (c *Coordinator) readDone() ([]stream.Entry, error) {
-	r := <-c.reading
-	c.reading = nil
-	return r.ents, r.err
-}
 
 // ingest judges and applies entries, acking each one judged.
 func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
@@ -447,30 +403,15 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 	}
 	// the entries judged are acked with what they changed, in one
 	// MULTI/EXEC written behind: a crash lands both or neither
-	if err := c.settle(); err != nil {
-		c.batch.Reset()
+	if err := c.settleOrDrop(); err != nil {
 		return err
 	}
 	if err := c.queueFlush(false); err != nil {
 		return err
 	}
 	c.batch.Ack(c.keys.Ingest(), group, ack...)
-	c.writeBehind(ctx)
+	c.pipeline.writeBehind(func(b *stream.Batch) error { return c.writeBatch(ctx, b) })
 	return nil
-}
-
-// writeBehind hands the round's batch to a goroutine that writes it, and
-// keeps an empty one for the next round. The previous write must be
-// settled.
-func (c *Coordinator) writeBehind(ctx context.Context) {
-	if c.batch.Len() == 0 {
-		return
-	}
-	c.batch, c.behind = c.behind, c.batch
-	done := make(chan error, 1)
-	c.inflight = done
-	b := &c.behind
-	go func() { done <- c.writeBatch(ctx, b) }()
 }
 
 // writeBatch sends a batch in one round trip, timed, and empties it
@@ -484,22 +425,20 @@ func (c *Coordinator) writeBatch(ctx context.Context, b *stream.Batch) error {
 	return err
 }
 
-// settle waits for the write in flight, if any, and returns its error
-// (a failed round: Run forgets what it holds and reads Redis again).
-func (c *Coordinator) settle() error {
-	if c.inflight == nil {
-		return nil
+// logDue says whether a warning of this key may be logged now, at most
+// one every 10 s per key, and if so counts it as logged.
+func (c *Coordinator) logDue(key string) bool {
+	if t, ok := c.rejectLogAt[key]; ok && time.Since(t) < 10*time.Second {
+		return false
 	}
-	err := <-c.inflight
-	c.inflight = nil
-	return err
+	c.rejectLogAt[key] = time.Now()
+	return true
 }
 
 func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason string) {
-	if t, ok := c.rejectLogAt[reason]; ok && time.Since(t) < 10*time.Second {
+	if !c.logDue(reason) {
 		return // rate limit: a flood of forgeries must not flood the log
 	}
-	c.rejectLogAt[reason] = time.Now()
 	attrs := []any{"reason", reason, "entry", e.ID}
 	if env != nil && env.Job != nil {
 		// what the report claimed (not vouched for: that is why it is refused)
@@ -512,8 +451,7 @@ func (c *Coordinator) logRejected(e stream.Entry, env *report.Envelope, reason s
 // last flush, the sessions whose sequence numbers moved, the queued series
 // points and the receipts (after the write in flight, if any).
 func (c *Coordinator) flush(ctx context.Context, all bool) error {
-	if err := c.settle(); err != nil {
-		c.batch.Reset()
+	if err := c.settleOrDrop(); err != nil {
 		return err
 	}
 	if err := c.queueFlush(all); err != nil {

@@ -1,9 +1,7 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,171 +11,15 @@ import (
 
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
-	"github.com/isched/isched/internal/stream"
 )
-
-// tick reads the agent's view, retries deferred reports, collects action
-// results and takes decisions.
-func (c *Coordinator) tick(ctx context.Context) error {
-	now := c.now()
-	// the last round's write acks its entries: land it before asking
-	// which are still pending, and before deciding on what it saved
-	if err := c.settle(); err != nil {
-		return err
-	}
-	if err := c.readInputs(ctx, now); err != nil {
-		return err
-	}
-	c.releaseReceipts(now)
-	pend, err := c.store.ReadOwnPending(ctx, c.keys.Ingest(), group, c.cfg.ID, 2048)
-	if err != nil {
-		return err
-	}
-	if err := c.ingest(ctx, pend); err != nil {
-		return err
-	}
-	if err := c.settle(); err != nil {
-		return err
-	}
-	if err := c.loadTracked(ctx); err != nil {
-		return err
-	}
-	if err := c.syncWithJobTable(ctx, now); err != nil {
-		return err
-	}
-	if err := c.pruneSessions(ctx, now); err != nil {
-		return err
-	}
-	if err := c.readResults(ctx, now); err != nil {
-		return err
-	}
-	if err := c.sendAnnotations(ctx, now); err != nil {
-		return err
-	}
-	if err := c.loadSpeeds(ctx); err != nil {
-		return err
-	}
-	c.learnSpeeds()
-	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
-	for name, l := range c.lineages {
-		if l.Ended || l.End != nil && l.Phase == policy.PhaseNone {
-			continue // ended, or its attempt did and Slurm has the next word
-		}
-		if err := c.decide(ctx, name, l, fresh, now); err != nil {
-			return err
-		}
-	}
-	if err := c.flush(ctx, true); err != nil {
-		return err
-	}
-	if err := c.evictEnded(ctx, now); err != nil {
-		return err
-	}
-	c.metrics.tracked.Set(float64(len(c.lineages)))
-	return nil
-}
-
-// readInputs reads the agent's snapshot and job table.
-func (c *Coordinator) readInputs(ctx context.Context, now time.Time) error {
-	for _, in := range []struct {
-		name, key string
-		kind      report.Kind
-	}{{"snapshot", c.keys.Snapshot(), report.KindSnapshot}, {"jobs", c.keys.Jobs(), report.KindJobs}} {
-		b, err := c.store.Get(ctx, in.key)
-		if errors.Is(err, stream.ErrNotFound) {
-			c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
-			if in.kind == report.KindSnapshot {
-				c.snap = nil
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		// The agent publishes every poll (5 s), the coordinator reads every
-		// tick (2 s): a value it already decoded is not decoded again (at
-		// 10 000 jobs the job table is 3 MB of JSON). Its age still moves.
-		cached, unchanged := c.inputs[in.name]
-		unchanged = unchanged && bytes.Equal(b, cached.raw)
-		env := cached.env
-		if !unchanged {
-			c.inputDecodes++
-			if env, err = report.DecodeTable(b); err != nil || env.Kind != in.kind {
-				delete(c.inputs, in.name)
-				c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
-				c.log.Warn("agent data unreadable; ignored", "input", in.name, "err", err)
-				continue
-			}
-			c.inputs[in.name] = decodedInput{raw: b, env: env}
-		}
-		age := now.Sub(env.Time())
-		c.metrics.pollAge.WithLabelValues(in.name).Set(age.Seconds())
-		okFresh := age <= c.cfg.StaleAfter
-		if okFresh {
-			c.metrics.pollSuccess.WithLabelValues(in.name).Set(1)
-		} else {
-			c.metrics.pollSuccess.WithLabelValues(in.name).Set(0)
-		}
-		switch in.kind {
-		case report.KindSnapshot:
-			c.snap = env.Snapshot
-			if !okFresh {
-				c.snap = nil // never decide on a stale picture of the cluster
-			}
-		case report.KindJobs:
-			// owners do not change, so even a stale table confirms sessions;
-			// states are only used when fresh (syncWithJobTable)
-			if unchanged && c.jobs != nil {
-				continue
-			}
-			idx := jobIndex{}
-			for _, j := range env.Jobs.Jobs {
-				idx[j.JobID] = j
-			}
-			c.jobs, c.jobsAt = idx, env.Time()
-		}
-	}
-	return nil
-}
-
-// loadTracked loads every tracked lineage once after taking the lead.
-func (c *Coordinator) loadTracked(ctx context.Context) error {
-	if c.resultsID != "" {
-		return nil
-	}
-	names, err := c.store.HGetAll(ctx, c.keys.Lineages())
-	if err != nil {
-		return err
-	}
-	var expired []string
-	for name := range names {
-		// a tracked name whose state expired (EndedTTL) is not revived
-		if _, err := c.store.Get(ctx, c.keys.JobState(name)); errors.Is(err, stream.ErrNotFound) {
-			expired = append(expired, name)
-			continue
-		}
-		if _, err := c.getLineage(ctx, name); err != nil {
-			return err
-		}
-	}
-	if len(expired) > 0 {
-		if err := c.store.HDel(ctx, c.keys.Lineages(), expired...); err != nil {
-			return err
-		}
-	}
-	c.resultsID = "0" // re-read every retained result: idempotent by action id
-	return nil
-}
 
 // logForeignLineage says (rate-limited) that a job names a lineage another
 // user owns, or one reserved for another job or user (why); it is not
 // tracked.
 func (c *Coordinator) logForeignLineage(j report.Job, lineage string, owner int, why string) {
-	const key = "job:" + RejectForeignLineage
-	if t, ok := c.rejectLogAt[key]; ok && time.Since(t) < 10*time.Second {
+	if !c.logDue("job:" + RejectForeignLineage) {
 		return
 	}
-	c.rejectLogAt[key] = time.Now()
 	if why != "" {
 		c.log.Warn("job ignored: its plan names a lineage reserved for another job or user", "job", j.JobID, "user", j.User, "uid", j.UID,
 			"lineage", lineage, "reserved", why)
@@ -270,7 +112,7 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 	if !ok {
 		return nil // MinJobAge passed or not yet listed: the end report tells
 	}
-	if j.State == "CANCELLED" && l.Phase == policy.PhaseRequeueIssued && l.Pending == nil {
+	if cancelledBeforeRestart(l, j) {
 		// the job we continued (requeued, or resubmitted: st.JobID is the
 		// new one) was cancelled before its next attempt started (isched
 		// stop, scancel): it never starts, and CANCELLED is never
@@ -279,6 +121,35 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 		l.event(now, "cancelled", fmt.Sprintf("job %d was cancelled before attempt %d started", j.JobID, st.Attempt+1))
 		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
 	}
+	l.followTable(j)
+	if j.RestartCount > st.Attempt && j.State != "RUNNING" {
+		slurmRequeued(l, j, now)
+	}
+	if endedUnreported(l, j) {
+		// ended without the wrapper saying so (killed, node failure,
+		// timeout): continued from its checkpoint, or over
+		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
+	}
+	return c.settleCompleted(ctx, name, l, j, now)
+}
+
+// cancelledBeforeRestart: the job a requeue or resubmission of ours
+// continued was cancelled before its next attempt started.
+func cancelledBeforeRestart(l *lineage, j report.Job) bool {
+	return j.State == "CANCELLED" && l.Phase == policy.PhaseRequeueIssued && l.Pending == nil
+}
+
+// endedUnreported: Slurm ended the job (not COMPLETED: settleCompleted
+// waits for that one's late report) while the lineage is idle, live and
+// has no end report of its attempt.
+func endedUnreported(l *lineage, j report.Job) bool {
+	return slurmEnded(j.State) && l.Phase == policy.PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil
+}
+
+// followTable takes the job table's state, partition and, for a running
+// job, its time limit's end.
+func (l *lineage) followTable(j report.Job) {
+	st := &l.Status
 	if st.State != j.State || st.Partition != j.Partition {
 		st.State, st.Partition = j.State, j.Partition
 		l.dirty = true
@@ -288,15 +159,6 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 			st.LimitMS, l.dirty = lim, true
 		}
 	}
-	if j.RestartCount > st.Attempt && j.State != "RUNNING" {
-		slurmRequeued(l, j, now)
-	}
-	if slurmEnded(j.State) && l.Phase == policy.PhaseNone && !l.Ended && j.State != "COMPLETED" && l.End == nil {
-		// ended without the wrapper saying so (killed, node failure,
-		// timeout): continued from its checkpoint, or over
-		return c.endOrContinue(ctx, name, l, j.State, j.State, now.UnixMilli(), now)
-	}
-	return c.settleCompleted(ctx, name, l, j, now)
 }
 
 // slurmRequeued closes the span of an attempt Slurm requeued without its
@@ -361,25 +223,40 @@ func (c *Coordinator) settleEnd(ctx context.Context, name string, l *lineage, j 
 		return false, nil // an action of ours is under way: its outcome tells
 	}
 	graceOver := now.UnixMilli()-e.AtMS >= c.cfg.EndGrace.Milliseconds()
-	var state string
-	switch {
-	case listed && after && slurmEnded(j.State):
-		state = j.State
-	case listed && after && graceOver && j.State == "PREEMPTED":
-		state = j.State // preempted and not requeued by Slurm (PreemptMode=CANCEL)
-	case !listed && graceOver:
-		// slurmctld forgot the job (MinJobAge) before a table showed its end
-	default:
+	state, done := slurmDone(j, listed, after, graceOver)
+	if !done {
 		return false, nil
 	}
-	// the run's own end (exit 0 with no total to fall short of, or a
-	// failure of its own) is ENDED; an attempt's end short of the total
-	// keeps Slurm's word for how the job ended, if it is not continued
-	endState := state
-	if endState == "" || e.ExitCode == 0 && l.Status.TotalIters == 0 || e.ExitCode != 0 && e.Signal == "" {
-		endState = "ENDED"
+	return true, c.endOrContinue(ctx, name, l, state, endStateOf(state, e, l.Status.TotalIters), e.AtMS, now)
+}
+
+// slurmDone says whether Slurm is done with the job of an attempt that
+// sent its end report, and its final state ("" when the table no longer
+// lists the job). listed: the table lists it (j); after: the table is
+// younger than the end report; graceOver: EndGrace has passed since it.
+func slurmDone(j report.Job, listed, after, graceOver bool) (state string, done bool) {
+	switch {
+	case listed && after && slurmEnded(j.State):
+		return j.State, true
+	case listed && after && graceOver && j.State == "PREEMPTED":
+		return j.State, true // preempted and not requeued by Slurm (PreemptMode=CANCEL)
+	case !listed && graceOver:
+		// slurmctld forgot the job (MinJobAge) before a table showed its end
+		return "", true
 	}
-	return true, c.endOrContinue(ctx, name, l, state, endState, e.AtMS, now)
+	return "", false
+}
+
+// endStateOf is the state a lineage ends in after attempt e's end, Slurm
+// having ended its job in state: the run's own end (exit 0 with no total
+// to fall short of, or a failure of its own) is ENDED; an attempt's end
+// short of the total keeps Slurm's word for how the job ended, if it is
+// not continued.
+func endStateOf(state string, e *attemptEnd, totalIters int64) string {
+	if state == "" || e.ExitCode == 0 && totalIters == 0 || e.ExitCode != 0 && e.Signal == "" {
+		return "ENDED"
+	}
+	return state
 }
 
 // requeuedSince: the job table shows the job started again (or queued
@@ -442,31 +319,52 @@ func (c *Coordinator) applyResult(r *report.Result, now time.Time) {
 	l.Pending = nil
 	l.dirty = true
 	c.metrics.actions.WithLabelValues(p.Type, string(r.Status)).Inc()
+	res := resultText(r)
+	l.recordResult(r.ActionID, res)
+	if r.Status != report.StatusOK {
+		c.actionFailed(l, p, r, res, now)
+		return
+	}
+	c.actionDone(l, p, r, now)
+}
+
+// resultText is how an action's result reads in its decision.
+func resultText(r *report.Result) string {
 	res := string(r.Status)
 	if r.Message != "" {
 		res += ": " + r.Message
 	}
+	return res
+}
+
+// recordResult writes an action's result into the decision that issued it.
+func (l *lineage) recordResult(actionID, res string) {
 	for i := len(l.Status.Decisions) - 1; i >= 0; i-- {
-		if l.Status.Decisions[i].ActionID == r.ActionID {
+		if l.Status.Decisions[i].ActionID == actionID {
 			l.Status.Decisions[i].Result = res
 			break
 		}
 	}
-	if p.Decision.Kind == policy.Extend && r.Status != report.StatusOK {
+}
+
+// actionFailed takes an action the agent could not carry out.
+func (c *Coordinator) actionFailed(l *lineage, p *pending, r *report.Result, res string, now time.Time) {
+	if p.Decision.Kind == policy.Extend {
 		l.NoExtend = true // do not ask again: checkpoint and requeue instead
 	}
-	if r.Status != report.StatusOK && p.Decision.Rule == policy.RuleContinue && (p.Decision.Kind == policy.Requeue || p.Decision.Kind == policy.Resubmit) {
+	if p.Decision.Rule == policy.RuleContinue && (p.Decision.Kind == policy.Requeue || p.Decision.Kind == policy.Resubmit) {
 		c.continuationFailed(l, res, now)
 		return
 	}
-	if r.Status != report.StatusOK {
-		// reversible: the job stays where it was (the agent releases a
-		// held job whose move failed); try again later
-		c.log.Warn("action not done", "lineage", actionLineage(r.ActionID), "action", r.ActionID, "status", r.Status, "message", r.Message)
-		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
-		l.LastMoveMS = now.UnixMilli() // hysteresis also after a failure
-		return
-	}
+	// reversible: the job stays where it was (the agent releases a
+	// held job whose move failed); try again later
+	c.log.Warn("action not done", "lineage", actionLineage(r.ActionID), "action", r.ActionID, "status", r.Status, "message", r.Message)
+	l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
+	l.LastMoveMS = now.UnixMilli() // hysteresis also after a failure
+}
+
+// actionDone takes an action the agent carried out.
+func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now time.Time) {
 	switch report.ActionType(p.Type) {
 	case report.ActionUpdate:
 		l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
@@ -537,7 +435,7 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		// no result yet: after a while, send the same action again (the
 		// agent executes an id at most once, so this is safe after a crash)
 		if now.Sub(time.UnixMilli(p.IssuedMS)) > 30*time.Second {
-			if _, err := c.store.Append(ctx, c.keys.Actions(), p.Action, "", 100000); err != nil {
+			if err := c.sendAction(ctx, p.Action); err != nil {
 				return err
 			}
 			p.IssuedMS = now.UnixMilli()
@@ -560,28 +458,54 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		return nil
 	}
 	j := c.policyJob(l, now)
+	// the checkpoint a move waited for is there: the move is decided again
+	ckptDone := l.Phase == policy.PhaseAwaitingCheckpoint && l.Ckpts > l.CkptAtReq
 	var d policy.Decision
-	if l.Phase == policy.PhaseAwaitingCheckpoint && l.Ckpts > l.CkptAtReq {
+	if ckptDone {
 		d = policy.AfterCheckpoint(c.policyConfig(), j, c.snap, now, l.pendingDecision())
-		if d.Kind == policy.None || d.Abandoned {
-			l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
-			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
-			c.metrics.decisions.WithLabelValues("abandon").Inc()
-			return nil
-		}
 	} else {
 		d = policy.Decide(c.policyConfig(), j, c.snap, now)
 	}
-	if d.Kind == policy.None {
-		if d.Abandoned {
-			// the policy gave up waiting for the checkpoint
-			l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
-			l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: d.Reason})
-			c.metrics.decisions.WithLabelValues("abandon").Inc()
-		}
-		return nil
+	switch outcome(ckptDone, d) {
+	case abandonMove:
+		c.abandon(l, d.Reason, now)
+	case issueAction:
+		return c.issue(ctx, name, l, d, now)
 	}
-	return c.issue(ctx, name, l, d, now)
+	return nil
+}
+
+// decisionOutcome is what decide does with a policy decision.
+type decisionOutcome int
+
+const (
+	noAction    decisionOutcome = iota // nothing to do
+	issueAction                        // send the decision's action
+	abandonMove                        // give up the move under way
+)
+
+// outcome says what a decision comes to. After the awaited checkpoint
+// (ckptDone) a move is carried out or given up, never left waiting; else
+// the policy may give up waiting for the checkpoint (Abandoned, with no
+// action).
+func outcome(ckptDone bool, d policy.Decision) decisionOutcome {
+	switch {
+	case ckptDone && (d.Kind == policy.None || d.Abandoned):
+		return abandonMove
+	case d.Kind != policy.None:
+		return issueAction
+	case d.Abandoned:
+		return abandonMove
+	}
+	return noAction
+}
+
+// abandon gives up the move under way, as a decision of its own: the
+// lineage goes back to no phase, and hysteresis counts from now.
+func (c *Coordinator) abandon(l *lineage, reason string, now time.Time) {
+	l.Phase, l.PhaseMS, l.LastMoveMS = policy.PhaseNone, now.UnixMilli(), now.UnixMilli()
+	l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "abandon", Reason: reason})
+	c.metrics.decisions.WithLabelValues("abandon").Inc()
 }
 
 func (l *lineage) pendingDecision() policy.Decision {
@@ -647,6 +571,11 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	if err := c.save(ctx, name, l); err != nil {
 		return err
 	}
-	_, err = c.store.Append(ctx, c.keys.Actions(), b, "", 100000)
+	return c.sendAction(ctx, b)
+}
+
+// sendAction appends an encoded action to the agent's action stream.
+func (c *Coordinator) sendAction(ctx context.Context, b []byte) error {
+	_, err := c.store.Append(ctx, c.keys.Actions(), b, "", 100000)
 	return err
 }

@@ -11,13 +11,13 @@
 // replayed, malformed and foreign reports are rejected with a counted,
 // logged reason (see docs/threat-model.md).
 //
-// The ingest loop overlaps its Redis round trips with its work: while a
-// round judges its reports, the next ones are read ahead (readAhead) and
-// the previous round's writes land (writeBehind: state, sessions, series
-// and the XACK of the entries that changed them, in one MULTI/EXEC, so a
-// crash lands a report's effects and its ack together or neither). One
-// write is in flight at a time; a tick, a decision's save and forget wait
-// for it.
+// The ingest loop overlaps its Redis round trips with its work (pipeline,
+// apart from the coordinator's domain state): while a round judges its
+// reports, the next ones are read ahead (readAhead) and the previous
+// round's writes land (writeBehind: state, sessions, series and the XACK
+// of the entries that changed them, in one MULTI/EXEC, so a crash lands a
+// report's effects and its ack together or neither). One write is in
+// flight at a time; a tick, a decision's save and forget wait for it.
 //
 // State: per lineage, the job's status (report.JobStatus, for `isched
 // status`), its estimators and its migration phase live in Redis, so a

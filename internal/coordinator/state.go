@@ -281,19 +281,25 @@ func (l *lineage) event(now time.Time, kind, msg string) {
 // eventEach records an event even when one of its kind came within a
 // minute: one per attempt (a resume offered, confirmed or failed).
 func (l *lineage) eventEach(now time.Time, kind, msg string) {
-	l.Status.Events = append(l.Status.Events, report.StatusEvent{AtMS: now.UnixMilli(), Kind: kind, Message: msg})
-	if len(l.Status.Events) > 50 {
-		l.Status.Events = l.Status.Events[len(l.Status.Events)-50:]
-	}
+	l.Status.Events = appendLast(l.Status.Events, report.StatusEvent{AtMS: now.UnixMilli(), Kind: kind, Message: msg}, statusKeep)
 	l.dirty = true
 }
 
 func (l *lineage) decision(d report.Decision) {
-	l.Status.Decisions = append(l.Status.Decisions, d)
-	if len(l.Status.Decisions) > 50 {
-		l.Status.Decisions = l.Status.Decisions[len(l.Status.Decisions)-50:]
-	}
+	l.Status.Decisions = appendLast(l.Status.Decisions, d, statusKeep)
 	l.dirty = true
+}
+
+// statusKeep is how many events and decisions a status keeps.
+const statusKeep = 50
+
+// appendLast appends v to s and keeps the last n elements.
+func appendLast[T any](s []T, v T, n int) []T {
+	s = append(s, v)
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
 }
 
 // endedLinger is how long an ended lineage stays in memory (late reports,

@@ -170,7 +170,7 @@ func (c *Coordinator) sendAnnotations(ctx context.Context, now time.Time) error 
 			c.annotations = c.annotations[1:]
 			continue
 		}
-		if _, err := c.store.Append(ctx, c.keys.Actions(), b, "", 100000); err != nil {
+		if err := c.sendAction(ctx, b); err != nil {
 			return err
 		}
 		l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "annotate", Reason: "the verdict into the job's AdminComment", ActionID: id})
