@@ -77,16 +77,10 @@ func gridSite(t *testing.T, g *gridRecord) *Site {
 	return s
 }
 
-// knownShort are the grid cells where the profiled GPU memory is under
-// the truth, and by how much at most (docs/gpu-check.md): ResNet-18 bf16's
-// per-sample growth went from 12.75 MiB between batch 8 and 16 to 22 MiB
-// between 32 and 64 (the caching allocator's segments).
-var knownShort = map[string]float64{"h100-2026-11-27c-bf16 resnet18 bf16 batch 64": -0.07}
-
 // TestDeviceGridProfiled replays the H100 grids of 2026-11-27: from the
-// profile's receipts at batch 8 and 16, the GPU memory estimate is not
-// under nvidia-smi's figure at 8 to the largest batch that fit (within 2 %
-// where measured, 16 % where fitted) but in knownShort; where the profile's
+// profile's receipts at batch 8 and 16, the GPU memory estimate is never
+// under nvidia-smi's figure at 8 to the largest batch that fit (within 3 %
+// where measured, 25 % where fitted); where the profile's
 // own steps agreed with the fresh processes' (within 12 % at 8 and 16:
 // ResNet-18 and GPT-2 fp32), the time at 32 and 64 is within 10 %; at the
 // largest batches (over FarBeyond x 16) the time is within 20 % and its
@@ -123,11 +117,11 @@ func TestDeviceGridProfiled(t *testing.T) {
 					t.Errorf("%s: static row, want one made of the profile's receipts", what)
 					continue
 				}
-				limit := 0.16
+				limit := 0.25
 				if r.Batch <= 16 {
-					limit = 0.02
+					limit = 0.03
 				}
-				if e := float64(row.Mem-r.SMIBytes) / float64(r.SMIBytes); e < knownShort[what] || e > limit {
+				if e := float64(row.Mem-r.SMIBytes) / float64(r.SMIBytes); e < 0 || e > limit {
 					t.Errorf("%s: memory %s against %s measured: %+.1f%%, want 0..%+.0f%%", what,
 						FormatBytes(row.Mem), FormatBytes(r.SMIBytes), 100*e, 100*limit)
 				}

@@ -642,11 +642,11 @@ const FarBeyond = 4
 
 // DeviceMemMaxMargin caps the margin of a GPU memory figure made of
 // receipts, relative to the prediction: Margin's interval grows with the
-// distance from the measured batches (+301 % at batch 1567 from 8 and 16),
-// while the line's own error did not (it was 7 % under at 1567 and 1 %
-// at 6090 on the same grid, up to 16 % under at 64 for ResNet-18 bf16,
-// whose margin there was 11 %).
-const DeviceMemMaxMargin = 0.15
+// distance from the measured batches (+301 % at batch 1567 from 8 and 16
+// on the H100 grid), while the line's own error did not (7 % under at
+// 1567, 1 % at 6090, 16 % at 64 for ResNet-18 bf16, whose margin there is
+// 19.5 %).
+const DeviceMemMaxMargin = 0.25
 
 // farGPUTime is a GPU's time band far beyond the profiled batches: two
 // small batches said how long a launch-bound step takes, not what the GPU
