@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,16 +15,45 @@ const PlanPrefix = "isched:v1"
 
 // Plan says where a job would ideally run and what it may run on meanwhile.
 type Plan struct {
-	Lineage   string   // lineage id chosen by `isched submit`
-	Cluster   string   // isched cluster key the job reports to; empty: any
-	Ideal     string   // ideal partition
-	IdealGres string   // GRES on the ideal partition, e.g. "gpu:1"; empty: none
-	IdealTime int64    // time limit on the ideal partition, minutes (0: partition default)
-	Fallbacks []string // partitions it may start on while the ideal one is busy
-	Total     int64    // total iterations, 0 when unknown
-	Model     string   // model fingerprint (for receipts), optional
-	Batch     int      // batch size (for receipts), optional
-	Migrate   bool     // the user allows migration
+	Lineage   string   `json:"lineage,omitempty"`            // lineage id chosen by `isched submit`
+	Cluster   string   `json:"cluster,omitempty"`            // isched cluster key the job reports to; empty: any
+	Ideal     string   `json:"ideal,omitempty"`              // ideal partition
+	IdealGres string   `json:"ideal_gres,omitempty"`         // GRES on the ideal partition, e.g. "gpu:1"; empty: none
+	IdealTime int64    `json:"ideal_time_minutes,omitempty"` // time limit on the ideal partition, minutes (0: partition default)
+	Fallbacks []string `json:"fallbacks,omitempty"`          // partitions it may start on while the ideal one is busy
+	Total     int64    `json:"total_iters,omitempty"`        // total iterations, 0 when unknown
+	Model     string   `json:"model,omitempty"`              // model fingerprint (for receipts), optional
+	Batch     int      `json:"batch,omitempty"`              // batch size (for receipts), optional
+	Migrate   bool     `json:"migrate,omitempty"`            // the user allows migration
+}
+
+// UnmarshalJSON reads a plan in either spelling: snake_case (what isched
+// writes and --json prints) or the Go field names of statuses stored
+// before the plan had JSON names. encoding/json matches keys without
+// regard to case, so the old names that differ from the new ones only in
+// case need nothing; these three differ in more.
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	type plain Plan
+	var old struct {
+		IdealGres        string
+		IdealTime, Total int64
+	}
+	if err := json.Unmarshal(b, (*plain)(p)); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &old); err != nil {
+		return err
+	}
+	if p.IdealGres == "" {
+		p.IdealGres = old.IdealGres
+	}
+	if p.IdealTime == 0 {
+		p.IdealTime = old.IdealTime
+	}
+	if p.Total == 0 {
+		p.Total = old.Total
+	}
+	return nil
 }
 
 // FormatComment renders the plan as a job comment (space-separated key=value).

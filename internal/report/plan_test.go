@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -31,6 +32,32 @@ func TestPlanComment(t *testing.T) {
 		var fe *FieldError
 		if !ok || !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "comment.") {
 			t.Errorf("%q: ok=%v err=%v, want a field error", bad, ok, err)
+		}
+	}
+}
+
+// TestPlanJSON: the plan's JSON is snake_case (status --json), and a
+// status stored by an older coordinator (Go field names) still reads.
+func TestPlanJSON(t *testing.T) {
+	t.Parallel()
+	p := Plan{Lineage: "L-1", Cluster: "lab", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, Fallbacks: []string{"cpu"},
+		Total: 5000, Model: "m", Batch: 32, Migrate: true}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"lineage":"L-1","cluster":"lab","ideal":"gpu","ideal_gres":"gpu:1","ideal_time_minutes":90,"fallbacks":["cpu"],"total_iters":5000,"model":"m","batch":32,"migrate":true}`
+	if string(b) != want {
+		t.Errorf("json: %s\nwant %s", b, want)
+	}
+	for _, in := range []string{want,
+		`{"Lineage":"L-1","Cluster":"lab","Ideal":"gpu","IdealGres":"gpu:1","IdealTime":90,"Fallbacks":["cpu"],"Total":5000,"Model":"m","Batch":32,"Migrate":true}`} {
+		var got Plan
+		if err := json.Unmarshal([]byte(in), &got); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, p) {
+			t.Errorf("%s: %+v, want %+v", in, got, p)
 		}
 	}
 }
