@@ -27,6 +27,7 @@ the self-test runs them on a recorded grid (scripts/testdata/gpu-check/grid).
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -459,7 +460,11 @@ def cmd_grid(a, gc):
         gpu = {"index": None, "name": "cpu (pipeline check)", "total_bytes": 16 << 30}
     tmp = tempfile.mkdtemp(prefix="isched-gpu-grid-")
     print("grid: %s, %s; models %s; budget %ds; in %s" % (gpu["name"], a.device, a.models, a.budget, tmp), flush=True)
-    result = Grid(gc, a, tmp, gpu).run()
+    try:
+        result = Grid(gc, a, tmp, gpu).run()
+    finally:
+        if not getattr(a, "keep", False):
+            shutil.rmtree(tmp, ignore_errors=True)
     for n in result["notes"]:
         print("note: " + n)
     print_table(verdicts(result))
