@@ -409,7 +409,7 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 	if err := c.queueFlush(false); err != nil {
 		return err
 	}
-	c.batch.Ack(c.keys.Ingest(), group, ack...)
+	c.batch.AckDelete(c.keys.Ingest(), group, ack...)
 	c.pipeline.writeBehind(func(b *stream.Batch) error { return c.writeBatch(ctx, b) })
 	return nil
 }

@@ -270,10 +270,15 @@ func TestAcceptsOwnersReportsAndRejectsForgeries(t *testing.T) {
 	forged := *alice
 	forged.sess.Key = make([]byte, 32)
 	e.sample(&forged, 6, 1, 100)
+	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
 	e.rounds(2)
+	// judged entries are deleted, the forgeries too: the stream holds
+	// nothing nobody will read
+	if left, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10); len(left) != 0 {
+		t.Errorf("%d judged entries left in the ingest stream, want none", len(left))
+	}
 	// a replay of alice's first sample (same bytes, same seq), older than
 	// her latest report
-	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
 	e.appendRaw(ents[1].Payload, ents[1].MAC)
 	// garbage
 	e.appendRaw([]byte(`{"v":1,"kind":"sample"`), "x")
@@ -321,13 +326,13 @@ func TestRetransmissionIsADuplicateNotAReplay(t *testing.T) {
 	startB, startMAC := e.sendStart(alice)
 	e.appendRaw(startB, startMAC) // the start, twice
 	e.sample(alice, 1, 5, 100)
+	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
+	last := ents[len(ents)-1] // judged entries are deleted: take it now
 	e.rounds(1)
 	dups := func() float64 { return testutilCounter(e.c.metrics.reports.WithLabelValues("duplicate")) }
 	if n, acc := dups(), testutilCounter(e.c.metrics.reports.WithLabelValues("accepted")); n != 1 || acc != 2 {
 		t.Fatalf("start sent twice: %v duplicates, %v accepted, want 1 and 2", n, acc)
 	}
-	ents, _ := e.store.Range(context.Background(), "isched:lab:ingest", "-", "+", 10)
-	last := ents[len(ents)-1]
 	// the coordinator restarts: the session (and its latest MAC) is read back
 	e.c = e.newCoordinator()
 	e.appendRaw(last.Payload, last.MAC) // the latest sample, twice

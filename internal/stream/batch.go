@@ -53,6 +53,7 @@ const (
 	opHSet
 	opPush
 	opAck
+	opDel
 )
 
 // Set queues Client.Set.
@@ -85,6 +86,21 @@ func (b *Batch) Ack(stream, group string, ids ...string) {
 		return
 	}
 	b.ops = append(b.ops, batchOp{kind: opAck, key: stream, group: group, fields: ids})
+}
+
+// AckDelete queues Ack and then XDEL of the same entries: once the only
+// reader has judged an entry, nothing reads it again, and deleting it keeps
+// the stream (and Redis's memory) to what is still unjudged, instead of
+// holding every judged entry, a rejected flood's included, until the
+// writers' MAXLEN trims it. Entries are deleted only up to what the group
+// read, so Redis can still tell the group's lag (XINFO GROUPS: a deleted
+// entry after the group's last-delivered id would make it unknown).
+func (b *Batch) AckDelete(stream, group string, ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	b.Ack(stream, group, ids...)
+	b.ops = append(b.ops, batchOp{kind: opDel, key: stream, fields: ids})
 }
 
 // Then makes the writes queued after it wait, on a Redis Cluster, until
@@ -226,5 +242,7 @@ func queueOp(ctx context.Context, pipe redis.Pipeliner, op batchOp) {
 		pipe.LTrim(ctx, op.key, -op.max, -1)
 	case opAck:
 		pipe.XAck(ctx, op.key, op.group, op.fields...)
+	case opDel:
+		pipe.XDel(ctx, op.key, op.fields...)
 	}
 }

@@ -77,3 +77,48 @@ func testLagCountsTrimmedUnread(t *testing.T, r testutil.Redis) {
 		t.Fatal("Lag of a missing group: no error")
 	}
 }
+
+// TestAckDeleteKeepsLag: entries the group read, acked and deleted in one
+// batch (what the coordinator does with every judged report) leave the
+// stream, and on the real Redis the group's lag and the trimmed-unread
+// count stay known and right: deleting only what the group read never
+// puts a tombstone after its last-delivered id.
+func TestAckDeleteKeepsLag(t *testing.T) {
+	ctx := context.Background()
+	c := open(t, testutil.NeedRedis(t), "coordinator", true)
+	key := c.Keys().Ingest() + "-acktest"
+	t.Cleanup(func() { _ = c.Del(ctx, key) })
+	_ = c.Del(ctx, key)
+	if err := c.EnsureGroup(ctx, key, "g"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := c.Append(ctx, key, []byte(`{"i":1}`), "mac", 1000); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	for _, step := range []struct{ read, length, lag int64 }{{6, 4, 4}, {10, 0, 0}} {
+		ents, err := c.ReadGroup(ctx, key, "g", "c", 6, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(ents))
+		for i, e := range ents {
+			ids[i] = e.ID
+		}
+		var b stream.Batch
+		b.AckDelete(key, "g", ids...)
+		if err := c.WriteBatch(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Lag(ctx, key, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, ok := l.TrimmedUnread()
+		if l.Read != step.read || l.Length != step.length || l.Lag != step.lag || l.Pending != 0 || !ok || n != 0 {
+			t.Fatalf("after reading %d: %+v, trimmed unread %d %v; want length %d, lag %d, none pending, 0 trimmed",
+				step.read, l, n, ok, step.length, step.lag)
+		}
+	}
+}
