@@ -370,7 +370,7 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 		return nil
 	}
 	now := c.now()
-	var ack []string
+	var ack, drop []string
 	for _, e := range ents {
 		start := time.Now()
 		env, s, v, reason, err := c.verify(ctx, e, c.jobs, now)
@@ -391,7 +391,7 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 			c.metrics.rejected.WithLabelValues(reason).Inc()
 			c.metrics.reports.WithLabelValues("rejected").Inc()
 			c.logRejected(e, env, reason)
-			ack = append(ack, e.ID)
+			ack, drop = append(ack, e.ID), append(drop, e.ID)
 		case deferred:
 			c.metrics.reports.WithLabelValues("deferred").Inc()
 		case duplicate:
@@ -409,7 +409,10 @@ func (c *Coordinator) ingest(ctx context.Context, ents []stream.Entry) error {
 	if err := c.queueFlush(false); err != nil {
 		return err
 	}
-	c.batch.AckDelete(c.keys.Ingest(), group, ack...)
+	c.batch.Ack(c.keys.Ingest(), group, ack...)
+	// a rejected report is of no use to anyone: gone at once, so a flood
+	// of them holds no memory (accepted ones stay for the writers' MAXLEN)
+	c.batch.Delete(c.keys.Ingest(), drop...)
 	c.pipeline.writeBehind(func(b *stream.Batch) error { return c.writeBatch(ctx, b) })
 	return nil
 }

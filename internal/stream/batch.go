@@ -88,18 +88,16 @@ func (b *Batch) Ack(stream, group string, ids ...string) {
 	b.ops = append(b.ops, batchOp{kind: opAck, key: stream, group: group, fields: ids})
 }
 
-// AckDelete queues Ack and then XDEL of the same entries: once the only
-// reader has judged an entry, nothing reads it again, and deleting it keeps
-// the stream (and Redis's memory) to what is still unjudged, instead of
-// holding every judged entry, a rejected flood's included, until the
-// writers' MAXLEN trims it. Entries are deleted only up to what the group
-// read, so Redis can still tell the group's lag (XINFO GROUPS: a deleted
-// entry after the group's last-delivered id would make it unknown).
-func (b *Batch) AckDelete(stream, group string, ids ...string) {
+// Delete queues XDEL of entries (queue it after their Ack: XDEL leaves
+// an entry in the group's pending list). The coordinator deletes the
+// reports it rejected, so a flood of forged or malformed entries does not
+// hold Redis's memory until the writers' MAXLEN trims it. Delete only
+// entries the group read: a deleted entry after the group's
+// last-delivered id would make its lag unknown to Redis (XINFO GROUPS).
+func (b *Batch) Delete(stream string, ids ...string) {
 	if len(ids) == 0 {
 		return
 	}
-	b.Ack(stream, group, ids...)
 	b.ops = append(b.ops, batchOp{kind: opDel, key: stream, fields: ids})
 }
 

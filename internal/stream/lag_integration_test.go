@@ -79,7 +79,7 @@ func testLagCountsTrimmedUnread(t *testing.T, r testutil.Redis) {
 }
 
 // TestAckDeleteKeepsLag: entries the group read, acked and deleted in one
-// batch (what the coordinator does with every judged report) leave the
+// batch (what the coordinator does with the reports it rejects) leave the
 // stream, and on the real Redis the group's lag and the trimmed-unread
 // count stay known and right: deleting only what the group read never
 // puts a tombstone after its last-delivered id.
@@ -107,7 +107,8 @@ func TestAckDeleteKeepsLag(t *testing.T) {
 			ids[i] = e.ID
 		}
 		var b stream.Batch
-		b.AckDelete(key, "g", ids...)
+		b.Ack(key, "g", ids...)
+		b.Delete(key, ids...)
 		if err := c.WriteBatch(ctx, &b); err != nil {
 			t.Fatal(err)
 		}
