@@ -156,14 +156,9 @@ type Agent struct {
 	scripts   *scriptStore
 	lastSweep time.Time
 	limits    limitsCache // the poll loop's
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
 }
 
-// New builds an agent; Start or Run runs it.
+// New builds an agent; Run runs it.
 func New(cfg Config, sl Slurm, st Store) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -196,40 +191,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		return actionErr
 	}
 	return nil
-}
-
-// Start runs the agent in the background until Close.
-func (a *Agent) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	a.mu.Lock()
-	a.cancel, a.done = cancel, make(chan struct{})
-	a.mu.Unlock()
-	go func() {
-		err := a.Run(ctx)
-		a.mu.Lock()
-		a.err = err
-		a.mu.Unlock()
-		close(a.done)
-	}()
-}
-
-// Close stops a started agent and waits for it (or for ctx).
-func (a *Agent) Close(ctx context.Context) error {
-	a.mu.Lock()
-	cancel, done := a.cancel, a.done
-	a.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // pollLoop publishes a snapshot every PollInterval, backing off while

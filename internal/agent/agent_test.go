@@ -600,12 +600,12 @@ func TestRunStopsMidStream(t *testing.T) {
 				cancel()
 			}
 		}
-		a.Start(ctx)
+		bg := Start(ctx, a)
 		deadline := time.Now().Add(10 * time.Second)
 		for ctx.Err() == nil && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if err := a.Close(context.Background()); err != nil {
+		if err := bg.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		cancel()

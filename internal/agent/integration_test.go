@@ -173,8 +173,8 @@ func TestIntegrationAgentMoveOnceRefuseEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Start(context.Background())
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	bg := agent.Start(context.Background(), a)
+	t.Cleanup(func() { _ = bg.Close(context.Background()) })
 
 	dir := testutil.WorkDir(t, "isched-slurm-test-agent-")
 	out := filepath.Join(dir, "runs")

@@ -40,8 +40,8 @@ func startScriptAgent(t *testing.T) (*cluster, *slurm.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Start(context.Background())
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	bg := agent.Start(context.Background(), a)
+	t.Cleanup(func() { _ = bg.Close(context.Background()) })
 	return c, sc, scripts
 }
 

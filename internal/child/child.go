@@ -393,9 +393,6 @@ func lookupStatus(err error) int {
 // PID is the leader's process ID.
 func (p *Process) PID() int { return p.pid }
 
-// Done is closed when Wait's result is ready.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
 // Wait waits for the leader to exit and its piped output to drain (bounded
 // by WaitDelay) and returns how it ended. A non-zero exit or a death by
 // signal is not an error; the error is for when the child could not be

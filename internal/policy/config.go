@@ -235,6 +235,3 @@ func sinceMidnight(t time.Time) time.Duration {
 	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute +
 		time.Duration(t.Second())*time.Second + time.Duration(t.Nanosecond())
 }
-
-// speed is partition's configured speed (the prior of learned ones).
-func (c Config) speed(partition string) float64 { return priorSpeed(c.Speed, partition) }

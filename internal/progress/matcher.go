@@ -129,9 +129,6 @@ func presetRule(name string) rule {
 	return nil
 }
 
-// Stats returns the counters so far.
-func (m *Matcher) Stats() MatcherStats { return m.stats }
-
 // Feed consumes a chunk of output, split anywhere, and returns the events of
 // the lines it completed, all with At set to at. Lines end at "\n" or "\r"
 // (tqdm redraws with "\r"); the unterminated rest is kept for the next call.
@@ -170,17 +167,6 @@ func (m *Matcher) Feed(chunk []byte, at time.Time) []Event {
 		m.line(line, at, &out)
 		m.buf = m.buf[:0]
 	}
-	return out
-}
-
-// Flush treats the buffered unterminated line as complete (the stream ended).
-func (m *Matcher) Flush(at time.Time) []Event {
-	var out []Event
-	if !m.discarding && len(m.buf) > 0 {
-		m.line(m.buf, at, &out)
-	}
-	m.buf = m.buf[:0]
-	m.discarding = false
 	return out
 }
 

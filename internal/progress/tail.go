@@ -125,18 +125,6 @@ func NewTail(cfg TailConfig) (*Tail, error) {
 	return t, nil
 }
 
-// Stats returns the counters so far.
-func (t *Tail) Stats() TailStats {
-	t.mu.Lock()
-	last := t.lastErr
-	t.mu.Unlock()
-	return TailStats{
-		Events: t.events.Load(), Rejected: t.rejected.Load(), TooLong: t.tooLong.Load(),
-		Reopened: t.reopened.Load(), Truncated: t.truncated.Load(), ReadErrs: t.readErrs.Load(),
-		LastErr: last,
-	}
-}
-
 // Run polls the file until ctx is done, calling emit with the events of each
 // poll that found any. All events of one call share the same At (the time the
 // poll read them) and Source SourceFile; emit runs on Run's goroutine and may

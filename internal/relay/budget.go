@@ -67,10 +67,3 @@ func (b *frameBudget) release(key string, n int64) {
 	}
 	b.metrics.inFlight(b.total)
 }
-
-// inFlight is the bytes lent, in all and to how many keys.
-func (b *frameBudget) inFlight() (total int64, keys int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.total, len(b.by)
-}

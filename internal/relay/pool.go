@@ -100,13 +100,6 @@ func (u *unauthPool) removeLocked(p *pending) {
 	u.n--
 }
 
-// count is how many connections are pending, in all and from src.
-func (u *unauthPool) count(src string) (all, fromSrc int) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.n, len(u.by[src])
-}
-
 // wasEvicted says whether p was closed to make room for another.
 func (u *unauthPool) wasEvicted(p *pending) bool {
 	u.mu.Lock()

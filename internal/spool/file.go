@@ -85,22 +85,3 @@ func spoolLine(r Record) ([]byte, error) {
 	b, err := json.Marshal(r)
 	return append(b, '\n'), err
 }
-
-// Read reads a spool file back (for tests and post-mortems).
-func Read(path string) ([]Record, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []Record
-	sc := spoolScanner(f)
-	for sc.Scan() {
-		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return out, fmt.Errorf("spool %s: %w", path, err)
-		}
-		out = append(out, r)
-	}
-	return out, sc.Err()
-}

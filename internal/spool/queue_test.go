@@ -117,7 +117,7 @@ func TestQueueSpoolsWhileUndeliveredAndSurvivesDiskErrors(t *testing.T) {
 	o.Push(rec(1, report.KindStart))
 	o.StartSpooling() // a send failed
 	o.Push(rec(2, report.KindSample))
-	got, err := Read(path)
+	got, err := readSpool(path)
 	if err != nil || len(got) != 2 || got[1].Seq != 2 {
 		t.Fatalf("spool %+v %v", got, err)
 	}

@@ -71,7 +71,7 @@ func testACL(t *testing.T, r testutil.Redis) {
 	}
 	for _, d := range denied {
 		err := d.do()
-		if !stream.IsNoPerm(err) {
+		if !testutil.IsNoPerm(err) {
 			t.Errorf("%s: err %v, want NOPERM", d.name, err)
 		}
 	}

@@ -391,8 +391,3 @@ func (c *Client) Len(ctx context.Context, stream string) (int64, error) {
 	}
 	return n, nil
 }
-
-// IsNoPerm reports whether err is Redis refusing a command or key by ACL.
-func IsNoPerm(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "NOPERM")
-}

@@ -260,3 +260,8 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond
 		time.Sleep(interval)
 	}
 }
+
+// IsNoPerm reports whether err is Redis refusing a command or key by ACL.
+func IsNoPerm(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "NOPERM")
+}

@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,10 +125,7 @@ func TestLeftoverSpoolIsSentByTheNextWrapper(t *testing.T) {
 		t.Fatal("drained while Redis was down")
 	}
 	a.out.Finish()
-	left, err := spool.Read(layoutA.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	left := readSpool(t, layoutA.Path)
 	var got []uint64
 	for _, r := range left {
 		got = append(got, r.Seq)
@@ -287,4 +285,22 @@ func TestLeftoverLockedPartialAndHostile(t *testing.T) {
 	if got := spool.FindLeftovers(layoutB.Patterns, "", os.Getuid()+1, time.Now(), 0); len(got) != 0 {
 		t.Fatalf("listed another uid's files %v", got)
 	}
+}
+
+// readSpool reads the records of a spool file (JSON lines).
+func readSpool(t *testing.T, path string) []spool.Record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []spool.Record
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r spool.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("spool %s: %v", path, err)
+		}
+		out = append(out, r)
+	}
+	return out
 }

@@ -441,7 +441,7 @@ func (r *run) finish(exit child.Exit, err error) int {
 	busy := st.par.quantile(busyQuantile, minBusySamples)
 	st.mu.Unlock()
 	sum.Efficiency = efficiency(r.getenv, sum, childCPUSeconds(), busy)
-	r.reportEnd(exit, status, reason, &sum)
+	r.reportEnd(&sum)
 	if r.rep != nil && r.rep.out.Len() > 0 && filepath.Dir(r.rep.out.Path()) == r.tmp {
 		r.tmpCreated = false // the spool of undelivered reports stays, for a post-mortem
 	}
@@ -459,7 +459,7 @@ func (r *run) finish(exit child.Exit, err error) int {
 
 // reportEnd reports the last sample and the end, and waits (bounded) for
 // the queue to drain; sum gets the delivery counts.
-func (r *run) reportEnd(exit child.Exit, status int, reason string, sum *Summary) {
+func (r *run) reportEnd(sum *Summary) {
 	if r.rep == nil {
 		return
 	}
@@ -469,17 +469,7 @@ func (r *run) reportEnd(exit child.Exit, status int, reason string, sum *Summary
 		r.rep.emit(e)
 	}
 	e := report.NewEnvelope(report.KindEnd, time.Now())
-	e.End = &report.End{ExitCode: status, WallMS: exit.Wall.Milliseconds(), PeakRSSBytes: sum.PeakRSSBytes,
-		Iters: sum.Iterations, MedianIterMS: sum.MedianIterMS, P90IterMS: sum.P90IterMS,
-		Checkpoints: len(sum.Checkpoints), Reason: reason, CgroupPeakBytes: sum.CgroupPeak, MemLimitBytes: sum.CgroupLimit,
-		UnreclaimPeakBytes: sum.UnreclaimPeak, PageCachePeakBytes: sum.PageCachePeak, CPUSeconds: sum.Efficiency.CPUSeconds,
-		Cores: sum.Efficiency.Cores, MemRequestBytes: sum.Efficiency.MemRequestBytes, GPUUtilPercent: sum.Efficiency.GPUUtilPercent}
-	if len(sum.PeakGPUBytes) > 0 {
-		e.End.PeakGPUBytes = sum.PeakGPUBytes
-	}
-	if exit.Signaled {
-		e.End.Signal = sigName(exit.Signal)
-	}
+	e.End = sum.endReport()
 	r.rep.emit(e)
 	if !r.rep.drain(5 * time.Second) {
 		r.rep.out.Finish()

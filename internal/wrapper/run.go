@@ -108,6 +108,33 @@ func RelayConnect(addr string, relayUID int, m auth.Munger) func(ctx context.Con
 }
 
 // Summary is the end-of-job summary (stderr and --summary-json).
+//
+// It holds what the end report (report.End) carries, under the names and
+// units of the summary file, which scripts (scripts/gpu-check) and the CLI
+// (isched profile) read: the two stay separate types so that neither the
+// file nor the wire changes, and endReport derives one from the other. The
+// mapping, summary field (JSON name) -> report.End field (JSON name):
+//
+//	ExitStatus (exit_status)                 -> ExitCode (exit_code)
+//	Signal (signal)                          -> Signal (signal)
+//	WallSeconds (wall_seconds, s)            -> WallMS (wall_ms, ms, truncated)
+//	PeakRSSBytes (peak_rss_bytes)            -> PeakRSSBytes (peak_rss_bytes)
+//	PeakGPUBytes (peak_gpu_bytes)            -> PeakGPUBytes (peak_gpu_bytes)
+//	Iterations (iterations)                  -> Iters (iters)
+//	MedianIterMS, P90IterMS                  -> MedianIterMS, P90IterMS (same names)
+//	Checkpoints (checkpoints, paths)         -> Checkpoints (checkpoints, a count)
+//	Reason (reason)                          -> Reason (reason)
+//	CgroupPeak (cgroup_peak_bytes)           -> CgroupPeakBytes (cgroup_peak_bytes)
+//	CgroupLimit (cgroup_limit_bytes)         -> MemLimitBytes (mem_limit_bytes)
+//	UnreclaimPeak (unreclaimable_peak_bytes) -> UnreclaimPeakBytes (same name)
+//	PageCachePeak (page_cache_peak_bytes)    -> PageCachePeakBytes (same name)
+//	Efficiency.CPUSeconds (cpu_seconds)      -> CPUSeconds (cpu_seconds)
+//	Efficiency.Cores (cores)                 -> Cores (cores)
+//	Efficiency.MemRequestBytes               -> MemRequestBytes (mem_request_bytes)
+//	Efficiency.GPUUtilPercent                -> GPUUtilPercent (gpu_util_percent)
+//
+// The rest (command, the GPU table, the last step, the resume path, the
+// delivery counts, the advice, the profile window) is the summary's only.
 type Summary struct {
 	Command       []string         `json:"command"`
 	ExitStatus    int              `json:"exit_status"`
@@ -134,6 +161,25 @@ type Summary struct {
 	// Profile: the measured window of --profile-window; MedianIterMS and
 	// P90IterMS then cover the window only.
 	Profile *ProfileSummary `json:"profile,omitempty"`
+
+	// wall is the exact wall time WallSeconds rounds, for End's WallMS.
+	wall time.Duration
+}
+
+// endReport is the end report this summary stands for (the mapping is in
+// Summary's comment).
+func (s *Summary) endReport() *report.End {
+	e := &report.End{ExitCode: s.ExitStatus, Signal: s.Signal, WallMS: s.wall.Milliseconds(),
+		PeakRSSBytes: s.PeakRSSBytes, Iters: s.Iterations, MedianIterMS: s.MedianIterMS, P90IterMS: s.P90IterMS,
+		Checkpoints: len(s.Checkpoints), Reason: s.Reason, CgroupPeakBytes: s.CgroupPeak, MemLimitBytes: s.CgroupLimit,
+		UnreclaimPeakBytes: s.UnreclaimPeak, PageCachePeakBytes: s.PageCachePeak}
+	if len(s.PeakGPUBytes) > 0 {
+		e.PeakGPUBytes = s.PeakGPUBytes
+	}
+	if f := s.Efficiency; f != nil {
+		e.CPUSeconds, e.Cores, e.MemRequestBytes, e.GPUUtilPercent = f.CPUSeconds, f.Cores, f.MemRequestBytes, f.GPUUtilPercent
+	}
+	return e
 }
 
 // state is what the wrapper accumulates while the child runs.
@@ -372,7 +418,7 @@ func finite(f float64) float64 {
 func (s *state) summary(opts Options, exit child.Exit, status int, reason, resume string) Summary {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sum := Summary{Command: opts.Argv, ExitStatus: status, WallSeconds: exit.Wall.Seconds(), PeakRSSBytes: s.peakRSS,
+	sum := Summary{Command: opts.Argv, ExitStatus: status, WallSeconds: exit.Wall.Seconds(), wall: exit.Wall, PeakRSSBytes: s.peakRSS,
 		CgroupPeak: s.cgPeak, CgroupLimit: s.cgLimit, UnreclaimPeak: s.mem.unreclaimPeak, PageCachePeak: s.mem.cachePeak,
 		GPUNoData: s.gpuNoData, Iterations: s.iterCount, LastStep: s.lastStep, Checkpoints: append([]string{}, s.ckpts...),
 		ResumedFrom: resume, Reason: reason, GPU: s.gpu.summary()}

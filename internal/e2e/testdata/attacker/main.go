@@ -64,7 +64,7 @@ func main() {
 	say := func(attack string, err error) {
 		r := "sent"
 		switch {
-		case stream.IsNoPerm(err):
+		case noPerm(err):
 			r = "noperm"
 		case err != nil:
 			r = "error: " + err.Error()
@@ -135,4 +135,9 @@ func main() {
 	say("oversize", err)
 	_, err = c.Append(ctx, k.Ingest(), []byte("{\"v\":1,\"kind\":\"start\",\"job\":{\"lineage\":\"$(touch /tmp/pwned)\n\\u0000\"}}"), "00", 100000)
 	say("malformed", err)
+}
+
+// noPerm reports whether err is Redis refusing a command or key by ACL.
+func noPerm(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "NOPERM")
 }
