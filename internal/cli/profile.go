@@ -501,7 +501,7 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 		return profileRun{}, err
 	}
 	argv := batchArgv(o.argv, batch)
-	so := submitOpts{policy: plan.PolicyImmediate, fIdeal: o.partition, noMigrate: true, wrapper: wrapperPath, argv: argv, site: o.site2}
+	so := submitOpts{req: placeRequest{policy: plan.PolicyImmediate, ideal: o.partition, noMigrate: true}, wrapper: wrapperPath, argv: argv, site: o.site2}
 	so.name = "profile-" + jobName(argv)
 	if len(so.name) > 50 {
 		so.name = so.name[:50]
@@ -514,13 +514,14 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 	// never made, a profile run resumes nothing
 	so.wrapperArgs = listFlag(o.wrapperProfileArgs(sumPath))
 	limit := o.startup + o.window + 2*o.grace + time.Minute
-	so.fTime = strconv.Itoa(int((limit + time.Minute - 1) / time.Minute))
-	so.fMem = o.mem
+	so.req.time = strconv.Itoa(int((limit + time.Minute - 1) / time.Minute))
+	so.req.mem = o.mem
 	so.env = [][2]string{{"ISCHED_BATCH", strconv.Itoa(batch)}} // for a command that reads it
-	if err := a.decide(ctx, &so); err != nil {
+	sub, err := a.decide(ctx, &so)
+	if err != nil {
 		return profileRun{}, err
 	}
-	script, comment, err := a.buildScript(&so)
+	script, comment, err := a.buildScript(&so, &sub)
 	if err != nil {
 		return profileRun{}, err
 	}
@@ -536,7 +537,7 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 	if err != nil {
 		return profileRun{}, err
 	}
-	fmt.Fprintf(a.stderr, "isched profile: batch %d: job %s on %s (time limit %s min), output %s\n", batch, id, o.partition, so.fTime, so.output)
+	fmt.Fprintf(a.stderr, "isched profile: batch %d: job %s on %s (time limit %s min), output %s\n", batch, id, o.partition, so.req.time, so.output)
 	deadline := a.Now().Add(o.queueWait + limit)
 	var info *slurm.JobInfo
 	started := false
