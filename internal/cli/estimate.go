@@ -86,15 +86,13 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BATCH\tNODE TYPE\tPEAK MEMORY\tLIMIT\tFITS\tHOURS\tPARTITIONS\tIDLE NOW\tCOST\tSOURCE")
-	chunked, emulated := false, false
-	var notes, staticNotes, unmeasured []string
+	var m estimateMarks
 	for i := range l.rows {
 		r := &l.rows[i]
-		nt := r.NodeType
-		name := nt.Name
-		if nt.Emulated {
+		name := r.NodeType.Name
+		if r.NodeType.Emulated {
 			name += "†"
-			emulated = true
+			m.emulated = true
 		}
 		fits := "yes"
 		if !r.Fits {
@@ -102,92 +100,130 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		}
 		hours, parts, idle, cost := "-", "-", "-", "-"
 		if r.Fits {
-			hours = fmt.Sprintf("%.2f", r.Hours)
-			if r.TimeUnmeasured {
-				hours += "?"
-				if !slices.Contains(unmeasured, nt.Name) {
-					unmeasured = append(unmeasured, nt.Name)
-				}
-			}
-			cost = l.cost(r.Cost)
-			var ps, idles []string
-			unknown := false
-			for _, f := range r.Feasible() {
-				n := f.Partition.Name
-				if f.Chunks > 1 {
-					n += "*"
-					chunked = true
-				}
-				ps = append(ps, n)
-				wt := l.wait(f.Partition, nt)
-				switch {
-				case wt.IdleNow:
-					idles = append(idles, f.Partition.Name)
-				case !wt.Known:
-					unknown = true
-				}
-			}
-			if len(ps) > 0 {
-				parts = strings.Join(ps, ",")
-			}
-			switch {
-			case len(idles) > 0:
-				idle = strings.Join(idles, ",")
-			case unknown:
-				idle = "?"
-			case len(ps) > 0:
-				idle = "no"
-			}
+			hours, cost = m.hours(r), l.cost(r.Cost)
+			parts, idle = m.partitions(l, r)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
+		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(r.NodeType),
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
-		if r.Source != plan.Static {
-			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s, %s): %s%s%s", r.Batch, nt.Name, r.Source, whoseText(r.Whose), r.Basis, marginText(r), bandText(r)))
-		} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
-			staticNotes = append(staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
-		}
+		m.note(r)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	if chunked {
+	m.legend(w, l.site)
+	if explain {
+		writeExplain(w, l)
+	}
+}
+
+// estimateMarks are what the rows of an estimate's table marked, for the
+// legend under it.
+type estimateMarks struct {
+	chunked, emulated  bool
+	notes, staticNotes []string
+	unmeasured         []string // node types whose time is assumed
+}
+
+// hours is a fitting row's HOURS cell: "?" marks an unmeasured time.
+func (m *estimateMarks) hours(r *plan.Row) string {
+	h := fmt.Sprintf("%.2f", r.Hours)
+	if r.TimeUnmeasured {
+		h += "?"
+		if !slices.Contains(m.unmeasured, r.NodeType.Name) {
+			m.unmeasured = append(m.unmeasured, r.NodeType.Name)
+		}
+	}
+	return h
+}
+
+// partitions are a fitting row's PARTITIONS and IDLE NOW cells: "*"
+// marks a partition whose time limit splits the run.
+func (m *estimateMarks) partitions(l *loaded, r *plan.Row) (parts, idle string) {
+	parts, idle = "-", "-"
+	var ps, idles []string
+	unknown := false
+	for _, f := range r.Feasible() {
+		n := f.Partition.Name
+		if f.Chunks > 1 {
+			n += "*"
+			m.chunked = true
+		}
+		ps = append(ps, n)
+		wt := l.wait(f.Partition, r.NodeType)
+		switch {
+		case wt.IdleNow:
+			idles = append(idles, f.Partition.Name)
+		case !wt.Known:
+			unknown = true
+		}
+	}
+	if len(ps) > 0 {
+		parts = strings.Join(ps, ",")
+	}
+	switch {
+	case len(idles) > 0:
+		idle = strings.Join(idles, ",")
+	case unknown:
+		idle = "?"
+	case len(ps) > 0:
+		idle = "no"
+	}
+	return parts, idle
+}
+
+// note keeps what the legend says of a row: how a measured or scaled row
+// was derived, the band of a static one.
+func (m *estimateMarks) note(r *plan.Row) {
+	nt := r.NodeType
+	if r.Source != plan.Static {
+		m.notes = append(m.notes, fmt.Sprintf("  batch %d on %s (%s, %s): %s%s%s", r.Batch, nt.Name, r.Source, whoseText(r.Whose), r.Basis, marginText(r), bandText(r)))
+	} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
+		m.staticNotes = append(m.staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
+	}
+}
+
+// legend explains the table's marks and sources.
+func (m *estimateMarks) legend(w io.Writer, site *plan.Site) {
+	if m.chunked {
 		fmt.Fprintln(w, "* longer than the partition's time limit: it continues from checkpoints across attempts")
 	}
-	if emulated {
+	if m.emulated {
 		fmt.Fprintln(w, "† emulated GPUs (GRES on fake devices): jobs there compute on the CPU; the memory that must fit is host RSS")
 	}
-	if len(unmeasured) > 0 {
+	if len(m.unmeasured) > 0 {
 		fmt.Fprintf(w, "? time unmeasured on %s: no probe record of the node type, so hours and cost rest on assumed framework costs and peak FLOPS "+
-			"(off by up to 40x on the bench-predict grid); `isched site probe --partition P` measures it once for everyone\n", strings.Join(unmeasured, ","))
+			"(off by up to 40x on the bench-predict grid); `isched site probe --partition P` measures it once for everyone\n", strings.Join(m.unmeasured, ","))
 	}
 	fmt.Fprintln(w, "source: static = model summary and catalogue only; measured = receipts of this model, set-up, batch and node type;")
 	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput);")
 	fmt.Fprintln(w, "        profiled = your isched profile receipts only (at this batch, or fitted over the profiled batches)")
-	writeStaticBasis(w, l.site)
-	if len(staticNotes) > 0 {
+	writeStaticBasis(w, site)
+	if len(m.staticNotes) > 0 {
 		fmt.Fprintln(w, "static rows on CPU node types: the range real / static took on the bench-predict grid of CPU trainings (docs/model-summary.md):")
-		for _, n := range staticNotes {
+		for _, n := range m.staticNotes {
 			fmt.Fprintln(w, n)
 		}
 	}
-	if len(notes) > 0 {
+	if len(m.notes) > 0 {
 		fmt.Fprintln(w, "how the measured and scaled rows were derived:")
-		for _, n := range notes {
+		for _, n := range m.notes {
 			fmt.Fprintln(w, n)
 		}
 	}
-	if explain {
-		fmt.Fprintln(w, "static memory breakdown:")
-		for i := range l.rows {
-			r := &l.rows[i]
-			s := r.Static
-			over := overheadLabel(l.site, r.NodeType)
-			if r.NodeType.DeviceMemory() {
-				over = "CUDA context"
-			}
-			fmt.Fprintf(w, "  batch %d on %s: weights %s + gradients %s + optimizer %s + activations %s + %s %s = %s\n",
-				r.Batch, r.NodeType.Name, plan.FormatBytes(s.Weights), plan.FormatBytes(s.Gradients), plan.FormatBytes(s.Optimizer),
-				plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
+}
+
+// writeExplain prints the static memory breakdown of every row.
+func writeExplain(w io.Writer, l *loaded) {
+	fmt.Fprintln(w, "static memory breakdown:")
+	for i := range l.rows {
+		r := &l.rows[i]
+		s := r.Static
+		over := overheadLabel(l.site, r.NodeType)
+		if r.NodeType.DeviceMemory() {
+			over = "CUDA context"
 		}
+		fmt.Fprintf(w, "  batch %d on %s: weights %s + gradients %s + optimizer %s + activations %s + %s %s = %s\n",
+			r.Batch, r.NodeType.Name, plan.FormatBytes(s.Weights), plan.FormatBytes(s.Gradients), plan.FormatBytes(s.Optimizer),
+			plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
 	}
 }
 
