@@ -100,36 +100,43 @@ func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool, fi
 		fmt.Fprintf(a.stdout, "lineage %s is over already (%s); nothing to stop\n", t.lineage, s.State)
 		return nil
 	}
+	return a.cancelOnce(ctx, job, t.lineage, sent)
+}
+
+// cancelOnce cancels the lineage's job unless it has ended or this
+// command cancelled it already (sent); errCancelSent: sent, not seen
+// ended yet.
+func (a *App) cancelOnce(ctx context.Context, job, lineage string, sent map[string]bool) error {
 	info, err := a.Slurm.ShowJob(ctx, job)
 	switch {
 	case errors.Is(err, slurm.ErrNotFound):
 		// forgotten by slurmctld (MinJobAge): ended, and isched may have
 		// resubmitted the run
-		return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, errBetweenAttempts)
+		return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, lineage, errBetweenAttempts)
 	case err != nil:
 		return fmt.Errorf("job %s: %w", job, err)
 	case info.State == "CANCELLED":
 		if sent[job] {
-			fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, t.lineage)
+			fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, lineage)
 		} else {
-			fmt.Fprintf(a.stdout, "job %s (lineage %s) is cancelled already: a cancelled run is never continued by isched\n", job, t.lineage)
+			fmt.Fprintf(a.stdout, "job %s (lineage %s) is cancelled already: a cancelled run is never continued by isched\n", job, lineage)
 		}
 		return nil
 	case slurm.Ended(info.State):
 		// between two attempts: the continuation is the coordinator's, and
 		// this CLI cannot write to it (it reads Redis as viewer)
-		return fmt.Errorf("job %s of lineage %s has ended (%s): %w", job, t.lineage, info.State, errBetweenAttempts)
+		return fmt.Errorf("job %s of lineage %s has ended (%s): %w", job, lineage, info.State, errBetweenAttempts)
 	case sent[job]:
-		return fmt.Errorf("job %s of lineage %s: %w, Slurm shows it %s", job, t.lineage, errCancelSent, info.State)
+		return fmt.Errorf("job %s of lineage %s: %w, Slurm shows it %s", job, lineage, errCancelSent, info.State)
 	}
 	if err := a.Slurm.Cancel(ctx, job); err != nil {
 		if errors.Is(err, slurm.ErrNotFound) {
-			return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, errBetweenAttempts)
+			return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, lineage, errBetweenAttempts)
 		}
 		return fmt.Errorf("scancel %s: %w", job, err)
 	}
 	sent[job] = true
-	return fmt.Errorf("job %s of lineage %s: %w", job, t.lineage, errCancelSent)
+	return fmt.Errorf("job %s of lineage %s: %w", job, lineage, errCancelSent)
 }
 
 // stopTarget is the job to cancel for a lineage and its owner's uid (-1
