@@ -64,27 +64,7 @@ type submitOpts struct {
 func (a *App) submit(ctx context.Context, args []string) error {
 	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...]")
 	var o submitOpts
-	o.in.register(fs, "batch size of the run (one), for the estimate")
-	fs.StringVar(&o.req.policy, "policy", plan.PolicyAuto, "auto (the recommendation), immediate, ideal, cheapest or deadline=TIME (RFC 3339, 2006-01-02T15:04 or +6h)")
-	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "directory the training writes checkpoints to (default ./checkpoints/<lineage>)")
-	fs.StringVar(&o.req.ideal, "partition-ideal", "", "ideal partition (default: from the estimate, else the default partition)")
-	fs.StringVar(&o.req.fallback, "fallback", "", "comma-separated partitions the job may run on meanwhile (default: from the estimate)")
-	fs.StringVar(&o.req.gres, "gres", "", "GRES of the submission, e.g. gpu:1 (default: from the estimate)")
-	fs.StringVar(&o.req.time, "time", "", "time limit, Slurm spelling (default: estimate + 25% + 10 min, capped at MaxTime)")
-	fs.StringVar(&o.req.mem, "mem", "", "memory per node, Slurm spelling such as 4G (default: estimate + 25%)")
-	fs.IntVar(&o.req.cpus, "cpus", 0, "CPUs per task (default: the node type's share)")
-	fs.StringVar(&o.name, "job-name", "", "job name (default: the training script's name)")
-	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
-	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
-	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
-	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
-	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
-	fs.BoolVar(&o.req.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
-	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
-	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
-	o.site.register(fs)
-	fs.IntVar(&o.gpus, "gpus", 0, "GPUs per node, as sbatch --gpus on one node: the same as --gres=gpu:N")
+	o.register(fs)
 	sbatchAliases(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -151,6 +131,32 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 	}
 	fmt.Fprintf(a.stderr, "; follow it with: isched status %s\n", id)
 	return nil
+}
+
+// register adds isched submit's flags to fs (without the sbatch
+// spellings: sbatchAliases).
+func (o *submitOpts) register(fs *flag.FlagSet) {
+	o.in.register(fs, "batch size of the run (one), for the estimate")
+	fs.StringVar(&o.req.policy, "policy", plan.PolicyAuto, "auto (the recommendation), immediate, ideal, cheapest or deadline=TIME (RFC 3339, 2006-01-02T15:04 or +6h)")
+	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "directory the training writes checkpoints to (default ./checkpoints/<lineage>)")
+	fs.StringVar(&o.req.ideal, "partition-ideal", "", "ideal partition (default: from the estimate, else the default partition)")
+	fs.StringVar(&o.req.fallback, "fallback", "", "comma-separated partitions the job may run on meanwhile (default: from the estimate)")
+	fs.StringVar(&o.req.gres, "gres", "", "GRES of the submission, e.g. gpu:1 (default: from the estimate)")
+	fs.StringVar(&o.req.time, "time", "", "time limit, Slurm spelling (default: estimate + 25% + 10 min, capped at MaxTime)")
+	fs.StringVar(&o.req.mem, "mem", "", "memory per node, Slurm spelling such as 4G (default: estimate + 25%)")
+	fs.IntVar(&o.req.cpus, "cpus", 0, "CPUs per task (default: the node type's share)")
+	fs.StringVar(&o.name, "job-name", "", "job name (default: the training script's name)")
+	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
+	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
+	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
+	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
+	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
+	fs.BoolVar(&o.req.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
+	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
+	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
+	o.site.register(fs)
+	fs.IntVar(&o.gpus, "gpus", 0, "GPUs per node, as sbatch --gpus on one node: the same as --gres=gpu:N")
 }
 
 // sbatchShort are the sbatch spellings `isched submit` takes, as the
