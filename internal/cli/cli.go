@@ -194,9 +194,9 @@ var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "
 // commands maps each command (not version and help) to its method.
 func (a *App) commands() map[string]func(context.Context, []string) error {
 	return map[string]func(context.Context, []string) error{
-		"estimate": a.estimate,
-		"plan":     a.plan,
-		"submit":   a.submit,
+		"estimate": (&estimateCmd{app: a}).run,
+		"plan":     (&planCmd{app: a}).run,
+		"submit":   (&submitCmd{app: a}).run,
 		"profile":  a.profile,
 		"status":   a.status,
 		"report":   a.report,

@@ -14,13 +14,21 @@ import (
 	"github.com/isched/isched/internal/plan"
 )
 
-func (a *App) estimate(ctx context.Context, args []string) error {
+// estimateCmd is `isched estimate`: the estimate's rows for each batch
+// size and node type.
+type estimateCmd struct {
+	app             *App
+	in              inputs
+	asJSON, explain bool
+}
+
+func (c *estimateCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("estimate", "--model model.json --samples N --epochs E --batch 8,16,32 [flags]")
-	var in inputs
-	in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
-	in.registerQOS(fs)
-	asJSON := fs.Bool("json", false, "print the rows as JSON")
-	explain := fs.Bool("explain", false, "also print the static memory breakdown of every row")
+	c.in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
+	c.in.registerQOS(fs)
+	fs.BoolVar(&c.asJSON, "json", false, "print the rows as JSON")
+	fs.BoolVar(&c.explain, "explain", false, "also print the static memory breakdown of every row")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -28,14 +36,14 @@ func (a *App) estimate(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErr("unexpected arguments %q", pos)
 	}
-	l, err := a.load(ctx, &in, true)
+	l, err := a.load(ctx, &c.in, true)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if c.asJSON {
 		return writeJSON(a.stdout, l.jsonRows())
 	}
-	writeEstimate(a.stdout, l, *explain)
+	writeEstimate(a.stdout, l, c.explain)
 	return nil
 }
 

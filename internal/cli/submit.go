@@ -61,9 +61,17 @@ type submitOpts struct {
 	gpus        int         // --gpus: turned into req.gres
 }
 
-func (a *App) submit(ctx context.Context, args []string) error {
+// submitCmd is `isched submit`: it parses the flags into a request,
+// places the submission (decide: load, then place), writes the script and
+// only then submits it.
+type submitCmd struct {
+	app *App
+	o   submitOpts
+}
+
+func (c *submitCmd) run(ctx context.Context, args []string) error {
+	a, o := c.app, &c.o
 	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...]")
-	var o submitOpts
 	o.register(fs)
 	sbatchAliases(fs)
 	if err := fs.Parse(args); err != nil {
@@ -79,11 +87,11 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if err := o.gpusFlag(); err != nil {
 		return err
 	}
-	sub, err := a.decide(ctx, &o)
+	sub, err := a.decide(ctx, o)
 	if err != nil {
 		return err
 	}
-	script, comment, err := a.buildScript(&o, &sub)
+	script, comment, err := a.buildScript(o, &sub)
 	if err != nil {
 		return err
 	}
@@ -103,7 +111,7 @@ func (a *App) submit(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE --comment=%s < script%s)\n", ShellQuote(comment), with)
 		return nil
 	}
-	return a.send(ctx, &o, &sub, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
+	return a.send(ctx, o, &sub, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
 }
 
 // send makes the checkpoint directory, submits the script and says where
