@@ -76,9 +76,16 @@ type profileRun struct {
 	where   string // "local" or "job 123 on dev/dev1"
 }
 
-func (a *App) profile(ctx context.Context, args []string) error {
+// profileCmd is `isched profile`: measure a training at a few batch sizes
+// and keep the receipts.
+type profileCmd struct {
+	app *App
+	o   profileOpts
+}
+
+func (c *profileCmd) run(ctx context.Context, args []string) error {
+	a, o := c.app, &c.o
 	fs := a.newFlags("profile", "--model model.json --batches 8,16 (--local --node-type T | --partition P) [flags] -- COMMAND [ARGS...] ({batch} in an argument, or the command reads ISCHED_BATCH)")
-	var o profileOpts
 	o.register(fs, a.Getenv("ISCHED_ITER_PATTERN"))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -129,7 +136,7 @@ func (a *App) profile(ctx context.Context, args []string) error {
 	fmt.Fprintf(a.stderr, "isched profile: %s on %s, batches %s, %s per batch after %d warm-up iterations, %s\n",
 		key, nt.Name, batchesString(batches), o.window, o.warmup, where)
 	for _, b := range batches {
-		if err := a.profileBatch(ctx, &o, wrapperPath, b, key, nt, path); err != nil {
+		if err := a.profileBatch(ctx, o, wrapperPath, b, key, nt, path); err != nil {
 			return fmt.Errorf("batch %d: %w", b, err)
 		}
 	}

@@ -95,12 +95,19 @@ func (a *App) siteCmd(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "probe" {
 		return usageErr("want a subcommand: isched site probe --local --node-type T [flags]")
 	}
-	return a.siteProbe(ctx, args[1:])
+	return (&siteProbeCmd{app: a}).run(ctx, args[1:])
 }
 
-func (a *App) siteProbe(ctx context.Context, args []string) error {
+// siteProbeCmd is `isched site probe`: measure a node type, or the user's
+// environment's framework footprint.
+type siteProbeCmd struct {
+	app *App
+	o   siteProbeOpts
+}
+
+func (c *siteProbeCmd) run(ctx context.Context, args []string) error {
+	a, o := c.app, &c.o
 	fs := a.newFlags("site probe", "(--local --node-type T | --partition P [--node-type T]) [flags] (--local on a node of type T; --partition as a short Slurm job there)")
-	var o siteProbeOpts
 	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -130,18 +137,18 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := a.probeOutput(&o, sitePath)
+	out, err := a.probeOutput(o, sitePath)
 	if err != nil {
 		return err
 	}
-	b, err := a.runProbe(ctx, &o, sitePath, script, imports)
+	b, err := a.runProbe(ctx, o, sitePath, script, imports)
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
 	if o.footprint {
-		return a.keepFootprint(&o, b, out, script)
+		return a.keepFootprint(o, b, out, script)
 	}
-	return a.keepProbe(&o, site, b, out, script)
+	return a.keepProbe(o, site, b, out, script)
 }
 
 // register adds isched site probe's flags to fs.

@@ -18,11 +18,21 @@ import (
 	"github.com/isched/isched/internal/stream"
 )
 
-func (a *App) status(ctx context.Context, args []string) error {
+// statusCmd is `isched status`: the coordinator's status of one run, or
+// the list of the user's runs.
+type statusCmd struct {
+	app    *App
+	asJSON bool
+	watch  bool
+	every  time.Duration
+}
+
+func (c *statusCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("status", "[JOB|LINEAGE] [--json] [--watch]")
-	asJSON := fs.Bool("json", false, "print the coordinator's status record as JSON")
-	watch := fs.Bool("watch", false, "refresh until the job ends (Ctrl-C to stop)")
-	every := fs.Duration("interval", 5*time.Second, "refresh interval of --watch")
+	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's status record as JSON")
+	fs.BoolVar(&c.watch, "watch", false, "refresh until the job ends (Ctrl-C to stop)")
+	fs.DurationVar(&c.every, "interval", 5*time.Second, "refresh interval of --watch")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -30,21 +40,21 @@ func (a *App) status(ctx context.Context, args []string) error {
 	if len(pos) > 1 {
 		return usageErr("one job id or lineage at a time, got %q", pos)
 	}
-	if *every < 500*time.Millisecond {
+	if c.every < 500*time.Millisecond {
 		return usageErr("--interval must be at least 500ms")
 	}
 	if len(pos) == 0 {
-		return a.listJobs(ctx, *asJSON)
+		return a.listJobs(ctx, c.asJSON)
 	}
 	for first := true; ; first = false {
-		st, err := a.showOne(ctx, pos[0], *asJSON, *watch, first)
-		if err != nil || !*watch || (st != nil && st.State == "ENDED") {
+		st, err := a.showOne(ctx, pos[0], c.asJSON, c.watch, first)
+		if err != nil || !c.watch || (st != nil && st.State == "ENDED") {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*every):
+		case <-time.After(c.every):
 		}
 	}
 }
