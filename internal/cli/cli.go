@@ -194,15 +194,15 @@ var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "
 // commands maps each command (not version and help) to its method.
 func (a *App) commands() map[string]func(context.Context, []string) error {
 	return map[string]func(context.Context, []string) error{
-		"estimate": a.estimate,
-		"plan":     a.plan,
-		"submit":   a.submit,
-		"profile":  a.profile,
-		"status":   a.status,
-		"report":   a.report,
-		"stop":     a.stop,
+		"estimate": (&estimateCmd{app: a}).run,
+		"plan":     (&planCmd{app: a}).run,
+		"submit":   (&submitCmd{app: a}).run,
+		"profile":  (&profileCmd{app: a}).run,
+		"status":   (&statusCmd{app: a}).run,
+		"report":   (&reportCmd{app: a}).run,
+		"stop":     (&stopCmd{app: a}).run,
 		"simulate": (&simulateCmd{app: a}).run,
-		"config":   a.config,
+		"config":   (&configCmd{app: a}).run,
 		"site": func(ctx context.Context, rest []string) error {
 			if len(rest) > 0 && isHelpArg(rest[0]) {
 				rest = []string{"probe", "-h"} // site's only command

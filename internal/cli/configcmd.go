@@ -53,10 +53,16 @@ func (a *App) configRows() []configRow {
 	return rows
 }
 
-// config is `isched config`: each setting's effective value and source.
-func (a *App) config(_ context.Context, args []string) error {
+// configCmd is `isched config`: each setting's effective value and source.
+type configCmd struct {
+	app    *App
+	asJSON bool
+}
+
+func (c *configCmd) run(_ context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("config", "[--json]")
-	asJSON := fs.Bool("json", false, "print the settings as JSON: key, env, value, origin")
+	fs.BoolVar(&c.asJSON, "json", false, "print the settings as JSON: key, env, value, origin")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -65,7 +71,7 @@ func (a *App) config(_ context.Context, args []string) error {
 		return usageErr("isched config takes no arguments")
 	}
 	rows := a.configRows()
-	if *asJSON {
+	if c.asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)

@@ -4,251 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/isched/isched/internal/plan"
 )
 
-// DefaultSitePath is where a site installs its catalogue.
-const DefaultSitePath = "/etc/isched/site.json"
-
-// inputs are the flags shared by estimate, plan and submit.
-type inputs struct {
-	model, site          string
-	samples              int64
-	epochs               int
-	batches              string
-	optimizer, precision string
-	receipts, state      string
-	overhead             time.Duration
-	// pooled: other users' Slurm-confirmed receipts may inform the
-	// estimate (robustly: plan.Request.Pooled)
-	pooled bool
-	// user and qos: whose job, under which QOS ("": the user's default);
-	// the waits honour that user's Slurm limits. user "" is the caller.
-	user, qos string
-	// python: the interpreter the training runs in, for its footprint
-	// record ("": python3 in PATH; submit: the command's program when it
-	// is a Python)
-	python string
+// estimateCmd is `isched estimate`: the estimate's rows for each batch
+// size and node type.
+type estimateCmd struct {
+	app             *App
+	in              inputs
+	asJSON, explain bool
 }
 
-func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
-	fs.StringVar(&in.model, "model", "", "model summary (model.json from scripts/model_summary.py)")
-	fs.StringVar(&in.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+")")
-	fs.Int64Var(&in.samples, "samples", 0, "training samples per epoch")
-	fs.IntVar(&in.epochs, "epochs", 1, "epochs")
-	fs.StringVar(&in.batches, "batch", "", batchHelp)
-	fs.StringVar(&in.optimizer, "optimizer", "adam", "optimizer: sgd, momentum, nesterov, rmsprop, adagrad, adam, adamw, lamb")
-	fs.StringVar(&in.precision, "precision", "fp32", "training precision: fp32, bf16 or fp16 (autocast)")
-	fs.StringVar(&in.receipts, "receipts", "auto", "receipts of finished runs: auto (Redis when reachable), redis, none, or a JSON file")
-	fs.BoolVar(&in.pooled, "pooled", true, "also use other users' Slurm-confirmed receipts from Redis (median per user, never below the static estimate unless 3 users agree); false: your own only")
-	fs.StringVar(&in.state, "state", "auto", "cluster state: auto (the agent's snapshot in Redis, else Slurm), redis, slurm, none")
-	fs.DurationVar(&in.overhead, "migration-overhead", plan.DefaultMigrationOverhead, "wall time one move costs (checkpoint, requeue, restart)")
-	fs.StringVar(&in.python, "python", "", "the Python the training runs in: its framework footprint (isched site probe --footprint) counts in the static memory (default: python3 in PATH; submit: the command's program when it is a Python)")
-}
-
-// registerQOS adds --qos, for the commands whose flags do not already
-// carry sbatch's.
-func (in *inputs) registerQOS(fs *flag.FlagSet) {
-	fs.StringVar(&in.qos, "qos", "", "the QOS the job would run under (default: your default QOS): waits honour its per-user limits")
-}
-
-// need is what a one-device job of nt asks, as in's user under in's QOS.
-func (a *App) need(in *inputs, nt *plan.NodeType) plan.Need {
-	n := plan.NeedOf(nt)
-	n.User, n.QOS = in.user, in.qos
-	if n.User == "" {
-		n.User = a.Username()
-	}
-	return n
-}
-
-// loaded is everything an estimate needs, read and checked.
-type loaded struct {
-	in          *inputs
-	model       *plan.Model
-	site        *plan.Site
-	sitePath    string
-	req         plan.Request
-	rows        []plan.Row
-	receiptsSrc string
-	envNote     string // the environment's footprint record, "" for none
-	view        clusterView
-	waits       map[string]plan.Wait // by partition "/" node type
-}
-
-func (l *loaded) wait(ps *plan.PartitionSpec, nt *plan.NodeType) plan.Wait {
-	if w, ok := l.waits[ps.Name+"/"+nt.Name]; ok {
-		return w
-	}
-	return plan.Wait{Partition: ps.Name, Reason: "unknown: " + strings.TrimSuffix(l.view.source, ": waits unknown")}
-}
-
-func parseBatches(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return nil, usageErr("--batch %q: want positive integers, e.g. 8,16,32", s)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, usageErr("--batch is required, e.g. --batch 8,16,32,64")
-	}
-	return out, nil
-}
-
-func (a *App) sitePath(flagValue string) (string, error) {
-	switch {
-	case flagValue != "":
-		return flagValue, nil
-	case a.Getenv("ISCHED_SITE") != "":
-		return a.Getenv("ISCHED_SITE"), nil
-	}
-	if _, err := os.Stat(DefaultSitePath); err == nil {
-		return DefaultSitePath, nil
-	}
-	return "", usageErr("no site catalogue: pass --site FILE or set ISCHED_SITE (the package ships a template, /etc/isched/site.json.example; examples/site-lab.json describes the local test cluster)")
-}
-
-func loadModel(path string) (*plan.Model, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	m, err := plan.DecodeModel(b)
-	if err != nil {
-		return nil, fmt.Errorf("model summary %s: %w", path, err)
-	}
-	return m, nil
-}
-
-// openSite finds the site catalogue (a.sitePath) and loads it.
-func (a *App) openSite(flagValue string) (string, *plan.Site, error) {
-	path, err := a.sitePath(flagValue)
-	if err != nil {
-		return "", nil, err
-	}
-	s, err := loadSite(path)
-	return path, s, err
-}
-
-func loadSite(path string) (*plan.Site, error) {
-	b, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	s, err := plan.DecodeSite(b)
-	if err != nil {
-		return nil, fmt.Errorf("site catalogue %s: %w", path, err)
-	}
-	if err := s.LoadProbes(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("site catalogue %s: %w", path, err)
-	}
-	return s, nil
-}
-
-// load reads the model, the catalogue, receipts and (withState) the cluster
-// state, and computes the rows.
-func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, error) {
-	if in.model == "" {
-		return nil, usageErr("--model is required (make one with scripts/model_summary.py)")
-	}
-	if in.samples <= 0 {
-		return nil, usageErr("--samples is required: training samples per epoch")
-	}
-	if in.epochs <= 0 {
-		return nil, usageErr("--epochs must be positive")
-	}
-	batches, err := parseBatches(in.batches)
-	if err != nil {
-		return nil, err
-	}
-	tr := plan.Training{Optimizer: strings.ToLower(in.optimizer), Precision: strings.ToLower(in.precision)}
-	if err := tr.Validate(); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	l := &loaded{in: in}
-	if l.sitePath, err = a.sitePath(in.site); err != nil {
-		return nil, err
-	}
-	if l.model, err = loadModel(in.model); err != nil {
-		return nil, err
-	}
-	if l.site, err = loadSite(l.sitePath); err != nil {
-		return nil, err
-	}
-	fp, note, err := a.environment(in.python)
-	if err != nil {
-		return nil, err
-	}
-	l.site.UseEnvironment(fp)
-	l.envNote = note
-	receipts, pooled, src, err := a.loadReceipts(ctx, in.receipts)
-	if err != nil {
-		return nil, err
-	}
-	if !in.pooled {
-		pooled = nil
-	}
-	l.receiptsSrc = src
-	l.req = plan.Request{Model: l.model, Training: tr, Samples: in.samples, Epochs: in.epochs, Batches: batches, Receipts: receipts, Pooled: pooled}
-	if l.rows, err = l.site.Estimate(l.req); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	l.view = clusterView{source: "not read"}
-	l.waits = map[string]plan.Wait{}
-	if withState {
-		if err := a.loadWaits(ctx, l); err != nil {
-			return nil, err
-		}
-	}
-	return l, nil
-}
-
-// loadWaits reads the cluster state and estimates the wait of every
-// partition and node type.
-func (a *App) loadWaits(ctx context.Context, l *loaded) error {
-	var err error
-	if l.view, err = a.loadState(ctx, l.in.state); err != nil {
-		return err
-	}
-	if l.view.state.Snapshot == nil {
-		return nil
-	}
-	now := a.Now()
-	for i := range l.site.Partitions {
-		ps := &l.site.Partitions[i]
-		for _, n := range ps.NodeTypes {
-			nt := l.site.NodeType(n)
-			l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, a.need(l.in, nt), now)
-		}
-	}
-	return nil
-}
-
-func (a *App) estimate(ctx context.Context, args []string) error {
+func (c *estimateCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("estimate", "--model model.json --samples N --epochs E --batch 8,16,32 [flags]")
-	var in inputs
-	in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
-	in.registerQOS(fs)
-	asJSON := fs.Bool("json", false, "print the rows as JSON")
-	explain := fs.Bool("explain", false, "also print the static memory breakdown of every row")
+	c.in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
+	c.in.registerQOS(fs)
+	fs.BoolVar(&c.asJSON, "json", false, "print the rows as JSON")
+	fs.BoolVar(&c.explain, "explain", false, "also print the static memory breakdown of every row")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -256,14 +36,14 @@ func (a *App) estimate(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErr("unexpected arguments %q", pos)
 	}
-	l, err := a.load(ctx, &in, true)
+	l, err := a.load(ctx, &c.in, true)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if c.asJSON {
 		return writeJSON(a.stdout, l.jsonRows())
 	}
-	writeEstimate(a.stdout, l, *explain)
+	writeEstimate(a.stdout, l, c.explain)
 	return nil
 }
 
@@ -314,15 +94,13 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BATCH\tNODE TYPE\tPEAK MEMORY\tLIMIT\tFITS\tHOURS\tPARTITIONS\tIDLE NOW\tCOST\tSOURCE")
-	chunked, emulated := false, false
-	var notes, staticNotes, unmeasured []string
+	var m estimateMarks
 	for i := range l.rows {
 		r := &l.rows[i]
-		nt := r.NodeType
-		name := nt.Name
-		if nt.Emulated {
+		name := r.NodeType.Name
+		if r.NodeType.Emulated {
 			name += "†"
-			emulated = true
+			m.emulated = true
 		}
 		fits := "yes"
 		if !r.Fits {
@@ -330,92 +108,130 @@ func writeEstimate(w io.Writer, l *loaded, explain bool) {
 		}
 		hours, parts, idle, cost := "-", "-", "-", "-"
 		if r.Fits {
-			hours = fmt.Sprintf("%.2f", r.Hours)
-			if r.TimeUnmeasured {
-				hours += "?"
-				if !slices.Contains(unmeasured, nt.Name) {
-					unmeasured = append(unmeasured, nt.Name)
-				}
-			}
-			cost = l.cost(r.Cost)
-			var ps, idles []string
-			unknown := false
-			for _, f := range r.Feasible() {
-				n := f.Partition.Name
-				if f.Chunks > 1 {
-					n += "*"
-					chunked = true
-				}
-				ps = append(ps, n)
-				wt := l.wait(f.Partition, nt)
-				switch {
-				case wt.IdleNow:
-					idles = append(idles, f.Partition.Name)
-				case !wt.Known:
-					unknown = true
-				}
-			}
-			if len(ps) > 0 {
-				parts = strings.Join(ps, ",")
-			}
-			switch {
-			case len(idles) > 0:
-				idle = strings.Join(idles, ",")
-			case unknown:
-				idle = "?"
-			case len(ps) > 0:
-				idle = "no"
-			}
+			hours, cost = m.hours(r), l.cost(r.Cost)
+			parts, idle = m.partitions(l, r)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(nt),
+		fmt.Fprintf(tw, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Batch, name, plan.FormatBytes(r.Mem), memKind(r.NodeType),
 			plan.FormatBytes(r.MemCap), fits, hours, parts, idle, cost, r.Source)
-		if r.Source != plan.Static {
-			notes = append(notes, fmt.Sprintf("  batch %d on %s (%s, %s): %s%s%s", r.Batch, nt.Name, r.Source, whoseText(r.Whose), r.Basis, marginText(r), bandText(r)))
-		} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
-			staticNotes = append(staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
-		}
+		m.note(r)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	if chunked {
+	m.legend(w, l.site)
+	if explain {
+		writeExplain(w, l)
+	}
+}
+
+// estimateMarks are what the rows of an estimate's table marked, for the
+// legend under it.
+type estimateMarks struct {
+	chunked, emulated  bool
+	notes, staticNotes []string
+	unmeasured         []string // node types whose time is assumed
+}
+
+// hours is a fitting row's HOURS cell: "?" marks an unmeasured time.
+func (m *estimateMarks) hours(r *plan.Row) string {
+	h := fmt.Sprintf("%.2f", r.Hours)
+	if r.TimeUnmeasured {
+		h += "?"
+		if !slices.Contains(m.unmeasured, r.NodeType.Name) {
+			m.unmeasured = append(m.unmeasured, r.NodeType.Name)
+		}
+	}
+	return h
+}
+
+// partitions are a fitting row's PARTITIONS and IDLE NOW cells: "*"
+// marks a partition whose time limit splits the run.
+func (m *estimateMarks) partitions(l *loaded, r *plan.Row) (parts, idle string) {
+	parts, idle = "-", "-"
+	var ps, idles []string
+	unknown := false
+	for _, f := range r.Feasible() {
+		n := f.Partition.Name
+		if f.Chunks > 1 {
+			n += "*"
+			m.chunked = true
+		}
+		ps = append(ps, n)
+		wt := l.wait(f.Partition, r.NodeType)
+		switch {
+		case wt.IdleNow:
+			idles = append(idles, f.Partition.Name)
+		case !wt.Known:
+			unknown = true
+		}
+	}
+	if len(ps) > 0 {
+		parts = strings.Join(ps, ",")
+	}
+	switch {
+	case len(idles) > 0:
+		idle = strings.Join(idles, ",")
+	case unknown:
+		idle = "?"
+	case len(ps) > 0:
+		idle = "no"
+	}
+	return parts, idle
+}
+
+// note keeps what the legend says of a row: how a measured or scaled row
+// was derived, the band of a static one.
+func (m *estimateMarks) note(r *plan.Row) {
+	nt := r.NodeType
+	if r.Source != plan.Static {
+		m.notes = append(m.notes, fmt.Sprintf("  batch %d on %s (%s, %s): %s%s%s", r.Batch, nt.Name, r.Source, whoseText(r.Whose), r.Basis, marginText(r), bandText(r)))
+	} else if r.MemBand.Width() > 0 || r.IterBand.Width() > 0 {
+		m.staticNotes = append(m.staticNotes, fmt.Sprintf("  batch %d on %s%s", r.Batch, nt.Name, bandText(r)))
+	}
+}
+
+// legend explains the table's marks and sources.
+func (m *estimateMarks) legend(w io.Writer, site *plan.Site) {
+	if m.chunked {
 		fmt.Fprintln(w, "* longer than the partition's time limit: it continues from checkpoints across attempts")
 	}
-	if emulated {
+	if m.emulated {
 		fmt.Fprintln(w, "† emulated GPUs (GRES on fake devices): jobs there compute on the CPU; the memory that must fit is host RSS")
 	}
-	if len(unmeasured) > 0 {
+	if len(m.unmeasured) > 0 {
 		fmt.Fprintf(w, "? time unmeasured on %s: no probe record of the node type, so hours and cost rest on assumed framework costs and peak FLOPS "+
-			"(off by up to 40x on the bench-predict grid); `isched site probe --partition P` measures it once for everyone\n", strings.Join(unmeasured, ","))
+			"(off by up to 40x on the bench-predict grid); `isched site probe --partition P` measures it once for everyone\n", strings.Join(m.unmeasured, ","))
 	}
 	fmt.Fprintln(w, "source: static = model summary and catalogue only; measured = receipts of this model, set-up, batch and node type;")
 	fmt.Fprintln(w, "        scaled = receipts of another batch size (linear fit) or node type (relative throughput);")
 	fmt.Fprintln(w, "        profiled = your isched profile receipts only (at this batch, or fitted over the profiled batches)")
-	writeStaticBasis(w, l.site)
-	if len(staticNotes) > 0 {
+	writeStaticBasis(w, site)
+	if len(m.staticNotes) > 0 {
 		fmt.Fprintln(w, "static rows on CPU node types: the range real / static took on the bench-predict grid of CPU trainings (docs/model-summary.md):")
-		for _, n := range staticNotes {
+		for _, n := range m.staticNotes {
 			fmt.Fprintln(w, n)
 		}
 	}
-	if len(notes) > 0 {
+	if len(m.notes) > 0 {
 		fmt.Fprintln(w, "how the measured and scaled rows were derived:")
-		for _, n := range notes {
+		for _, n := range m.notes {
 			fmt.Fprintln(w, n)
 		}
 	}
-	if explain {
-		fmt.Fprintln(w, "static memory breakdown:")
-		for i := range l.rows {
-			r := &l.rows[i]
-			s := r.Static
-			over := overheadLabel(l.site, r.NodeType)
-			if r.NodeType.DeviceMemory() {
-				over = "CUDA context"
-			}
-			fmt.Fprintf(w, "  batch %d on %s: weights %s + gradients %s + optimizer %s + activations %s + %s %s = %s\n",
-				r.Batch, r.NodeType.Name, plan.FormatBytes(s.Weights), plan.FormatBytes(s.Gradients), plan.FormatBytes(s.Optimizer),
-				plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
+}
+
+// writeExplain prints the static memory breakdown of every row.
+func writeExplain(w io.Writer, l *loaded) {
+	fmt.Fprintln(w, "static memory breakdown:")
+	for i := range l.rows {
+		r := &l.rows[i]
+		s := r.Static
+		over := overheadLabel(l.site, r.NodeType)
+		if r.NodeType.DeviceMemory() {
+			over = "CUDA context"
 		}
+		fmt.Fprintf(w, "  batch %d on %s: weights %s + gradients %s + optimizer %s + activations %s + %s %s = %s\n",
+			r.Batch, r.NodeType.Name, plan.FormatBytes(s.Weights), plan.FormatBytes(s.Gradients), plan.FormatBytes(s.Optimizer),
+			plan.FormatBytes(s.Activations), over, plan.FormatBytes(s.Overhead), plan.FormatBytes(s.Total()))
 	}
 }
 

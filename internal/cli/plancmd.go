@@ -10,12 +10,20 @@ import (
 	"github.com/isched/isched/internal/plan"
 )
 
-func (a *App) plan(ctx context.Context, args []string) error {
+// planCmd is `isched plan`: for each batch size, where the job could run,
+// when it would end and what each policy would choose.
+type planCmd struct {
+	app    *App
+	in     inputs
+	asJSON bool
+}
+
+func (c *planCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("plan", "--model model.json --samples N --epochs E --batch 32 [flags]")
-	var in inputs
-	in.register(fs, "batch size(s) to plan, e.g. 32 (one table per batch size)")
-	in.registerQOS(fs)
-	asJSON := fs.Bool("json", false, "print the plans as JSON")
+	c.in.register(fs, "batch size(s) to plan, e.g. 32 (one table per batch size)")
+	c.in.registerQOS(fs)
+	fs.BoolVar(&c.asJSON, "json", false, "print the plans as JSON")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -23,12 +31,12 @@ func (a *App) plan(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErr("unexpected arguments %q", pos)
 	}
-	l, err := a.load(ctx, &in, true)
+	l, err := a.load(ctx, &c.in, true)
 	if err != nil {
 		return err
 	}
 	all := l.plans()
-	if *asJSON {
+	if c.asJSON {
 		return writeJSON(a.stdout, jsonPlans(all, a.Now()))
 	}
 	l.header(a.stdout)

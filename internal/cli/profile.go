@@ -76,27 +76,17 @@ type profileRun struct {
 	where   string // "local" or "job 123 on dev/dev1"
 }
 
-func (a *App) profile(ctx context.Context, args []string) error {
+// profileCmd is `isched profile`: measure a training at a few batch sizes
+// and keep the receipts.
+type profileCmd struct {
+	app *App
+	o   profileOpts
+}
+
+func (c *profileCmd) run(ctx context.Context, args []string) error {
+	a, o := c.app, &c.o
 	fs := a.newFlags("profile", "--model model.json --batches 8,16 (--local --node-type T | --partition P) [flags] -- COMMAND [ARGS...] ({batch} in an argument, or the command reads ISCHED_BATCH)")
-	var o profileOpts
-	fs.StringVar(&o.model, "model", "", "model summary (model.json from scripts/model_summary.py): the receipts are this model's")
-	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+")")
-	fs.StringVar(&o.optimizer, "optimizer", "adam", "the command's optimizer: sgd, momentum, nesterov, rmsprop, adagrad, adam, adamw, lamb")
-	fs.StringVar(&o.precision, "precision", "fp32", "the command's precision: fp32, bf16 or fp16 (autocast)")
-	fs.StringVar(&o.batches, "batches", "", "batch sizes to measure, two or more, e.g. 8,16")
-	fs.DurationVar(&o.window, "window", time.Minute, "measured window per batch size, after the warm-up iterations")
-	fs.Int64Var(&o.warmup, "warmup-iters", 5, "iterations at the start that are not measured (data loader start, allocator growth)")
-	fs.DurationVar(&o.startup, "startup-timeout", 10*time.Minute, "how long start-up and the warm-up iterations may take before a run is given up")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "after the window: SIGTERM to the command's process group, this long, then SIGKILL")
-	fs.BoolVar(&o.local, "local", false, "run here, as a child of this program (this machine stands for --node-type)")
-	fs.StringVar(&o.partition, "partition", "", "run each batch size as a short Slurm job on this partition (e.g. dev)")
-	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type the runs measure (default: the partition's only node type)")
-	fs.DurationVar(&o.queueWait, "queue-wait", 30*time.Minute, "with --partition: how long a job may wait to start")
-	fs.StringVar(&o.mem, "mem", "", "with --partition: memory per node, Slurm spelling such as 4G (default: Slurm's)")
-	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
-	fs.StringVar(&o.iterPattern, "iter-pattern", a.Getenv("ISCHED_ITER_PATTERN"), "the command's iteration lines, as isched-wrapper --iter-pattern (a preset or a Go regexp with a (?P<step>...) group)")
-	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable)")
-	o.site2.register(fs)
+	o.register(fs, a.Getenv("ISCHED_ITER_PATTERN"))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -146,30 +136,63 @@ func (a *App) profile(ctx context.Context, args []string) error {
 	fmt.Fprintf(a.stderr, "isched profile: %s on %s, batches %s, %s per batch after %d warm-up iterations, %s\n",
 		key, nt.Name, batchesString(batches), o.window, o.warmup, where)
 	for _, b := range batches {
-		var run profileRun
-		if o.local {
-			run, err = a.profileLocal(ctx, &o, wrapperPath, b)
-		} else {
-			run, err = a.profileSlurm(ctx, &o, wrapperPath, b)
-		}
-		if err != nil {
+		if err := a.profileBatch(ctx, o, wrapperPath, b, key, nt, path); err != nil {
 			return fmt.Errorf("batch %d: %w", b, err)
-		}
-		r, err := a.profiledReceipt(&run, key, o.partition, nt, o.warmup)
-		if err != nil {
-			return fmt.Errorf("batch %d: %w", b, err)
-		}
-		if err := appendReceipt(path, r); err != nil {
-			return fmt.Errorf("batch %d: keep the receipt: %w", b, err)
-		}
-		p := run.summary.Profile
-		fmt.Fprintf(a.stderr, "isched profile: batch %d: %d iterations measured over %.1f s after %d warm-up (%s): %.1f ms/iter (median %.1f), peak process memory %s\n",
-			b, p.MeasuredIters, p.WindowSeconds, p.WarmupIters, run.where, p.MeanIterMS, run.summary.MedianIterMS, plan.FormatBytes(p.PeakRSSBytes))
-		if !p.Complete {
-			fmt.Fprintf(a.stderr, "isched profile: batch %d: the command ended before the %s window; the receipt holds what was measured\n", b, o.window)
 		}
 	}
 	fmt.Fprintf(a.stderr, "isched profile: receipts kept in %s; isched estimate/plan/submit use them (source \"profiled\")\n", path)
+	return nil
+}
+
+// register adds isched profile's flags to fs; iterPattern is the
+// default of --iter-pattern ($ISCHED_ITER_PATTERN).
+func (o *profileOpts) register(fs *flag.FlagSet, iterPattern string) {
+	fs.StringVar(&o.model, "model", "", "model summary (model.json from scripts/model_summary.py): the receipts are this model's")
+	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+")")
+	fs.StringVar(&o.optimizer, "optimizer", "adam", "the command's optimizer: sgd, momentum, nesterov, rmsprop, adagrad, adam, adamw, lamb")
+	fs.StringVar(&o.precision, "precision", "fp32", "the command's precision: fp32, bf16 or fp16 (autocast)")
+	fs.StringVar(&o.batches, "batches", "", "batch sizes to measure, two or more, e.g. 8,16")
+	fs.DurationVar(&o.window, "window", time.Minute, "measured window per batch size, after the warm-up iterations")
+	fs.Int64Var(&o.warmup, "warmup-iters", 5, "iterations at the start that are not measured (data loader start, allocator growth)")
+	fs.DurationVar(&o.startup, "startup-timeout", 10*time.Minute, "how long start-up and the warm-up iterations may take before a run is given up")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "after the window: SIGTERM to the command's process group, this long, then SIGKILL")
+	fs.BoolVar(&o.local, "local", false, "run here, as a child of this program (this machine stands for --node-type)")
+	fs.StringVar(&o.partition, "partition", "", "run each batch size as a short Slurm job on this partition (e.g. dev)")
+	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type the runs measure (default: the partition's only node type)")
+	fs.DurationVar(&o.queueWait, "queue-wait", 30*time.Minute, "with --partition: how long a job may wait to start")
+	fs.StringVar(&o.mem, "mem", "", "with --partition: memory per node, Slurm spelling such as 4G (default: Slurm's)")
+	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
+	fs.StringVar(&o.iterPattern, "iter-pattern", iterPattern, "the command's iteration lines, as isched-wrapper --iter-pattern (a preset or a Go regexp with a (?P<step>...) group)")
+	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable)")
+	o.site2.register(fs)
+}
+
+// profileBatch measures one batch size, here or as a Slurm job, and
+// keeps its receipt in path.
+func (a *App) profileBatch(ctx context.Context, o *profileOpts, wrapperPath string, b int, key string, nt *plan.NodeType, path string) error {
+	var run profileRun
+	var err error
+	if o.local {
+		run, err = a.profileLocal(ctx, o, wrapperPath, b)
+	} else {
+		run, err = a.profileSlurm(ctx, o, wrapperPath, b)
+	}
+	if err != nil {
+		return err
+	}
+	r, err := a.profiledReceipt(&run, key, o.partition, nt, o.warmup)
+	if err != nil {
+		return err
+	}
+	if err := appendReceipt(path, r); err != nil {
+		return fmt.Errorf("keep the receipt: %w", err)
+	}
+	p := run.summary.Profile
+	fmt.Fprintf(a.stderr, "isched profile: batch %d: %d iterations measured over %.1f s after %d warm-up (%s): %.1f ms/iter (median %.1f), peak process memory %s\n",
+		b, p.MeasuredIters, p.WindowSeconds, p.WarmupIters, run.where, p.MeanIterMS, run.summary.MedianIterMS, plan.FormatBytes(p.PeakRSSBytes))
+	if !p.Complete {
+		fmt.Fprintf(a.stderr, "isched profile: batch %d: the command ended before the %s window; the receipt holds what was measured\n", b, o.window)
+	}
 	return nil
 }
 
@@ -501,7 +524,7 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 		return profileRun{}, err
 	}
 	argv := batchArgv(o.argv, batch)
-	so := submitOpts{policy: plan.PolicyImmediate, fIdeal: o.partition, noMigrate: true, wrapper: wrapperPath, argv: argv, site: o.site2}
+	so := submitOpts{req: placeRequest{policy: plan.PolicyImmediate, ideal: o.partition, noMigrate: true}, wrapper: wrapperPath, argv: argv, site: o.site2}
 	so.name = "profile-" + jobName(argv)
 	if len(so.name) > 50 {
 		so.name = so.name[:50]
@@ -514,13 +537,14 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 	// never made, a profile run resumes nothing
 	so.wrapperArgs = listFlag(o.wrapperProfileArgs(sumPath))
 	limit := o.startup + o.window + 2*o.grace + time.Minute
-	so.fTime = strconv.Itoa(int((limit + time.Minute - 1) / time.Minute))
-	so.fMem = o.mem
+	so.req.time = strconv.Itoa(int((limit + time.Minute - 1) / time.Minute))
+	so.req.mem = o.mem
 	so.env = [][2]string{{"ISCHED_BATCH", strconv.Itoa(batch)}} // for a command that reads it
-	if err := a.decide(ctx, &so); err != nil {
+	sub, err := a.decide(ctx, &so)
+	if err != nil {
 		return profileRun{}, err
 	}
-	script, comment, err := a.buildScript(&so)
+	script, comment, err := a.buildScript(&so, &sub)
 	if err != nil {
 		return profileRun{}, err
 	}
@@ -536,40 +560,42 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 	if err != nil {
 		return profileRun{}, err
 	}
-	fmt.Fprintf(a.stderr, "isched profile: batch %d: job %s on %s (time limit %s min), output %s\n", batch, id, o.partition, so.fTime, so.output)
-	deadline := a.Now().Add(o.queueWait + limit)
+	fmt.Fprintf(a.stderr, "isched profile: batch %d: job %s on %s (time limit %s min), output %s\n", batch, id, o.partition, so.req.time, so.output)
+	return a.awaitProfile(ctx, profileJob{id: id, batch: batch, sumPath: sumPath, output: so.output, queueWait: o.queueWait, limit: limit})
+}
+
+// profileJob is a profile run's Slurm job, as awaitProfile follows it.
+type profileJob struct {
+	id               string
+	batch            int
+	sumPath, output  string        // the wrapper's summary and the job's output
+	queueWait, limit time.Duration // to start; to run once started
+}
+
+// awaitProfile waits for the job's summary: until the job ends, or past
+// its time to start and run.
+func (a *App) awaitProfile(ctx context.Context, j profileJob) (profileRun, error) {
+	id := j.id
+	deadline := a.Now().Add(j.queueWait + j.limit)
 	var info *slurm.JobInfo
 	started := false
 	for {
-		if s, err := readSummary(sumPath); err == nil {
-			if err := checkWindow(s); err != nil {
-				return profileRun{}, fmt.Errorf("job %s: %w; output in %s:\n%s", id, err, so.output, tail(so.output))
-			}
-			_ = os.Remove(sumPath)
+		if s, err := readSummary(j.sumPath); err == nil {
 			where := "job " + id
 			if info != nil {
 				where += " on " + info.Partition + "/" + info.NodeList
 			}
-			return profileRun{batch: batch, summary: *s, where: where}, nil
+			return j.result(s, where)
 		}
 		ji, err := a.Slurm.ShowJob(ctx, id)
 		if err == nil {
 			info = ji
 			if !started && ji.State == "RUNNING" {
 				started = true
-				deadline = a.Now().Add(limit)
+				deadline = a.Now().Add(j.limit)
 			}
 			if slices.Contains(endedStates, ji.State) {
-				// the summary is written before the job ends; give a
-				// shared file system a moment to show it
-				if s, err := waitSummary(ctx, sumPath, 10*time.Second); err == nil {
-					if err := checkWindow(s); err != nil {
-						return profileRun{}, fmt.Errorf("job %s: %w; output in %s:\n%s", id, err, so.output, tail(so.output))
-					}
-					_ = os.Remove(sumPath)
-					return profileRun{batch: batch, summary: *s, where: "job " + id + " on " + ji.Partition + "/" + ji.NodeList}, nil
-				}
-				return profileRun{}, fmt.Errorf("job %s ended %s without a summary in %s; output in %s:\n%s", id, ji.State, sumPath, so.output, tail(so.output))
+				return j.ended(ctx, ji)
 			}
 		}
 		if a.Now().After(deadline) {
@@ -585,6 +611,24 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// ended is the run of a job Slurm shows ended: the summary is written
+// before the job ends; a shared file system gets a moment to show it.
+func (j profileJob) ended(ctx context.Context, ji *slurm.JobInfo) (profileRun, error) {
+	if s, err := waitSummary(ctx, j.sumPath, 10*time.Second); err == nil {
+		return j.result(s, "job "+j.id+" on "+ji.Partition+"/"+ji.NodeList)
+	}
+	return profileRun{}, fmt.Errorf("job %s ended %s without a summary in %s; output in %s:\n%s", j.id, ji.State, j.sumPath, j.output, tail(j.output))
+}
+
+// result is the run of the job's summary, if its window was measured.
+func (j profileJob) result(s *wrapperSummary, where string) (profileRun, error) {
+	if err := checkWindow(s); err != nil {
+		return profileRun{}, fmt.Errorf("job %s: %w; output in %s:\n%s", j.id, err, j.output, tail(j.output))
+	}
+	_ = os.Remove(j.sumPath)
+	return profileRun{batch: j.batch, summary: *s, where: where}, nil
 }
 
 // waitSummary waits up to d for the summary file to appear.

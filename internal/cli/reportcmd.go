@@ -24,12 +24,23 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-func (a *App) report(ctx context.Context, args []string) error {
+// reportCmd is `isched report`: a run's summary, attempts and samples,
+// as text, JSON or a plot.
+type reportCmd struct {
+	app    *App
+	out    string
+	asJSON bool
+	width  float64
+	height float64
+}
+
+func (c *reportCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]")
-	out := fs.String("plot", "", "write iteration time and memory over the run to this PNG or SVG file")
-	asJSON := fs.Bool("json", false, "print the report's data as JSON (snake_case keys, RFC 3339 times): the summary, the attempts and the samples")
-	width := fs.Float64("width", 24, "plot width, cm")
-	height := fs.Float64("height", 16, "plot height, cm")
+	fs.StringVar(&c.out, "plot", "", "write iteration time and memory over the run to this PNG or SVG file")
+	fs.BoolVar(&c.asJSON, "json", false, "print the report's data as JSON (snake_case keys, RFC 3339 times): the summary, the attempts and the samples")
+	fs.Float64Var(&c.width, "width", 24, "plot width, cm")
+	fs.Float64Var(&c.height, "height", 16, "plot height, cm")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -37,9 +48,9 @@ func (a *App) report(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("want one job id or lineage")
 	}
-	if *out != "" {
-		if ext := strings.ToLower(filepath.Ext(*out)); ext != ".png" && ext != ".svg" {
-			return usageErr("--plot %q: want a .png or .svg file", *out)
+	if c.out != "" {
+		if ext := strings.ToLower(filepath.Ext(c.out)); ext != ".png" && ext != ".svg" {
+			return usageErr("--plot %q: want a .png or .svg file", c.out)
 		}
 	}
 	r, err := a.loadReport(ctx, pos[0])
@@ -47,7 +58,7 @@ func (a *App) report(ctx context.Context, args []string) error {
 		return err
 	}
 	wrote := a.stdout
-	if *asJSON {
+	if c.asJSON {
 		if err := writeJSON(a.stdout, r.json()); err != nil {
 			return err
 		}
@@ -55,13 +66,13 @@ func (a *App) report(ctx context.Context, args []string) error {
 	} else {
 		r.writeText(a.stdout)
 	}
-	if *out == "" {
+	if c.out == "" {
 		return nil
 	}
-	if err := writePlot(*out, r.lineage, r.pts, r.status, vg.Length(*width)*vg.Centimeter, vg.Length(*height)*vg.Centimeter); err != nil {
+	if err := writePlot(c.out, r.lineage, r.pts, r.status, vg.Length(c.width)*vg.Centimeter, vg.Length(c.height)*vg.Centimeter); err != nil {
 		return err
 	}
-	fmt.Fprintf(wrote, "wrote %s\n", *out)
+	fmt.Fprintf(wrote, "wrote %s\n", c.out)
 	return nil
 }
 

@@ -137,6 +137,32 @@ func (s *siteOpts) register(fs *flag.FlagSet) {
 // directives validates the site options and returns their #SBATCH
 // directives, the user's flags first, then the --sbatch-arg ones in order.
 func (s *siteOpts) directives() ([]Directive, error) {
+	out, err := s.flagDirectives()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCounts(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, a := range s.sbatchArgs {
+		d, err := parseSbatchArg(a)
+		if err != nil {
+			return nil, err
+		}
+		if seen[d.Name] {
+			return nil, usageErr("--sbatch-arg %q: --%s given twice", a, d.Name)
+		}
+		seen[d.Name] = true
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// flagDirectives are the directives of the site flags that become
+// #SBATCH lines as given: --account, --qos, --mail-type, --mail-user,
+// --constraint.
+func (s *siteOpts) flagDirectives() ([]Directive, error) {
 	var out []Directive
 	add := func(name, val string) { out = append(out, Directive{Name: name, Value: val, HasValue: true}) }
 	if s.account != "" {
@@ -171,35 +197,30 @@ func (s *siteOpts) directives() ([]Directive, error) {
 		}
 		add("constraint", s.constraint)
 	}
-	if s.ntasks < 0 || s.ntasks > 1_000_000 {
-		return nil, usageErr("--ntasks %d: want 1 to 1000000", s.ntasks)
-	}
-	if s.nodes != "" {
-		m := nodesRE.FindStringSubmatch(s.nodes)
-		if m == nil {
-			return nil, usageErr("--nodes %q: want N or MIN-MAX", s.nodes)
-		}
-		if m[3] != "" {
-			lo, _ := strconv.Atoi(m[1])
-			hi, _ := strconv.Atoi(m[3])
-			if lo > hi {
-				return nil, usageErr("--nodes %q: the minimum is above the maximum", s.nodes)
-			}
-		}
-	}
-	seen := map[string]bool{}
-	for _, a := range s.sbatchArgs {
-		d, err := parseSbatchArg(a)
-		if err != nil {
-			return nil, err
-		}
-		if seen[d.Name] {
-			return nil, usageErr("--sbatch-arg %q: --%s given twice", a, d.Name)
-		}
-		seen[d.Name] = true
-		out = append(out, d)
-	}
 	return out, nil
+}
+
+// checkCounts checks --ntasks and --nodes (the script writes them:
+// Script.counts).
+func (s *siteOpts) checkCounts() error {
+	if s.ntasks < 0 || s.ntasks > 1_000_000 {
+		return usageErr("--ntasks %d: want 1 to 1000000", s.ntasks)
+	}
+	if s.nodes == "" {
+		return nil
+	}
+	m := nodesRE.FindStringSubmatch(s.nodes)
+	if m == nil {
+		return usageErr("--nodes %q: want N or MIN-MAX", s.nodes)
+	}
+	if m[3] != "" {
+		lo, _ := strconv.Atoi(m[1])
+		hi, _ := strconv.Atoi(m[3])
+		if lo > hi {
+			return usageErr("--nodes %q: the minimum is above the maximum", s.nodes)
+		}
+	}
+	return nil
 }
 
 // parseSbatchArg checks one --sbatch-arg: a full sbatch long option

@@ -126,21 +126,36 @@ func (s *Script) Render() ([]byte, error) {
 	for _, h := range s.Header {
 		b.WriteString("# " + strings.ReplaceAll(clean(h), "\n", " ") + "\n")
 	}
-	dir := func(flag, val string) error {
-		v, err := directiveValue(flag, val)
-		if err != nil {
-			return err
-		}
-		b.WriteString("#SBATCH --" + flag + "=" + v + "\n")
-		return nil
+	if err := s.directives(&b); err != nil {
+		return nil, err
 	}
+	b.WriteString("\nset -eu\n")
+	if err := s.environment(&b); err != nil {
+		return nil, err
+	}
+	b.WriteString(`echo "isched: lineage $ISCHED_LINEAGE job ${SLURM_JOB_ID:-} attempt ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_PARTITION:-}/${SLURMD_NODENAME:-} at $(date -Is)"` + "\n")
+	cmd, err := s.command()
+	if err != nil {
+		return nil, err
+	}
+	b.WriteString(cmd + "\n")
+	return []byte(b.String()), nil
+}
+
+// directives writes the #SBATCH lines; the first value the parser would
+// misread is the error.
+func (s *Script) directives(b *strings.Builder) error {
 	var errs []error
 	add := func(flag, val string) {
-		if val != "" {
-			if err := dir(flag, val); err != nil {
-				errs = append(errs, err)
-			}
+		if val == "" {
+			return
 		}
+		v, err := directiveValue(flag, val)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		b.WriteString("#SBATCH --" + flag + "=" + v + "\n")
 	}
 	add("job-name", s.JobName)
 	add("partition", strings.Join(s.Partitions, ","))
@@ -163,39 +178,49 @@ func (s *Script) Render() ([]byte, error) {
 	// Without "B:" Slurm signals the job steps: the wrapper under srun.
 	limit := time.Duration((s.TimeLimit+time.Minute-1)/time.Minute) * time.Minute // as --time says it
 	if lead, ok := SignalLead(limit, s.CkptEstimate); ok {
-		fmt.Fprintf(&b, "#SBATCH --signal=USR1@%d\n", lead)
+		fmt.Fprintf(b, "#SBATCH --signal=USR1@%d\n", lead)
 	}
 	b.WriteString("#SBATCH --open-mode=append\n")
 	add("output", s.Output)
 	add("chdir", s.Chdir)
 	add("comment", s.Comment)
-	if err := s.siteLines(&b); err != nil {
+	if err := s.siteLines(b); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return nil, errs[0]
+		return errs[0]
 	}
-	b.WriteString("\nset -eu\n")
+	return nil
+}
+
+// environment writes the job's environment: the user's (--export), then
+// isched's, less the variables the job must not have.
+func (s *Script) environment(b *strings.Builder) error {
 	if len(s.UserEnv) > 0 {
 		b.WriteString("# The environment `isched submit` ran in (--export=" + s.UserExport + "), for every attempt of the run.\n")
-		if err := writeExports(&b, s.UserEnv); err != nil {
-			return nil, err
+		if err := writeExports(b, s.UserEnv); err != nil {
+			return err
 		}
 	}
 	b.WriteString("# sbatch ran with --export=NONE (your login environment): let srun pass this script's on.\n")
 	b.WriteString("export SLURM_EXPORT_ENV=ALL\n")
-	if err := writeExports(&b, s.Env); err != nil {
-		return nil, err
+	if err := writeExports(b, s.Env); err != nil {
+		return err
 	}
 	if len(s.Unset) > 0 {
 		for _, n := range s.Unset {
 			if !envName(n) {
-				return nil, fmt.Errorf("environment variable name %q", n)
+				return fmt.Errorf("environment variable name %q", n)
 			}
 		}
 		b.WriteString("unset " + strings.Join(s.Unset, " ") + "\n")
 	}
-	b.WriteString(`echo "isched: lineage $ISCHED_LINEAGE job ${SLURM_JOB_ID:-} attempt ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_PARTITION:-}/${SLURMD_NODENAME:-} at $(date -Is)"` + "\n")
+	return nil
+}
+
+// command is the srun line: the wrapper, its arguments, then the
+// training command, each word quoted.
+func (s *Script) command() (string, error) {
 	words := []string{"exec", "srun"}
 	if s.Wrapper != "" { // no wrapper: isched's own short jobs (site probe)
 		words = append(words, ShellQuote(s.Wrapper))
@@ -206,12 +231,11 @@ func (s *Script) Render() ([]byte, error) {
 	}
 	for _, a := range s.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return nil, fmt.Errorf("command argument %q contains a NUL byte", a)
+			return "", fmt.Errorf("command argument %q contains a NUL byte", a)
 		}
 		words = append(words, ShellQuote(a))
 	}
-	b.WriteString(strings.Join(words, " ") + "\n")
-	return []byte(b.String()), nil
+	return strings.Join(words, " "), nil
 }
 
 // writeExports writes one export line per variable, its value quoted.

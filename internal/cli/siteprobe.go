@@ -95,27 +95,20 @@ func (a *App) siteCmd(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "probe" {
 		return usageErr("want a subcommand: isched site probe --local --node-type T [flags]")
 	}
-	return a.siteProbe(ctx, args[1:])
+	return (&siteProbeCmd{app: a}).run(ctx, args[1:])
 }
 
-func (a *App) siteProbe(ctx context.Context, args []string) error {
+// siteProbeCmd is `isched site probe`: measure a node type, or the user's
+// environment's framework footprint.
+type siteProbeCmd struct {
+	app *App
+	o   siteProbeOpts
+}
+
+func (c *siteProbeCmd) run(ctx context.Context, args []string) error {
+	a, o := c.app, &c.o
 	fs := a.newFlags("site probe", "(--local --node-type T | --partition P [--node-type T]) [flags] (--local on a node of type T; --partition as a short Slurm job there)")
-	var o siteProbeOpts
-	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+"); the record goes to probes/ beside it")
-	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type this machine is (required with --local; with --partition default the partition's only node type)")
-	fs.BoolVar(&o.local, "local", false, "measure this machine (run the command on a node of the type)")
-	fs.StringVar(&o.partition, "partition", "", "measure a node of this partition: a short Slurm job that runs isched site probe --local there")
-	fs.DurationVar(&o.queueWait, "queue-wait", 30*time.Minute, "with --partition: how long the job may wait to start")
-	fs.StringVar(&o.isched, "isched", "", "with --partition: the isched program the job runs (default: this one; the node must see it)")
-	fs.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with the framework the jobs use")
-	fs.StringVar(&o.script, "script", "", "site_probe.py (default: share/isched/ or scripts/ beside this program)")
-	fs.IntVar(&o.threads, "threads", 0, "torch threads of the micro-benchmarks (default: torch's default, all cores)")
-	fs.IntVar(&o.repeats, "repeats", 5, "repeats of each measurement")
-	fs.StringVar(&o.output, "o", "", "write the record here instead of probes/<node type>.json beside the catalogue (--footprint: your footprint record of --python)")
-	fs.BoolVar(&o.footprint, "footprint", false, "measure only the framework footprint of the --python environment, for your own estimates (kept under ~/.local/share/isched; no site files written)")
-	fs.StringVar(&o.imports, "import", "", "with --footprint: modules your scripts import besides torch, comma-separated (e.g. transformers,pandas)")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long the probe may take")
-	fs.Int64Var(&o.memMiB, "mem-mib", 2048, "with --partition: the job's memory (MiB); the probe holds torch and one measured training process at a time, together about 1 GiB")
+	o.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -144,39 +137,72 @@ func (a *App) siteProbe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	out := o.output
+	out, err := a.probeOutput(o, sitePath)
+	if err != nil {
+		return err
+	}
+	b, err := a.runProbe(ctx, o, sitePath, script, imports)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	if o.footprint {
+		return a.keepFootprint(o, b, out, script)
+	}
+	return a.keepProbe(o, site, b, out, script)
+}
+
+// register adds isched site probe's flags to fs.
+func (o *siteProbeOpts) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+"); the record goes to probes/ beside it")
+	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type this machine is (required with --local; with --partition default the partition's only node type)")
+	fs.BoolVar(&o.local, "local", false, "measure this machine (run the command on a node of the type)")
+	fs.StringVar(&o.partition, "partition", "", "measure a node of this partition: a short Slurm job that runs isched site probe --local there")
+	fs.DurationVar(&o.queueWait, "queue-wait", 30*time.Minute, "with --partition: how long the job may wait to start")
+	fs.StringVar(&o.isched, "isched", "", "with --partition: the isched program the job runs (default: this one; the node must see it)")
+	fs.StringVar(&o.python, "python", "/usr/bin/python3", "the Python with the framework the jobs use")
+	fs.StringVar(&o.script, "script", "", "site_probe.py (default: share/isched/ or scripts/ beside this program)")
+	fs.IntVar(&o.threads, "threads", 0, "torch threads of the micro-benchmarks (default: torch's default, all cores)")
+	fs.IntVar(&o.repeats, "repeats", 5, "repeats of each measurement")
+	fs.StringVar(&o.output, "o", "", "write the record here instead of probes/<node type>.json beside the catalogue (--footprint: your footprint record of --python)")
+	fs.BoolVar(&o.footprint, "footprint", false, "measure only the framework footprint of the --python environment, for your own estimates (kept under ~/.local/share/isched; no site files written)")
+	fs.StringVar(&o.imports, "import", "", "with --footprint: modules your scripts import besides torch, comma-separated (e.g. transformers,pandas)")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long the probe may take")
+	fs.Int64Var(&o.memMiB, "mem-mib", 2048, "with --partition: the job's memory (MiB); the probe holds torch and one measured training process at a time, together about 1 GiB")
+}
+
+// probeOutput is where the record goes: -o, else the user's footprint
+// record (--footprint), else probes/<node type>.json beside the catalogue.
+func (a *App) probeOutput(o *siteProbeOpts, sitePath string) (string, error) {
 	switch {
-	case out != "":
+	case o.output != "":
+		return o.output, nil
 	case o.footprint:
-		if out = a.footprintPath(o.python); out == "" {
-			return usageErr("nowhere to keep the footprint record: set HOME or XDG_DATA_HOME, or pass -o")
+		out := a.footprintPath(o.python)
+		if out == "" {
+			return "", usageErr("nowhere to keep the footprint record: set HOME or XDG_DATA_HOME, or pass -o")
 		}
-	default:
-		out = plan.ProbePath(filepath.Dir(sitePath), o.nodeType)
+		return out, nil
+	}
+	return plan.ProbePath(filepath.Dir(sitePath), o.nodeType), nil
+}
+
+// runProbe runs the probe script, here or as a Slurm job on --partition,
+// and returns its record.
+func (a *App) runProbe(ctx context.Context, o *siteProbeOpts, sitePath, script string, imports []string) ([]byte, error) {
+	if o.partition != "" {
+		return a.probeSlurm(ctx, o, sitePath, script, imports)
 	}
 	argv := []string{o.python, script, "--node-type", o.nodeType, "--repeats", strconv.Itoa(o.repeats)}
 	if o.threads > 0 {
 		argv = append(argv, "--threads", strconv.Itoa(o.threads))
 	}
-	argv = append(argv, footprintArgs(&o, imports, "--environment", o.python)...)
-	var b []byte
-	switch {
-	case o.partition != "":
-		b, err = a.probeSlurm(ctx, &o, sitePath, script, imports)
-	case o.footprint:
-		fmt.Fprintf(a.stderr, "isched site probe: measuring the framework footprint of %s here (import and three training steps, %d repeats)\n", o.python, o.repeats)
-		b, err = a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
-	default:
-		fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint; conv, depthwise, linear, elementwise and optimizer throughput; about a minute)\n", o.nodeType)
-		b, err = a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
-	}
-	if err != nil {
-		return fmt.Errorf("probe: %w", err)
-	}
+	argv = append(argv, footprintArgs(o, imports, "--environment", o.python)...)
 	if o.footprint {
-		return a.keepFootprint(&o, b, out, script)
+		fmt.Fprintf(a.stderr, "isched site probe: measuring the framework footprint of %s here (import and three training steps, %d repeats)\n", o.python, o.repeats)
+	} else {
+		fmt.Fprintf(a.stderr, "isched site probe: measuring %s here (framework footprint; conv, depthwise, linear, elementwise and optimizer throughput; about a minute)\n", o.nodeType)
 	}
-	return a.keepProbe(&o, site, b, out, script)
+	return a.Prober.RunProbe(ctx, argv, a.stderr, o.timeout)
 }
 
 // keepProbe checks a probe record from the probe script, keeps it at out
@@ -238,25 +264,8 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 	lineage := a.newLineage("probe-" + o.nodeType)
 	record := filepath.Join(cwd, "isched-"+lineage+".probe.json")
 	output := filepath.Join(cwd, "isched-"+lineage+".out")
-	argv := []string{exe, "site", "probe", "--local", "--node-type", o.nodeType, "--site", sitePath, "-o", record,
-		"--python", o.python, "--script", script, "--repeats", strconv.Itoa(o.repeats), "--timeout", o.timeout.String()}
-	if o.threads > 0 {
-		argv = append(argv, "--threads", strconv.Itoa(o.threads))
-	}
-	argv = append(argv, footprintArgs(o, imports, "", "")...)
 	limit := o.timeout + 2*time.Minute
-	sc := Script{
-		Header:     []string{"Generated by `isched site probe --partition " + o.partition + "`."},
-		JobName:    "isched-probe-" + o.nodeType,
-		Partitions: []string{o.partition},
-		TimeLimit:  limit,
-		MemMiB:     o.memMiB,
-		Output:     output,
-		Chdir:      cwd,
-		Env:        [][2]string{{"ISCHED_LINEAGE", lineage}},
-		Unset:      []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
-		Argv:       argv,
-	}
+	sc := o.probeScript(exe, sitePath, script, imports, probeFiles{lineage: lineage, record: record, output: output, cwd: cwd}, limit)
 	text, err := sc.Render()
 	if err != nil {
 		return nil, err
@@ -274,7 +283,13 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 	}
 	fmt.Fprintf(a.stderr, "isched site probe: measuring %s as job %s on %s (time limit %s), output %s\n", o.nodeType, id, o.partition, limit, output)
 	defer os.Remove(record)
-	deadline := a.Now().Add(o.queueWait + limit)
+	return a.awaitProbe(ctx, id, record, output, o.queueWait, limit)
+}
+
+// awaitProbe waits for the probe job's record: until the job ends, or
+// past its time to start (queueWait) and run (limit).
+func (a *App) awaitProbe(ctx context.Context, id, record, output string, queueWait, limit time.Duration) ([]byte, error) {
+	deadline := a.Now().Add(queueWait + limit)
 	started := false
 	for {
 		ji, err := a.Slurm.ShowJob(ctx, id)
@@ -302,6 +317,33 @@ func (a *App) probeSlurm(ctx context.Context, o *siteProbeOpts, sitePath, script
 			return nil, fmt.Errorf("job %s left running (scancel %s): %w", id, id, ctx.Err())
 		case <-time.After(2 * time.Second):
 		}
+	}
+}
+
+// probeFiles are the names of a probe job's files: its lineage, the
+// record it writes, its output, all in the working directory.
+type probeFiles struct{ lineage, record, output, cwd string }
+
+// probeScript is the probe job's script: isched site probe --local on the
+// node, with this command's settings.
+func (o *siteProbeOpts) probeScript(exe, sitePath, script string, imports []string, f probeFiles, limit time.Duration) Script {
+	argv := []string{exe, "site", "probe", "--local", "--node-type", o.nodeType, "--site", sitePath, "-o", f.record,
+		"--python", o.python, "--script", script, "--repeats", strconv.Itoa(o.repeats), "--timeout", o.timeout.String()}
+	if o.threads > 0 {
+		argv = append(argv, "--threads", strconv.Itoa(o.threads))
+	}
+	argv = append(argv, footprintArgs(o, imports, "", "")...)
+	return Script{
+		Header:     []string{"Generated by `isched site probe --partition " + o.partition + "`."},
+		JobName:    "isched-probe-" + o.nodeType,
+		Partitions: []string{o.partition},
+		TimeLimit:  limit,
+		MemMiB:     o.memMiB,
+		Output:     f.output,
+		Chdir:      f.cwd,
+		Env:        [][2]string{{"ISCHED_LINEAGE", f.lineage}},
+		Unset:      []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
+		Argv:       argv,
 	}
 }
 

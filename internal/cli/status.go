@@ -18,11 +18,21 @@ import (
 	"github.com/isched/isched/internal/stream"
 )
 
-func (a *App) status(ctx context.Context, args []string) error {
+// statusCmd is `isched status`: the coordinator's status of one run, or
+// the list of the user's runs.
+type statusCmd struct {
+	app    *App
+	asJSON bool
+	watch  bool
+	every  time.Duration
+}
+
+func (c *statusCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("status", "[JOB|LINEAGE] [--json] [--watch]")
-	asJSON := fs.Bool("json", false, "print the coordinator's status record as JSON")
-	watch := fs.Bool("watch", false, "refresh until the job ends (Ctrl-C to stop)")
-	every := fs.Duration("interval", 5*time.Second, "refresh interval of --watch")
+	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's status record as JSON")
+	fs.BoolVar(&c.watch, "watch", false, "refresh until the job ends (Ctrl-C to stop)")
+	fs.DurationVar(&c.every, "interval", 5*time.Second, "refresh interval of --watch")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -30,21 +40,21 @@ func (a *App) status(ctx context.Context, args []string) error {
 	if len(pos) > 1 {
 		return usageErr("one job id or lineage at a time, got %q", pos)
 	}
-	if *every < 500*time.Millisecond {
+	if c.every < 500*time.Millisecond {
 		return usageErr("--interval must be at least 500ms")
 	}
 	if len(pos) == 0 {
-		return a.listJobs(ctx, *asJSON)
+		return a.listJobs(ctx, c.asJSON)
 	}
 	for first := true; ; first = false {
-		st, err := a.showOne(ctx, pos[0], *asJSON, *watch, first)
-		if err != nil || !*watch || (st != nil && st.State == "ENDED") {
+		st, err := a.showOne(ctx, pos[0], c.asJSON, c.watch, first)
+		if err != nil || !c.watch || (st != nil && st.State == "ENDED") {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*every):
+		case <-time.After(c.every):
 		}
 	}
 }
@@ -114,31 +124,10 @@ func isJobID(s string) bool { return slurm.ValidJobID(s) }
 // wrapper's default <cluster>-<job id>.
 func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (target, error) {
 	if !isJobID(arg) {
-		if !stream.ValidName(arg) {
-			return target{}, usageErr("%q is neither a job id nor a lineage id", arg)
-		}
-		t := target{lineage: arg, how: "given"}
-		if jobs != nil {
-			for i := range jobs.Jobs {
-				if p, ok, _ := report.ParsePlanComment(jobs.Jobs[i].Comment); ok && p.Lineage == arg {
-					t.job = &jobs.Jobs[i]
-				}
-			}
-		}
-		return t, nil
+		return resolveLineage(arg, jobs)
 	}
-	if jobs != nil {
-		for i := range jobs.Jobs {
-			j := &jobs.Jobs[i]
-			if strconv.FormatUint(j.JobID, 10) != arg && jobKey(j) != arg {
-				continue
-			}
-			if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil && p.Lineage != "" {
-				return target{lineage: p.Lineage, job: j, how: "plan in the job's comment", jobArg: arg, ownerUID: j.UID}, nil
-			}
-			return target{lineage: a.cluster() + "-" + jobKey(j), job: j, how: "no isched plan in the comment: the wrapper's default",
-				jobArg: arg, ownerUID: j.UID, dflt: true}, nil
-		}
+	if t, ok := a.resolveInTable(arg, jobs); ok {
+		return t, nil
 	}
 	owner := -1
 	info, err := a.Slurm.ShowJob(ctx, arg)
@@ -164,6 +153,43 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 	}
 	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true,
 		acct: acct, unknown: errors.Is(err, slurm.ErrNotFound) && acct == nil}, nil
+}
+
+// resolveLineage is the target of a lineage id, with the job in the table
+// whose plan names it, if any.
+func resolveLineage(arg string, jobs *report.JobTable) (target, error) {
+	if !stream.ValidName(arg) {
+		return target{}, usageErr("%q is neither a job id nor a lineage id", arg)
+	}
+	t := target{lineage: arg, how: "given"}
+	if jobs != nil {
+		for i := range jobs.Jobs {
+			if p, ok, _ := report.ParsePlanComment(jobs.Jobs[i].Comment); ok && p.Lineage == arg {
+				t.job = &jobs.Jobs[i]
+			}
+		}
+	}
+	return t, nil
+}
+
+// resolveInTable finds a job id in the agent's job table; false when it
+// is not there.
+func (a *App) resolveInTable(arg string, jobs *report.JobTable) (target, bool) {
+	if jobs == nil {
+		return target{}, false
+	}
+	for i := range jobs.Jobs {
+		j := &jobs.Jobs[i]
+		if strconv.FormatUint(j.JobID, 10) != arg && jobKey(j) != arg {
+			continue
+		}
+		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil && p.Lineage != "" {
+			return target{lineage: p.Lineage, job: j, how: "plan in the job's comment", jobArg: arg, ownerUID: j.UID}, true
+		}
+		return target{lineage: a.cluster() + "-" + jobKey(j), job: j, how: "no isched plan in the comment: the wrapper's default",
+			jobArg: arg, ownerUID: j.UID, dflt: true}, true
+	}
+	return target{}, false
 }
 
 // acctReader is a Slurm that can read its accounting (*slurm.Client).
@@ -249,21 +275,26 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	}
 	now := a.Now()
 	if s == nil {
-		fmt.Fprintf(a.stdout, "lineage %s (%s)\n", t.lineage, t.how)
-		if t.job != nil {
-			writeSlurmJob(a.stdout, t.job, now)
-		} else if t.acct != nil {
-			writeAcctJob(a.stdout, t.acct)
-			return nil, nil // an old job: its record in accounting is all there is
-		} else if jerr != nil {
-			fmt.Fprintf(a.stdout, "job table: unavailable (%s)\n", shortErr(jerr))
-		}
-		fmt.Fprintf(a.stdout, "no isched status yet (key %s): the coordinator has not seen the job start (is isched-coordinator running?)\n",
-			st.Keys().JobStatus(t.lineage))
+		a.writeNoStatus(t, jerr, st.Keys().JobStatus(t.lineage), now)
 		return nil, nil
 	}
 	writeStatus(a.stdout, s, t.job, now)
 	return s, nil
+}
+
+// writeNoStatus shows a target the coordinator has no status of: its job
+// in Slurm's job table or accounting, and why there is no status.
+func (a *App) writeNoStatus(t target, jerr error, key string, now time.Time) {
+	fmt.Fprintf(a.stdout, "lineage %s (%s)\n", t.lineage, t.how)
+	if t.job != nil {
+		writeSlurmJob(a.stdout, t.job, now)
+	} else if t.acct != nil {
+		writeAcctJob(a.stdout, t.acct)
+		return // an old job: its record in accounting is all there is
+	} else if jerr != nil {
+		fmt.Fprintf(a.stdout, "job table: unavailable (%s)\n", shortErr(jerr))
+	}
+	fmt.Fprintf(a.stdout, "no isched status yet (key %s): the coordinator has not seen the job start (is isched-coordinator running?)\n", key)
 }
 
 // writeAcctJob prints a job's accounting record and the verdict the

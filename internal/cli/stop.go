@@ -12,7 +12,7 @@ import (
 	"github.com/isched/isched/internal/stream"
 )
 
-// stop is `isched stop JOB|LINEAGE`: the user says the run is done. The
+// stopCmd is `isched stop JOB|LINEAGE`: the user says the run is done. The
 // CLI has no way to write to the coordinator (it reads Redis as viewer),
 // so it cancels the lineage's current job with scancel, run as the user
 // (no shell): the coordinator never continues a CANCELLED job, so the run
@@ -23,10 +23,17 @@ import (
 // continued job (requeued: the same id queued again; resubmitted: a new
 // one) and cancels that, until Slurm shows the job CANCELLED or the
 // coordinator ends the run.
-func (a *App) stop(ctx context.Context, args []string) error {
+type stopCmd struct {
+	app   *App
+	wait  time.Duration
+	every time.Duration
+}
+
+func (c *stopCmd) run(ctx context.Context, args []string) error {
+	a := c.app
 	fs := a.newFlags("stop", "JOB|LINEAGE [--wait D]")
-	wait := fs.Duration("wait", 3*time.Minute, "how long to wait for Slurm to show the job cancelled and, between two attempts, for isched's continued job, to cancel it (0: do not wait)")
-	every := fs.Duration("interval", 2*time.Second, "how often --wait looks again")
+	fs.DurationVar(&c.wait, "wait", 3*time.Minute, "how long to wait for Slurm to show the job cancelled and, between two attempts, for isched's continued job, to cancel it (0: do not wait)")
+	fs.DurationVar(&c.every, "interval", 2*time.Second, "how often --wait looks again")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -34,26 +41,26 @@ func (a *App) stop(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("want one job id or lineage, got %q", pos)
 	}
-	if *every <= 0 {
-		return usageErr("--interval %s: want a positive duration", *every)
+	if c.every <= 0 {
+		return usageErr("--interval %s: want a positive duration", c.every)
 	}
 	sent := map[string]bool{} // jobs this command cancelled
 	said := false
-	for waited := time.Duration(0); ; waited += *every {
+	for waited := time.Duration(0); ; waited += c.every {
 		err := a.stopOnce(ctx, pos[0], sent, waited == 0)
 		switch {
-		case errors.Is(err, errCancelSent) && *wait == 0:
+		case errors.Is(err, errCancelSent) && c.wait == 0:
 			fmt.Fprintf(a.stdout, "%v: a cancelled run is never continued by isched\n", err)
 			return nil
 		case !errors.Is(err, errBetweenAttempts) && !errors.Is(err, errCancelSent):
 			return err
-		case waited >= *wait:
-			return fmt.Errorf("%w (waited %s)", err, *wait)
+		case waited >= c.wait:
+			return fmt.Errorf("%w (waited %s)", err, c.wait)
 		case !said && errors.Is(err, errBetweenAttempts):
-			fmt.Fprintf(a.stderr, "isched stop: %v; waiting up to %s for the continued job, to cancel it\n", err, *wait)
+			fmt.Fprintf(a.stderr, "isched stop: %v; waiting up to %s for the continued job, to cancel it\n", err, c.wait)
 			said = true
 		}
-		if err := a.Sleep(ctx, *every); err != nil {
+		if err := a.Sleep(ctx, c.every); err != nil {
 			return err
 		}
 	}
@@ -100,36 +107,43 @@ func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool, fi
 		fmt.Fprintf(a.stdout, "lineage %s is over already (%s); nothing to stop\n", t.lineage, s.State)
 		return nil
 	}
+	return a.cancelOnce(ctx, job, t.lineage, sent)
+}
+
+// cancelOnce cancels the lineage's job unless it has ended or this
+// command cancelled it already (sent); errCancelSent: sent, not seen
+// ended yet.
+func (a *App) cancelOnce(ctx context.Context, job, lineage string, sent map[string]bool) error {
 	info, err := a.Slurm.ShowJob(ctx, job)
 	switch {
 	case errors.Is(err, slurm.ErrNotFound):
 		// forgotten by slurmctld (MinJobAge): ended, and isched may have
 		// resubmitted the run
-		return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, errBetweenAttempts)
+		return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, lineage, errBetweenAttempts)
 	case err != nil:
 		return fmt.Errorf("job %s: %w", job, err)
 	case info.State == "CANCELLED":
 		if sent[job] {
-			fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, t.lineage)
+			fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, lineage)
 		} else {
-			fmt.Fprintf(a.stdout, "job %s (lineage %s) is cancelled already: a cancelled run is never continued by isched\n", job, t.lineage)
+			fmt.Fprintf(a.stdout, "job %s (lineage %s) is cancelled already: a cancelled run is never continued by isched\n", job, lineage)
 		}
 		return nil
 	case slurm.Ended(info.State):
 		// between two attempts: the continuation is the coordinator's, and
 		// this CLI cannot write to it (it reads Redis as viewer)
-		return fmt.Errorf("job %s of lineage %s has ended (%s): %w", job, t.lineage, info.State, errBetweenAttempts)
+		return fmt.Errorf("job %s of lineage %s has ended (%s): %w", job, lineage, info.State, errBetweenAttempts)
 	case sent[job]:
-		return fmt.Errorf("job %s of lineage %s: %w, Slurm shows it %s", job, t.lineage, errCancelSent, info.State)
+		return fmt.Errorf("job %s of lineage %s: %w, Slurm shows it %s", job, lineage, errCancelSent, info.State)
 	}
 	if err := a.Slurm.Cancel(ctx, job); err != nil {
 		if errors.Is(err, slurm.ErrNotFound) {
-			return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, t.lineage, errBetweenAttempts)
+			return fmt.Errorf("job %s of lineage %s: Slurm no longer holds it: %w", job, lineage, errBetweenAttempts)
 		}
 		return fmt.Errorf("scancel %s: %w", job, err)
 	}
 	sent[job] = true
-	return fmt.Errorf("job %s of lineage %s: %w", job, t.lineage, errCancelSent)
+	return fmt.Errorf("job %s of lineage %s: %w", job, lineage, errCancelSent)
 }
 
 // stopTarget is the job to cancel for a lineage and its owner's uid (-1

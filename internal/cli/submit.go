@@ -9,10 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
@@ -42,71 +40,39 @@ var (
 	gresRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+){0,2}$`)
 )
 
+// submitOpts are the flags of isched submit: the request. The placement
+// decided from them is a submission (place).
 type submitOpts struct {
 	in          inputs
-	policy      string
+	req         placeRequest // the flags that bear on the placement
 	ckptDir     string
 	name        string
 	output      string
 	wrapper     string
 	wrapperArgs listFlag
 	lineage     string
-	totalIters  int64
 	dryRun      bool
-	noMigrate   bool
 	asUser      string
 	argv        []string
 	site        siteOpts
 	siteDirs    []Directive
 	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
 	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
-
-	// flags that override the estimate
-	fIdeal, fFallback, fGres, fTime, fMem string
-	fCPUs, fGPUs                          int
-
-	// the decision
-	partitions   []string
-	gres         string
-	cpus         int
-	memMiB       int64
-	timeLimit    time.Duration
-	ideal        string
-	idealGres    string
-	idealTime    time.Duration
-	fallbackList []string
-	migrate      bool
-	modelKey     string
-	batch        int
-	choiceReason string
-	estimateNote string
-	stateSource  string
+	gpus        int         // --gpus: turned into req.gres
 }
 
-func (a *App) submit(ctx context.Context, args []string) error {
+// submitCmd is `isched submit`: it parses the flags into a request,
+// places the submission (decide: load, then place), writes the script and
+// only then submits it.
+type submitCmd struct {
+	app *App
+	o   submitOpts
+}
+
+func (c *submitCmd) run(ctx context.Context, args []string) error {
+	a, o := c.app, &c.o
 	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...]")
-	var o submitOpts
-	o.in.register(fs, "batch size of the run (one), for the estimate")
-	fs.StringVar(&o.policy, "policy", plan.PolicyAuto, "auto (the recommendation), immediate, ideal, cheapest or deadline=TIME (RFC 3339, 2006-01-02T15:04 or +6h)")
-	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "directory the training writes checkpoints to (default ./checkpoints/<lineage>)")
-	fs.StringVar(&o.fIdeal, "partition-ideal", "", "ideal partition (default: from the estimate, else the default partition)")
-	fs.StringVar(&o.fFallback, "fallback", "", "comma-separated partitions the job may run on meanwhile (default: from the estimate)")
-	fs.StringVar(&o.fGres, "gres", "", "GRES of the submission, e.g. gpu:1 (default: from the estimate)")
-	fs.StringVar(&o.fTime, "time", "", "time limit, Slurm spelling (default: estimate + 25% + 10 min, capped at MaxTime)")
-	fs.StringVar(&o.fMem, "mem", "", "memory per node, Slurm spelling such as 4G (default: estimate + 25%)")
-	fs.IntVar(&o.fCPUs, "cpus", 0, "CPUs per task (default: the node type's share)")
-	fs.StringVar(&o.name, "job-name", "", "job name (default: the training script's name)")
-	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
-	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
-	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
-	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
-	fs.Int64Var(&o.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
-	fs.BoolVar(&o.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
-	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
-	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
-	o.site.register(fs)
-	fs.IntVar(&o.fGPUs, "gpus", 0, "GPUs per node, as sbatch --gpus on one node: the same as --gres=gpu:N")
+	o.register(fs)
 	sbatchAliases(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -121,10 +87,11 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if err := o.gpusFlag(); err != nil {
 		return err
 	}
-	if err := a.decide(ctx, &o); err != nil {
+	sub, err := a.decide(ctx, o)
+	if err != nil {
 		return err
 	}
-	script, comment, err := a.buildScript(&o)
+	script, comment, err := a.buildScript(o, &sub)
 	if err != nil {
 		return err
 	}
@@ -144,6 +111,12 @@ func (a *App) submit(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE --comment=%s < script%s)\n", ShellQuote(comment), with)
 		return nil
 	}
+	return a.send(ctx, o, &sub, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
+}
+
+// send makes the checkpoint directory, submits the script and says where
+// the job went.
+func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script []byte, spec slurm.SubmitSpec) error {
 	if err := os.MkdirAll(o.ckptDir, 0o750); err != nil {
 		return fmt.Errorf("checkpoint directory: %w", err)
 	}
@@ -152,7 +125,7 @@ func (a *App) submit(ctx context.Context, args []string) error {
 			return fmt.Errorf("checkpoint directory: %w", err)
 		}
 	}
-	id, err := a.Slurm.SubmitWith(ctx, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
+	id, err := a.Slurm.SubmitWith(ctx, script, spec)
 	if err != nil {
 		return err
 	}
@@ -160,12 +133,38 @@ func (a *App) submit(ctx context.Context, args []string) error {
 	if err := a.remember(id, o.lineage); err != nil {
 		fmt.Fprintf(a.stderr, "isched: warning: submission history: %v\n", err)
 	}
-	fmt.Fprintf(a.stderr, "isched: lineage %s on %s", o.lineage, strings.Join(o.partitions, ","))
-	if o.migrate && o.ideal != o.partitions[0] {
-		fmt.Fprintf(a.stderr, ", moving to %s when it frees", o.ideal)
+	fmt.Fprintf(a.stderr, "isched: lineage %s on %s", o.lineage, strings.Join(sub.partitions, ","))
+	if sub.moves() {
+		fmt.Fprintf(a.stderr, ", moving to %s when it frees", sub.ideal)
 	}
 	fmt.Fprintf(a.stderr, "; follow it with: isched status %s\n", id)
 	return nil
+}
+
+// register adds isched submit's flags to fs (without the sbatch
+// spellings: sbatchAliases).
+func (o *submitOpts) register(fs *flag.FlagSet) {
+	o.in.register(fs, "batch size of the run (one), for the estimate")
+	fs.StringVar(&o.req.policy, "policy", plan.PolicyAuto, "auto (the recommendation), immediate, ideal, cheapest or deadline=TIME (RFC 3339, 2006-01-02T15:04 or +6h)")
+	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "directory the training writes checkpoints to (default ./checkpoints/<lineage>)")
+	fs.StringVar(&o.req.ideal, "partition-ideal", "", "ideal partition (default: from the estimate, else the default partition)")
+	fs.StringVar(&o.req.fallback, "fallback", "", "comma-separated partitions the job may run on meanwhile (default: from the estimate)")
+	fs.StringVar(&o.req.gres, "gres", "", "GRES of the submission, e.g. gpu:1 (default: from the estimate)")
+	fs.StringVar(&o.req.time, "time", "", "time limit, Slurm spelling (default: estimate + 25% + 10 min, capped at MaxTime)")
+	fs.StringVar(&o.req.mem, "mem", "", "memory per node, Slurm spelling such as 4G (default: estimate + 25%)")
+	fs.IntVar(&o.req.cpus, "cpus", 0, "CPUs per task (default: the node type's share)")
+	fs.StringVar(&o.name, "job-name", "", "job name (default: the training script's name)")
+	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
+	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
+	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
+	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
+	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
+	fs.BoolVar(&o.req.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
+	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
+	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
+	o.site.register(fs)
+	fs.IntVar(&o.gpus, "gpus", 0, "GPUs per node, as sbatch --gpus on one node: the same as --gres=gpu:N")
 }
 
 // sbatchShort are the sbatch spellings `isched submit` takes, as the
@@ -188,24 +187,46 @@ func sbatchAliases(fs *flag.FlagSet) {
 // gpusFlag turns --gpus N into --gres=gpu:N.
 func (o *submitOpts) gpusFlag() error {
 	switch {
-	case o.fGPUs < 0:
-		return usageErr("--gpus %d: want a count of GPUs", o.fGPUs)
-	case o.fGPUs > 0 && o.fGres != "":
+	case o.gpus < 0:
+		return usageErr("--gpus %d: want a count of GPUs", o.gpus)
+	case o.gpus > 0 && o.req.gres != "":
 		return usageErr("--gpus and --gres both given: use one")
-	case o.fGPUs > 0:
-		o.fGres = "gpu:" + strconv.Itoa(o.fGPUs)
+	case o.gpus > 0:
+		o.req.gres = "gpu:" + strconv.Itoa(o.gpus)
 	}
 	return nil
 }
 
-// decide fills the partitions, resources and plan of a submission from the
-// estimate (when --model is given), then applies the flags over it.
-func (a *App) decide(ctx context.Context, o *submitOpts) error {
+// decide checks the request, loads what the placement rests on (the
+// estimate, with --model) and places the submission.
+func (a *App) decide(ctx context.Context, o *submitOpts) (submission, error) {
 	now := a.Now()
-	pol, err := plan.ParsePolicy(o.policy, now)
+	pol, err := plan.ParsePolicy(o.req.policy, now)
 	if err != nil {
-		return usageErr("--policy: %v", err)
+		return submission{}, usageErr("--policy: %v", err)
 	}
+	o.req.pol = pol
+	if err := a.nameJob(o); err != nil {
+		return submission{}, err
+	}
+	if o.siteDirs, err = o.site.directives(); err != nil {
+		return submission{}, err
+	}
+	if o.req.totalIters < 0 || o.req.cpus < 0 {
+		return submission{}, usageErr("--total-iters and --cpus must not be negative")
+	}
+	var est *placeEstimate
+	if o.in.model != "" {
+		if est, err = a.loadEstimate(ctx, o); err != nil {
+			return submission{}, err
+		}
+	}
+	cl := placeCluster{defaultPartition: func() (string, error) { return a.defaultPartition(ctx) }}
+	return place(o.req, est, cl, now)
+}
+
+// nameJob checks or makes the job's name and lineage.
+func (a *App) nameJob(o *submitOpts) error {
 	if o.name == "" {
 		o.name = jobName(o.argv)
 	} else if !stream.ValidName(o.name) {
@@ -220,91 +241,13 @@ func (a *App) decide(ctx context.Context, o *submitOpts) error {
 		fmt.Fprintf(a.stderr, "isched: warning: lineage %q is not in your namespace (%s…): another user who learns the name before your job's first report can claim it; use --lineage %s%s\n",
 			o.lineage, ns, ns, o.lineage)
 	}
-	if o.siteDirs, err = o.site.directives(); err != nil {
-		return err
-	}
-	if o.totalIters < 0 || o.fCPUs < 0 {
-		return usageErr("--total-iters and --cpus must not be negative")
-	}
-	o.migrate = !o.noMigrate
-	if o.in.model != "" {
-		if err := a.decideFromEstimate(ctx, o, pol, now); err != nil {
-			return err
-		}
-	} else if pol.Kind != plan.PolicyAuto && pol.Kind != plan.PolicyImmediate {
-		return usageErr("--policy %s needs an estimate: pass --model, --samples, --epochs, --batch and a site catalogue", o.policy)
-	} else {
-		o.estimateNote = "no estimate (no --model): Slurm's defaults for what is not given"
-	}
-
-	if o.fIdeal != "" {
-		if !stream.ValidName(o.fIdeal) {
-			return usageErr("--partition-ideal %q: not a partition name", o.fIdeal)
-		}
-		o.ideal = o.fIdeal
-		if o.in.model == "" {
-			o.partitions = []string{o.fIdeal} // with an estimate, decideFromEstimate chose the start
-		}
-	}
-	if o.fFallback != "" {
-		o.fallbackList = nil
-		for _, p := range strings.Split(o.fFallback, ",") {
-			if !stream.ValidName(p) {
-				return usageErr("--fallback %q: not a partition list", o.fFallback)
-			}
-			o.fallbackList = append(o.fallbackList, p)
-		}
-		if o.in.model == "" && !o.noMigrate && o.policy == plan.PolicyImmediate {
-			// no estimate: start wherever Slurm can, ideal first
-			o.partitions = append(o.partitions, o.fallbackList...)
-		}
-	}
-	if len(o.partitions) == 0 {
-		def, err := a.defaultPartition(ctx)
-		if err != nil {
-			return usageErr("no partition: pass --partition-ideal (%v)", err)
-		}
-		o.partitions, o.ideal = []string{def}, def
-	}
-	if o.ideal == "" {
-		o.ideal = o.partitions[0]
-	}
-	if o.fGres != "" {
-		if !gresRE.MatchString(o.fGres) {
-			return usageErr("--gres %q: want e.g. gpu:1 or gpu:v100:1", o.fGres)
-		}
-		o.gres = o.fGres
-		if o.in.model == "" || o.ideal == o.partitions[0] {
-			o.idealGres = o.fGres
-		}
-	}
-	if o.fTime != "" {
-		d, err := plan.ParseSlurmTime(o.fTime)
-		if err != nil || d == 0 {
-			return usageErr("--time %q: want a Slurm time such as 90, 2:00:00 or 1-00:00:00", o.fTime)
-		}
-		o.timeLimit = d
-		if o.in.model == "" || o.ideal == o.partitions[0] {
-			o.idealTime = d
-		}
-	}
-	if o.fMem != "" {
-		m := strings.ToUpper(o.fMem)
-		if !memRE.MatchString(m) {
-			return usageErr("--mem %q: want e.g. 4000M or 4G", o.fMem)
-		}
-		o.memMiB = memMiB(m)
-	}
-	if o.fCPUs > 0 {
-		o.cpus = o.fCPUs
-	}
-	if o.in.model == "" && o.fFallback == "" {
-		o.migrate = false // nothing to move between
-	}
 	return nil
 }
 
-func (a *App) decideFromEstimate(ctx context.Context, o *submitOpts, pol plan.Policy, now time.Time) error {
+// loadEstimate loads the estimate of a submission with --model: its one
+// batch size's plans, with the cluster state unless the policy ignores
+// waits.
+func (a *App) loadEstimate(ctx context.Context, o *submitOpts) (*placeEstimate, error) {
 	o.in.user, o.in.qos = o.asUser, o.site.qos // the job's owner and QOS: their limits hold it
 	if o.in.python == "" && len(o.argv) > 0 && isPython(o.argv[0]) {
 		// the command's own interpreter, where it is found here (the job
@@ -315,75 +258,15 @@ func (a *App) decideFromEstimate(ctx context.Context, o *submitOpts, pol plan.Po
 			}
 		}
 	}
-	l, err := a.load(ctx, &o.in, pol.Kind != plan.PolicyIdeal && pol.Kind != plan.PolicyCheapest)
+	k := o.req.pol.Kind
+	l, err := a.load(ctx, &o.in, k != plan.PolicyIdeal && k != plan.PolicyCheapest)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(l.req.Batches) != 1 {
-		return usageErr("--batch: submit runs one batch size, got %d", len(l.req.Batches))
+		return nil, usageErr("--batch: submit runs one batch size, got %d", len(l.req.Batches))
 	}
-	o.stateSource = l.view.source
-	ps := l.plans()[0]
-	var ch plan.Choice
-	if o.fIdeal != "" {
-		// the user's partition: its best option, no migration
-		for _, opt := range ps.Options {
-			if opt.Partition.Name == o.fIdeal {
-				ch = plan.Choice{Start: []*plan.Option{opt}, Ideal: opt, Reason: "--partition-ideal " + o.fIdeal}
-				break
-			}
-		}
-		if ch.Ideal == nil {
-			return usageErr("--partition-ideal %s: not a feasible partition for batch %d in %s", o.fIdeal, ps.Batch, l.sitePath)
-		}
-		for _, opt := range ps.Options {
-			if opt.Partition != ch.Ideal.Partition && !containsOpt(ch.Fallbacks, opt) {
-				ch.Fallbacks = append(ch.Fallbacks, opt)
-			}
-		}
-		// --policy immediate with a busy ideal partition: start on an idle
-		// partition the user allowed (--fallback), move to the ideal later
-		if pol.Kind == plan.PolicyImmediate && !ch.Ideal.Wait.IdleNow {
-			allowed := strings.Split(o.fFallback, ",")
-			for _, opt := range ps.Options {
-				if opt.Wait.IdleNow && opt.Partition != ch.Ideal.Partition && (o.fFallback == "" || slices.Contains(allowed, opt.Partition.Name)) {
-					ch.Start = []*plan.Option{opt}
-					ch.Migrate = true
-					ch.Reason = fmt.Sprintf("--partition-ideal %s is busy; %s is idle now (policy immediate): start there, move to %s when it frees", o.fIdeal, opt.Partition.Name, o.fIdeal)
-					break
-				}
-			}
-		}
-	} else if ch, err = ps.Choose(pol, now); err != nil {
-		return err
-	}
-	start := ch.Start[0]
-	for _, s := range ch.Start {
-		o.partitions = append(o.partitions, s.Partition.Name)
-	}
-	o.ideal = ch.Ideal.Partition.Name
-	o.idealGres = ch.Ideal.Row.NodeType.GresOne()
-	o.idealTime = plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition)
-	// the partitions of the first submission are fallbacks too, unless ideal
-	o.fallbackList = ch.FallbackList(o.fallbackList)
-	o.migrate = o.migrate && ch.Migrate
-	if o.fIdeal != "" && o.fFallback != "" {
-		o.migrate = !o.noMigrate // the user named both ends
-	}
-	row := start.Row
-	o.gres = row.NodeType.GresOne()
-	o.cpus = row.NodeType.JobCPUs()
-	o.timeLimit = plan.TimeLimit(row.Run(), start.Partition)
-	o.memMiB = (plan.MemRequest(row) + (1<<20 - 1)) >> 20
-	if o.totalIters == 0 {
-		o.totalIters = row.Iters
-	}
-	o.modelKey = plan.ConfigKey(l.model, l.req.Training)
-	o.batch = l.req.Batches[0]
-	o.choiceReason = ch.Reason
-	o.estimateNote = fmt.Sprintf("estimate: batch %d on %s: peak %s %s, run %s (%s), %d iterations",
-		o.batch, row.NodeType.Name, plan.FormatBytes(row.Mem), memKind(row.NodeType), plan.FormatDuration(start.Run), row.Source, row.Iters)
-	return nil
+	return &placeEstimate{plans: l.plans()[0], sitePath: l.sitePath, modelKey: plan.ConfigKey(l.model, l.req.Training), stateSource: l.view.source}, nil
 }
 
 func (a *App) defaultPartition(ctx context.Context) (string, error) {
@@ -408,7 +291,7 @@ func (a *App) defaultPartition(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("Slurm has no default partition")
 }
 
-func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
+func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error) {
 	cwd, err := a.Getwd()
 	if err != nil {
 		return nil, "", err
@@ -420,19 +303,13 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	p := report.Plan{Lineage: o.lineage, Cluster: a.cluster(), Ideal: o.ideal, IdealGres: o.idealGres, IdealTime: int64(o.idealTime / time.Minute),
-		Total: o.totalIters, Model: o.modelKey, Batch: o.batch, Migrate: o.migrate}
-	for _, f := range o.fallbackList {
-		if f != o.ideal {
-			p.Fallbacks = append(p.Fallbacks, f)
-		}
-	}
+	p := sub.plan(o.lineage, a.cluster())
 	comment := p.FormatComment()
 	if _, _, err := report.ParsePlanComment(comment); err != nil {
 		return nil, "", fmt.Errorf("plan comment %q: %w", comment, err)
 	}
 	s := Script{
-		JobName: o.name, Partitions: o.partitions, Gres: o.gres, CPUs: o.cpus, MemMiB: o.memMiB, TimeLimit: o.timeLimit,
+		JobName: o.name, Partitions: sub.partitions, Gres: sub.gres, CPUs: sub.cpus, MemMiB: sub.memMiB, TimeLimit: sub.timeLimit,
 		Output: o.output, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
 		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs,
@@ -449,34 +326,11 @@ func (a *App) buildScript(o *submitOpts) ([]byte, string, error) {
 		}
 	}
 	s.WrapperArgs = []string{"--checkpoint-dir", o.ckptDir, "--checkpoint-signal", "file"}
-	if o.totalIters > 0 {
-		s.WrapperArgs = append(s.WrapperArgs, "--total-iters", strconv.FormatInt(o.totalIters, 10))
+	if sub.totalIters > 0 {
+		s.WrapperArgs = append(s.WrapperArgs, "--total-iters", strconv.FormatInt(sub.totalIters, 10))
 	}
 	s.WrapperArgs = append(s.WrapperArgs, o.wrapperArgs...)
-	s.Header = []string{"Generated by `isched submit`; lineage " + o.lineage + "."}
-	where := "runs on " + strings.Join(o.partitions, ",")
-	if o.migrate && o.ideal != o.partitions[0] {
-		where += "; moves to " + o.ideal + " (" + orNone(o.idealGres) + ") when it frees"
-	}
-	var also []string
-	for _, f := range p.Fallbacks {
-		if !slices.Contains(o.partitions, f) {
-			also = append(also, f)
-		}
-	}
-	if len(also) > 0 {
-		where += "; may also use " + strings.Join(also, ",")
-	}
-	s.Header = append(s.Header, "plan: "+where+".")
-	if o.choiceReason != "" {
-		s.Header = append(s.Header, "why: "+o.choiceReason+" (policy "+o.policy+").")
-	}
-	if o.estimateNote != "" {
-		s.Header = append(s.Header, o.estimateNote+".")
-	}
-	if o.stateSource != "" {
-		s.Header = append(s.Header, "cluster state: "+o.stateSource+".")
-	}
+	s.Header = append([]string{"Generated by `isched submit`; lineage " + o.lineage + "."}, sub.header(p.Fallbacks, o.req.policy)...)
 	b, err := s.Render()
 	return b, comment, err
 }
@@ -517,15 +371,6 @@ func (a *App) jobEnv(o *submitOpts, s *Script, cwd string) error {
 		fmt.Fprintf(a.stderr, "isched: warning: the command's program: %v here; the job resolves it in your login environment (--export=%s)\n", err, spec)
 	}
 	return nil
-}
-
-func containsOpt(list []*plan.Option, o *plan.Option) bool {
-	for _, x := range list {
-		if x.Partition == o.Partition {
-			return true
-		}
-	}
-	return false
 }
 
 func orNone(s string) string {
