@@ -254,6 +254,20 @@ func TestSubmitSbatchSpellings(t *testing.T) {
 			t.Errorf("no #SBATCH %q in:\n%s", strings.TrimSpace(want), out)
 		}
 	}
+	// sbatch's attached spellings (getopt): -pgpu -t2:00:00 -c4 -Jmyjob
+	code, out, errOut = h.run("submit", "--dry-run", "-pgpu", "-t2:00:00", "-c4", "-N1", "-Jmyjob", "--gpus", "1",
+		"--wrapper", "/opt/isched/bin/isched-wrapper", "--", "/usr/bin/python3", "train.py", "-c8")
+	if code != 0 {
+		t.Fatalf("attached: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"--partition=gpu\n", "--time=120\n", "--cpus-per-task=4\n", "--nodes=1\n", "--job-name=myjob\n"} {
+		if !strings.Contains(out, "#SBATCH "+want) {
+			t.Errorf("attached: no #SBATCH %q in:\n%s", strings.TrimSpace(want), out)
+		}
+	}
+	if !strings.Contains(out, "train.py -c8") {
+		t.Errorf("attached: the command's own -c8 changed:\n%s", out)
+	}
 	_, helpOut, helpErr := h.run("submit", "-h")
 	for _, al := range sbatchShort {
 		if !strings.Contains(helpOut+helpErr, "  -"+al[0]+" ") {

@@ -74,7 +74,7 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...]")
 	o.register(fs)
 	sbatchAliases(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(splitAttached(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
