@@ -65,7 +65,7 @@ type PolicyConfig struct {
 // LoadFileConfig reads and checks a config file; errors name the field.
 func LoadFileConfig(path string) (FileConfig, error) {
 	var fc FileConfig
-	if err := daemon.LoadJSON(path, &fc); err != nil {
+	if err := daemon.LoadJSON(path, &fc, 1); err != nil {
 		return fc, err
 	}
 	if err := fc.Validate(); err != nil {

@@ -187,7 +187,7 @@ func TestFileConfigKnobs(t *testing.T) {
 		`{"policy": {"time_zone": "Mars/Olympus"}}`:     `"policy.time_zone"`,
 		`{"policy": {"max_continuations": "many"}}`:     `policy.max_continuations`,
 		`{"policy": {"margin": "1m"}} {"tick": "1s"}`:   `after the JSON object`,
-		`{"policy": {"margin": "1m", "margins": "2m"}}`: `"margins"`,
+		`{"policy": {"margin": "1m", "margins": "2m"}}`: `"policy.margins"`,
 	} {
 		if _, err := loadConfig(t, body); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: error %v, want one naming %s", body, err, field)
