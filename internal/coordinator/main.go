@@ -34,7 +34,7 @@ type options struct {
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (o options, code int, ok bool) {
 	o.fs = flag.NewFlagSet("isched-coordinator", flag.ContinueOnError)
 	o.fs.SetOutput(stderr)
-	o.Register(o.fs, "127.0.0.1:9470")
+	o.Register(o.fs, DefaultMetricsListen)
 	o.fs.StringVar(&o.config, "config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON; see /etc/isched/coordinator.json)")
 	o.fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key (default: the config file's)")
 	o.fs.DurationVar(&o.tick, "tick", 0, "decision interval (default: the config file's, else 2s)")
@@ -50,36 +50,59 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		fmt.Fprintf(stderr, "isched-coordinator: unexpected arguments %q\n", o.fs.Args())
 		return o, daemon.ExitUsage, false
 	}
-	if o.tick < 0 {
-		fmt.Fprintf(stderr, "isched-coordinator: -tick %s is negative\n", o.tick)
+	if daemon.FlagSet(o.fs, "tick") && o.tick <= 0 {
+		fmt.Fprintf(stderr, "isched-coordinator: -tick %s is not positive\n", o.tick)
 		return o, daemon.ExitUsage, false
 	}
 	return o, 0, true
 }
 
-// configure builds the coordinator's and Redis's configuration from the
-// config file, the flags (which win) and the environment.
-func (o *options) configure(getenv func(string) string, log *slog.Logger) (Config, stream.Config, error) {
-	var fc FileConfig
+// settings builds the coordinator's Settings: the defaults, then the
+// config file, then the flags; then Validate.
+func (o *options) settings() (Settings, error) {
+	s := DefaultSettings()
 	if o.config != "" {
-		var err error
-		if fc, err = LoadFileConfig(o.config); err != nil {
-			return Config{}, stream.Config{}, err
+		if err := LoadSettings(o.config, &s); err != nil {
+			return s, err
 		}
 	}
-	cfg := Config{Logger: log}
-	if err := fc.apply(&cfg); err != nil {
+	o.overlay(&s)
+	if err := s.Validate(); err != nil {
+		if o.config == "" {
+			return s, err
+		}
+		return s, fmt.Errorf("config %s: %w", o.config, err) // the flags are checked when parsed
+	}
+	return s, nil
+}
+
+// overlay puts the command line (and $ISCHED_CLUSTER, -cluster's default)
+// over s.
+func (o *options) overlay(s *Settings) {
+	if o.cluster != "" {
+		s.Cluster = o.cluster
+	}
+	if daemon.FlagSet(o.fs, "metrics-listen") {
+		s.MetricsListen = o.MetricsListen
+	}
+	if daemon.FlagSet(o.fs, "tick") {
+		s.Tick = daemon.Duration(o.tick)
+	}
+}
+
+// configure builds the coordinator's and Redis's configuration from the
+// settings and the environment.
+func (o *options) configure(getenv func(string) string, log *slog.Logger) (Config, stream.Config, error) {
+	s, err := o.settings()
+	if err != nil {
 		return Config{}, stream.Config{}, err
 	}
-	if o.cluster == "" {
-		o.cluster = fc.Cluster
+	cfg, err := s.config()
+	if err != nil {
+		return Config{}, stream.Config{}, err
 	}
-	if fc.MetricsListen != nil && !daemon.FlagSet(o.fs, "metrics-listen") {
-		o.MetricsListen = *fc.MetricsListen
-	}
-	if o.tick > 0 {
-		cfg.Tick = o.tick
-	}
+	cfg.Logger = log
+	o.cluster, o.MetricsListen = s.Cluster, s.MetricsListen
 	rcfg, err := stream.ConfigFromEnv(func(k string) string {
 		if k == "ISCHED_CLUSTER" && o.cluster != "" {
 			return o.cluster

@@ -32,6 +32,10 @@ const (
 	Int
 	Uint
 	Float
+	// Any is a value of a Go type that reads its JSON itself (a
+	// json.Unmarshaler given by Options.Custom): Walk checks only its
+	// duplicates' and siblings' keys, json.Unmarshal the value.
+	Any
 )
 
 // Field is a struct field of an Object node.
@@ -59,12 +63,22 @@ type Options struct {
 	// NullCollections: null is allowed for slices and maps, not only for
 	// pointers.
 	NullCollections bool
+	// Custom, if set, gives the node of a type it knows (nil: derive it
+	// as usual): a type with its own UnmarshalJSON, such as a duration
+	// written as a string but held as an integer.
+	Custom func(reflect.Type) *Node
 }
 
 // Schema derives the schema of t. It panics on a type the package's users
 // do not use on the wire (an exported field without a plain json tag, a map
 // with non-string keys, more than 64 fields): a bug their tests catch.
 func Schema(t reflect.Type, o Options) *Node {
+	if o.Custom != nil {
+		if n := o.Custom(t); n != nil {
+			c := *n
+			return &c
+		}
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		n := *Schema(t.Elem(), o)
@@ -179,6 +193,10 @@ type Problem struct {
 	Node *Node  // the node checked (for UnknownField: the object, whose fields a suggestion may name)
 	Got  byte   // Mismatch: the value's first byte ('{', '[', '"', 't', 'f', 'n', or a number's)
 	Lit  string // the number's literal, or Invalid's reason
+	// Offset is the byte where the problem is: the start of the value,
+	// of the key (unknown or duplicate), or the object's closing brace
+	// (a required field missing). [LineCol] turns it into a position.
+	Offset int
 }
 
 func (p *Problem) Error() string {
@@ -230,10 +248,12 @@ func Walk(b []byte, n *Node) *Problem {
 type walker struct {
 	s    Scanner
 	path []Elem // the keys and indexes down to the value being checked
+	at   int    // where the key or value being checked starts
 }
 
 func (w *walker) problem(p Problem) *Problem {
 	p.Path = append([]Elem(nil), w.path...)
+	p.Offset = w.at
 	return &p
 }
 
@@ -243,6 +263,11 @@ func (w *walker) invalid(format string, args ...any) *Problem {
 
 func (w *walker) value(n *Node) *Problem {
 	c := w.s.Peek()
+	w.at = w.s.I
+	if n.Kind == Any {
+		w.s.Skip()
+		return nil
+	}
 	mismatch := func(lit string) *Problem {
 		return w.problem(Problem{Code: Mismatch, Want: n.Kind, Node: n, Got: c, Lit: lit})
 	}
@@ -329,6 +354,7 @@ func (w *walker) expect(c byte) *Problem {
 func (w *walker) field(n *Node, depth int) (*Field, *Problem) {
 	w.s.Peek()
 	start := w.s.I
+	w.at = start
 	raw, escaped, ok := w.s.Str()
 	if !ok {
 		return nil, w.invalid("unterminated string")
@@ -364,8 +390,10 @@ func (w *walker) object(n *Node) *Problem {
 	}
 	depth := len(w.path)
 	w.path = append(w.path, Elem{})
+	end := 0
 	for first := true; ; first = false {
 		if w.s.Peek() == '}' {
+			end = w.s.I
 			w.s.I++
 			break
 		}
@@ -386,6 +414,8 @@ func (w *walker) object(n *Node) *Problem {
 			seenField |= 1 << f.ord
 			child = f.Node
 		} else {
+			w.s.Peek()
+			w.at = w.s.I
 			k, p := w.key()
 			if p != nil {
 				return p
@@ -407,6 +437,7 @@ func (w *walker) object(n *Node) *Problem {
 	for _, f := range n.Order {
 		if f.Required && seenField&(1<<f.ord) == 0 {
 			w.path[depth] = Elem{Key: f.Name}
+			w.at = end
 			return w.problem(Problem{Code: RequiredMissing, Node: n})
 		}
 	}

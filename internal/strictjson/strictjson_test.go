@@ -107,3 +107,54 @@ func TestJoin(t *testing.T) {
 		}
 	}
 }
+
+func TestOffsetAndLineCol(t *testing.T) {
+	t.Parallel()
+	n := Schema(reflect.TypeFor[doc](), Options{RequiredByTag: true})
+	for _, tc := range []struct {
+		in        string
+		line, col int
+	}{
+		{in: "{\"name\": \"a\",\n \"name\": \"b\"}", line: 2, col: 2},                         // the second key
+		{in: "{\"name\": \"a\",\n\"tags\": {\"x\": true,\n  \"x\": false}}", line: 3, col: 3}, // a map key
+		{in: "{\"name\": \"a\", \"count\":\n 1.5}", line: 2, col: 2},                          // the value
+		{in: "{\"name\": \"a\", \"nme\": 1}", line: 1, col: 15},                               // an unknown key
+		{in: "{\"name\": \"a\", \"items\": [\n{}\n]}", line: 2, col: 2},                       // the closing brace
+	} {
+		p := Walk([]byte(tc.in), n)
+		if p == nil {
+			t.Errorf("%q: no problem", tc.in)
+			continue
+		}
+		if l, c := LineCol([]byte(tc.in), p.Offset); l != tc.line || c != tc.col {
+			t.Errorf("%q: %+v at %d:%d, want %d:%d", tc.in, p, l, c, tc.line, tc.col)
+		}
+	}
+	if l, c := LineCol([]byte("ab\ncd"), 99); l != 2 || c != 3 {
+		t.Errorf("LineCol past the end: %d:%d", l, c)
+	}
+}
+
+type custom int
+
+func TestCustomAny(t *testing.T) {
+	t.Parallel()
+	type d struct {
+		C custom `json:"c"`
+		N int    `json:"n"`
+	}
+	o := Options{Custom: func(t reflect.Type) *Node {
+		if t == reflect.TypeFor[custom]() {
+			return &Node{Kind: Any}
+		}
+		return nil
+	}}
+	n := Schema(reflect.TypeFor[d](), o)
+	for in, want := range map[string]Code{`{"c": "x", "n": 1}`: 255, `{"c": [1, {"a": 2}], "n": 1}`: 255,
+		`{"c": 1, "c": 2}`: DuplicateField, `{"c": 1, "n": "x"}`: Mismatch} {
+		p := Walk([]byte(in), n)
+		if (want == 255) != (p == nil) || p != nil && p.Code != want {
+			t.Errorf("%s: %+v, want code %d", in, p, want)
+		}
+	}
+}

@@ -77,3 +77,11 @@ func (s *syntax) value() *SyntaxProblem {
 	_, p = s.token() // '}' or ']'
 	return p
 }
+
+// LineCol is the line and column (both from 1; the column counts bytes)
+// of byte offset off in b, for an error a person can find in an editor.
+func LineCol(b []byte, off int) (line, col int) {
+	off = min(max(off, 0), len(b))
+	line = 1 + bytes.Count(b[:off], []byte{'\n'})
+	return line, off - bytes.LastIndexByte(b[:off], '\n')
+}
