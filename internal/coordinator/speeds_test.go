@@ -225,7 +225,7 @@ func TestETABandHoldsEarlierRuns(t *testing.T) {
 			// too few earlier runs to calibrate: the band is widened to
 			// the default too (estimate.ETA.Calibrated)
 			lo, hi := estimate.DefaultBandRatios[0], estimate.DefaultBandRatios[1]
-			wantLow, wantHigh := now.Add(time.Duration(lo*100)*time.Second).UnixMilli(), max(tc.wantHigh, now.Add(time.Duration(hi*100)*time.Second).UnixMilli())
+			wantLow, wantHigh := now.Add(time.Duration(lo*100*float64(time.Second))).UnixMilli(), max(tc.wantHigh, now.Add(time.Duration(hi*100*float64(time.Second))).UnixMilli())
 			if st.ETAMS != ownEnd || st.ETAHighMS != wantHigh || st.ETALowMS != wantLow || st.ETABandSource != string(estimate.BandDefault) || st.ETABandCoverage != 0 {
 				t.Errorf("ETA %+d ms, band %+d..%+d ms from the run's own end (%s, coverage %v); want 0, %+d..%+d (default, 0)",
 					st.ETAMS-ownEnd, st.ETALowMS-ownEnd, st.ETAHighMS-ownEnd, st.ETABandSource, st.ETABandCoverage, wantLow-ownEnd, wantHigh-ownEnd)

@@ -92,8 +92,8 @@ func TestCalibrated(t *testing.T) {
 		{"too few earlier runs: the default band, coverage unknown", eta, pool[:7],
 			at(DefaultBandRatios[0] * 110), at(DefaultBandRatios[1] * 110), BandDefault, 0, 7},
 		{"no earlier run: the default band", eta, nil, at(DefaultBandRatios[0] * 110), at(DefaultBandRatios[1] * 110), BandDefault, 0, 0},
-		{"default: a wider band of the estimator's is kept", eta.WithPast(now, est, 0, []float64{300}), nil,
-			at(DefaultBandRatios[0] * 110), at(310), BandDefault, 0, 0},
+		{"default: a wider band of the estimator's is kept", eta.WithPast(now, est, 0, []float64{400}), nil,
+			at(DefaultBandRatios[0] * 110), at(410), BandDefault, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
