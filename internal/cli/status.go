@@ -575,7 +575,15 @@ func eta(s *report.JobStatus, now time.Time) string {
 	case s.ETAMS > 0:
 		out := when(time.UnixMilli(s.ETAMS), now)
 		if s.ETALowMS > 0 && s.ETAHighMS > 0 {
-			out += fmt.Sprintf("; band %s to %s", clock(s.ETALowMS, now), clock(s.ETAHighMS, now))
+			band := clock(s.ETALowMS, now) + "–" + clock(s.ETAHighMS, now)
+			switch {
+			case s.ETABandCoverage > 0: // calibrated on earlier runs (estimate.ETA.Calibrated)
+				out += fmt.Sprintf("; %.0f %% band %s (from %d earlier runs)", 100*s.ETABandCoverage, band, s.ETABandRuns)
+			case s.ETABandSource != "":
+				out += fmt.Sprintf("; band %s (coverage unknown: %d earlier runs, too few to calibrate)", band, s.ETABandRuns)
+			default: // a coordinator from before calibrated bands
+				out += fmt.Sprintf("; band %s to %s", clock(s.ETALowMS, now), clock(s.ETAHighMS, now))
+			}
 		}
 		return out + etaSourceText(s)
 	case s.TotalIters <= 0:

@@ -488,11 +488,14 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 		st.ETASource, st.ETAPriorRuns, l.dirty = string(src), priorN, true
 	}
 	if etaOK {
+		drift := c.speeds.pastDrift(st)
 		eta := estimate.PredictEnd(now, max(st.Step, 0), st.TotalIters, etaEst, 0).
 			WithPast(now, etaEst, 0, c.speeds.pastRuns(st)).
-			WithDrift(now, etaEst, 0, c.speeds.pastDrift(st))
+			WithDrift(now, etaEst, 0, drift).
+			Calibrated(now, etaEst, 0, drift)
 		if eta.Known {
 			st.ETAMS, st.ETALowMS, st.ETAHighMS = eta.End.UnixMilli(), eta.Low.UnixMilli(), eta.High.UnixMilli()
+			st.ETABandCoverage, st.ETABandSource, st.ETABandRuns = eta.Coverage, string(eta.BandSource), eta.BandRuns
 			if l.PeakETA == 0 && st.Step > 0 {
 				l.PeakETA = st.ETAMS
 			}

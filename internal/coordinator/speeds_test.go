@@ -222,9 +222,13 @@ func TestETABandHoldsEarlierRuns(t *testing.T) {
 			}
 			c.refreshEstimates(l, now)
 			st := &l.Status
-			if st.ETAMS != ownEnd || st.ETAHighMS != tc.wantHigh || st.ETALowMS != ownEnd {
-				t.Errorf("ETA %+d ms, band %+d..%+d ms from the run's own end; want 0, 0..%+d",
-					st.ETAMS-ownEnd, st.ETALowMS-ownEnd, st.ETAHighMS-ownEnd, tc.wantHigh-ownEnd)
+			// too few earlier runs to calibrate: the band is widened to
+			// the default too (estimate.ETA.Calibrated)
+			lo, hi := estimate.DefaultBandRatios[0], estimate.DefaultBandRatios[1]
+			wantLow, wantHigh := now.Add(time.Duration(lo*100*float64(time.Second))).UnixMilli(), max(tc.wantHigh, now.Add(time.Duration(hi*100*float64(time.Second))).UnixMilli())
+			if st.ETAMS != ownEnd || st.ETAHighMS != wantHigh || st.ETALowMS != wantLow || st.ETABandSource != string(estimate.BandDefault) || st.ETABandCoverage != 0 {
+				t.Errorf("ETA %+d ms, band %+d..%+d ms from the run's own end (%s, coverage %v); want 0, %+d..%+d (default, 0)",
+					st.ETAMS-ownEnd, st.ETALowMS-ownEnd, st.ETAHighMS-ownEnd, st.ETABandSource, st.ETABandCoverage, wantLow-ownEnd, wantHigh-ownEnd)
 			}
 		})
 	}
@@ -257,10 +261,11 @@ func TestETABandHoldsEarlierRuns(t *testing.T) {
 	}
 }
 
-// A run's receipt says how far its own ETA was off at 10, 25 and 50 %: the
-// mean time per step of the rest over the one predicted there. Here the
-// speed falls from 100 to 150 ms per step at 10 %, so the 10 % ETA was
-// 1.5x short and the later ones, made at the new speed, about right.
+// A run's receipt says how far its own ETA was off at each point of
+// estimate.DriftFracs: the mean time per step of the rest over the one
+// predicted there. Here the speed falls from 100 to 150 ms per step at
+// 10 %, so the 10 % ETA was 1.5x short and the later ones, made at the
+// new speed, about right.
 func TestReceiptCarriesETARatios(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -290,10 +295,17 @@ func TestReceiptCarriesETARatios(t *testing.T) {
 	e.rounds(2)
 	r := e.oneReceipt()
 	t.Logf("receipt ETA ratios %+v", r.ETARatios)
-	if len(r.ETARatios) != 3 {
-		t.Fatalf("ETA ratios %+v, want 3 (10, 25, 50 %%)", r.ETARatios)
+	if len(r.ETARatios) != len(estimate.DriftFracs) {
+		t.Fatalf("ETA ratios %+v, want %d (at %v)", r.ETARatios, len(estimate.DriftFracs), estimate.DriftFracs)
 	}
-	for i, want := range []float64{1.5, 1, 1} {
+	for i := range estimate.DriftFracs {
+		want := 1.0 // made at the new speed
+		switch estimate.DriftFracs[i] {
+		case 0.05:
+			want = (50*100 + 900*150) / 950.0 / 100
+		case 0.10:
+			want = 1.5
+		}
 		got := r.ETARatios[i]
 		if got.At != estimate.DriftFracs[i] || math.Abs(got.Ratio-want) > 0.02 {
 			t.Errorf("ratio %d = %+v, want at %v about %v", i, got, estimate.DriftFracs[i], want)

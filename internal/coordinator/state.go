@@ -69,8 +69,8 @@ type lineage struct {
 	// left, until the new partition's own estimate exists: the ETA after a
 	// move is that estimate converted by the partitions' speeds.
 	Moved *movedEst `json:"moved,omitempty"`
-	// Drift is what the current attempt's ETA predicted at 10, 25 and 50 %
-	// of the run, judged at its end into the receipt's ETA ratios.
+	// Drift is what the current attempt's ETA predicted at the points of
+	// estimate.DriftFracs, judged at its end into the receipt's ETA ratios.
 	Drift *driftMarks `json:"drift,omitempty"`
 	// Use is what the attempts used, for the verdict at the end.
 	Use   jobUse `json:"use,omitzero"`

@@ -24,10 +24,10 @@ func TestMarkDrift(t *testing.T) {
 	}{
 		{"every point once, in order",
 			[]call{{5, 100, est}, {10, 100, est}, {11, 100, est}, {25, 100, est}, {40, 100, est}, {60, 100, est}, {99, 100, est}},
-			[]float64{0.10, 0.25, 0.50}, []int64{10, 25, 60}},
+			[]float64{0.05, 0.10, 0.25, 0.40, 0.60, 0.90}, []int64{5, 10, 25, 40, 60, 99}},
 		{"a late first estimate marks only the latest point passed",
 			[]call{{30, 100, est}, {55, 100, est}},
-			[]float64{0.25, 0.50}, []int64{30, 55}},
+			[]float64{0.30, 0.50}, []int64{30, 55}},
 		{"no total: nothing", []call{{50, 0, est}}, nil, nil},
 		{"no estimate: nothing", []call{{50, 100, IterEstimate{}}}, nil, nil},
 		{"done: nothing", []call{{100, 100, est}}, nil, nil},

@@ -14,10 +14,19 @@ type ETA struct {
 	// only if every remaining step is as slow as the slowest tenth of the
 	// steps so far, so [Low, High] is a wide, pessimistic band, and it
 	// narrows as the run nears its end.
+	// Calibrated replaces that band by one of stated coverage where
+	// earlier runs allow it.
 	End       time.Time `json:"end"`
 	Low       time.Time `json:"low"`
 	High      time.Time `json:"high"`
 	Remaining int64     `json:"remaining"` // steps left
+	// Coverage is the band's stated coverage (BandCoverage), 0 while it
+	// is unknown; BandSource what the band rests on, BandRuns how many
+	// earlier runs' ratios there were (Calibrated). Empty before
+	// Calibrated is asked.
+	Coverage   float64    `json:"coverage,omitempty"`
+	BandSource BandSource `json:"band_source,omitempty"`
+	BandRuns   int        `json:"band_runs,omitempty"`
 }
 
 // Reasons an ETA is unknown.

@@ -56,6 +56,15 @@ type JobStatus struct {
 	ETAMS      int64   `json:"eta_ms"` // predicted end (unix ms), 0: unknown
 	ETALowMS   int64   `json:"eta_low_ms"`
 	ETAHighMS  int64   `json:"eta_high_ms"`
+	// ETABandCoverage is the stated coverage of [ETALowMS, ETAHighMS]
+	// (0.8: it holds the real end of 80 % of runs at any point of them),
+	// 0 while it is unknown; ETABandSource what the band rests on
+	// (estimate.BandSource: "conformal", earlier runs' ETA misses on this
+	// partition, or "default", too few of them: a conservative default
+	// band of unknown coverage); ETABandRuns how many earlier runs.
+	ETABandCoverage float64 `json:"eta_band_coverage,omitempty"`
+	ETABandSource   string  `json:"eta_band_source,omitempty"`
+	ETABandRuns     int     `json:"eta_band_runs,omitempty"`
 	// ETASource says where the ETA comes from before the run's own first
 	// iterations (estimate.PriorSource): "own", the same user's earlier
 	// runs of this model configuration and batch on this partition (the

@@ -23,6 +23,7 @@ import (
 type traces struct {
 	V          int      `json:"v"`
 	MeasuredAt string   `json:"measured_at"`
+	Note       string   `json:"note,omitempty"` // how it was recorded, where the command line does not say
 	Framework  string   `json:"framework"`
 	Threads    int      `json:"threads"`
 	CPUs       int      `json:"cpus"`
@@ -73,6 +74,11 @@ type etaPoint struct {
 	// Width and WidthPast: the band's width (High − Low) / real run length
 	Width, WidthPast float64
 	Provisional      bool
+	// InBandCal, WidthCal: the calibrated band (ETA.Calibrated over the
+	// same pool), CalSource what it rests on
+	InBandCal bool
+	WidthCal  float64
+	CalSource iest.BandSource
 }
 
 // replayETA feeds a run's step times, one report.Iter per step as the
@@ -138,6 +144,9 @@ func replayETA(iterMS []float64, fracs []float64, past []pastRun, pool [][]repor
 				p.InBand, p.InBandPast = in(eta), in(wide)
 				p.Width = float64(eta.High.Sub(eta.Low)) / float64(time.Millisecond) / realEnd
 				p.WidthPast = float64(wide.High.Sub(wide.Low)) / float64(time.Millisecond) / realEnd
+				cal := wide.Calibrated(now, e, 0, drift)
+				p.InBandCal, p.CalSource = in(cal), cal.BandSource
+				p.WidthCal = float64(cal.High.Sub(cal.Low)) / float64(time.Millisecond) / realEnd
 			}
 			out = append(out, p)
 		}

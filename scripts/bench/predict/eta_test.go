@@ -113,3 +113,32 @@ func TestChangeAhead(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintCalibrationCommittedTraces(t *testing.T) {
+	var b bytes.Buffer
+	if err := printCalibration(&b, filepath.Join("testdata")); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"stated coverage 80 %", "Leave-one-run-out", "5-15 %", "75-100 %", "calibrated", "fallback"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCalFracsBuckets(t *testing.T) {
+	fr := calFracs()
+	if len(fr) != 95 || fr[0] != 0.05 || fr[len(fr)-1] != 0.99 {
+		t.Fatalf("calFracs %v..%v (%d), want 0.05..0.99 (95)", fr[0], fr[len(fr)-1], len(fr))
+	}
+	// the buckets tile 5..100 % without a gap
+	for i, b := range calBuckets {
+		if b.Lo >= b.Hi || (i > 0 && calBuckets[i-1].Hi != b.Lo) {
+			t.Errorf("bucket %d %+v does not follow %+v", i, b, calBuckets[max(i-1, 0)])
+		}
+	}
+	if calBuckets[0].Lo != 5 || calBuckets[len(calBuckets)-1].Hi != 100 {
+		t.Errorf("buckets %+v, want 5 to 100 %%", calBuckets)
+	}
+}

@@ -14,7 +14,9 @@
 // leave-one-architecture-out coverage, and replays real runs' per-step
 // times (testdata/traces.json and traces-long.json, from traces.py)
 // through the coordinator's iteration estimator to score its ETA at 10,
-// 25 and 50 % of each run.
+// 25 and 50 % of each run. Last, it judges the calibrated ETA band (80 %
+// stated) over every real run, testdata/traces-cal.json included,
+// leave-one-run-out, per progress bucket from 5 % (calib.go).
 //
 // The grid (testdata/grid.json, from grid.py), the model summaries
 // (testdata/<arch>.json, from scripts/model_summary.py) and the probe record
@@ -263,7 +265,10 @@ func run(w io.Writer, dir, sitePath, nodeType string) error {
 	if err := printStaticBands(w, bn); err != nil {
 		return err
 	}
-	return printETA(w, dir)
+	if err := printETA(w, dir); err != nil {
+		return err
+	}
+	return printCalibration(w, dir)
 }
 
 // estimate is isched's estimate of one cell: peak memory (bytes) and

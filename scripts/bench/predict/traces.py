@@ -13,7 +13,9 @@ processes sharing the CPUs from the step at fraction FROM of the run to the
 step at fraction TO: a changed regime, measured (0-0.05: a job sharing the
 node ended early in the run, as a data loader warming its cache does;
 0.3-1: one arrived). The load average before and after each run is
-recorded with it. No shell; a burner stops itself after --timeout seconds,
+recorded with it. --eval-every and --ckpt-every add eval phases and
+checkpoints, each counted in the step it follows (the wrapper sees the next
+iteration line that much later). No shell; a burner stops itself after --timeout seconds,
 and a run that outlives it is killed.
 """
 
@@ -27,9 +29,10 @@ import threading
 import time
 
 _CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 import torch, torchvision
 arch, batch, size, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+eval_every, eval_steps, ckpt_every, ckpt_dir = int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]), sys.argv[9]
 torch.manual_seed(0)
 torch.set_num_threads(threads)
 model = getattr(torchvision.models, arch)(num_classes=10)
@@ -42,6 +45,21 @@ for i in range(steps):
     opt.zero_grad(set_to_none=True)
     torch.nn.functional.cross_entropy(model(x), y).backward()
     opt.step()
+    # an eval phase or a checkpoint lands in the step before it, as the
+    # wrapper sees it: the next iteration line comes that much later
+    if eval_every and (i + 1) % eval_every == 0:
+        model.eval()
+        with torch.no_grad():
+            for _ in range(eval_steps):
+                model(x)
+        model.train()
+    if ckpt_every and (i + 1) % ckpt_every == 0:
+        tmp = ckpt_dir + "/ckpt.pt.tmp"
+        with open(tmp, "wb") as f:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": i + 1}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, ckpt_dir + "/ckpt.pt")
     t1 = time.perf_counter()
     times.append(t1 - t0)
     print("step", i + 1, flush=True)
@@ -70,7 +88,9 @@ def one(args, arch, batch, burn=None):
     if burn and burn[0] == 0:
         start_burners()
     errf = tempfile.TemporaryFile(mode="w+")
-    p = subprocess.Popen([sys.executable, "-c", _CHILD, arch, str(batch), str(args.size), str(args.threads), str(args.steps)],
+    ckdir = tempfile.TemporaryDirectory(prefix="traces-ckpt-")
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, arch, str(batch), str(args.size), str(args.threads), str(args.steps),
+                          str(args.eval_every), str(args.eval_steps), str(args.ckpt_every), ckdir.name],
                          stdout=subprocess.PIPE, stderr=errf, text=True)
     last = ""
     killer = threading.Timer(args.timeout, p.kill)
@@ -88,6 +108,7 @@ def one(args, arch, batch, burn=None):
     finally:
         killer.cancel()
         stop_burners()
+        ckdir.cleanup()
     if p.returncode != 0:
         errf.seek(0)
         sys.exit("traces: %s batch %d failed (exit %d; -9: killed after --timeout %d s): %s" % (
@@ -99,6 +120,10 @@ def one(args, arch, batch, burn=None):
     run = {"name": name, "arch": arch, "batch": batch,
            "iter_ms": [round(t, 1) for t in r["iter_ms"]],
            "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
+    if args.eval_every:
+        run["eval_every"], run["eval_steps"] = args.eval_every, args.eval_steps
+    if args.ckpt_every:
+        run["ckpt_every"] = args.ckpt_every
     if burn:
         run["burners"] = args.burners
         run["burn_steps"] = list(burn)  # burners ran from after step [0] until step [1] ended
@@ -133,6 +158,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--burners", type=int, default=2)
+    ap.add_argument("--eval-every", type=int, default=0, help="an eval phase (--eval-steps forward passes, no grad) after every N steps; 0: none")
+    ap.add_argument("--eval-steps", type=int, default=20)
+    ap.add_argument("--ckpt-every", type=int, default=0,
+                    help="a checkpoint (model and optimizer state, written, fsynced and renamed) after every N steps; 0: none")
     ap.add_argument("--timeout", type=int, default=600, help="seconds one run may take")
     ap.add_argument("-o", "--output", default="-")
     args = ap.parse_args()
