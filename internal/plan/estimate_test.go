@@ -147,6 +147,13 @@ func TestStaticMemorySaved(t *testing.T) {
 			t.Errorf("%s: activations %d, want %d (saved bytes x SavedFactor, not the forward outputs)", tt.prec, got, tt.want)
 		}
 	}
+	// on a CPU node the RSS holds every forward output (glibc keeps the freed
+	// ones): the saved bytes change nothing there
+	without := *m
+	without.SavedBytesPerSample = 0
+	if got, want := StaticMemory(m, Training{"adam", PrecFP32}, 8, false), StaticMemory(&without, Training{"adam", PrecFP32}, 8, false); got != want {
+		t.Errorf("host memory with saved bytes %+v, without %+v: want the same", got, want)
+	}
 	// ResNet-50 (224x224, Adam, fp32) and GPT-2 small (256 tokens): nvidia-smi's
 	// per-process figure on an H100, and the saved bytes the summary measures
 	// on this CPU (torch 1.13; GPT-2 without its loss, as model_summary runs it).
