@@ -454,6 +454,9 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	if !fresh {
 		return nil // no decision on stale data
 	}
+	if c.beforeLastAction(l, now) {
+		return nil
+	}
 	if l.Status.Plan == nil && l.Status.State == "PENDING" {
 		return nil
 	}
@@ -473,6 +476,17 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		return c.issue(ctx, name, l, d, now)
 	}
 	return nil
+}
+
+// beforeLastAction says whether the job table predates the lineage's last
+// action (a raised time limit, a move): deciding on it would see the job
+// as it was and take the same decision again (two "extend to 2 min" of
+// one job, seen under CI load, the table 1-2 s older than the update).
+// The wait is bounded by StaleAfter: the table's time is the agent's
+// clock, the action's the coordinator's.
+func (c *Coordinator) beforeLastAction(l *lineage, now time.Time) bool {
+	last := time.UnixMilli(l.LastMoveMS)
+	return l.LastMoveMS > 0 && c.jobsAt.Before(last) && now.Sub(last) < c.cfg.StaleAfter
 }
 
 // decisionOutcome is what decide does with a policy decision.

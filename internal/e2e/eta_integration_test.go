@@ -15,7 +15,7 @@ import (
 
 // TestReceiptETARatios: a run with a known total on the real cluster
 // leaves a Slurm-confirmed receipt that says how far its own ETA was off
-// at 10, 25 and 50 % (estimate.MarkDrift / DriftRatios through the
+// at its marks, 5 to 90 % (estimate.MarkDrift / DriftRatios through the
 // coordinator's ticks and the wrapper's reports). The fake trainer's steps
 // take a constant 0.1 s, so each ratio is close to 1; what the marks cost
 // in report and tick delays shows as the distance from 1.
@@ -42,7 +42,14 @@ func TestReceiptETARatios(t *testing.T) {
 	if len(rec.ETARatios) < 2 {
 		t.Fatalf("ETA ratios %+v, want at least the 25 and 50 %% marks", rec.ETARatios)
 	}
+	// a mark is judged while at least 10 s of the 30 s run are left: the
+	// ratio is of the time left, and the reports' 1 s cadence and the
+	// ticks' add a second or two to it (at 90 % of this run, 3 s left: a
+	// ratio of 0.35 was seen under CI load)
 	for _, r := range rec.ETARatios {
+		if left := (1 - r.At) * total * 0.1; left < 10 {
+			continue
+		}
 		if !(r.Ratio > 0.8 && r.Ratio < 1.25) {
 			t.Errorf("ETA ratio %+v: a run of constant 0.1 s steps should be within 0.8-1.25", r)
 		}
