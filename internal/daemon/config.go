@@ -239,7 +239,7 @@ func problemErr(b []byte, p *strictjson.Problem) error {
 	fe := &FieldError{Field: path, Line: line, Col: col}
 	switch p.Code {
 	case strictjson.Mismatch:
-		fe.Err = fmt.Errorf("want %s, got %s", want(p.Want), got(p.Got, p.Lit))
+		fe.Err = fmt.Errorf("want %s, got %s", p.Want.Want(), got(p.Got, p.Lit))
 	case strictjson.UnknownField:
 		fe.Err = errors.New("unknown field" + suggest(p.Path[len(p.Path)-1].Key, p.Node))
 	case strictjson.DuplicateField:
@@ -294,22 +294,6 @@ func syntaxErr(b []byte, p *strictjson.SyntaxProblem) error {
 		fe.Err = errors.New("unexpected end of the file")
 	}
 	return fe
-}
-
-func want(k strictjson.Kind) string {
-	switch k {
-	case strictjson.Object, strictjson.Map:
-		return "an object"
-	case strictjson.Array:
-		return "an array"
-	case strictjson.String:
-		return "a string"
-	case strictjson.Bool:
-		return "true or false"
-	case strictjson.Int, strictjson.Uint:
-		return "an integer"
-	}
-	return "a number"
 }
 
 func got(c byte, lit string) string {

@@ -126,7 +126,7 @@ func problemErr(p *strictjson.Problem) error {
 	path := pathString(p.Path)
 	switch p.Code {
 	case strictjson.Mismatch:
-		return fieldErr(path, "want %s, got %s", want(p.Want), got(p.Got, p.Lit))
+		return fieldErr(path, "want %s, got %s", p.Want.Want(), got(p.Got, p.Lit))
 	case strictjson.UnknownField:
 		return fieldErr(path, "unknown field%s", suggest(p.Path[len(p.Path)-1].Key, p.Node))
 	case strictjson.DuplicateField:
@@ -148,22 +148,6 @@ func problemErr(p *strictjson.Problem) error {
 		return fieldErr(path, "integer out of range: %s", p.Lit)
 	}
 	return fieldErr(path, "%s", p.Lit)
-}
-
-func want(k strictjson.Kind) string {
-	switch k {
-	case strictjson.Object, strictjson.Map:
-		return "an object"
-	case strictjson.Array:
-		return "an array"
-	case strictjson.String:
-		return "a string"
-	case strictjson.Bool:
-		return "true or false"
-	case strictjson.Int, strictjson.Uint:
-		return "an integer"
-	}
-	return "a number"
 }
 
 // got names the JSON value that starts with c (lit: a number's literal).

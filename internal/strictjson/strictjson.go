@@ -38,6 +38,25 @@ const (
 	Any
 )
 
+// Want names what a value of kind k must be, for an error message ("want
+// an integer, got ..."): the decoders of site.json and of the daemons'
+// config files say it the same way.
+func (k Kind) Want() string {
+	switch k {
+	case Object, Map:
+		return "an object"
+	case Array:
+		return "an array"
+	case String:
+		return "a string"
+	case Bool:
+		return "true or false"
+	case Int, Uint:
+		return "an integer"
+	}
+	return "a number"
+}
+
 // Field is a struct field of an Object node.
 type Field struct {
 	Name     string
