@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -44,21 +43,7 @@ func loadGrid(t *testing.T, name string) (*gridRecord, []report.Receipt) {
 	if err := json.Unmarshal(b, &g); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	f, err := os.Open(filepath.Join(gridDir, name+"-receipts.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var rs []report.Receipt
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var r report.Receipt
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%s receipts: %v", name, err)
-		}
-		rs = append(rs, r)
-	}
-	return &g, rs
+	return &g, readGrid(t, filepath.Join(gridDir, name+"-receipts.jsonl"))
 }
 
 // gridSite is gpu_grid.write_site's catalogue: one node type, this GPU.
