@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -22,11 +23,17 @@ import (
 // wrappers run on every compute node).
 const DefaultListen = ":6395"
 
+// capCheckPeriod: how often the relay re-reads Redis's maxmemory (an
+// operator's CONFIG SET takes effect within it).
+const capCheckPeriod = 30 * time.Second
+
 // options are isched-relay's command line.
 type options struct {
 	daemon.Flags
 	listen, cluster, mungeSocket string
 	maxLen                       int64
+	maxLenSet                    bool
+	streamFraction               float64
 	ration                       Ration
 	maxConnsPerUID               int
 	maxUnauth, maxUnauthSource   int
@@ -46,7 +53,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.listen, "listen", listen, "TCP address wrappers connect to (env ISCHED_RELAY_LISTEN)")
 	fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name: the relay appends to isched:<cluster>:ingest only (default $ISCHED_CLUSTER, else lab)")
 	fs.StringVar(&o.mungeSocket, "munge-socket", "", "munged's socket (default: MUNGE's)")
-	fs.Int64Var(&o.maxLen, "max-len", d.MaxLen, "approximate cap of the ingest stream (XADD MAXLEN ~)")
+	fs.Int64Var(&o.maxLen, "max-len", d.MaxLen, "approximate cap of the ingest stream (XADD MAXLEN ~); lowered to what -stream-memory-fraction of Redis's maxmemory holds at 64 KiB an entry, an error if given and over it")
+	fs.Float64Var(&o.streamFraction, "stream-memory-fraction", DefaultStreamFraction, "share of Redis's maxmemory the ingest stream may take at worst (the rest: the coordinator's keys, the job table, client buffers)")
 	fs.Float64Var(&o.ration.EntriesPerSec, "uid-entries-per-sec", d.Ration.EntriesPerSec, "reports one uid may send per second, over all its jobs")
 	fs.Float64Var(&o.ration.EntryBurst, "uid-entry-burst", d.Ration.EntryBurst, "reports one uid may send at once above its rate")
 	fs.Float64Var(&o.ration.BytesPerSec, "uid-bytes-per-sec", d.Ration.BytesPerSec, "report bytes one uid may send per second")
@@ -71,6 +79,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if o.cluster == "" {
 		o.cluster = "lab"
 	}
+	fs.Visit(func(f *flag.Flag) { o.maxLenSet = o.maxLenSet || f.Name == "max-len" })
 	return o, 0, true
 }
 
@@ -97,7 +106,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	cfg.MaxLen, cfg.Ration, cfg.MaxConnsPerUID = o.maxLen, o.ration, o.maxConnsPerUID
 	cfg.InFlightBytes, cfg.InFlightBytesPerUID = o.inFlight, o.inFlightPerUID
 	cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource = o.maxUnauth, o.maxUnauthSource
+	req := CapRequest{MaxEntry: cfg.MaxEntry, Fraction: o.streamFraction, MaxLen: o.maxLen, Explicit: o.maxLenSet}
 	if err := cfg.validate(); err != nil {
+		log.Error("configuration", "err", err)
+		return daemon.ExitUsage
+	}
+	if _, err := DeriveStreamCap(req); err != nil { // the flags alone, before Redis is asked
 		log.Error("configuration", "err", err)
 		return daemon.ExitUsage
 	}
@@ -119,12 +133,25 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return code
 	}
 	defer rdb.Close()
+	sc, err := startCap(ctx, rdb, req)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		return daemon.ExitUsage
+	}
+	cfg.MaxLen = sc.Entries
+	metrics.streamCap(sc)
 	v := MungeVerifier{Munger: auth.DefaultMunger(o.mungeSocket), UID: os.Getuid(), Cluster: o.cluster}
 	srv, err := NewServer(cfg, v, rdb, nil, metrics, log)
 	if err != nil {
 		log.Error("configuration", "err", err)
 		return daemon.ExitUsage
 	}
+	logCap(log, "relay stream cap", sc)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	w := &capWatch{mem: rdb, req: req, cur: sc, log: log, warn: srv.warns.warn,
+		set: func(c StreamCap) { srv.SetMaxLen(c.Entries); metrics.streamCap(c) }}
+	go w.run(wctx, capCheckPeriod)
 	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	log.Info("started", "listen", ln.Addr().String(), "stream", cfg.Stream, "max_len", cfg.MaxLen, "uid", v.UID,
 		"uid_entries_per_sec", cfg.Ration.EntriesPerSec, "uid_bytes_per_sec", cfg.Ration.BytesPerSec, "munge", auth.MungerKind)

@@ -31,6 +31,7 @@ func TestMainRefusesBadConfiguration(t *testing.T) {
 		{"bad ration", []string{"-uid-entries-per-sec", "0", "-listen", "127.0.0.1:0"}, "rates must be > 0"},
 		{"in-flight budget below a frame", []string{"-uid-in-flight-bytes", "1000", "-listen", "127.0.0.1:0"}, "the largest frame"},
 		{"no unauthenticated connection per source", []string{"-source-max-unauthenticated", "0", "-listen", "127.0.0.1:0"}, "MaxUnauthenticatedPerSource"},
+		{"stream fraction", []string{"-stream-memory-fraction", "1", "-listen", "127.0.0.1:0"}, "stream memory fraction"},
 		{"readable password", []string{"-listen", "127.0.0.1:0"}, "readable by others"},
 		{"arguments", []string{"extra"}, "unexpected arguments"},
 	} {

@@ -12,6 +12,8 @@ type Metrics struct {
 	conns    *prometheus.CounterVec
 	entries  *prometheus.CounterVec
 	inflight prometheus.Gauge
+	maxLen   prometheus.Gauge
+	budget   prometheus.Gauge
 }
 
 // NewMetrics registers the relay's metrics on a fresh registry.
@@ -25,8 +27,12 @@ func NewMetrics() *Metrics {
 			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, busy (over the in-flight frame budget), unavailable (Redis failed)."}, []string{"verdict"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_frame_bytes_in_flight",
 			Help: "Memory lent to frames being read (the in-flight budget's use)."}),
+		maxLen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_stream_max_len",
+			Help: "The ingest stream's cap in entries (XADD MAXLEN ~), derived from Redis's maxmemory."}),
+		budget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_stream_budget_bytes",
+			Help: "The share of Redis's maxmemory the ingest stream may take at worst (0: Redis has no maxmemory)."}),
 	}
-	r.MustRegister(m.conns, m.entries, m.inflight, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.conns, m.entries, m.inflight, m.maxLen, m.budget, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -50,5 +56,13 @@ func (m *Metrics) entry(code string) {
 func (m *Metrics) inFlight(bytes int64) {
 	if m != nil {
 		m.inflight.Set(float64(bytes))
+	}
+}
+
+// streamCap shows the cap in force.
+func (m *Metrics) streamCap(c StreamCap) {
+	if m != nil {
+		m.maxLen.Set(float64(c.Entries))
+		m.budget.Set(float64(c.Budget))
 	}
 }

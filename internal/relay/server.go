@@ -10,6 +10,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/isched/isched/internal/report"
@@ -25,7 +26,9 @@ type Appender interface {
 type Config struct {
 	// Stream is the one key entries go to: the cluster's ingest stream.
 	Stream string
-	// MaxLen is the stream's approximate cap (XADD MAXLEN ~).
+	// MaxLen is the stream's approximate cap (XADD MAXLEN ~) at start:
+	// Main derives it from Redis's maxmemory (DeriveStreamCap) and
+	// SetMaxLen changes it at run time.
 	MaxLen int64
 	// MaxEntry bounds a report's bytes (report.MaxPayload).
 	MaxEntry int
@@ -93,6 +96,7 @@ type Server struct {
 	frames  *frameBudget
 	pool    *unauthPool
 	peers   peerUIDs
+	maxLen  atomic.Int64
 
 	mu      sync.Mutex
 	perUID  map[int]int
@@ -111,9 +115,19 @@ func NewServer(cfg Config, v Verifier, a Appender, now func() time.Time, m *Metr
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
+	s := &Server{cfg: cfg, verify: v, redis: a, now: now, log: log, metrics: m, rations: newRations(cfg.Ration),
 		warns: newWarnLimiter(log, now), frames: newFrameBudget(cfg.InFlightBytes, cfg.InFlightBytesPerUID, m),
-		pool: newUnauthPool(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource), peers: defaultPeers(), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}, nil
+		pool: newUnauthPool(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource), peers: defaultPeers(), perUID: map[int]int{}, conns: map[net.Conn]struct{}{}}
+	s.maxLen.Store(cfg.MaxLen)
+	return s, nil
+}
+
+// SetMaxLen changes the stream's cap for the appends that follow (the
+// cap watch, when Redis's maxmemory changes); n ≤ 0 is ignored.
+func (s *Server) SetMaxLen(n int64) {
+	if n > 0 {
+		s.maxLen.Store(n)
+	}
 }
 
 // Serve accepts connections on ln until ctx ends, then closes ln and every
@@ -368,7 +382,7 @@ func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger)
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
 	defer cancel()
-	id, err := s.redis.AppendFrom(actx, s.cfg.Stream, []byte(e.M), e.MAC, uid, s.cfg.MaxLen)
+	id, err := s.redis.AppendFrom(actx, s.cfg.Stream, []byte(e.M), e.MAC, uid, s.maxLen.Load())
 	if err != nil {
 		s.warns.warn(log, "relay append failed", "err", err)
 		return Reply{Code: CodeUnavail, Err: "redis: " + err.Error()}

@@ -391,3 +391,33 @@ func (c *Client) Len(ctx context.Context, stream string) (int64, error) {
 	}
 	return n, nil
 }
+
+// MaxMemory is the server's `maxmemory` in bytes (0: unlimited), from
+// INFO's memory section: the one INFO a reporter may run (`+info|memory`
+// in its ACL). On a Redis Cluster it is one node's (each master's is
+// usually the same).
+func (c *Client) MaxMemory(ctx context.Context) (int64, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	info, err := c.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("stream: info memory: %w", err)
+	}
+	return ParseMaxMemory(info)
+}
+
+// ParseMaxMemory reads the maxmemory field of an INFO reply.
+func ParseMaxMemory(info string) (int64, error) {
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "maxmemory:")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("stream: info memory: maxmemory %q", v)
+		}
+		return n, nil
+	}
+	return 0, errors.New("stream: info memory: no maxmemory field")
+}
