@@ -147,11 +147,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		return daemon.ExitUsage
 	}
 	logCap(log, "relay stream cap", sc)
-	wctx, stopWatch := context.WithCancel(ctx)
+	stopWatch := watchCap(ctx, srv, rdb, req, sc, metrics, log)
 	defer stopWatch()
-	w := &capWatch{mem: rdb, req: req, cur: sc, log: log, warn: srv.warns.warn,
-		set: func(c StreamCap) { srv.SetMaxLen(c.Entries); metrics.streamCap(c) }}
-	go w.run(wctx, capCheckPeriod)
 	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	log.Info("started", "listen", ln.Addr().String(), "stream", cfg.Stream, "max_len", cfg.MaxLen, "uid", v.UID,
 		"uid_entries_per_sec", cfg.Ration.EntriesPerSec, "uid_bytes_per_sec", cfg.Ration.BytesPerSec, "munge", auth.MungerKind)
@@ -182,4 +179,15 @@ func (o options) connect(ctx context.Context, getenv func(string) string, log *s
 	}
 	rcfg.Private = !o.readablePassword
 	return daemon.ConnectRedis(ctx, rcfg, log)
+}
+
+// watchCap follows Redis's maxmemory every capCheckPeriod, changing srv's
+// cap from sc when it changes, until the returned stop is called.
+func watchCap(ctx context.Context, srv *Server, mem MemoryReader, req CapRequest, sc StreamCap, m *Metrics, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	w := &capWatch{mem: mem, req: req, cur: sc, log: log, warn: srv.warns.warn,
+		set: func(c StreamCap) { srv.SetMaxLen(c.Entries); m.streamCap(c) }}
+	go func() { defer close(done); w.run(ctx, capCheckPeriod) }()
+	return func() { cancel(); <-done }
 }
