@@ -26,6 +26,9 @@ func (t jsonTime) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads any RFC 3339 time (the tests read output back).
 func (t *jsonTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // encoding/json's convention: null leaves it as it is
+	}
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
 		return fmt.Errorf("time %s: want an RFC 3339 string", b)
 	}
