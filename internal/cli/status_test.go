@@ -371,6 +371,7 @@ func TestReportJSON(t *testing.T) {
 	if code != ExitOK || errOut != "wrote "+plot+"\n" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
+	golden(t, "report_moved.json", out)
 	var got map[string]any
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
