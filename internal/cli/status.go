@@ -30,7 +30,7 @@ type statusCmd struct {
 func (c *statusCmd) run(ctx context.Context, args []string) error {
 	a := c.app
 	fs := a.newFlags("status", "[JOB|LINEAGE] [--json] [--watch]")
-	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's status record as JSON")
+	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's record of the job as JSON (RFC 3339 times, seconds, bytes: docs/json.md)")
 	fs.BoolVar(&c.watch, "watch", false, "refresh until the job ends (Ctrl-C to stop)")
 	fs.DurationVar(&c.every, "interval", 5*time.Second, "refresh interval of --watch")
 	pos, err := parse(fs, args)
