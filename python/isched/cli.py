@@ -180,7 +180,7 @@ def _rows(cmd, model, flags, as_frame, timeout):
 
 def estimate(model, samples=None, epochs=None, batch=None, as_frame=False, timeout=None, **flags):
     """isched estimate --json: one row per batch size and node type (memory,
-    fits, hours, cost, partitions with idle_now, ...). Other flags as keywords:
+    fits, iter_s, run_s, cost, partitions with idle_now, ...; docs/json.md). Other flags as keywords:
     site=, receipts=, state=, optimizer=, precision=, pooled=, migration_overhead=."""
     flags = dict(samples=samples, epochs=epochs, batch=batch, **flags)
     return _rows("estimate", model, flags, as_frame, timeout)
