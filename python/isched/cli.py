@@ -35,7 +35,8 @@ import subprocess
 import sys
 import tempfile
 
-__all__ = ["CLIError", "cli_path", "flag_args", "run", "estimate", "plan", "submit", "status", "follow", "report", "parse_time"]
+__all__ = ["CLIError", "cli_path", "flag_args", "run", "estimate", "plan", "submit", "status", "follow", "report",
+           "parse_time"]
 
 # Flags the CLI takes once per value (submit's --sbatch-arg and --wrapper-arg):
 # a list repeats the flag instead of joining the values with commas.
