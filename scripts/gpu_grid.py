@@ -367,6 +367,13 @@ class Grid:
 # ---------------------------------------------------------------- verdicts
 
 
+def _iter_s(row):
+    """An estimate --json row's seconds per iteration: iter_s, or
+    iter_seconds in grids recorded before it was renamed."""
+    v = row.get("iter_s")
+    return row.get("iter_seconds") if v is None else v
+
+
 def _err(pred, truth):
     if pred is None or not truth:
         return None
@@ -393,7 +400,7 @@ def verdicts(result):
                    "reserved_bytes": t.get("max_memory_reserved"), "step_s": t.get("step_median_s"),
                    "static_bytes": st.get("memory_bytes"), "static_fits": st.get("fits"),
                    "profiled_bytes": pr.get("memory_bytes"), "profiled_source": pr.get("source"),
-                   "profiled_s": pr.get("iter_seconds"), "static_s": st.get("iter_seconds"),
+                   "profiled_s": _iter_s(pr), "static_s": _iter_s(st),
                    "error": t.get("error")}
             row["static_err"] = _err(row["static_bytes"], truth)
             row["profiled_err"] = _err(row["profiled_bytes"], truth)

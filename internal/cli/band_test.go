@@ -51,12 +51,12 @@ func TestEstimateShowsBands(t *testing.T) {
 			continue
 		}
 		seen++
-		if r.MemoryBand == nil || r.IterBand == nil || r.HoursBand == nil {
+		if r.MemoryBand == nil || r.IterBand == nil || r.RunBand == nil {
 			t.Fatalf("batch %d: no band: %+v", r.Batch, r)
 		}
 		mem := float64(r.MemoryBytes)
 		if r.MemoryBand.Low > mem || r.MemoryBand.High < mem || r.MemoryBand.High <= r.MemoryBand.Low ||
-			r.IterBand.Low > r.IterSeconds || r.IterBand.High < r.IterSeconds || r.HoursBand.High < r.Hours {
+			r.IterBand.Low > r.IterSeconds || r.IterBand.High < r.IterSeconds || r.RunBand.High < r.RunS {
 			t.Errorf("batch %d: %g bytes in %+v, %g s in %+v", r.Batch, mem, *r.MemoryBand, r.IterSeconds, *r.IterBand)
 		}
 		if r.Batch == 8 && (r.IterBand.Low > 0.030 || r.IterBand.High < 0.040) {
@@ -85,7 +85,7 @@ func TestEstimateShowsBands(t *testing.T) {
 			continue
 		}
 		if r.MemoryBand == nil || *r.MemoryBand != (jsonBand{mem * cal.MemLow, mem * cal.MemHigh}) ||
-			r.IterBand != nil || r.HoursBand != nil || !r.TimeUnmeasured {
+			r.IterBand != nil || r.RunBand != nil || !r.TimeUnmeasured {
 			t.Errorf("static lab-cpu row: want the grid's memory band %+v, no time band and time_unmeasured:\n%s", cal, out)
 		}
 	}

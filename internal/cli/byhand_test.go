@@ -111,10 +111,10 @@ func checkJSONRow(t *testing.T, rows []jsonRow, w handRow) {
 			continue
 		}
 		if r.MemoryBytes != w.mem || r.Iterations != w.iters || r.Fits != w.fits ||
-			!near(r.IterSeconds, w.iterS) || !near(r.Hours, w.hours) || !near(r.Cost, w.cost) {
+			!near(r.IterSeconds, w.iterS) || !near(r.RunS/3600, w.hours) || !near(r.Cost, w.cost) {
 			t.Errorf("batch %d on %s: memory %d B, %d iterations of %.6g s, %.6g h, cost %.6g, fits %v;\n"+
 				"by hand: %d B, %d iterations of %.6g s, %.6g h, cost %.6g, fits %v",
-				w.batch, w.nodeType, r.MemoryBytes, r.Iterations, r.IterSeconds, r.Hours, r.Cost, r.Fits,
+				w.batch, w.nodeType, r.MemoryBytes, r.Iterations, r.IterSeconds, r.RunS/3600, r.Cost, r.Fits,
 				w.mem, w.iters, w.iterS, w.hours, w.cost, w.fits)
 		}
 		return

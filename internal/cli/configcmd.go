@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -72,9 +71,7 @@ func (c *configCmd) run(_ context.Context, args []string) error {
 	}
 	rows := a.configRows()
 	if c.asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return writeJSON(a.stdout, rows)
 	}
 	files := "none"
 	if a.Config != nil && len(a.Config.Files) > 0 {

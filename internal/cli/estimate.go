@@ -288,11 +288,12 @@ type jsonBand struct {
 	High float64 `json:"high"`
 }
 
-func bandOf(b plan.Band) *jsonBand {
+// bandOf is b times unit (3600: a band of hours in seconds); nil for none.
+func bandOf(b plan.Band, unit float64) *jsonBand {
 	if b.High <= 0 {
 		return nil
 	}
-	return &jsonBand{Low: b.Low, High: b.High}
+	return &jsonBand{Low: b.Low * unit, High: b.High * unit}
 }
 
 // writeStaticBasis says what the static rows rest on: a probe record of the
@@ -337,9 +338,9 @@ type jsonRow struct {
 	LimitBytes  int64       `json:"limit_bytes"`
 	Fits        bool        `json:"fits"`
 	HostBytes   int64       `json:"host_memory_bytes"`
-	IterSeconds float64     `json:"iter_seconds"`
+	IterSeconds float64     `json:"iter_s"`
 	Iterations  int64       `json:"iterations"`
-	Hours       float64     `json:"hours"`
+	RunS        float64     `json:"run_s"` // the run: iterations x iter_s
 	Cost        float64     `json:"cost"`
 	Source      plan.Source `json:"source"`
 	// Whose: "own" (the user's runs, first) or "pooled" (other users'
@@ -350,11 +351,11 @@ type jsonRow struct {
 	// the bench-predict grid's calibration (plan.StaticBand); absent on
 	// other static rows
 	MemoryBand *jsonBand `json:"memory_band_bytes,omitempty"`
-	IterBand   *jsonBand `json:"iter_seconds_band,omitempty"`
+	IterBand   *jsonBand `json:"iter_band_s,omitempty"`
 	// TimeUnmeasured: a static row on a node type no probe record measured
 	// (isched site probe): its time is an assumption, with no band
 	TimeUnmeasured bool            `json:"time_unmeasured,omitempty"`
-	HoursBand      *jsonBand       `json:"hours_band,omitempty"`
+	RunBand        *jsonBand       `json:"run_band_s,omitempty"`
 	Static         plan.Memory     `json:"static_memory"`
 	Partitions     []jsonPartition `json:"partitions"`
 }
@@ -369,9 +370,9 @@ func (l *loaded) jsonRows() []jsonRow {
 		}
 		jr := jsonRow{Batch: r.Batch, NodeType: r.NodeType.Name, MemoryBytes: r.Mem, MemoryKind: kind, LimitBytes: r.MemCap,
 			MarginBytes: r.MemMargin, MarginSD: r.MemSD,
-			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, Hours: r.Hours, Cost: r.Cost,
+			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, RunS: r.Hours * 3600, Cost: r.Cost,
 			Source: r.Source, Whose: r.Whose, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
-			MemoryBand: bandOf(r.MemBand), IterBand: bandOf(r.IterBand), HoursBand: bandOf(r.HoursBand()),
+			MemoryBand: bandOf(r.MemBand, 1), IterBand: bandOf(r.IterBand, 1), RunBand: bandOf(r.HoursBand(), 3600),
 			TimeUnmeasured: r.TimeUnmeasured}
 		for _, f := range r.Partitions {
 			jp := jsonPartition{Name: f.Partition.Name, OK: f.OK, Why: f.Why}

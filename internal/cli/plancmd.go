@@ -152,17 +152,17 @@ func noMigration(p plan.Plans) string {
 }
 
 type jsonOption struct {
-	Partition  string     `json:"partition"`
-	NodeType   string     `json:"node_type"`
-	WaitKnown  bool       `json:"wait_known"`
-	WaitS      float64    `json:"wait_s"`
-	WaitBasis  string     `json:"wait_basis"`
-	HeldBy     string     `json:"held_by,omitempty"` // the Slurm reason of the user's limit that holds the job
-	SlurmStart *time.Time `json:"slurm_start,omitempty"`
-	RunS       float64    `json:"run_s"`
-	TotalS     float64    `json:"total_s"`
-	Cost       float64    `json:"cost"`
-	Chunks     int        `json:"chunks"`
+	Partition  string    `json:"partition"`
+	NodeType   string    `json:"node_type"`
+	WaitKnown  bool      `json:"wait_known"`
+	WaitS      float64   `json:"wait_s"`
+	WaitBasis  string    `json:"wait_basis"`
+	HeldBy     string    `json:"held_by,omitempty"`     // the Slurm reason of the user's limit that holds the job
+	SlurmStart *jsonTime `json:"slurm_start,omitempty"` // when Slurm expects it to start there
+	RunS       float64   `json:"run_s"`
+	TotalS     float64   `json:"total_s"`
+	Cost       float64   `json:"cost"`
+	Chunks     int       `json:"chunks"`
 }
 
 type jsonMigration struct {
@@ -201,10 +201,7 @@ func jsonPlans(all []plan.Plans, now time.Time) []jsonPlan {
 			jo := jsonOption{Partition: o.Partition.Name, NodeType: o.Row.NodeType.Name, WaitKnown: o.Wait.Known,
 				WaitS: o.Wait.Wait.Seconds(), WaitBasis: o.Wait.Reason, HeldBy: o.Wait.HeldBy, RunS: o.Run.Seconds(), TotalS: o.Total.Seconds(),
 				Cost: o.Cost, Chunks: o.Fit.Chunks}
-			if !o.Wait.SlurmStart.IsZero() {
-				t := o.Wait.SlurmStart.UTC()
-				jo.SlurmStart = &t
-			}
+			jo.SlurmStart = timeOrNil(o.Wait.SlurmStart)
 			jp.Options = append(jp.Options, jo)
 		}
 		if m := p.With; m != nil {

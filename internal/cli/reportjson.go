@@ -1,21 +1,16 @@
 package cli
 
-import (
-	"time"
-
-	"github.com/isched/isched/internal/report"
-)
+import "github.com/isched/isched/internal/report"
 
 // reportJSON is `isched report --json`: what the text report says, and the
-// samples the plot draws. Keys are snake_case, times RFC 3339 in UTC,
-// sizes in bytes; the unit of every other number is in its key.
+// samples the plot draws, in the --json style (jsonstyle.go).
 type reportJSON struct {
 	Lineage      string          `json:"lineage"`
 	Points       int             `json:"points"`
 	Unreadable   int             `json:"unreadable"` // samples skipped: they did not decode
-	FirstSample  time.Time       `json:"first_sample"`
-	LastSample   time.Time       `json:"last_sample"`
-	SpanSeconds  float64         `json:"span_seconds"`
+	FirstSample  jsonTime        `json:"first_sample"`
+	LastSample   jsonTime        `json:"last_sample"`
+	SpanS        float64         `json:"span_s"`
 	Iterations   *iterationsJSON `json:"iterations"` // null: no iterations recorded
 	PeakRSSBytes int64           `json:"peak_rss_bytes"`
 	PeakGPUBytes int64           `json:"peak_gpu_bytes"` // 0: no GPU memory sampled
@@ -29,61 +24,59 @@ type reportJSON struct {
 
 type iterationsJSON struct {
 	Count     int     `json:"count"`
-	MedianMS  float64 `json:"median_ms"`
-	P90MS     float64 `json:"p90_ms"`
+	MedianS   float64 `json:"median_s"`
+	P90S      float64 `json:"p90_s"`
 	FirstStep int64   `json:"first_step"`
 	LastStep  int64   `json:"last_step"`
 }
 
 type attemptJSON struct {
-	JobID     uint64     `json:"job_id"`
-	Attempt   int        `json:"attempt"`
-	Partition string     `json:"partition"`
-	Node      string     `json:"node"`
-	Start     time.Time  `json:"start"`
-	End       *time.Time `json:"end"` // null: still running there
-	StartStep int64      `json:"start_step"`
-	EndStep   *int64     `json:"end_step"`         // null: still running there
-	Reason    string     `json:"reason,omitempty"` // why it ended there
+	JobID     uint64    `json:"job_id"`
+	Attempt   int       `json:"attempt"`
+	Partition string    `json:"partition"`
+	Node      string    `json:"node"`
+	Start     jsonTime  `json:"start"`
+	End       *jsonTime `json:"end"` // null: still running there
+	StartStep int64     `json:"start_step"`
+	EndStep   *int64    `json:"end_step"`         // null: still running there
+	Reason    string    `json:"reason,omitempty"` // why it ended there
 }
 
 type endedJSON struct {
-	State      string    `json:"state"`
-	At         time.Time `json:"at"`
-	Step       int64     `json:"step"`
-	TotalIters int64     `json:"total_iters"`
-	ExitStatus *int      `json:"exit_status,omitempty"`
+	State      string   `json:"state"`
+	At         jsonTime `json:"at"`
+	Step       int64    `json:"step"`
+	TotalIters int64    `json:"total_iters"`
+	ExitStatus *int     `json:"exit_status,omitempty"`
 }
 
 type sampleJSON struct {
-	Time     time.Time `json:"time"`
-	Step     int64     `json:"step"`
-	IterMS   float64   `json:"iter_ms,omitempty"` // absent: no iteration ended since the last sample
-	RSSBytes int64     `json:"rss_bytes"`
-	GPUBytes int64     `json:"gpu_bytes,omitempty"`
+	Time     jsonTime `json:"time"`
+	Step     int64    `json:"step"`
+	IterS    float64  `json:"iter_s,omitempty"` // absent: no iteration ended since the last sample
+	RSSBytes int64    `json:"rss_bytes"`
+	GPUBytes int64    `json:"gpu_bytes,omitempty"`
 }
-
-func utcMS(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 // json is the report's data for --json.
 func (r *reportData) json() reportJSON {
 	sum := r.sum
 	out := reportJSON{
 		Lineage: r.lineage, Points: len(r.pts), Unreadable: r.bad,
-		FirstSample: utcMS(r.pts[0].TMS), LastSample: utcMS(r.pts[len(r.pts)-1].TMS), SpanSeconds: sum.span.Seconds(),
+		FirstSample: msTime(r.pts[0].TMS), LastSample: msTime(r.pts[len(r.pts)-1].TMS), SpanS: sum.span.Seconds(),
 		PeakRSSBytes: sum.peakRSS, PeakGPUBytes: sum.peakGPU,
 		Attempts: []attemptJSON{}, Samples: make([]sampleJSON, len(r.pts)),
 	}
 	if sum.iters > 0 {
-		out.Iterations = &iterationsJSON{Count: sum.iters, MedianMS: sum.medianIter, P90MS: sum.p90Iter, FirstStep: sum.firstStep, LastStep: sum.lastStep}
+		out.Iterations = &iterationsJSON{Count: sum.iters, MedianS: msSeconds(sum.medianIter), P90S: msSeconds(sum.p90Iter), FirstStep: sum.firstStep, LastStep: sum.lastStep}
 	}
 	for i, p := range r.pts {
-		out.Samples[i] = sampleJSON{Time: utcMS(p.TMS), Step: p.Step, IterMS: p.IterMS, RSSBytes: p.RSS, GPUBytes: p.GPU}
+		out.Samples[i] = sampleJSON{Time: msTime(p.TMS), Step: p.Step, IterS: msSeconds(p.IterMS), RSSBytes: p.RSS, GPUBytes: p.GPU}
 	}
 	if s := r.status; s != nil {
 		out.Attempts, out.Continuations = attemptsJSON(s.History), s.Continuations
 		if s.EndedMS > 0 {
-			out.Ended = &endedJSON{State: s.State, At: utcMS(s.EndedMS), Step: max(s.Step, 0), TotalIters: s.TotalIters, ExitStatus: s.ExitStatus}
+			out.Ended = &endedJSON{State: s.State, At: msTime(s.EndedMS), Step: max(s.Step, 0), TotalIters: s.TotalIters, ExitStatus: s.ExitStatus}
 		}
 	}
 	return out
@@ -92,10 +85,10 @@ func (r *reportData) json() reportJSON {
 func attemptsJSON(history []report.Span) []attemptJSON {
 	out := make([]attemptJSON, len(history))
 	for i, sp := range history {
-		out[i] = attemptJSON{JobID: sp.JobID, Attempt: sp.Attempt, Partition: sp.Partition, Node: sp.Node, Start: utcMS(sp.StartMS),
+		out[i] = attemptJSON{JobID: sp.JobID, Attempt: sp.Attempt, Partition: sp.Partition, Node: sp.Node, Start: msTime(sp.StartMS),
 			StartStep: sp.StartStep, Reason: sp.Reason}
 		if sp.EndMS > 0 {
-			end, step := utcMS(sp.EndMS), sp.EndStep
+			end, step := msTime(sp.EndMS), sp.EndStep
 			out[i].End, out[i].EndStep = &end, &step
 		}
 	}

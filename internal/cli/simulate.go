@@ -231,7 +231,7 @@ func (c *simulateCmd) write(name string, rows []sim.Row) error {
 		}
 	}
 	if c.asJSON {
-		return writeJSON(c.app.stdout, rows)
+		return writeJSON(c.app.stdout, simRowsJSON(rows))
 	}
 	return sim.WriteTable(c.app.stdout, "trace "+name+" (means over seeds ± 95% CI; Δ against Slurm alone, paired by seed)", rows)
 }
@@ -300,4 +300,54 @@ func linePlot(path, title, xl, yl string, series []sim.Series, logX bool) error 
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// simIntervalJSON is a mean over seeds with its 95 % confidence
+// interval's half width (0 with one seed), in the unit of its key.
+type simIntervalJSON struct {
+	Mean  float64 `json:"mean"`
+	Half  float64 `json:"ci95_half"`
+	Seeds int     `json:"seeds"`
+}
+
+// simRowJSON is one row of `isched simulate --json` (sim.Row): times in
+// seconds, changes against Slurm alone as fractions (−0.25: 25 % lower).
+type simRowJSON struct {
+	Load           float64         `json:"load"`
+	Policy         string          `json:"policy"`
+	JCTS           simIntervalJSON `json:"mean_jct_s"`
+	MedianJCTS     simIntervalJSON `json:"median_jct_s"`
+	P95JCTS        simIntervalJSON `json:"p95_jct_s"`
+	WaitS          simIntervalJSON `json:"mean_wait_s"`
+	BSLD           simIntervalJSON `json:"bsld"`
+	GPUUtil        simIntervalJSON `json:"gpu_util"`
+	CPUUtil        simIntervalJSON `json:"cpu_util"`
+	Elsewhere      simIntervalJSON `json:"isched_elsewhere"`
+	Cost           simIntervalJSON `json:"cost"`
+	Moves          simIntervalJSON `json:"moves_per_job"`
+	Conts          simIntervalJSON `json:"conts_per_job"`
+	Lost           simIntervalJSON `json:"lost_steps_per_job"`
+	JCTIschedS     simIntervalJSON `json:"isched_mean_jct_s"`
+	UntouchedWaitS simIntervalJSON `json:"untouched_wait_s"`
+	DJCT           simIntervalJSON `json:"d_jct"`
+	DJCTIsched     simIntervalJSON `json:"d_jct_isched"`
+	DUntouchedWait simIntervalJSON `json:"d_untouched_wait"`
+	Unfinished     float64         `json:"unfinished"`
+}
+
+// simRowsJSON are rows in the --json style; sim's hours become seconds.
+func simRowsJSON(rows []sim.Row) []simRowJSON {
+	iv := func(i sim.Interval, unit float64) simIntervalJSON {
+		return simIntervalJSON{Mean: i.Mean * unit, Half: i.Half * unit, Seeds: i.N}
+	}
+	const h = 3600
+	out := make([]simRowJSON, len(rows))
+	for k, r := range rows {
+		out[k] = simRowJSON{Load: r.Load, Policy: r.Variant, JCTS: iv(r.JCT, h), MedianJCTS: iv(r.MedianJCT, h), P95JCTS: iv(r.P95JCT, h),
+			WaitS: iv(r.Wait, h), BSLD: iv(r.BSLD, 1), GPUUtil: iv(r.GPUUtil, 1), CPUUtil: iv(r.CPUUtil, 1), Elsewhere: iv(r.Elsewhere, 1),
+			Cost: iv(r.Cost, 1), Moves: iv(r.Moves, 1), Conts: iv(r.Conts, 1), Lost: iv(r.Lost, 1), JCTIschedS: iv(r.JCTIsched, h),
+			UntouchedWaitS: iv(r.OtherWait, h), DJCT: iv(r.DJCT, 1), DJCTIsched: iv(r.DJCTIsched, 1), DUntouchedWait: iv(r.DOtherWait, 1),
+			Unfinished: r.Unfinished}
+	}
+	return out
 }

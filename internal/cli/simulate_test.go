@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/isched/isched/internal/sim"
 )
 
 func TestSimulate(t *testing.T) {
@@ -43,5 +47,42 @@ func TestSimulateUsage(t *testing.T) {
 		if code, _, errs := h.run(args...); code != ExitUsage || errs == "" {
 			t.Errorf("%v: exit %d (%s), want a usage error", args, code, errs)
 		}
+	}
+}
+
+// TestSimulateJSON: --json prints the rows in the --json style: snake_case
+// keys, the hours of sim.Row in seconds, each figure a mean with its
+// interval's half width and the number of seeds.
+func TestSimulateJSON(t *testing.T) {
+	rows := simRowsJSON([]sim.Row{{Load: 0.9, Variant: "isched", JCT: sim.Interval{Mean: 2, Half: 0.5, N: 3},
+		OtherWait: sim.Interval{Mean: 0.25, N: 1}, DJCT: sim.Interval{Mean: -0.25, Half: 0.05, N: 3}, Moves: sim.Interval{Mean: 1.5, N: 3}, Unfinished: 1}})
+	b, err := json.Marshal(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(b, &got); err != nil || len(got) != 1 {
+		t.Fatalf("%v %s", err, b)
+	}
+	r := got[0]
+	for key, want := range map[string]any{
+		"load": 0.9, "policy": "isched", "unfinished": 1.0,
+		"mean_jct_s":       map[string]any{"mean": 7200.0, "ci95_half": 1800.0, "seeds": 3.0},
+		"untouched_wait_s": map[string]any{"mean": 900.0, "ci95_half": 0.0, "seeds": 1.0},
+		"d_jct":            map[string]any{"mean": -0.25, "ci95_half": 0.05, "seeds": 3.0},
+		"moves_per_job":    map[string]any{"mean": 1.5, "ci95_half": 0.0, "seeds": 3.0},
+	} {
+		if !reflect.DeepEqual(r[key], want) {
+			t.Errorf("%s = %v, want %v", key, r[key], want)
+		}
+	}
+	h := newHarness(t)
+	code, out, errs := h.run("simulate", "--trace", "../sim/testdata/sample.swf", "--site", "../sim/testdata/site-tiny.json",
+		"--jobs", "20", "--seeds", "1", "--loads", "0.5", "--quiet", "--json")
+	if code != 0 {
+		t.Fatalf("simulate --json: exit %d: %s", code, errs)
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) == 0 || got[0]["policy"] == nil || got[0]["mean_jct_s"] == nil {
+		t.Errorf("simulate --json: %v\n%s", err, out)
 	}
 }

@@ -30,7 +30,7 @@ type statusCmd struct {
 func (c *statusCmd) run(ctx context.Context, args []string) error {
 	a := c.app
 	fs := a.newFlags("status", "[JOB|LINEAGE] [--json] [--watch]")
-	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's status record as JSON")
+	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's record of the job as JSON (RFC 3339 times, seconds, bytes: docs/json.md)")
 	fs.BoolVar(&c.watch, "watch", false, "refresh until the job ends (Ctrl-C to stop)")
 	fs.DurationVar(&c.every, "interval", 5*time.Second, "refresh interval of --watch")
 	pos, err := parse(fs, args)
@@ -264,7 +264,7 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 		if s == nil {
 			return nil, fmt.Errorf("no status for lineage %s (key %s): the coordinator has not seen the job yet", t.lineage, st.Keys().JobStatus(t.lineage))
 		}
-		return s, writeJSON(a.stdout, s)
+		return s, writeJSON(a.stdout, statusView(s))
 	}
 	if watch && !first {
 		if a.Terminal(a.stdout) {
@@ -639,10 +639,10 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 		rows = append(rows, r)
 	}
 	if asJSON {
-		out := []*report.JobStatus{}
+		out := []statusJSON{}
 		for _, r := range rows {
 			if r.status != nil {
-				out = append(out, r.status)
+				out = append(out, statusView(r.status))
 			}
 		}
 		return writeJSON(a.stdout, out)

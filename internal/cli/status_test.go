@@ -81,12 +81,24 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--json: exit %d: %s", code, errOut)
 	}
-	var got report.JobStatus
+	golden(t, "status_moved.json", out)
+	var got statusJSON
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
-	if want := movedStatus(); got.Step != want.Step || got.ETAMS != want.ETAMS || len(got.History) != 2 {
+	want := movedStatus()
+	if got.Step != want.Step || got.ETA == nil || !got.ETA.Equal(time.UnixMilli(want.ETAMS)) || len(got.History) != 2 ||
+		got.IterS != 0.212 || got.Ended != nil || got.History[1].End != nil {
 		t.Errorf("--json: %+v", got)
+	}
+	// with no job: the caller's jobs' records, a list in the same style
+	code, out, errOut = h.run("status", "--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d: %s", code, errOut)
+	}
+	var list []statusJSON
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].Lineage != want.Lineage {
+		t.Errorf("status --json: %v %+v", err, list)
 	}
 }
 
@@ -342,7 +354,7 @@ func TestChain(t *testing.T) {
 }
 
 // TestReportJSON: --json prints the text report's content (and the
-// samples) as JSON alone on stdout: snake_case keys, RFC 3339 times.
+// samples) as JSON alone on stdout, in the --json style.
 func TestReportJSON(t *testing.T) {
 	h := newHarness(t)
 	h.statusState()
@@ -359,6 +371,7 @@ func TestReportJSON(t *testing.T) {
 	if code != ExitOK || errOut != "wrote "+plot+"\n" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
+	golden(t, "report_moved.json", out)
 	var got map[string]any
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
@@ -368,20 +381,20 @@ func TestReportJSON(t *testing.T) {
 	samples, _ := got["samples"].([]any)
 	ended, _ := got["ended"].(map[string]any)
 	want := map[string]any{
-		"lineage": "lab-train-abababab", "points": 120.0, "unreadable": 1.0, "span_seconds": 2380.0,
-		"first_sample": "2026-05-09T11:20:00Z", "last_sample": "2026-05-09T11:59:40Z",
+		"lineage": "lab-train-abababab", "points": 120.0, "unreadable": 1.0, "span_s": 2380.0,
+		"first_sample": "2026-05-09T11:20:00.000Z", "last_sample": "2026-05-09T11:59:40.000Z",
 		"peak_rss_bytes": float64(1019 << 20), "peak_gpu_bytes": float64(3 << 30), "continuations": 1.0,
-		"iterations.count": 120.0, "iterations.median_ms": 200.0, "iterations.p90_ms": 205.0, "iterations.first_step": 0.0, "iterations.last_step": 7140.0,
-		"attempts": 2.0, "attempts[1].partition": "gpu", "attempts[0].end": "2026-05-09T11:40:00Z", "attempts[1].end": nil,
+		"iterations.count": 120.0, "iterations.median_s": 0.2, "iterations.p90_s": 0.205, "iterations.first_step": 0.0, "iterations.last_step": 7140.0,
+		"attempts": 2.0, "attempts[1].partition": "gpu", "attempts[0].end": "2026-05-09T11:40:00.000Z", "attempts[1].end": nil,
 		"attempts[0].end_step": 4000.0, "attempts[1].end_step": nil,
-		"samples": 120.0, "samples[0].time": "2026-05-09T11:20:00Z", "samples[0].rss_bytes": float64(900 << 20),
-		"ended.state": "ENDED", "ended.at": "2026-05-09T11:59:00Z", "ended.step": 7810.0, "ended.total_iters": 15630.0,
+		"samples": 120.0, "samples[0].time": "2026-05-09T11:20:00.000Z", "samples[0].rss_bytes": float64(900 << 20),
+		"ended.state": "ENDED", "ended.at": "2026-05-09T11:59:00.000Z", "ended.step": 7810.0, "ended.total_iters": 15630.0,
 	}
 	have := map[string]any{
-		"lineage": got["lineage"], "points": got["points"], "unreadable": got["unreadable"], "span_seconds": got["span_seconds"],
+		"lineage": got["lineage"], "points": got["points"], "unreadable": got["unreadable"], "span_s": got["span_s"],
 		"first_sample": got["first_sample"], "last_sample": got["last_sample"],
 		"peak_rss_bytes": got["peak_rss_bytes"], "peak_gpu_bytes": got["peak_gpu_bytes"], "continuations": got["continuations"],
-		"iterations.count": iters["count"], "iterations.median_ms": iters["median_ms"], "iterations.p90_ms": iters["p90_ms"], "iterations.first_step": iters["first_step"],
+		"iterations.count": iters["count"], "iterations.median_s": iters["median_s"], "iterations.p90_s": iters["p90_s"], "iterations.first_step": iters["first_step"],
 		"iterations.last_step": iters["last_step"], "attempts": float64(len(attempts)), "samples": float64(len(samples)),
 		"ended.state": ended["state"], "ended.at": ended["at"], "ended.step": ended["step"], "ended.total_iters": ended["total_iters"],
 	}

@@ -61,7 +61,7 @@ func TestReceiptETARatios(t *testing.T) {
 	second := w.submitTrainer(report.Plan{Lineage: lineage + "d", Ideal: "dev", Total: 3000, Model: model, Batch: 8},
 		[]string{"-p", "dev", "-t", "5"}, "--steps", "3000", "--period", "0.1")
 	cli := testutil.Binary(t, "isched", "./isched")
-	var st report.JobStatus
+	var st struct{ Speeds []report.PartitionSpeed } // status --json's speeds have the record's keys (docs/json.md)
 	waitFor(t, w, 3*time.Minute, "learned cpu and dev speeds in the second run's status --json", func() bool {
 		if _, ok := w.status(second.lineage); !ok {
 			return false

@@ -43,7 +43,8 @@ Line format (must match internal/progress in Go; version prefix "isched1")::
 The user's side (a notebook, a script): ``isched.summarize(model, (3, 224,
 224))`` (isched.summary: the model summary, torch imported then), and
 ``isched.estimate``, ``plan``, ``submit``, ``status``, ``follow``, ``report``
-(isched.cli: they run the isched command with --json), ``table2``,
+(isched.cli: they run the isched command with --json; ``parse_time`` reads
+its RFC 3339 times), ``table2``,
 ``migration_plans``, ``format_table`` (isched.tables). They are loaded on first
 use, so a training loop's ``import isched`` stays cheap.
 
@@ -81,6 +82,7 @@ _LAZY = {
     "report": "cli",
     "CLIError": "cli",
     "cli_path": "cli",
+    "parse_time": "cli",
     "table2": "tables",
     "migration_plans": "tables",
     "format_table": "tables",

@@ -35,13 +35,17 @@ import subprocess
 import sys
 import tempfile
 
-__all__ = ["CLIError", "cli_path", "flag_args", "run", "estimate", "plan", "submit", "status", "follow", "report"]
+__all__ = ["CLIError", "cli_path", "flag_args", "run", "estimate", "plan", "submit", "status", "follow", "report",
+           "parse_time"]
 
 # Flags the CLI takes once per value (submit's --sbatch-arg and --wrapper-arg):
 # a list repeats the flag instead of joining the values with commas.
 REPEATABLE = frozenset({"sbatch_arg", "wrapper_arg"})
 
 _SUBMITTED = re.compile(r"^Submitted batch job (\d+)\s*$", re.MULTILINE)
+
+# RFC 3339, as --json prints times ("2026-11-27T15:04:05.123Z", docs/json.md).
+_RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)$")
 
 
 class CLIError(RuntimeError):
@@ -118,6 +122,26 @@ def run(args, timeout=None):
     return done.stdout
 
 
+def parse_time(s):
+    """A time of the CLI's --json output (RFC 3339, "2026-11-27T15:04:05.123Z")
+    as an aware datetime in UTC; None for None (the CLI's null: not known).
+    datetime.fromisoformat reads these only from Python 3.11 on."""
+    if s is None:
+        return None
+    m = _RFC3339.match(s) if isinstance(s, str) else None
+    if m is None:
+        raise ValueError("not an RFC 3339 time: %r" % (s,))
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    micro = int((m.group(7) or "0")[:6].ljust(6, "0"))
+    zone = m.group(8)
+    offset = datetime.timedelta(0)
+    if zone not in ("Z", "z"):
+        sign = -1 if zone[0] == "-" else 1
+        offset = sign * datetime.timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    t = datetime.datetime(year, month, day, hour, minute, second, micro, tzinfo=datetime.timezone(offset))
+    return t.astimezone(datetime.timezone.utc)
+
+
 def _run_json(args, timeout=None):
     out = run(args, timeout=timeout)
     try:
@@ -157,7 +181,7 @@ def _rows(cmd, model, flags, as_frame, timeout):
 
 def estimate(model, samples=None, epochs=None, batch=None, as_frame=False, timeout=None, **flags):
     """isched estimate --json: one row per batch size and node type (memory,
-    fits, hours, cost, partitions with idle_now, ...). Other flags as keywords:
+    fits, iter_s, run_s, cost, partitions with idle_now, ...; docs/json.md). Other flags as keywords:
     site=, receipts=, state=, optimizer=, precision=, pooled=, migration_overhead=."""
     flags = dict(samples=samples, epochs=epochs, batch=batch, **flags)
     return _rows("estimate", model, flags, as_frame, timeout)
@@ -199,8 +223,9 @@ def submit(command, model=None, timeout=None, **flags):
 
 def status(job=None, as_frame=False, timeout=None):
     """isched status --json: the coordinator's record of job (a job id or a
-    lineage: state, partition, step, total_iters, ETA, history, ...), or with
-    no job the records of your isched jobs (a list)."""
+    lineage: state, partition, step, total_iters, eta, history, ...), or with
+    no job the records of your isched jobs (a list). Times are RFC 3339
+    strings (parse_time reads them), durations seconds (docs/json.md)."""
     args = ["status", "--json"] + ([str(job)] if job is not None else [])
     out = _run_json(args, timeout)
     if not as_frame:
@@ -223,7 +248,7 @@ def follow(job, every=5.0, timeout=None):
 
 def report(job, as_frame=False, plot=None, timeout=None):
     """isched report JOB --json: summary, attempts and samples of a run
-    (snake_case keys, RFC 3339 times). plot= also writes the PNG/SVG plot.
+    (snake_case keys, RFC 3339 times: parse_time; docs/json.md). plot= also writes the PNG/SVG plot.
     as_frame: the samples, one row each."""
     out = _run_json(["report", str(job), "--json"] + flag_args({"plot": plot}), timeout)
     return _frame(out["samples"]) if as_frame else out

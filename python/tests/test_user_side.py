@@ -173,6 +173,30 @@ class Commands(FakeCLI):
         self.assertEqual(self.called()["argv"], ["report", "lab-u1-x", "--json", "--plot", "run.svg"])
         self.assertEqual(rep["samples"], [{"step": 1}])
 
+    def test_status_times_parse(self):
+        self.answer('{"job_id": 4211, "eta": "2026-05-09T12:28:00.123Z", "ended": null, "iter_s": 0.212}')
+        st = isched.status(4211)
+        utc = datetime.timezone.utc
+        self.assertEqual(isched.parse_time(st["eta"]), datetime.datetime(2026, 5, 9, 12, 28, 0, 123000, tzinfo=utc))
+        self.assertIsNone(isched.parse_time(st["ended"]))
+
+    def test_parse_time(self):
+        utc = datetime.timezone.utc
+        cases = [
+            ("2026-11-27T15:04:05.123Z", datetime.datetime(2026, 11, 27, 15, 4, 5, 123000, tzinfo=utc)),
+            ("2026-11-27T15:04:05Z", datetime.datetime(2026, 11, 27, 15, 4, 5, tzinfo=utc)),
+            ("2026-11-27T16:04:05.5+01:00", datetime.datetime(2026, 11, 27, 15, 4, 5, 500000, tzinfo=utc)),
+            ("2026-11-27T10:04:05.123456789-05:00", datetime.datetime(2026, 11, 27, 15, 4, 5, 123456, tzinfo=utc)),
+        ]
+        for text, want in cases:
+            with self.subTest(text=text):
+                got = isched.parse_time(text)
+                self.assertEqual(got, want)
+                self.assertEqual(got.utcoffset(), datetime.timedelta(0))
+        for bad in ["1732719845123", "2026-11-27 15:04:05", "2026-11-27T15:04:05", 1732719845123]:
+            with self.subTest(bad=bad), self.assertRaises(ValueError):
+                isched.parse_time(bad)
+
     def test_follow_stops_when_the_job_ended(self):
         self.answer('{"job_id": 7, "state": "ENDED", "step": 1000}')
         seen = list(isched.follow(7, every=0))
