@@ -45,17 +45,28 @@ func run(args []string) int {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	deps := wrapper.Deps{
-		Getenv:  os.Getenv,
-		Stdin:   os.Stdin,
-		Stdout:  os.Stdout,
-		Stderr:  os.Stderr,
-		Connect: wrapper.StreamConnect(os.Getenv),
-		Munger:  auth.ExecMunger{},
-		Logger:  logger,
+		Getenv: os.Getenv,
+		Stdin:  os.Stdin,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+		Munger: auth.ExecMunger{},
+		Logger: logger,
 	}
-	if opts.Relay != "" {
-		// through isched-relay: this job holds no Redis password
+	path, why := wrapper.ChooseReportPath(opts)
+	switch path {
+	case wrapper.ReportRelay: // this job holds no Redis password
 		deps.Connect = wrapper.RelayConnect(opts.Relay, opts.RelayUID, deps.Munger)
+	case wrapper.ReportDirect: // the site's opt-in: the reporter password
+		deps.Connect = wrapper.StreamConnect(os.Getenv)
+	default:
+		opts.NoReport = true
+	}
+	if opts.SendSpools && path == wrapper.ReportNone {
+		fmt.Fprintf(os.Stderr, "isched-wrapper: --send-spools: %s\n", why)
+		return 2
+	}
+	if why != "" && os.Getenv("SLURM_JOB_ID") != "" {
+		logger.Error(why) // a job isched is meant to follow, and it will not
 	}
 	if opts.SendSpools {
 		return wrapper.SendSpools(context.Background(), opts, deps)

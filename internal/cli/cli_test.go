@@ -115,6 +115,7 @@ func newHarness(t *testing.T) *harness {
 	return &harness{t: t, mr: mr, slurm: &fakeSlurm{}, dir: dir, env: map[string]string{
 		"ISCHED_REDIS_ADDR":          mr.Addr(),
 		"ISCHED_REDIS_PASSWORD_FILE": pw,
+		"ISCHED_RELAY_ADDR":          "relay.lab.example:6395", // the default path: jobs report through it
 		"ISCHED_CLUSTER":             "lab",
 		"PATH":                       "/usr/bin:/bin",
 		"HOME":                       dir,

@@ -524,7 +524,7 @@ func (a *App) profileSlurm(ctx context.Context, o *profileOpts, wrapperPath stri
 		return profileRun{}, err
 	}
 	argv := batchArgv(o.argv, batch)
-	so := submitOpts{req: placeRequest{policy: plan.PolicyImmediate, ideal: o.partition, noMigrate: true}, wrapper: wrapperPath, argv: argv, site: o.site2}
+	so := submitOpts{req: placeRequest{policy: plan.PolicyImmediate, ideal: o.partition, noMigrate: true}, wrapper: wrapperPath, argv: argv, site: o.site2, noReport: true}
 	so.name = "profile-" + jobName(argv)
 	if len(so.name) > 50 {
 		so.name = so.name[:50]

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,16 +19,48 @@ import (
 	"github.com/isched/isched/internal/stream"
 )
 
-// forwardEnv are the variables of the submitter's environment the job's
-// wrapper needs to find isched-relay (ISCHED_RELAY_ADDR: the job then
-// needs no Redis password), Redis and the coordinator. The Redis user and
-// password file are not among them: the wrapper reports as `reporter`, and
-// a login environment that sets ISCHED_REDIS_USER for the CLI is unset in
-// the script.
-var forwardEnv = []string{
-	"ISCHED_RELAY_ADDR", "ISCHED_RELAY_UID",
-	"ISCHED_REDIS_ADDR", "ISCHED_REDIS_MASTER", "ISCHED_REDIS_CA", "ISCHED_REDIS_PASSWORD_DIR",
-	"ISCHED_COORDINATOR_UID", "ISCHED_ITER_PATTERN", "ISCHED_HELPER_DIR",
+// forwardEnv are the variables of the submitter's environment (and
+// isched.conf) the job's wrapper needs whichever way it reports.
+var forwardEnv = []string{"ISCHED_COORDINATOR_UID", "ISCHED_ITER_PATTERN", "ISCHED_HELPER_DIR"}
+
+// relayEnv are those that find isched-relay, the default path: the job
+// then holds no Redis password. directEnv are those that find Redis, for
+// the opt-in (--report-direct). The Redis user and password file are
+// never forwarded: a direct wrapper reports as `reporter`, and a login
+// environment that sets ISCHED_REDIS_USER for the CLI is unset in the
+// script.
+var (
+	relayEnv  = []string{"ISCHED_RELAY_ADDR", "ISCHED_RELAY_UID"}
+	directEnv = []string{"ISCHED_REDIS_ADDR", "ISCHED_REDIS_MASTER", "ISCHED_REDIS_CA", "ISCHED_REDIS_PASSWORD_DIR"}
+)
+
+// errNoRelay: isched submit knows no relay and was not told to report
+// straight to Redis; the job would run unreported.
+var errNoRelay = errors.New("no isched-relay configured for the job's reports (relay_addr in " +
+	"/etc/isched/isched.conf or ~/.config/isched/isched.conf, or ISCHED_RELAY_ADDR; `isched config` shows what is set): " +
+	"without it isched could neither follow nor continue the run. A site that lets jobs write to Redis themselves " +
+	"gives --report-direct (or report_direct = 1), docs/deployment.md")
+
+// reportEnv are the variables that tell the job's wrapper where to report:
+// the relay's, or with direct (the opt-in) Redis's and
+// ISCHED_REPORT_DIRECT=1. Neither: errNoRelay.
+func reportEnv(getenv func(string) string, direct bool) ([][2]string, error) {
+	keys := relayEnv
+	if direct {
+		keys = directEnv
+	} else if getenv("ISCHED_RELAY_ADDR") == "" {
+		return nil, errNoRelay
+	}
+	var env [][2]string
+	for _, k := range append(slices.Clone(forwardEnv), keys...) {
+		if v := getenv(k); v != "" {
+			env = append(env, [2]string{k, v})
+		}
+	}
+	if direct {
+		env = append(env, [2]string{"ISCHED_REPORT_DIRECT", "1"})
+	}
+	return env, nil
 }
 
 type listFlag []string
@@ -59,6 +92,11 @@ type submitOpts struct {
 	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
 	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
 	gpus        int         // --gpus: turned into req.gres
+	// reportDirect: --report-direct, or report_direct in isched.conf
+	reportDirect bool
+	// noReport: the job's wrapper runs with --no-report (isched profile's
+	// jobs): no variable says where to report
+	noReport bool
 }
 
 // submitCmd is `isched submit`: it parses the flags into a request,
@@ -74,6 +112,8 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...]")
 	o.register(fs)
 	sbatchAliases(fs)
+	// the site's or the user's report_direct is the flag's default
+	o.reportDirect = slices.Contains([]string{"1", "true", "yes"}, strings.ToLower(a.Getenv("ISCHED_REPORT_DIRECT")))
 	if err := fs.Parse(splitAttached(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -160,6 +200,7 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
 	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
+	fs.BoolVar(&o.reportDirect, "report-direct", false, "the job reports straight to Redis with the reporter password, not through isched-relay (default: report_direct in isched.conf; an opt-in for sites that give every job user that password, docs/threat-model.md)")
 	fs.BoolVar(&o.req.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
 	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
@@ -320,10 +361,12 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	}
 	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", a.cluster()})
 	s.Env = append(s.Env, o.env...)
-	for _, k := range forwardEnv {
-		if v := a.Getenv(k); v != "" {
-			s.Env = append(s.Env, [2]string{k, v})
+	if !o.noReport {
+		via, err := reportEnv(a.Getenv, o.reportDirect)
+		if err != nil {
+			return nil, "", err
 		}
+		s.Env = append(s.Env, via...)
 	}
 	s.WrapperArgs = []string{"--checkpoint-dir", o.ckptDir, "--checkpoint-signal", "file"}
 	if sub.totalIters > 0 {

@@ -42,6 +42,7 @@ func TestSubmitOnCluster(t *testing.T) {
 		"ISCHED_REDIS_ADDR":          r.Addr,
 		"ISCHED_REDIS_USER":          "coordinator", // until the viewer user is loaded everywhere
 		"ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"),
+		"ISCHED_REPORT_DIRECT":       "1", // root's job, on a cluster key no relay serves: the opt-in
 		"HOME":                       dir,
 		"PATH":                       os.Getenv("PATH"),
 	}
@@ -152,7 +153,7 @@ func TestSubmitSiteOptionsOnCluster(t *testing.T) {
 	// accounts the dev cluster's slurmdbd has (scripts/dev-cluster): with
 	// accounting, Slurm refuses one it does not know
 	environ := []string{"SBATCH_ACCOUNT=chemistry", "SBATCH_PARTITION=gpu"}
-	env := map[string]string{"ISCHED_CLUSTER": "lab", "HOME": dir, "PATH": os.Getenv("PATH")}
+	env := map[string]string{"ISCHED_CLUSTER": "lab", "HOME": dir, "PATH": os.Getenv("PATH"), "ISCHED_RELAY_ADDR": "127.0.0.1:6395"}
 	app := &App{Getenv: func(k string) string { return env[k] }, Environ: func() []string { return environ }, Getwd: func() (string, error) { return dir, nil }}
 	accounting := ""
 	for _, line := range strings.Split(testutil.Run(t, 10*time.Second, "scontrol", "show", "config"), "\n") {

@@ -159,3 +159,62 @@ func TestSubmitSubmits(t *testing.T) {
 		t.Errorf("status of a forgotten job:\n%s", out)
 	}
 }
+
+// TestSubmitReportPath: the generated script sends the job's reports
+// through isched-relay, the default path (no Redis password in the job);
+// straight to Redis only when the site or the user asks (--report-direct,
+// report_direct); with neither, isched submit refuses rather than start a
+// run nobody will follow.
+func TestSubmitReportPath(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		relay     string
+		directEnv string
+		flags     []string
+		want      []string // lines the script holds
+		not       []string // lines it must not
+		err       string
+	}{
+		{name: "relay configured", relay: "relay.site:6395",
+			want: []string{"export ISCHED_RELAY_ADDR=relay.site:6395"},
+			not:  []string{"ISCHED_REDIS_ADDR", "ISCHED_REPORT_DIRECT", "ISCHED_REDIS_PASSWORD_DIR"}},
+		{name: "no relay, no opt-in", err: "no isched-relay configured"},
+		{name: "the opt-in flag", flags: []string{"--report-direct"},
+			want: []string{"export ISCHED_REPORT_DIRECT=1", "export ISCHED_REDIS_ADDR=redis.site:6390", "export ISCHED_REDIS_PASSWORD_DIR=/etc/isched/redis"},
+			not:  []string{"ISCHED_RELAY_ADDR"}},
+		{name: "the site's opt-in", directEnv: "1",
+			want: []string{"export ISCHED_REPORT_DIRECT=1"}},
+		{name: "the flag beats a relay", relay: "relay.site:6395", flags: []string{"--report-direct"},
+			want: []string{"export ISCHED_REPORT_DIRECT=1"}, not: []string{"ISCHED_RELAY_ADDR"}},
+		{name: "the site's opt-in turned off by the user", directEnv: "0", err: "no isched-relay configured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.shownAddr = "redis.site:6390"
+			h.env["ISCHED_RELAY_ADDR"] = tc.relay
+			h.env["ISCHED_REPORT_DIRECT"] = tc.directEnv
+			h.env["ISCHED_REDIS_PASSWORD_DIR"] = "/etc/isched/redis"
+			args := append([]string{"submit", "--dry-run", "--partition-ideal", "cpu", "--time", "30", "--wrapper", "/opt/isched/bin/isched-wrapper"}, tc.flags...)
+			code, out, errOut := h.run(append(args, "--", "python3", "train.py")...)
+			if tc.err != "" {
+				if code != 1 || !strings.Contains(errOut, tc.err) {
+					t.Fatalf("exit %d, stderr %q: want exit 1 saying %q", code, errOut, tc.err)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, l := range tc.want {
+				if !strings.Contains(out, "\n"+l+"\n") {
+					t.Errorf("script lacks %q:\n%s", l, out)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(out, s) {
+					t.Errorf("script holds %q:\n%s", s, out)
+				}
+			}
+		})
+	}
+}

@@ -71,6 +71,14 @@ func checkAbs(v string) error {
 	return nil
 }
 
+func checkBool(v string) error {
+	switch strings.ToLower(v) {
+	case "0", "1", "true", "false", "yes", "no":
+		return nil
+	}
+	return errors.New("want 1 or 0")
+}
+
 func checkUID(v string) error {
 	if n, err := strconv.ParseUint(v, 10, 31); err != nil || n > 1<<31-1 {
 		return errors.New("want a numeric uid")
@@ -85,6 +93,7 @@ var Keys = []Key{
 	{"cluster", "ISCHED_CLUSTER", "the Slurm cluster's name in isched (its agent's and coordinator's -cluster)", checkName},
 	{"relay_addr", "ISCHED_RELAY_ADDR", "host:port of isched-relay: jobs report through it and hold no Redis password", checkAddrs},
 	{"relay_uid", "ISCHED_RELAY_UID", "uid isched-relay runs as", checkUID},
+	{"report_direct", "ISCHED_REPORT_DIRECT", "1: jobs report straight to Redis with the reporter password, not through isched-relay (an opt-in: every job user then holds that password)", checkBool},
 	{"coordinator_uid", "ISCHED_COORDINATOR_UID", "uid the coordinator runs as", checkUID},
 	{"redis_addr", "ISCHED_REDIS_ADDR", "Redis host:port (several: Redis Cluster or Sentinel)", checkAddrs},
 	{"redis_master", "ISCHED_REDIS_MASTER", "Sentinel master name", checkName},

@@ -33,13 +33,18 @@ type Options struct {
 	NoReport           bool
 	Lineage            string
 	CoordinatorUID     int
-	// Relay is isched-relay's address; empty: reports go straight to Redis.
-	Relay      string
-	RelayUID   int
-	TotalIters int64
-	SpoolDir   string
-	QueueMax   int
-	LogLevel   string
+	// Relay is isched-relay's address: reports go through it, and the job
+	// holds no Redis password (the default path, docs/deployment.md).
+	Relay    string
+	RelayUID int
+	// ReportDirect opts in to reporting straight to Redis with the
+	// reporter password (--report-direct, ISCHED_REPORT_DIRECT): only for
+	// a site that trusts every job user with that password.
+	ReportDirect bool
+	TotalIters   int64
+	SpoolDir     string
+	QueueMax     int
+	LogLevel     string
 	// ResumeArg are the words appended to the command on an attempt that
 	// resumes ("{path}" in a word is replaced by the resume path); from
 	// --resume-arg, split on white space.
@@ -93,6 +98,11 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	if err != nil {
 		return o, err
 	}
+	direct, err := envBool(getenv, "ISCHED_REPORT_DIRECT")
+	if err != nil {
+		return o, err
+	}
+	fs.BoolVar(&o.ReportDirect, "report-direct", direct, "report straight to Redis with the reporter password instead of through isched-relay (env ISCHED_REPORT_DIRECT=1): an opt-in for sites that trust every job user with that password (docs/threat-model.md); without it and without --relay nothing is reported")
 	fs.IntVar(&o.RelayUID, "relay-uid", relayUID, "uid isched-relay runs as (only it can open the connection's credential; default --coordinator-uid)")
 	fs.Int64Var(&o.TotalIters, "total-iters", 0, "total iterations of the run, when the loop does not say")
 	fs.StringVar(&o.SpoolDir, "spool-dir", getenv("ISCHED_SPOOL_DIR"), "where undelivered reports are spooled; the next wrapper of the same user on the node sends what a job left there (default: the job's tmp dir)")
@@ -272,6 +282,18 @@ func resumeArgv(argv, words []string, path string) []string {
 }
 
 // envUID reads a uid from the environment variable name; def when unset.
+// envBool reads a yes/no variable: empty is false; 1/true/yes and
+// 0/false/no (any case) are the spellings; anything else is a usage error.
+func envBool(getenv func(string) string, name string) (bool, error) {
+	switch strings.ToLower(getenv(name)) {
+	case "", "0", "false", "no":
+		return false, nil
+	case "1", "true", "yes":
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: %s=%q: want 1 or 0", ErrUsage, name, getenv(name))
+}
+
 func envUID(getenv func(string) string, name string, def int) (int, error) {
 	s := getenv(name)
 	if s == "" {

@@ -23,8 +23,8 @@ export PATH=/usr/bin:/bin
 export SLURM_EXPORT_ENV=ALL
 export ISCHED_LINEAGE=lab-u1001-train-abababab
 export ISCHED_CLUSTER=lab
-export ISCHED_REDIS_ADDR=redis.lab.example:6390
 export ISCHED_COORDINATOR_UID=999
+export ISCHED_RELAY_ADDR=relay.lab.example:6395
 unset ISCHED_REDIS_USER ISCHED_REDIS_PASSWORD_FILE
 echo "isched: lineage $ISCHED_LINEAGE job ${SLURM_JOB_ID:-} attempt ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_PARTITION:-}/${SLURMD_NODENAME:-} at $(date -Is)"
 exec srun /opt/isched/bin/isched-wrapper --checkpoint-dir /home/alice/proj/ckpt --checkpoint-signal file --iter-pattern=tqdm -- python3 train.py --lr 0.1 '$(rm -rf ~)' 'it'\''s'
