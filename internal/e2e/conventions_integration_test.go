@@ -266,7 +266,7 @@ func runToEnd(t *testing.T, w *world, r jobRun) (report.JobStatus, map[string]st
 	sb := []string{"-J", "isched-e2e-" + r.lineage, "-p", "cpu", "-t", fmt.Sprint(r.limit), "--requeue", "--open-mode=append", "--mem=1G",
 		"-o", filepath.Join(r.dir, "out.txt"), "--comment", plan.FormatComment(),
 		"--export=ALL,TMPDIR=" + r.tmp + ",ISCHED_LINEAGE=" + r.lineage + ",ISCHED_CLUSTER=" + w.cluster +
-			",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter") + r.env}
+			",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter") + r.env}
 	id := w.sbatch(append(append(sb, r.sbatch...), script)...)
 	var st report.JobStatus
 	waitFor(t, w, r.budget, "the lineage to end", func() bool {

@@ -40,7 +40,10 @@ func TestStartFloodAsBob(t *testing.T) {
 	spec, _ := json.Marshal(map[string]any{"cluster": w.cluster, "coordinator_uid": os.Getuid(), "job": uint64(4_000_000_000),
 		"lineage": fmt.Sprintf("flood%d", stamp), "n": flood})
 	cmd := exec.Command("runuser", "-u", "bob", "--", flooder)
-	cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+w.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE="+w.redis.PasswordFile("reporter"),
+	// the site that opted in to direct reports: bob holds the reporter
+	// password (by default no user can read it, TestNoRedisCredentialAsBob)
+	pass := w.optInReporterPass(testutil.WorkDir(t, "isched-flood-"))
+	cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+w.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE="+pass,
 		"ISCHED_CLUSTER="+w.cluster)
 	cmd.Stdin = bytes.NewReader(spec)
 	out, err := cmd.CombinedOutput()

@@ -56,6 +56,9 @@ type world struct {
 	// coordArgs and agentArgs are added to the daemons' command lines
 	// (after the harness's own: a flag given again wins).
 	coordArgs, agentArgs []string
+	// relayAddr is this world's isched-relay, started on the first job of
+	// a test user (world.relay).
+	relayAddr string
 }
 
 func newWorld(t *testing.T, policyJSON string) *world {
@@ -222,7 +225,9 @@ type trainOpts struct {
 	// reports through it and gets no Redis password at all.
 	Relay string
 	// User submits the job as this test user (sbatch --uid, from root):
-	// the job and its files are theirs, and so are their Slurm limits.
+	// the job and its files are theirs, and so are their Slurm limits. A
+	// user's job reports through the world's relay (the default path: no
+	// user can read the reporter password).
 	User string
 }
 
@@ -263,7 +268,12 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	if err := os.WriteFile(script, []byte("#!/bin/bash\n"+launch+"\n"), 0o755); err != nil {
 		w.t.Fatal(err)
 	}
-	reportVia := ",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
+	if o.User != "" && o.Relay == "" {
+		o.Relay = w.relay() // a user cannot read the reporter password: the default path
+	}
+	// root's jobs may take the opt-in (docs/threat-model.md): root reads
+	// the reporter password, and the harness's many jobs need no relay
+	reportVia := ",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
 	if o.Relay != "" {
 		reportVia = ",ISCHED_RELAY_ADDR=" + o.Relay + ",ISCHED_REDIS_PASSWORD_FILE=/nonexistent,ISCHED_REDIS_PASSWORD_DIR=/nonexistent"
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -88,8 +89,9 @@ time.sleep(1)
 print("hostile trainer done")
 `
 
-// TestHostileUser: bob, a second Unix user with what every job has (the
-// reporter's Redis password, MUNGE), attacks alice's running job through a
+// TestHostileUser: bob, a second Unix user with what every job has on a
+// site that opted in to direct reports (the reporter's Redis password,
+// MUNGE; by default he has no password: noRedisCredentialForBob), attacks alice's running job through a
 // real agent and coordinator. Every attempt is refused with a logged reason,
 // alice's job and its record are untouched, no component crashes, and no
 // shell ever runs what a name or path says.
@@ -107,8 +109,13 @@ func TestHostileUser(t *testing.T) {
 	helper := filepath.Join(testutil.RepoRoot(), "scripts")
 	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
 	wrapper := filepath.Join(binDir, "isched-wrapper")
+	// by default no job user can read the reporter password (jobs report
+	// through isched-relay); this test is the site that opted in to direct
+	// reports, where bob has it: the coordinator must still refuse him
+	noRedisCredentialForBob(t, w)
+	reporterPass := w.optInReporterPass(base)
 	exports := "--export=ALL,ISCHED_HELPER_DIR=" + helper + ",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr +
-		",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
+		",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + reporterPass
 	stamp := time.Now().UnixNano() % 1e6
 
 	// alice's job: a plain wrapped training run on cpu
@@ -204,7 +211,7 @@ func TestHostileUser(t *testing.T) {
 		"victim_lineage": victim.Lineage, "victim_uid": aliceUID, "own_job": hijackID,
 		"replay_payload": replayPayload, "replay_mac": replayMAC})
 	cmd := exec.Command("runuser", "-u", "bob", "--", attacker)
-	cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+w.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE="+w.redis.PasswordFile("reporter"),
+	cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+w.redis.Addr, "ISCHED_REDIS_PASSWORD_FILE="+reporterPass,
 		"ISCHED_CLUSTER="+w.cluster)
 	cmd.Stdin = bytes.NewReader(spec)
 	out, err := cmd.Output()
@@ -327,4 +334,56 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// noRedisCredentialForBob checks the default set-up (issue 26, item 1):
+// bob, a job user, can read no Redis password that writes (reporter,
+// coordinator, agent, admin: root's alone; viewer only reads), and Redis
+// refuses his XADD to the ingest stream without one.
+func noRedisCredentialForBob(t *testing.T, w *world) {
+	t.Helper()
+	for _, u := range []string{"reporter", "coordinator", "agent", "admin"} {
+		out, err := exec.Command("runuser", "-u", "bob", "--", "cat", w.redis.PasswordFile(u)).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "Permission denied") {
+			t.Errorf("bob reads the %s password %s: %v %q, want permission denied", u, w.redis.PasswordFile(u), err, out)
+		}
+	}
+	host, port, err := net.SplitHostPort(strings.Split(w.redis.Addr, ",")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("runuser", "-u", "bob", "--", "redis-cli", "-h", host, "-p", port,
+		"XADD", "isched:"+w.cluster+":ingest", "MAXLEN", "0", "*", "p", "x").CombinedOutput()
+	if !strings.Contains(string(out), "NOAUTH") {
+		t.Errorf("bob's XADD MAXLEN 0 without a password: %q, want NOAUTH", out)
+	}
+}
+
+// TestNoRedisCredentialAsBob: on the default set-up a job user holds no
+// credential that can write to Redis (the XADD MAXLEN 0 of issue 26, item
+// 1, froze alice's status and deleted her end report), and a job of his,
+// submitted as isched submit writes it, reports through isched-relay.
+func TestNoRedisCredentialAsBob(t *testing.T) {
+	w := newWorld(t, fastPolicy)
+	noRedisCredentialForBob(t, w)
+	plan := report.Plan{Lineage: fmt.Sprintf("nocred%d", time.Now().UnixNano()%1e6), Ideal: "cpu", Total: 30}
+	j := w.submitTrainerWith(trainOpts{User: "bob"}, plan, []string{"-p", "cpu", "-n", "1", "-t", "5"}, "--steps", "30", "--period", "0.1")
+	s := waitJobEnd(t, w, j.id, 3*time.Minute)
+	var st report.JobStatus
+	waitFor(t, w, time.Minute, "bob's run to end in its status", func() bool {
+		var ok bool
+		st, ok = w.status(plan.Lineage)
+		return ok && st.EndedMS != 0
+	})
+	if s["JobState"] != "COMPLETED" || st.Step != 30 {
+		t.Fatalf("bob's job through the relay: Slurm %s, status at step %d, want COMPLETED at step 30", s["JobState"], st.Step)
+	}
+	bob, err := user.Lookup("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(w.dir, "relay.log"))
+	if !bytes.Contains(b, []byte("uid="+bob.Uid)) {
+		t.Errorf("the relay's log names no connection of bob's:\n%s", b)
+	}
 }

@@ -51,8 +51,8 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 	helper := filepath.Join(testutil.RepoRoot(), "scripts")
 	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
 	wrapper := filepath.Join(binDir, "isched-wrapper")
-	exports := "--export=ALL,ISCHED_HELPER_DIR=" + helper + ",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_REDIS_ADDR=" + w.redis.Addr +
-		",ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
+	// the default path: both users' jobs report through isched-relay
+	exports := "--export=ALL,ISCHED_HELPER_DIR=" + helper + ",ISCHED_CLUSTER=" + w.cluster + ",ISCHED_RELAY_ADDR=" + w.relay()
 	const squats = 6
 
 	// bob claims <cluster>-<his job id + n>, n = 1..squats, one wrapper run each

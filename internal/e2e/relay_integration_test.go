@@ -28,7 +28,7 @@ func (w *world) startRelay() string {
 		w.t.Fatal(err)
 	}
 	// debug: each authenticated connection is logged
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-allow-readable-password", "-log-format", "text", "-log-level", "debug")
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-log-format", "text", "-log-level", "debug")
 	cmd.Env, cmd.Stdout, cmd.Stderr = w.env("reporter"), log, log
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
@@ -48,6 +48,35 @@ func (w *world) startRelay() string {
 		return addr != ""
 	})
 	return addr
+}
+
+// relay is the world's isched-relay, started on first use.
+func (w *world) relay() string {
+	w.t.Helper()
+	if w.relayAddr == "" {
+		w.relayAddr = w.startRelay()
+	}
+	return w.relayAddr
+}
+
+// optInReporterPass is a copy of the reporter password every user can read,
+// in dir: a site that took the documented opt-in (jobs report straight to
+// Redis, ISCHED_REPORT_DIRECT=1) and so gave every job user that password.
+// The dev cluster's own file is root's alone (the default).
+func (w *world) optInReporterPass(dir string) string {
+	w.t.Helper()
+	b, err := os.ReadFile(w.redis.PasswordFile("reporter"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p := filepath.Join(dir, "reporter.pass")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil { // past the umask
+		w.t.Fatal(err)
+	}
+	return p
 }
 
 // TestCoordinatorThroughRelay: the recommended deployment, end to end. A

@@ -76,7 +76,7 @@ func TestUserEnvironmentOnCluster(t *testing.T) {
 	// the venv's trainer dies at step 3 in its first attempt: the
 	// coordinator continues the run from the step-2 checkpoint
 	venvLineage, venvFacts := submit("venv", "source venv/bin/activate", "python", 8, "", "--ckpt-every 2 --crash-at 3")
-	relay := w.startRelay()
+	relay := w.relay()
 	condaLineage, condaFacts := submit("conda", "export ISCHED_RELAY_ADDR="+relay+" ISCHED_REDIS_PASSWORD_DIR=/nonexistent"+
 		" CONDA_PREFIX=$PWD/conda/envs/ml CONDA_DEFAULT_ENV=ml PATH=$PWD/conda/envs/ml/bin:$PATH"+
 		" && source "+lmodInit+" && module use $PWD/modules && module load mlenv/1.0", "python", 4, "", "")
@@ -144,7 +144,8 @@ func submitAsAlice(t *testing.T, w *world, dir, name, program, command string) s
 	t.Helper()
 	env := []string{"HOME=" + dir, "USER=alice", "LOGNAME=alice", "SHELL=/bin/bash", "PATH=/usr/local/bin:/usr/bin:/bin",
 		"ISCHED_CLUSTER=" + w.cluster, "ISCHED_REDIS_ADDR=" + w.redis.Addr, "ISCHED_REDIS_USER=viewer",
-		"ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("viewer"), "ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts")}
+		"ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("viewer"), "ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts"),
+		"ISCHED_RELAY_ADDR=" + w.relay()} // as a site's isched.conf gives it: alice can read no reporter password
 	cmd := exec.Command("runuser", "-u", "alice", "--", "env", "-i")
 	cmd.Args = append(cmd.Args, env...)
 	cmd.Args = append(cmd.Args, "bash", "-c", "cd "+shq(dir)+" && "+command)

@@ -76,12 +76,16 @@ func TestRedisAnswersAdmin(t *testing.T) {
 	if r.Password(t, "reporter") == "" {
 		t.Fatal("reporter password empty")
 	}
-	fi, err := os.Stat(r.PasswordFile("coordinator"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		t.Errorf("coordinator password file mode %v: readable by others", fi.Mode().Perm())
+	// every password that writes is root's alone; jobs report through
+	// isched-relay (issue 26, item 1); viewer only reads, for isched status
+	for _, u := range []string{"coordinator", "agent", "reporter", "admin"} {
+		fi, err := os.Stat(r.PasswordFile(u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s password file mode %v: readable by others", u, fi.Mode().Perm())
+		}
 	}
 }
 
