@@ -73,7 +73,7 @@ func gridSite(t *testing.T, g *gridRecord) *Site {
 // recording's bf16 profile ran on a GPU not yet warm (docs/gpu-check.md).
 func TestDeviceGridProfiled(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"h100-2026-11-27", "h100-2026-11-27b-fp32", "h100-2026-11-27b-bf16", "h100-2026-11-27c-bf16"} {
+	for _, name := range []string{"h100-2026-11-27", "h100-2026-11-27b-fp32", "h100-2026-11-27b-bf16", "h100-2026-11-27c-bf16", "h100-2026-11-27d-bf16"} {
 		g, rs := loadGrid(t, name)
 		site := gridSite(t, g)
 		for _, c := range g.Configs {
