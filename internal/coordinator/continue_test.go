@@ -357,3 +357,63 @@ func TestResubmitWhenSlurmForgotTheJob(t *testing.T) {
 		}
 	}
 }
+
+// A run Slurm completed while reports were trimmed unread from the ingest
+// stream (issue 26: bob's MAXLEN 0 deleted alice's end report; her 100/100
+// run was seen at step 33, requeued and recorded as ending there): with a
+// loss during its attempt, the run is not continued and the decision says
+// its last seen step may be stale. A loss before the attempt began changes
+// nothing: the run is continued from its checkpoint as usual.
+func TestCompletedWhileReportsLostIsNotContinued(t *testing.T) {
+	t.Parallel()
+	for _, during := range []bool{true, false} {
+		e := newEnv(t)
+		e.c.cfg.EndGrace = 30 * time.Second
+		const lin = "lab-u1001-lost"
+		if !during {
+			e.c.lossMS = e.now.Add(-time.Hour).UnixMilli()
+		}
+		plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 3000}
+		j := job(81, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+		e.publish([]report.Job{j}, nil)
+		w := e.attemptWrapper(81, lin, 0)
+		e.start(w)
+		e.sampleTotal(w, 1, 294, 3000)
+		e.checkpoint(w, "/ck/ckpt-294.pt", 294)
+		e.rounds(1)
+		if during {
+			e.c.lossMS = e.now.UnixMilli() // checkLag found reports trimmed unread
+		}
+		// no end report arrives: Slurm says COMPLETED, the grace passes
+		e.now = e.now.Add(time.Second)
+		j.State = "COMPLETED"
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		e.now = e.now.Add(31 * time.Second)
+		e.publish([]report.Job{j}, nil)
+		e.rounds(1)
+		st := e.status(lin)
+		acts := e.actions()
+		if !during {
+			if len(acts) != 1 || acts[0].Type != report.ActionRequeue {
+				t.Fatalf("a loss before the attempt: actions %+v, want the usual requeue from step 294", acts)
+			}
+			continue
+		}
+		if len(acts) != 0 {
+			t.Fatalf("reports lost during the attempt: actions %+v, want none (a finished run must not be requeued)", acts)
+		}
+		if st.EndedMS == 0 || st.State != "COMPLETED" {
+			t.Fatalf("state %s ended %d, want COMPLETED and ended", st.State, st.EndedMS)
+		}
+		d := st.Decisions[len(st.Decisions)-1]
+		if d.Kind != "reports-lost" || !strings.Contains(d.Reason, "last step seen (294) may be stale") {
+			t.Errorf("last decision %+v, want reports-lost naming the stale step", d)
+		}
+		for _, d := range st.Decisions {
+			if d.Kind == "not-continued" {
+				t.Errorf("decision %+v: the run is not known to have ended short", d)
+			}
+		}
+	}
+}

@@ -153,6 +153,10 @@ type Coordinator struct {
 	// trimmedCounted: reports already counted as trimmed unread (the
 	// group's cumulative figure, see stream.GroupLag.TrimmedUnread)
 	trimmedCounted int64
+	// lossMS: when checkLag last found reports trimmed unread (0: never
+	// since the start); a run whose end report is missing and whose
+	// attempt overlaps a loss is not judged from its last seen step
+	lossMS int64
 	// inputs: the agent's snapshot and job table as last read and decoded
 	// (readInputs), by input name; inputDecodes counts decodes (tests)
 	inputs       map[string]decodedInput

@@ -198,7 +198,38 @@ func (c *Coordinator) settleCompleted(ctx context.Context, name string, l *linea
 		return nil
 	}
 	l.event(now, "completed", fmt.Sprintf("Slurm reports the job COMPLETED and no end report settled the run within %s", c.cfg.EndGrace))
+	if c.lostDuring(l) {
+		c.endReportsLost(l, now)
+		return nil
+	}
 	return c.endOrContinue(ctx, name, l, "COMPLETED", "COMPLETED", now.UnixMilli(), now)
+}
+
+// lostDuring: reports were trimmed from the ingest stream unread since the
+// lineage's current attempt started, so its missing end report, and steps
+// after the last one seen, may be among them.
+func (c *Coordinator) lostDuring(l *lineage) bool {
+	if c.lossMS == 0 {
+		return false
+	}
+	sp := l.span(l.Status.JobID, l.Status.Attempt)
+	return sp == nil || c.lossMS >= sp.StartMS
+}
+
+// endReportsLost ends a run Slurm completed while its reports were lost:
+// its last seen step may be stale (issue 26: a finished 100/100 run was
+// seen at step 33, requeued and recorded as "ended at step 33 of 100").
+// It is neither continued nor recorded as ending short; the decision says
+// what is known and that the job's own output tells the rest.
+func (c *Coordinator) endReportsLost(l *lineage, now time.Time) {
+	st := &l.Status
+	c.finish(l, "COMPLETED", now.UnixMilli(), nil)
+	reason := fmt.Sprintf("Slurm reports job %d COMPLETED, and reports were trimmed from the ingest stream unread during its attempt "+
+		"(isched_coordinator_ingest_trimmed_unread_total): its end report is missing and the last step seen (%d) may be stale. "+
+		"Not continued: a finished run must not be requeued; the job's output says where it stopped", st.JobID, st.Step)
+	l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: "reports-lost", Reason: reason})
+	c.metrics.decisions.WithLabelValues("reports-lost").Inc()
+	l.event(now, "reports-lost", reason)
 }
 
 // settleEnd decides what an attempt's end report meant, from the job

@@ -78,8 +78,12 @@ func (c *Coordinator) checkLag(ctx context.Context) {
 		return
 	}
 	c.metrics.trimmed.Add(float64(n - c.trimmedCounted))
-	c.log.Warn("reports trimmed from the ingest stream before they were read: the coordinator fell behind the stream's cap",
+	c.log.Warn("reports lost: trimmed from the ingest stream before the coordinator read them. "+
+		"With jobs reporting through isched-relay (the default) the coordinator fell behind the relay's cap (from Redis's maxmemory); "+
+		"where jobs write to Redis themselves (report_direct), a job user's XADD MAXLEN may have trimmed them. "+
+		"Runs that end meanwhile without an end report are not continued (their last seen step may be stale)",
 		"lost", n-c.trimmedCounted, "lost_total", n, "stream_len", l.Length, "lag", l.Lag,
 		"last_read", l.LastDelivered, "first_entry", l.FirstEntry)
 	c.trimmedCounted = n
+	c.lossMS = c.now().UnixMilli()
 }

@@ -38,7 +38,9 @@ func (g GroupLag) Behind() bool {
 // figure is a lower bound.
 func (g GroupLag) TrimmedUnread() (n int64, ok bool) {
 	switch {
-	case g.Lag < 0:
+	case g.Lag < 0, g.FirstEntry == "" && g.Length > 0:
+		// a stream with entries but no first entry: a server that does
+		// not say (miniredis), not a loss
 		return 0, false
 	case g.Behind():
 		return max(g.Added-g.Length-g.Read, 0), true

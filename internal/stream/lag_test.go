@@ -17,6 +17,7 @@ func TestTrimmedUnread(t *testing.T) {
 		{"behind the first entry", GroupLag{Length: 10, Added: 40, Read: 12, Lag: 28, LastDelivered: "1-9", FirstEntry: "2-0", LastGenerated: "9-0"}, true, 18, true},
 		{"never read", GroupLag{Length: 100, Added: 500, Lag: 100, LastDelivered: "0-0", FirstEntry: "2-0", LastGenerated: "9-0"}, true, 400, true},
 		{"empty stream", GroupLag{Added: 4, Read: 4, LastDelivered: "1-0", LastGenerated: "9-0"}, false, 0, true},
+		{"entries but no first entry: not told", GroupLag{Length: 4, Added: 4, Lag: 4, LastDelivered: "0-0", LastGenerated: "9-0"}, false, 0, false},
 		{"lag unknown", GroupLag{Length: 10, Added: 30, Lag: -1, LastDelivered: "1-0", FirstEntry: "2-0", LastGenerated: "9-0"}, true, 0, false},
 	}
 	for _, c := range cases {

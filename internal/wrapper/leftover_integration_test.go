@@ -84,7 +84,7 @@ func TestSendSpoolsDeliversAnEndedJobsReports(t *testing.T) {
 
 	send := func(addr string) (int, string) {
 		cmd := exec.Command(buildWrapper(t), "--send-spools", "--spool-dir", spoolDir)
-		cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+addr, "ISCHED_REDIS_PASSWORD_FILE="+r.PasswordFile("reporter"), "ISCHED_CLUSTER="+j.cluster)
+		cmd.Env = append(os.Environ(), "ISCHED_REDIS_ADDR="+addr, "ISCHED_REPORT_DIRECT=1", "ISCHED_REDIS_PASSWORD_FILE="+r.PasswordFile("reporter"), "ISCHED_CLUSTER="+j.cluster)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()

@@ -111,7 +111,7 @@ func submitSpec(t *testing.T, spec jobSpec) *jobRun {
 	}
 	sb := []string{"--parsable", "-J", "isched-wrapper-test", "-p", "cpu", "--mem=1G", "-t", "5", "-o", filepath.Join(dir, "out.txt"),
 		"--export=ALL,ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_REDIS_ADDR=" + addr +
-			",ISCHED_REDIS_PASSWORD_FILE=" + r.PasswordFile("reporter") + ",ISCHED_CLUSTER=" + j.cluster}
+			",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + r.PasswordFile("reporter") + ",ISCHED_CLUSTER=" + j.cluster}
 	for _, e := range spec.exports {
 		sb[len(sb)-1] += "," + e
 	}
