@@ -21,32 +21,43 @@ import (
 // returns its address once it said "started". It is stopped at cleanup.
 func (w *world) startRelay() string {
 	w.t.Helper()
-	bin := testutil.Binary(w.t, "isched-relay", "./relay")
-	logPath := filepath.Join(w.dir, "relay.log")
+	// debug: each authenticated connection is logged
+	return startRelayProc(w.t, filepath.Join(w.dir, "relay.log"), w.env("reporter"), "-log-level", "debug")
+}
+
+// startRelayProc starts isched-relay on a free loopback port with env and
+// args, logging to logPath, and returns its address once it says started;
+// it is stopped when the test ends.
+func startRelayProc(t *testing.T, logPath string, env []string, args ...string) string {
+	t.Helper()
+	bin := testutil.Binary(t, "isched-relay", "./relay")
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
-	// debug: each authenticated connection is logged
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-log-format", "text", "-log-level", "debug")
-	cmd.Env, cmd.Stdout, cmd.Stderr = w.env("reporter"), log, log
+	cmd := exec.Command(bin, append([]string{"-listen", "127.0.0.1:0", "-log-format", "text"}, args...)...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, log, log
 	if err := cmd.Start(); err != nil {
-		w.t.Fatal(err)
+		t.Fatal(err)
 	}
-	w.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_, _ = cmd.Process.Wait()
 		_ = log.Close()
 	})
 	started := regexp.MustCompile(`msg=started listen=(127\.0\.0\.1:[0-9]+)`)
 	var addr string
-	waitFor(w.t, w, time.Minute, "isched-relay to start", func() bool {
+	deadline := time.Now().Add(time.Minute)
+	for addr == "" {
 		b, _ := os.ReadFile(logPath)
 		if m := started.FindSubmatch(b); m != nil {
 			addr = string(m[1])
+		} else if time.Now().After(deadline) {
+			t.Fatalf("isched-relay did not start within a minute:\n%s", b)
+		} else {
+			time.Sleep(100 * time.Millisecond)
 		}
-		return addr != ""
-	})
+	}
 	return addr
 }
 

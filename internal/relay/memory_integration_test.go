@@ -3,14 +3,10 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,97 +14,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
-// aclLine returns the first line of path that starts with prefix.
-func aclLine(t *testing.T, path, prefix string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, prefix) {
-			return l
-		}
-	}
-	t.Fatalf("%s: no line starting %q", path, prefix)
-	return ""
-}
-
-// documentedReporterACL is docs/deployment.md's reporter line with pass as
-// its password; scripts/dev-cluster's must be the same rule.
-func documentedReporterACL(t *testing.T, pass string) string {
-	root := testutil.RepoRoot()
-	doc := aclLine(t, filepath.Join(root, "docs", "deployment.md"), "user reporter on #<sha256> ")
-	dev := aclLine(t, filepath.Join(root, "scripts", "dev-cluster"), "user reporter on #$(hash reporter) ")
-	rule := strings.TrimPrefix(doc, "user reporter on #<sha256> ")
-	if d := strings.TrimSuffix(strings.TrimPrefix(dev, "user reporter on #$(hash reporter) "), "$extra"); d != rule {
-		t.Errorf("scripts/dev-cluster's reporter %q differs from docs/deployment.md's %q", d, rule)
-	}
-	return "user reporter on >" + pass + " " + rule
-}
-
-// smallRedis is a redis-server of the test's own on loopback: maxmemory
-// as given, noeviction (the lab's policy), the documented reporter ACL.
-type smallRedis struct {
-	addr, dir string
-	admin     *redis.Client
-}
+// smallRedis is testutil's SmallRedis with the reporter's client.
+type smallRedis struct{ testutil.SmallRedis }
 
 func startSmallRedis(t *testing.T, maxMemory int64) smallRedis {
-	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server is needed (make deps installs it): %v", err)
-	}
-	dir := t.TempDir()
-	const pass = "memcap-test-password"
-	if err := os.WriteFile(filepath.Join(dir, "reporter.pass"), []byte(pass+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	acl := "user default off resetpass ~* &* +@all\nuser admin on >" + pass + " ~* &* +@all\n" + documentedReporterACL(t, pass) + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "users.acl"), []byte(acl), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	srv := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--aclfile", filepath.Join(dir, "users.acl"),
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"),
-		"--maxmemory", strconv.FormatInt(maxMemory, 10), "--maxmemory-policy", "noeviction", "--proto-max-bulk-len", "48mb")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _, _ = srv.Process.Wait() })
-	r := smallRedis{addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir,
-		admin: redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Username: "admin", Password: pass, DisableIdentity: true, Protocol: 2})}
-	t.Cleanup(func() { _ = r.admin.Close() })
-	deadline := time.Now().Add(30 * time.Second)
-	for r.admin.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server of the test does not answer\n%s", log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return r
+	return smallRedis{testutil.StartSmallRedis(t, maxMemory)}
 }
 
 // reporter opens the server as the reporter user, as the relay does.
 func (r smallRedis) reporter(t *testing.T, cluster string) *stream.Client {
 	t.Helper()
-	env := map[string]string{"ISCHED_REDIS_ADDR": r.addr, "ISCHED_REDIS_PASSWORD_FILE": filepath.Join(r.dir, "reporter.pass"), "ISCHED_CLUSTER": cluster}
+	env := map[string]string{"ISCHED_REDIS_ADDR": r.Addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile(), "ISCHED_CLUSTER": cluster}
 	cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, "reporter")
 	if err != nil {
 		t.Fatal(err)
@@ -119,54 +40,6 @@ func (r smallRedis) reporter(t *testing.T, cluster string) *stream.Client {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// infoField is one integer field of an INFO reply.
-func infoField(t *testing.T, info, name string) int64 {
-	t.Helper()
-	for _, l := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(l, name+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO %s: %q", name, v)
-			}
-			return n
-		}
-	}
-	t.Fatalf("INFO has no %s", name)
-	return 0
-}
-
-// memSampler reads used_memory until stopped and keeps the largest.
-type memSampler struct {
-	samples, max, over atomic.Int64
-	errs               atomic.Value // the first sampling error
-}
-
-func (s *memSampler) run(ctx context.Context, admin *redis.Client, maxMemory int64, done chan<- struct{}) {
-	defer close(done)
-	for ctx.Err() == nil {
-		info, err := admin.Info(ctx, "memory").Result()
-		if err != nil {
-			if ctx.Err() == nil {
-				s.errs.CompareAndSwap(nil, err)
-			}
-			return
-		}
-		var used int64
-		for _, l := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
-				used, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		s.samples.Add(1)
-		if used > s.max.Load() {
-			s.max.Store(used)
-		}
-		if used >= maxMemory {
-			s.over.Add(1)
-		}
-	}
 }
 
 // TestFloodNeverReachesRedisOOM (issue 26, item 2): on a Redis of 64 MiB
@@ -216,10 +89,10 @@ func TestFloodNeverReachesRedisOOM(t *testing.T) {
 		return c
 	}
 
-	var sampler memSampler
+	var sampler testutil.MemSampler
 	sampCtx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
-	go sampler.run(sampCtx, r.admin, maxMemory, sampled)
+	go sampler.Run(sampCtx, r.Admin, maxMemory, sampled)
 
 	big := []byte(`"` + strings.Repeat("x", report.MaxPayload-2) + `"`)
 	var accepted, throttled atomic.Int64
@@ -291,34 +164,34 @@ func TestFloodNeverReachesRedisOOM(t *testing.T) {
 	if aliceErr != nil {
 		t.Errorf("%v", aliceErr)
 	}
-	if err, _ := sampler.errs.Load().(error); err != nil {
+	if err := sampler.Err(); err != nil {
 		t.Errorf("sampling used_memory: %v", err)
 	}
 
 	n := accepted.Load()
-	stats, err := r.admin.Info(ctx, "memory", "errorstats").Result()
+	stats, err := r.Admin.Info(ctx, "memory", "errorstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	peak := infoField(t, stats, "used_memory_peak")
-	xlen, _ := r.admin.XLen(ctx, keys.Ingest()).Result()
-	streamBytes, _ := r.admin.MemoryUsage(ctx, keys.Ingest(), 0).Result()
+	peak := testutil.InfoField(t, stats, "used_memory_peak")
+	xlen, _ := r.Admin.XLen(ctx, keys.Ingest()).Result()
+	streamBytes, _ := r.Admin.MemoryUsage(ctx, keys.Ingest(), 0).Result()
 	t.Logf("cap %d entries (%s; budget %d of maxmemory %d, %d bytes an entry at worst)", sc.Entries, sc.Why, sc.Budget, sc.MaxMemory, sc.EntryCost)
 	t.Logf("flood: %d reports of %d bytes accepted (%.1f × maxmemory), %d throttled; alice: %d of %d accepted",
 		n, len(big), float64(n*int64(len(big)))/maxMemory, throttled.Load(), len(aliceIDs), aliceN)
 	t.Logf("used_memory: %d samples, max %d (%.1f%% of maxmemory), Redis's peak %d; stream at the end: %d entries, %d bytes",
-		sampler.samples.Load(), sampler.max.Load(), 100*float64(sampler.max.Load())/maxMemory, peak, xlen, streamBytes)
+		sampler.Samples.Load(), sampler.Max.Load(), 100*float64(sampler.Max.Load())/maxMemory, peak, xlen, streamBytes)
 
 	// what was accepted would not fit if nothing trimmed it: with the old
 	// cap (100 000 entries) nothing of it would have been trimmed
 	if n*int64(len(big)) < target || n >= 100000 {
 		t.Errorf("%d reports accepted: want ≥ %d bytes' worth, under the old cap of 100 000", n, target)
 	}
-	if sampler.samples.Load() < 10 {
-		t.Errorf("%d samples of used_memory: too few to say anything", sampler.samples.Load())
+	if sampler.Samples.Load() < 10 {
+		t.Errorf("%d samples of used_memory: too few to say anything", sampler.Samples.Load())
 	}
-	if over := sampler.over.Load(); over > 0 || peak >= maxMemory {
-		t.Errorf("used_memory reached maxmemory %d: %d samples at or over it, max %d, peak %d", maxMemory, over, sampler.max.Load(), peak)
+	if over := sampler.Over.Load(); over > 0 || peak >= maxMemory {
+		t.Errorf("used_memory reached maxmemory %d: %d samples at or over it, max %d, peak %d", maxMemory, over, sampler.Max.Load(), peak)
 	}
 	if strings.Contains(stats, "errorstat_OOM") {
 		t.Errorf("Redis refused writes for memory: %s", stats[strings.Index(stats, "errorstat_OOM"):])
