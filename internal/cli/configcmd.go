@@ -77,7 +77,7 @@ func (c *configCmd) run(_ context.Context, args []string) error {
 	if a.Config != nil && len(a.Config.Files) > 0 {
 		files = fmt.Sprint(a.Config.Files)
 	}
-	fmt.Fprintf(a.stdout, "configuration files read: %s (the site's %s, then yours; the environment and flags override them)\n\n", files, clientconfig.SitePath)
+	fmt.Fprintf(a.stdout, "configuration files read: %s (the site's %s, then yours; the environment and flags override them)\n\n", files, clientconfig.SitePathFrom(a.rawEnv()))
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tFROM")
 	for _, r := range rows {
@@ -92,5 +92,14 @@ func (c *configCmd) run(_ context.Context, args []string) error {
 
 // loadConfig reads the site's and the user's configuration files for Main.
 func loadConfig(getenv func(string) string) (*clientconfig.Config, error) {
-	return clientconfig.Load(clientconfig.SitePath, clientconfig.UserPath(getenv))
+	return clientconfig.LoadSite(getenv)
+}
+
+// rawEnv is the environment without the configuration files (Env; an App
+// made without it, in tests, has Getenv only).
+func (a *App) rawEnv() func(string) string {
+	if a.Env != nil {
+		return a.Env
+	}
+	return a.Getenv
 }

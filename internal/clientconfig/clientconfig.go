@@ -34,6 +34,36 @@ import (
 // SitePath is the site's file.
 const SitePath = "/etc/isched/isched.conf"
 
+// SiteEnv names a site file to read in place of SitePath, as SLURM_CONF
+// does for slurm.conf: a site with several clusters gives each its own
+// (the module that selects a cluster sets it), the dev cluster its lab's.
+const SiteEnv = "ISCHED_CONF"
+
+// SitePathFrom is the site's file: $ISCHED_CONF, else SitePath. One that is
+// named must be an absolute path to a file that is there (LoadSite).
+func SitePathFrom(getenv func(string) string) string {
+	if p := getenv(SiteEnv); p != "" {
+		return p
+	}
+	return SitePath
+}
+
+// LoadSite reads the site's file (SitePathFrom) and then the user's. A file
+// named by ISCHED_CONF that is not there, or not absolute, is an error: a
+// module that points at a wrong path must not leave the user on defaults.
+func LoadSite(getenv func(string) string) (*Config, error) {
+	site := SitePathFrom(getenv)
+	if getenv(SiteEnv) != "" {
+		if !filepath.IsAbs(site) {
+			return &Config{values: map[string]Value{}}, fmt.Errorf("%w: %s=%q: want an absolute path", ErrConfig, SiteEnv, site)
+		}
+		if _, err := os.Stat(site); err != nil {
+			return &Config{values: map[string]Value{}}, fmt.Errorf("%w: %s: %w", ErrConfig, SiteEnv, err)
+		}
+	}
+	return Load(site, UserPath(getenv))
+}
+
 // ErrConfig marks a bad configuration file.
 var ErrConfig = errors.New("bad isched configuration")
 

@@ -101,3 +101,60 @@ func TestUserPath(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadSiteFromEnv: ISCHED_CONF names the site's file in place of
+// /etc/isched/isched.conf (a module selecting one of several clusters, the
+// dev cluster's lab); the user's file still overrides it. A named file
+// that is not there, or a relative name, is an error rather than a silent
+// fall back to the built-in defaults.
+func TestLoadSiteFromEnv(t *testing.T) {
+	dir := t.TempDir()
+	site := filepath.Join(dir, "frontera.conf")
+	if err := os.WriteFile(site, []byte("cluster = frontera\nrelay_addr = relay.frontera:6395\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".config", "isched"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".config", "isched", "isched.conf"), []byte("relay_addr = mine:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, conf      string
+		cluster, relay  string
+		err             string
+		unsetIsSitePath bool
+	}{
+		{name: "named file", conf: site, cluster: "frontera", relay: "mine:1"},
+		{name: "missing file", conf: filepath.Join(dir, "nope.conf"), err: "ISCHED_CONF"},
+		{name: "relative name", conf: "frontera.conf", err: "absolute"},
+		{name: "unset", unsetIsSitePath: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"HOME": home, SiteEnv: tc.conf}
+			getenv := func(k string) string { return env[k] }
+			if tc.unsetIsSitePath {
+				if got := SitePathFrom(getenv); got != SitePath {
+					t.Fatalf("SitePathFrom = %q, want %q", got, SitePath)
+				}
+				return
+			}
+			c, err := LoadSite(getenv)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, _ := c.Get("ISCHED_CLUSTER")
+			rl, _ := c.Get("ISCHED_RELAY_ADDR")
+			if cl.Value != tc.cluster || rl.Value != tc.relay {
+				t.Errorf("cluster %q relay %q, want %q %q (the user's file over the site's)", cl.Value, rl.Value, tc.cluster, tc.relay)
+			}
+		})
+	}
+}

@@ -319,3 +319,25 @@ func TestConfigFileOnlyOnCluster(t *testing.T) {
 		t.Errorf("the job did not report through the relay named in the file:\n%s", relayLog)
 	}
 }
+
+// TestLabConfigInLoginShell (issue 25, item 2): the lab's settings come
+// from a site file, as a site's do, not from built-in defaults:
+// scripts/dev-cluster writes $ISCHED_DEV_DIR/isched.conf and names it in
+// /etc/profile.d (ISCHED_CONF), so alice's own login shell, with no
+// ISCHED_* variable of her own, reads it: isched config shows the file and
+// where each setting comes from, the relay jobs report through among them.
+func TestLabConfigInLoginShell(t *testing.T) {
+	testutil.NeedSlurm(t)
+	cli := testutil.Binary(t, "isched", "./isched")
+	conf := filepath.Join(testutil.DevDir(), "isched.conf")
+	out, err := exec.Command("runuser", "-l", "alice", "-c", shq(cli)+" config").CombinedOutput()
+	if err != nil {
+		t.Fatalf("isched config in alice's login shell: %v\n%s", err, out)
+	}
+	t.Logf("isched config as alice (login shell):\n%s", out)
+	for _, want := range []string{"configuration files read: [" + conf, "relay_addr", "127.0.0.1:6395", conf + ":4"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("isched config in alice's login shell lacks %q", want)
+		}
+	}
+}
