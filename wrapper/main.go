@@ -27,7 +27,9 @@ func main() {
 }
 
 func run(args []string) int {
-	opts, err := wrapper.ParseArgs(args, os.Getenv, os.Stderr)
+	// where to report, from isched.conf where the environment says nothing
+	getenv, confErr := wrapper.ConfigEnv(os.Getenv)
+	opts, err := wrapper.ParseArgs(args, getenv, os.Stderr)
 	if err != nil {
 		if !errors.Is(err, wrapper.ErrUsage) || len(args) > 0 {
 			fmt.Fprintf(os.Stderr, "isched-wrapper: %v\n", err)
@@ -44,8 +46,11 @@ func run(args []string) int {
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if confErr != nil {
+		logger.Warn("isched.conf not read: the environment alone says where to report", "err", confErr)
+	}
 	deps := wrapper.Deps{
-		Getenv: os.Getenv,
+		Getenv: getenv,
 		Stdin:  os.Stdin,
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
@@ -57,7 +62,7 @@ func run(args []string) int {
 	case wrapper.ReportRelay: // this job holds no Redis password
 		deps.Connect = wrapper.RelayConnect(opts.Relay, opts.RelayUID, deps.Munger)
 	case wrapper.ReportDirect: // the site's opt-in: the reporter password
-		deps.Connect = wrapper.StreamConnect(os.Getenv)
+		deps.Connect = wrapper.StreamConnect(getenv)
 	default:
 		opts.NoReport = true
 	}
@@ -65,7 +70,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "isched-wrapper: --send-spools: %s\n", why)
 		return 2
 	}
-	if why != "" && os.Getenv("SLURM_JOB_ID") != "" {
+	if why != "" && getenv("SLURM_JOB_ID") != "" {
 		logger.Error(why) // a job isched is meant to follow, and it will not
 	}
 	if opts.SendSpools {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -340,4 +341,57 @@ func TestLabConfigInLoginShell(t *testing.T) {
 			t.Errorf("isched config in alice's login shell lacks %q", want)
 		}
 	}
+}
+
+// TestOwnScriptReportsThroughLabRelay (issue 25 item 2, issue 26 item 1):
+// alice's own batch script, not one isched submit wrote (`srun
+// isched-wrapper -- python3 …`, submitted with plain sbatch from her login
+// shell), names no relay and holds no Redis password: its wrapper finds
+// the relay in the lab's isched.conf (ISCHED_CONF, from her login
+// environment through sbatch's --export=ALL), and her reports reach the
+// lab's ingest stream through it.
+func TestOwnScriptReportsThroughLabRelay(t *testing.T) {
+	r := testutil.NeedRedis(t)
+	testutil.NeedSlurm(t)
+	base := testutil.WorkDir(t, "isched-ownscript-")
+	home, uid := userDir(t, base, "alice")
+	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
+	script := "#!/bin/bash\nsrun " + shq(filepath.Join(binDir, "isched-wrapper")) + " --report-interval 1s -- /usr/bin/python3 " + shq(fake) +
+		" --steps 5 --period 0.1\n"
+	writeAs(t, filepath.Join(home, "own.sh"), []byte(script), 0o755, uid)
+	out, err := exec.Command("runuser", "-l", "alice", "-c", "cd "+shq(home)+" && sbatch --parsable -p cpu -t 2 --mem=500M -o own.out own.sh").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch as alice from her login shell: %v\n%s", err, out)
+	}
+	job := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	t.Cleanup(func() { _ = exec.Command("scancel", job).Run() })
+	deadline := time.Now().Add(2 * time.Minute)
+	for st := slurmJob(job)["JobState"]; st != "COMPLETED"; st = slurmJob(job)["JobState"] {
+		if time.Now().After(deadline) || st == "FAILED" || st == "CANCELLED" {
+			o, _ := os.ReadFile(filepath.Join(home, "own.out"))
+			t.Fatalf("alice's own job %s: %s\n%s", job, st, o)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	o, _ := os.ReadFile(filepath.Join(home, "own.out"))
+	if strings.Contains(string(o), "not reported") {
+		t.Fatalf("the wrapper found no relay:\n%s", o)
+	}
+	c := r.Client(t, "admin", "lab")
+	id, _ := strconv.ParseUint(job, 10, 64)
+	var kinds []string
+	testutil.Eventually(t, 30*time.Second, 200*time.Millisecond, "alice's reports in isched:lab:ingest", func() bool {
+		ents, err := c.Range(context.Background(), c.Keys().Ingest(), "-", "+", 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = kinds[:0]
+		for _, e := range ents {
+			if env, err := report.Decode(e.Payload); err == nil && env.Job != nil && env.Job.JobID == id && env.Job.UID == uid {
+				kinds = append(kinds, string(env.Kind))
+			}
+		}
+		return slices.Contains(kinds, string(report.KindEnd))
+	})
+	t.Logf("alice's job %s through the lab's relay: %v\n%s", job, kinds, o)
 }
