@@ -355,9 +355,10 @@ func TestOwnScriptReportsThroughLabRelay(t *testing.T) {
 	testutil.NeedSlurm(t)
 	base := testutil.WorkDir(t, "isched-ownscript-")
 	home, uid := userDir(t, base, "alice")
-	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
-	script := "#!/bin/bash\nsrun " + shq(filepath.Join(binDir, "isched-wrapper")) + " --report-interval 1s -- /usr/bin/python3 " + shq(fake) +
-		" --steps 5 --period 0.1\n"
+	wrapper := testutil.Binary(t, "isched-wrapper", "./wrapper")
+	// a loop of her own: progress lines the wrapper's tqdm-like preset reads
+	script := "#!/bin/bash\nsrun " + shq(wrapper) + " --report-interval 1s --iter-pattern isched -- /bin/sh -c " +
+		shq(`for i in 1 2 3 4 5; do echo "isched1 step=$i total=5"; sleep 0.3; done`) + "\n"
 	writeAs(t, filepath.Join(home, "own.sh"), []byte(script), 0o755, uid)
 	out, err := exec.Command("runuser", "-l", "alice", "-c", "cd "+shq(home)+" && sbatch --parsable -p cpu -t 2 --mem=500M -o own.out own.sh").CombinedOutput()
 	if err != nil {
@@ -369,6 +370,7 @@ func TestOwnScriptReportsThroughLabRelay(t *testing.T) {
 	for st := slurmJob(job)["JobState"]; st != "COMPLETED"; st = slurmJob(job)["JobState"] {
 		if time.Now().After(deadline) || st == "FAILED" || st == "CANCELLED" {
 			o, _ := os.ReadFile(filepath.Join(home, "own.out"))
+			t.Logf("job script:\n%s", script)
 			t.Fatalf("alice's own job %s: %s\n%s", job, st, o)
 		}
 		time.Sleep(500 * time.Millisecond)

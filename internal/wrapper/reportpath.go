@@ -40,6 +40,6 @@ func ChooseReportPath(o Options) (p ReportPath, why string) {
 	case o.ReportDirect:
 		return ReportDirect, ""
 	}
-	return ReportNone, "not reported: no isched-relay given (--relay or ISCHED_RELAY_ADDR, which isched submit sets from relay_addr in isched.conf), " +
+	return ReportNone, "not reported: no isched-relay given (--relay, ISCHED_RELAY_ADDR, or relay_addr in the site's isched.conf: ISCHED_CONF or /etc/isched/isched.conf), " +
 		"and reporting straight to Redis is opt-in (--report-direct or ISCHED_REPORT_DIRECT=1); isched will neither follow nor continue this run"
 }
