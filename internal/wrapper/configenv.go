@@ -24,8 +24,12 @@ func ConfigEnv(getenv func(string) string) (func(string) string, error) {
 		return getenv, err
 	}
 	merged := cfg.Getenv(getenv)
+	// the environment's explicit opt-in to direct reports beats a relay
+	// the files name (precedence: flags, environment, files): a job that
+	// says ISCHED_REPORT_DIRECT=1 reports to the Redis it was given
+	direct, _ := envBool(getenv, "ISCHED_REPORT_DIRECT")
 	return func(k string) string {
-		if configKeys[k] {
+		if configKeys[k] && !(direct && k == "ISCHED_RELAY_ADDR") {
 			return merged(k)
 		}
 		return getenv(k)

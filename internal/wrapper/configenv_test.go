@@ -35,6 +35,8 @@ func TestConfigEnv(t *testing.T) {
 				"ISCHED_REDIS_USER": "", "ISCHED_REDIS_PASSWORD_FILE": ""}, ""},
 		{"the environment wins", map[string]string{"ISCHED_CONF": site, "ISCHED_RELAY_ADDR": "mine:1", "ISCHED_CLUSTER": "lab"},
 			map[string]string{"ISCHED_RELAY_ADDR": "mine:1", "ISCHED_CLUSTER": "lab"}, ""},
+		{"the environment's opt-in to direct beats the file's relay", map[string]string{"ISCHED_CONF": site, "ISCHED_REPORT_DIRECT": "1"},
+			map[string]string{"ISCHED_RELAY_ADDR": "", "ISCHED_CLUSTER": "frontera"}, ""},
 		{"a bad file: the environment alone", map[string]string{"ISCHED_CONF": bad, "ISCHED_CLUSTER": "lab"},
 			map[string]string{"ISCHED_RELAY_ADDR": "", "ISCHED_CLUSTER": "lab"}, "clustr"},
 	} {
@@ -52,7 +54,7 @@ func TestConfigEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p, _ := ChooseReportPath(o); (p == ReportRelay) != (tc.want["ISCHED_RELAY_ADDR"] != "") {
+			if p, _ := ChooseReportPath(o); (p == ReportRelay) != (tc.want["ISCHED_RELAY_ADDR"] != "") || tc.env["ISCHED_REPORT_DIRECT"] == "1" && p != ReportDirect {
 				t.Errorf("report path %s with relay %q", p, tc.want["ISCHED_RELAY_ADDR"])
 			}
 		})
