@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/isched/isched/internal/clientconfig"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
@@ -113,7 +114,7 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	o.register(fs)
 	sbatchAliases(fs)
 	// the site's or the user's report_direct is the flag's default
-	o.reportDirect = slices.Contains([]string{"1", "true", "yes"}, strings.ToLower(a.Getenv("ISCHED_REPORT_DIRECT")))
+	o.reportDirect, _ = clientconfig.ParseBool(a.Getenv("ISCHED_REPORT_DIRECT")) // not a yes: the default, no
 	if err := fs.Parse(splitAttached(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err

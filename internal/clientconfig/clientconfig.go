@@ -101,12 +101,21 @@ func checkAbs(v string) error {
 	return nil
 }
 
-func checkBool(v string) error {
+// ParseBool reads a yes/no setting, in the file or the environment: 1,
+// true, yes and 0, false, no, in any case; anything else is an error.
+func ParseBool(v string) (bool, error) {
 	switch strings.ToLower(v) {
-	case "0", "1", "true", "false", "yes", "no":
-		return nil
+	case "1", "true", "yes":
+		return true, nil
+	case "0", "false", "no":
+		return false, nil
 	}
-	return errors.New("want 1 or 0")
+	return false, errors.New("want 1 or 0")
+}
+
+func checkBool(v string) error {
+	_, err := ParseBool(v)
+	return err
 }
 
 func checkUID(v string) error {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/isched/isched/internal/clientconfig"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -282,16 +283,18 @@ func resumeArgv(argv, words []string, path string) []string {
 }
 
 // envUID reads a uid from the environment variable name; def when unset.
-// envBool reads a yes/no variable: empty is false; 1/true/yes and
-// 0/false/no (any case) are the spellings; anything else is a usage error.
+// envBool reads a yes/no variable: empty is false, else
+// clientconfig.ParseBool's spellings; anything else is a usage error.
 func envBool(getenv func(string) string, name string) (bool, error) {
-	switch strings.ToLower(getenv(name)) {
-	case "", "0", "false", "no":
+	v := getenv(name)
+	if v == "" {
 		return false, nil
-	case "1", "true", "yes":
-		return true, nil
 	}
-	return false, fmt.Errorf("%w: %s=%q: want 1 or 0", ErrUsage, name, getenv(name))
+	b, err := clientconfig.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%q: %w", ErrUsage, name, v, err)
+	}
+	return b, nil
 }
 
 func envUID(getenv func(string) string, name string, def int) (int, error) {
