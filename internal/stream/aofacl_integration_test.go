@@ -3,14 +3,12 @@
 package stream_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,19 +19,7 @@ import (
 // defaultACLLine returns the `user default` line of a file (the first one).
 func defaultACLLine(t *testing.T, path string) string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "user default ") {
-			return l
-		}
-	}
-	t.Fatalf("%s: no `user default` line", path)
-	return ""
+	return testutil.ACLLine(t, path, "user default ")
 }
 
 // TestAOFKeepsTransactionsWithTheDocumentedACL: Redis before 8 replays

@@ -33,8 +33,9 @@ const smallRedisPass = "small-redis-test-password"
 // PasswordFile is the reporter's password file.
 func (r SmallRedis) PasswordFile() string { return filepath.Join(r.Dir, "reporter.pass") }
 
-// aclLine returns the first line of path that starts with prefix.
-func aclLine(t testing.TB, path, prefix string) string {
+// ACLLine returns the first line of path that starts with prefix (an ACL
+// rule in docs/deployment.md or scripts/dev-cluster), trimmed.
+func ACLLine(t testing.TB, path, prefix string) string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -56,8 +57,8 @@ func aclLine(t testing.TB, path, prefix string) string {
 func DocumentedReporterACL(t testing.TB, pass string) string {
 	t.Helper()
 	root := RepoRoot()
-	doc := aclLine(t, filepath.Join(root, "docs", "deployment.md"), "user reporter on #<sha256> ")
-	dev := aclLine(t, filepath.Join(root, "scripts", "dev-cluster"), "user reporter on #$(hash reporter) ")
+	doc := ACLLine(t, filepath.Join(root, "docs", "deployment.md"), "user reporter on #<sha256> ")
+	dev := ACLLine(t, filepath.Join(root, "scripts", "dev-cluster"), "user reporter on #$(hash reporter) ")
 	rule := strings.TrimPrefix(doc, "user reporter on #<sha256> ")
 	if d := strings.TrimSuffix(strings.TrimPrefix(dev, "user reporter on #$(hash reporter) "), "$extra"); d != rule {
 		t.Errorf("scripts/dev-cluster's reporter %q differs from docs/deployment.md's %q", d, rule)
