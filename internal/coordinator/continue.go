@@ -30,6 +30,11 @@ func (c *Coordinator) endOrContinue(ctx context.Context, name string, l *lineage
 	d := policy.AfterEnd(c.policyConfig(), j, e, c.snap, now)
 	if d.Kind != policy.Requeue && d.Kind != policy.Resubmit {
 		exit := l.attemptExit()
+		if st.TotalIters > 0 && st.Step < st.TotalIters && j.LastCkptStep >= st.TotalIters {
+			// the loop saved its last step; the reports of the steps
+			// before that save died with the attempt
+			st.Step, l.dirty = j.LastCkptStep, true
+		}
 		c.finish(l, endState, atMS, exit)
 		if st.TotalIters > 0 && st.Step < st.TotalIters {
 			// ended with work left: say why it is not continued

@@ -417,3 +417,119 @@ func TestCompletedWhileReportsLostIsNotContinued(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFinishedWhileItsRequeueWasOut: the checkpoint a move asked for
+// lands at step 100, the requeue goes out, and the loop meanwhile runs to
+// its last step and saves it, then either exits 0 before Slurm requeues
+// the job, or is killed by the requeue right after that save (seen in CI,
+// TestConventionHelper: the requeued attempt resumed at 900 of 900 with
+// nothing to do). The attempt after the requeue resumes from the final
+// checkpoint and ends at once: the run ends at its total, ENDED, with one
+// span per attempt and nothing continued.
+func TestRunFinishedWhileItsRequeueWasOut(t *testing.T) {
+	t.Parallel()
+	for _, killed := range []bool{false, true} {
+		runFinishedWhileRequeueOut(t, killed)
+	}
+}
+
+func runFinishedWhileRequeueOut(t *testing.T, killed bool) {
+	e := newEnv(t)
+	const lin, total = "L1", int64(20000)
+	plan := report.Plan{Lineage: lin, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: total, Migrate: true}
+	j := job(40, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	j.StartMS = e.now.Add(-time.Minute).UnixMilli()
+	e.publish([]report.Job{j}, labPartitions(true))
+	w := e.attemptWrapper(40, lin, 0)
+	e.start(w)
+	e.sampleTotal(w, 1, 100, total)
+	e.rounds(2)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionSignal {
+		t.Fatalf("killed %v: want a checkpoint request to move onto the idle gpu, got %+v", killed, acts)
+	}
+	e.result(acts[0].ID, report.StatusOK)
+	e.now = e.now.Add(2 * time.Second)
+	e.checkpoint(w, "/ck/ckpt-100.pt", 100)
+	e.rounds(2)
+	acts = e.actions()
+	if len(acts) != 2 || acts[1].Type != report.ActionRequeue {
+		t.Fatalf("killed %v: want the requeue after the checkpoint, got %+v", killed, acts)
+	}
+	// the loop reaches its last step and saves it before the requeue lands
+	e.now = e.now.Add(time.Second)
+	for from := int64(101); from <= total; from += 500 {
+		e.sampleTotal(w, from, min(500, total-from+1), total)
+	}
+	e.checkpoint(w, "/ck/ckpt-20000.pt", total)
+	if !killed {
+		e.end(w, 0)
+	}
+	e.rounds(1)
+	e.result(acts[1].ID, report.StatusOK)
+	e.now = e.now.Add(3 * time.Second)
+	if killed {
+		end := report.NewEnvelope(report.KindEnd, e.now)
+		end.End = &report.End{ExitCode: 143, Reason: report.EndSignaled, Signal: "SIGTERM"}
+		e.send(w, end)
+	}
+	j.State, j.Partition, j.RestartCount = "RUNNING", "gpu", 1
+	e.publish([]report.Job{j}, labPartitions(false))
+	e.rounds(1)
+	w1 := e.attemptWrapper(40, lin, 1)
+	e.startResumed(w1, "/ck/ckpt-20000.pt")
+	e.end(w1, 0)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	j.State = "COMPLETED"
+	e.publish([]report.Job{j}, labPartitions(false))
+	e.rounds(2)
+	st := e.status(lin)
+	if st.State != "ENDED" || st.Step != total || st.EndedMS == 0 {
+		t.Errorf("killed %v: state %s at step %d (ended %d), want ENDED at %d; decisions %v", killed, st.State, st.Step, st.EndedMS, total, decisionKinds(st))
+	}
+	if len(st.History) != 2 || st.History[1].StartStep != total {
+		t.Errorf("killed %v: history %s, want two spans, the second from %d", killed, spans(st), total)
+	}
+	if n := len(e.actions()); n != 2 {
+		t.Errorf("killed %v: %d actions, want no continuation of a finished run", killed, n)
+	}
+}
+
+// TestKilledAfterSavingItsLastStep: Slurm's time limit kills the attempt
+// right after the loop saved its last step, before the reports of its
+// last steps went out. The run is done: not continued (a requeue would
+// start an attempt with nothing to do), and its status says the
+// checkpoint's step, not the last one reported.
+func TestKilledAfterSavingItsLastStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-62"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 300}
+	j := job(62, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	e.publish([]report.Job{j}, nil)
+	w := e.attemptWrapper(62, lin, 0)
+	e.start(w)
+	e.sampleTotal(w, 1, 280, 300)
+	e.checkpoint(w, "/ck/ckpt-300.pt", 300)
+	end := report.NewEnvelope(report.KindEnd, e.now)
+	end.End = &report.End{ExitCode: 143, Reason: report.EndSignaled, Signal: "SIGTERM"}
+	e.send(w, end)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	j.State = "TIMEOUT"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(2)
+	if acts := e.actions(); len(acts) != 0 {
+		t.Errorf("a finished run was continued: %+v", acts)
+	}
+	st := e.status(lin)
+	if st.EndedMS == 0 || st.Step != 300 {
+		t.Errorf("state %s at step %d (ended %d), want ended at 300; decisions %v", st.State, st.Step, st.EndedMS, decisionKinds(st))
+	}
+	for _, d := range st.Decisions {
+		if d.Kind == "not-continued" {
+			t.Errorf("decision %q: the run is not short of its total", d.Reason)
+		}
+	}
+}

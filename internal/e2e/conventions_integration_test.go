@@ -285,8 +285,10 @@ func runToEnd(t *testing.T, w *world, r jobRun) (report.JobStatus, map[string]st
 	out, _ := os.ReadFile(filepath.Join(r.dir, "out.txt"))
 	s := slurmJob(id)
 	if st.State != "ENDED" || st.Step != r.steps || s["JobState"] != "COMPLETED" {
-		t.Fatalf("%s: lineage %s at step %d of %d, job %s %s (restarts %s); decisions %v\nstatus events %v\n%s\njob output (tail):\n%s",
-			r.name, st.State, st.Step, st.TotalIters, id, s["JobState"], s["Restarts"], decisionReasons(st), eventKinds(st), w.logs(), tail(out, 3000))
+		// the verdict last: CI shows a failure's tail
+		t.Fatalf("%s: decisions %v\nstatus events %v\n%s\njob output (tail):\n%s\n%s: lineage %s at step %d of %d, job %s %s (restarts %s)",
+			r.name, decisionReasons(st), eventKinds(st), w.logs(), tail(out, 3000),
+			r.name, st.State, st.Step, st.TotalIters, id, s["JobState"], s["Restarts"])
 	}
 	return st, s, out
 }

@@ -53,6 +53,10 @@ func AfterEnd(cfg Config, j Job, e End, snap *report.Snapshot, now time.Time) De
 		return stop("%s at step %d; the total is unknown, so the run counts as done", ended, max(j.Step, 0))
 	case j.Step >= v.total:
 		return stop("%s at step %d of %d: the run is done", ended, j.Step, v.total)
+	case j.LastCkptStep >= v.total:
+		// the loop saved its last step; the steps after the last reported
+		// may be lost with the attempt (killed right after that save)
+		return stop("%s at step %d of %d with its checkpoint at the last step %d: the run is done", ended, j.Step, v.total, j.LastCkptStep)
 	case j.LastCkptAt.IsZero():
 		return stop("%s at step %d of %d with no checkpoint to continue from: not continued", ended, j.Step, v.total)
 	case e.Exit != nil && *e.Exit != 0 && e.Signal == "" && e.NewCkpts == 0:

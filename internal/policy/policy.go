@@ -185,6 +185,12 @@ func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		resume.Step = j.LastCkptStep
 	}
 	rv := newView(cfg, resume, snap, now)
+	if rv.total > 0 && resume.Step >= rv.total {
+		// the loop's last step was saved (its final save can answer the
+		// request): the run is done, a requeue would only start an
+		// attempt with nothing left to do
+		return abandon("checkpoint at step %d saved, the run's last of %d: the run is done, not requeued", resume.Step, rv.total)
+	}
 	switch pending.Rule {
 	case RuleTimeLimit:
 		if j.TimeLimit > 0 && !j.StartedAt.IsZero() && v.known {

@@ -819,6 +819,30 @@ func TestAfterCheckpoint(t *testing.T) {
 			check: check{want: Decision{Kind: None, Rule: RuleTimeLimit, Abandoned: true}, reason: []string{"before its time limit 14:01:20: not requeued"}},
 		},
 		{
+			// the loop's final save answered the request before its last
+			// steps were reported (seen in CI: requeued at 900 of 900,
+			// an attempt with nothing to do)
+			name: "time limit: the checkpoint is the run's last step",
+			job: func() Job {
+				j := onGPU()
+				j.LastCkptStep, j.LastCkptAt = 100000, now.Add(20*time.Second)
+				return j
+			}(),
+			snap: lab(), pending: limitCkpt,
+			check: check{want: Decision{Kind: None, Rule: RuleTimeLimit, Abandoned: true},
+				reason: []string{"checkpoint at step 100000 saved, the run's last of 100000: the run is done, not requeued"}},
+		},
+		{
+			name: "migrate: the checkpoint is the run's last step",
+			job: func() Job {
+				j := onCPU()
+				j.LastCkptStep, j.LastCkptAt = 100000, now.Add(20*time.Second)
+				return j
+			}(),
+			snap: lab(), pending: migrateCkpt,
+			check: check{want: Decision{Kind: None, Rule: RuleMigrate, Abandoned: true}, reason: []string{"the run is done, not requeued"}},
+		},
+		{
 			name: "migrate: room confirmed",
 			job:  onCPU(), snap: lab(), pending: migrateCkpt,
 			check: check{want: Decision{Kind: Requeue, Rule: RuleMigrate, Target: "gpu", Gres: "gpu:1", TimeLimit: 3*time.Hour + 8*time.Minute},
