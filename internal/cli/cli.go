@@ -106,6 +106,11 @@ type App struct {
 	store          Store
 	storeErr       error
 	storeOpened    bool
+	slurmCluster   struct {
+		asked bool
+		name  string
+		err   error
+	}
 }
 
 // Main runs the CLI with the real dependencies.
@@ -268,9 +273,18 @@ func (a *App) defaults() {
 	}
 	if a.OpenStore == nil {
 		a.OpenStore = func(ctx context.Context) (Store, error) {
-			cfg, err := stream.ConfigFromEnv(a.Getenv, "viewer")
+			cluster, err := a.clusterName(ctx)
 			if err != nil {
 				return nil, err
+			}
+			cfg, err := stream.ConfigFromEnv(func(k string) string {
+				if k == "ISCHED_CLUSTER" {
+					return cluster
+				}
+				return a.Getenv(k)
+			}, "viewer")
+			if err != nil {
+				return nil, fmt.Errorf("%w (or its key in isched.conf: isched config lists both)", err)
 			}
 			return stream.Open(ctx, cfg)
 		}
@@ -322,13 +336,40 @@ func (a *App) openStore(ctx context.Context) (Store, error) {
 	return a.store, a.storeErr
 }
 
-// cluster is the cluster name in Redis keys: ISCHED_CLUSTER, default
-// stream.DefaultCluster (as stream.ConfigFromEnv).
-func (a *App) cluster() string {
+// clusterNamer is the part of Slurm that names the cluster
+// (*slurm.Client: `scontrol show config`).
+type clusterNamer interface {
+	ClusterName(ctx context.Context) (string, error)
+}
+
+// clusterName is the cluster in Redis keys: ISCHED_CLUSTER (the
+// environment, or cluster in isched.conf), else Slurm's ClusterName, as
+// isched-agent's own default. There is no built-in name; Slurm is asked
+// once per run.
+func (a *App) clusterName(ctx context.Context) (string, error) {
 	if c := a.Getenv("ISCHED_CLUSTER"); c != "" {
-		return c
+		return c, nil
 	}
-	return stream.DefaultCluster
+	if !a.slurmCluster.asked {
+		a.slurmCluster.asked = true
+		if n, ok := a.Slurm.(clusterNamer); ok {
+			a.slurmCluster.name, a.slurmCluster.err = n.ClusterName(ctx)
+		} else {
+			a.slurmCluster.err = errors.New("no Slurm to ask")
+		}
+	}
+	if a.slurmCluster.err != nil {
+		return "", fmt.Errorf("no cluster name: set cluster in %s or ISCHED_CLUSTER (Slurm's ClusterName: %w)",
+			clientconfig.SitePathFrom(a.rawEnv()), a.slurmCluster.err)
+	}
+	return a.slurmCluster.name, nil
+}
+
+// cluster is clusterName, "" when there is none (the commands that need
+// one check clusterName first).
+func (a *App) cluster() string {
+	c, _ := a.clusterName(context.Background())
+	return c
 }
 
 // lineageNamespace is the prefix of the lineages this user's submissions

@@ -6,16 +6,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/isched/isched/internal/clientconfig"
-	"github.com/isched/isched/internal/stream"
 )
 
-// builtins are the values the CLI falls back to when nothing sets a key:
-// the dev lab's (scripts/dev-cluster), which a site's isched.conf
-// replaces.
-var builtins = map[string]string{
-	"ISCHED_CLUSTER": stream.DefaultCluster, "ISCHED_REDIS_ADDR": stream.DefaultAddr, "ISCHED_REDIS_USER": "viewer",
-	"ISCHED_REDIS_PASSWORD_DIR": stream.DefaultPasswordDir, "ISCHED_SITE": DefaultSitePath,
-}
+// builtins are the values the CLI falls back to when nothing sets a key.
+// None names a lab or a site: a site's isched.conf (scripts/dev-cluster
+// writes the lab's) gives the cluster, Redis and relay; the cluster
+// falls back to Slurm's ClusterName.
+var builtins = map[string]string{"ISCHED_REDIS_USER": "viewer", "ISCHED_SITE": DefaultSitePath}
 
 // configRow is one line of `isched config`.
 type configRow struct {
@@ -40,6 +37,11 @@ func (a *App) configRows() []configRow {
 		}
 		if v := env(k.Env); v != "" {
 			r.Value, r.Origin = v, "environment ("+k.Env+")"
+		}
+		if r.Origin == "" && k.Env == "ISCHED_CLUSTER" {
+			if c, err := a.clusterName(context.Background()); err == nil {
+				r.Value, r.Origin = c, "Slurm (scontrol show config: ClusterName)"
+			}
 		}
 		if r.Origin == "" {
 			r.Value, r.Origin = builtins[k.Env], "built-in"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,7 @@ func TestConfigCommand(t *testing.T) {
 		"account":            {Value: "bio_lab", Origin: user + ":1"},
 		"redis_addr":         {Value: "10.1.2.3:6390", Origin: "environment (ISCHED_REDIS_ADDR)"},
 		"redis_user":         {Value: "viewer", Origin: "built-in"},
-		"redis_password_dir": {Value: "/var/lib/isched-dev/redis", Origin: "built-in"},
+		"redis_password_dir": {Value: "", Origin: "unset"}, // no lab path built in
 		"coordinator_uid":    {Value: "", Origin: "unset"},
 	} {
 		if g := got[key]; g.Value != want.Value || g.Origin != want.Origin {
@@ -91,6 +92,56 @@ func TestBadConfigStopsCommands(t *testing.T) {
 		code := app.Run(context.Background(), tt.args, &out, &errb)
 		if code != tt.code || code != ExitOK && !strings.Contains(errb.String(), p+`:1: unknown key "clustr"`) {
 			t.Errorf("%v: exit %d, stderr %q", tt.args, code, errb.String())
+		}
+	}
+}
+
+// namedCluster is a Slurm whose ClusterName is name (or fails with err).
+type namedCluster struct {
+	fakeSlurm
+	name string
+	err  error
+}
+
+func (n *namedCluster) ClusterName(context.Context) (string, error) { return n.name, n.err }
+
+// TestClusterWithoutConfig: with no cluster set anywhere the CLI takes
+// Slurm's ClusterName, as isched-agent does, and says so in isched
+// config; with neither, a command that needs one stops and says what to
+// set. Nothing falls back to the dev lab's name.
+func TestClusterWithoutConfig(t *testing.T) {
+	h := newHarness(t)
+	delete(h.env, "ISCHED_CLUSTER")
+	app := h.app()
+	app.Slurm = &namedCluster{name: "frontera"}
+	var out, errb bytes.Buffer
+	if code := app.Run(context.Background(), []string{"config", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var rows []configRow
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Key == "cluster" && (r.Value != "frontera" || r.Origin != "Slurm (scontrol show config: ClusterName)") {
+			t.Errorf("cluster row %+v, want Slurm's frontera", r)
+		}
+	}
+	if c := app.cluster(); c != "frontera" {
+		t.Errorf("cluster %q, want Slurm's", c)
+	}
+	for _, args := range [][]string{{"status", "7"}, {"submit", "-p", "cpu", "-t", "10", "--", "python3", "train.py"}} {
+		app = h.app()
+		app.Slurm = &namedCluster{err: errors.New("scontrol: command not found")}
+		out.Reset()
+		errb.Reset()
+		code := app.Run(context.Background(), args, &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), "no cluster name: set cluster in /etc/isched/isched.conf or ISCHED_CLUSTER") ||
+			!strings.Contains(errb.String(), "scontrol: command not found") {
+			t.Errorf("%v without a cluster: exit %d, stderr %q", args, code, errb.String())
+		}
+		if strings.Contains(out.String()+errb.String(), "lab") {
+			t.Errorf("%v: the lab's name appears: %s%s", args, out.String(), errb.String())
 		}
 	}
 }

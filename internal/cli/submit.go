@@ -128,6 +128,9 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	if err := o.gpusFlag(); err != nil {
 		return err
 	}
+	if _, err := a.clusterName(ctx); err != nil {
+		return err // before a lineage is named after it
+	}
 	sub, err := a.decide(ctx, o)
 	if err != nil {
 		return err
@@ -345,7 +348,11 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	p := sub.plan(o.lineage, a.cluster())
+	cluster, err := a.clusterName(context.Background())
+	if err != nil {
+		return nil, "", err
+	}
+	p := sub.plan(o.lineage, cluster)
 	comment := p.FormatComment()
 	if _, _, err := report.ParsePlanComment(comment); err != nil {
 		return nil, "", fmt.Errorf("plan comment %q: %w", comment, err)
@@ -360,7 +367,7 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	if err := a.jobEnv(o, &s, cwd); err != nil {
 		return nil, "", err
 	}
-	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", a.cluster()})
+	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", cluster})
 	s.Env = append(s.Env, o.env...)
 	if !o.noReport {
 		via, err := reportEnv(a.Getenv, o.reportDirect)

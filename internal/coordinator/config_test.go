@@ -130,8 +130,21 @@ func TestSettingsOverlay(t *testing.T) {
 				t.Errorf("cluster %q metrics %q tick %s, want %q %q %s", s.Cluster, s.MetricsListen, s.Tick, tc.cluster, tc.metrics, tc.tick)
 			}
 			// what Main runs with
-			o, _, _ := parseOptions(append(append([]string(nil), tc.args...), configArgs(tc.file)...), func(k string) string { return tc.env[k] }, io.Discard)
-			cfg, rcfg, err := o.configure(func(k string) string { return tc.env[k] }, nil)
+			env := func(k string) string {
+				if k == "ISCHED_REDIS_ADDR" {
+					return "127.0.0.1:1"
+				}
+				return tc.env[k]
+			}
+			o, _, _ := parseOptions(append(append([]string(nil), tc.args...), configArgs(tc.file)...), env, io.Discard)
+			cfg, rcfg, err := o.configure(env, nil)
+			if tc.cluster == "" {
+				// no built-in cluster name
+				if err == nil || !strings.Contains(err.Error(), "no cluster name: set ISCHED_CLUSTER") {
+					t.Errorf("configure without a cluster: err %v", err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,7 +299,7 @@ func TestRefusesWorldReadableCredentials(t *testing.T) {
 	if err := os.Chmod(pw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"ISCHED_REDIS_PASSWORD_FILE": pw, "ISCHED_REDIS_ADDR": "127.0.0.1:1"}
+	env := map[string]string{"ISCHED_REDIS_PASSWORD_FILE": pw, "ISCHED_REDIS_ADDR": "127.0.0.1:1", "ISCHED_CLUSTER": "c1"}
 	var stderr strings.Builder
 	code := Main(t.Context(), []string{"-metrics-listen", ""}, func(k string) string { return env[k] }, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "readable by others") {

@@ -51,7 +51,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		listen = DefaultListen
 	}
 	fs.StringVar(&o.listen, "listen", listen, "TCP address wrappers connect to (env ISCHED_RELAY_LISTEN)")
-	fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name: the relay appends to isched:<cluster>:ingest only (default $ISCHED_CLUSTER, else lab)")
+	fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name: the relay appends to isched:<cluster>:ingest only (default $ISCHED_CLUSTER; required)")
 	fs.StringVar(&o.mungeSocket, "munge-socket", "", "munged's socket (default: MUNGE's)")
 	fs.Int64Var(&o.maxLen, "max-len", d.MaxLen, "approximate cap of the ingest stream (XADD MAXLEN ~); lowered to what -stream-memory-fraction of Redis's maxmemory holds at 64 KiB an entry, an error if given and over it")
 	fs.Float64Var(&o.streamFraction, "stream-memory-fraction", DefaultStreamFraction, "share of Redis's maxmemory the ingest stream may take at worst (the rest: the coordinator's keys, the job table, client buffers)")
@@ -77,7 +77,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return o, daemon.ExitUsage, false
 	}
 	if o.cluster == "" {
-		o.cluster = "lab"
+		fmt.Fprintln(stderr, "isched-relay: no cluster name: set -cluster or ISCHED_CLUSTER (the -cluster of the site's isched-agent)")
+		return o, daemon.ExitUsage, false
 	}
 	fs.Visit(func(f *flag.Flag) { o.maxLenSet = o.maxLenSet || f.Name == "max-len" })
 	return o, 0, true

@@ -19,7 +19,7 @@ func TestMainRefusesBadConfiguration(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("secret\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"ISCHED_REDIS_PASSWORD_FILE": pw, "ISCHED_REDIS_ADDR": "127.0.0.1:1"}
+	env := map[string]string{"ISCHED_REDIS_PASSWORD_FILE": pw, "ISCHED_REDIS_ADDR": "127.0.0.1:1", "ISCHED_CLUSTER": "c1"}
 	getenv := func(k string) string { return env[k] }
 	for _, tc := range []struct {
 		name string
@@ -34,6 +34,7 @@ func TestMainRefusesBadConfiguration(t *testing.T) {
 		{"stream fraction", []string{"-stream-memory-fraction", "1", "-listen", "127.0.0.1:0"}, "stream memory fraction"},
 		{"readable password", []string{"-listen", "127.0.0.1:0"}, "readable by others"},
 		{"arguments", []string{"extra"}, "unexpected arguments"},
+		{"no cluster name", []string{"-cluster", "", "-listen", "127.0.0.1:0"}, "no cluster name: set -cluster or ISCHED_CLUSTER"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var errb bytes.Buffer

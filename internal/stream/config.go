@@ -34,21 +34,16 @@ type Config struct {
 	MaxEntry int
 }
 
-// The built-in defaults: the dev lab's (scripts/dev-cluster). A site sets
-// its own through the environment, or for the CLI /etc/isched/isched.conf.
-const (
-	DefaultAddr        = "127.0.0.1:6390"
-	DefaultCluster     = "lab"
-	DefaultPasswordDir = "/var/lib/isched-dev/redis"
-)
-
 // ErrConfig marks a configuration problem.
 var ErrConfig = errors.New("stream: bad configuration")
 
 // ConfigFromEnv reads ISCHED_REDIS_ADDR (comma-separated), ISCHED_REDIS_MASTER,
 // ISCHED_REDIS_USER (default user), ISCHED_REDIS_PASSWORD_FILE (default
-// <ISCHED_REDIS_PASSWORD_DIR or /var/lib/isched-dev/redis>/<user>.pass),
-// ISCHED_REDIS_CA and ISCHED_CLUSTER (default "lab").
+// <ISCHED_REDIS_PASSWORD_DIR>/<user>.pass; with neither, no password),
+// ISCHED_REDIS_CA and ISCHED_CLUSTER. There are no built-in address or
+// cluster: a site names its own (the daemons' environment files, the
+// CLI's isched.conf), and a missing one is an error that says which
+// variable to set.
 func ConfigFromEnv(getenv func(string) string, user string) (Config, error) {
 	c := Config{
 		User:        user,
@@ -61,24 +56,13 @@ func ConfigFromEnv(getenv func(string) string, user string) (Config, error) {
 	if u := getenv("ISCHED_REDIS_USER"); u != "" {
 		c.User = u
 	}
-	addr := getenv("ISCHED_REDIS_ADDR")
-	if addr == "" {
-		addr = DefaultAddr
-	}
-	for _, a := range strings.Split(addr, ",") {
+	for _, a := range strings.Split(getenv("ISCHED_REDIS_ADDR"), ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			c.Addrs = append(c.Addrs, a)
 		}
 	}
-	if c.Cluster == "" {
-		c.Cluster = DefaultCluster
-	}
 	c.PasswordFile = getenv("ISCHED_REDIS_PASSWORD_FILE")
-	if c.PasswordFile == "" {
-		dir := getenv("ISCHED_REDIS_PASSWORD_DIR")
-		if dir == "" {
-			dir = DefaultPasswordDir
-		}
+	if dir := getenv("ISCHED_REDIS_PASSWORD_DIR"); c.PasswordFile == "" && dir != "" {
 		c.PasswordFile = dir + "/" + c.User + ".pass"
 	}
 	return c, c.validate()
@@ -86,7 +70,10 @@ func ConfigFromEnv(getenv func(string) string, user string) (Config, error) {
 
 func (c Config) validate() error {
 	if len(c.Addrs) == 0 {
-		return fmt.Errorf("%w: no Redis address", ErrConfig)
+		return fmt.Errorf("%w: no Redis address: set ISCHED_REDIS_ADDR (host:port)", ErrConfig)
+	}
+	if c.Cluster == "" {
+		return fmt.Errorf("%w: no cluster name: set ISCHED_CLUSTER (the -cluster of the site's isched-agent)", ErrConfig)
 	}
 	if c.User == "" {
 		return fmt.Errorf("%w: no Redis user", ErrConfig)

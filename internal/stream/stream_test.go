@@ -3,9 +3,12 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,9 +77,23 @@ func TestConfigFromEnv(t *testing.T) {
 	if len(c.Addrs) != 2 || c.Addrs[1] != "b:2" || c.Cluster != "c1" || c.PasswordFile != "/x/agent.pass" || c.User != "agent" {
 		t.Errorf("config %+v", c)
 	}
-	env["ISCHED_CLUSTER"] = "bad name"
-	if _, err := ConfigFromEnv(func(k string) string { return env[k] }, "agent"); !errors.Is(err, ErrConfig) {
-		t.Errorf("bad cluster name: err %v, want ErrConfig", err)
+	for _, tc := range []struct{ key, value, want string }{
+		{"ISCHED_CLUSTER", "bad name", "cluster name \"bad name\""},
+		{"ISCHED_CLUSTER", "", "no cluster name: set ISCHED_CLUSTER"},
+		{"ISCHED_REDIS_ADDR", "", "no Redis address: set ISCHED_REDIS_ADDR"},
+		{"ISCHED_REDIS_ADDR", " , ", "no Redis address"},
+	} {
+		bad := maps.Clone(env)
+		bad[tc.key] = tc.value
+		_, err := ConfigFromEnv(func(k string) string { return bad[k] }, "agent")
+		if !errors.Is(err, ErrConfig) || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s=%q: err %v, want ErrConfig saying %q", tc.key, tc.value, err, tc.want)
+		}
+	}
+	// no password file or directory: no AUTH (no lab path assumed)
+	delete(env, "ISCHED_REDIS_PASSWORD_DIR")
+	if c, err := ConfigFromEnv(func(k string) string { return env[k] }, "agent"); err != nil || c.PasswordFile != "" {
+		t.Errorf("without a password setting: file %q, err %v; want none", c.PasswordFile, err)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/isched/isched/internal/clientconfig"
 	"github.com/isched/isched/internal/report"
-	"github.com/isched/isched/internal/stream"
 )
 
 // Options are the wrapper's flags.
@@ -177,17 +176,18 @@ func validLineage(s string) bool {
 	return true
 }
 
-// clusterName is the cluster reports go to: ISCHED_CLUSTER, else Slurm's
-// cluster name, else "lab".
+// clusterName is the cluster reports go to: ISCHED_CLUSTER (or cluster
+// in isched.conf, ConfigEnv), else Slurm's cluster name; "" with
+// neither (no built-in name).
 func clusterName(getenv func(string) string) string {
 	if c := getenv("ISCHED_CLUSTER"); c != "" {
 		return c
 	}
-	if c := getenv("SLURM_CLUSTER_NAME"); c != "" {
-		return c
-	}
-	return stream.DefaultCluster
+	return getenv("SLURM_CLUSTER_NAME")
 }
+
+// errNoCluster says how to name the cluster when nothing did.
+var errNoCluster = errors.New("no cluster name: ISCHED_CLUSTER and SLURM_CLUSTER_NAME are unset (cluster in isched.conf sets it)")
 
 // identity reads the job's identity from Slurm's environment. ok is false
 // outside Slurm (no SLURM_JOB_ID): the wrapper then runs standalone.
@@ -213,6 +213,9 @@ func identity(getenv func(string) string, lineage string) (report.JobRef, bool, 
 	id, err := strconv.ParseUint(idStr, 10, 64)
 	if err != nil || id == 0 {
 		return report.JobRef{}, false, fmt.Errorf("SLURM_JOB_ID=%q: not a job id", idStr)
+	}
+	if clusterName(getenv) == "" {
+		return report.JobRef{}, false, errNoCluster
 	}
 	j := report.JobRef{
 		Cluster:   clusterName(getenv),

@@ -86,13 +86,17 @@ func TestIdentityFromSlurmEnv(t *testing.T) {
 		t.Error("outside Slurm: identity claims a job")
 	}
 	for name, bad := range map[string]map[string]string{
-		"job id":  {"SLURM_JOB_ID": "4x"},
-		"restart": {"SLURM_JOB_ID": "4", "SLURM_RESTART_COUNT": "-1"},
+		"job id":  {"SLURM_JOB_ID": "4x", "SLURM_CLUSTER_NAME": "c"},
+		"restart": {"SLURM_JOB_ID": "4", "SLURM_CLUSTER_NAME": "c", "SLURM_RESTART_COUNT": "-1"},
 		"lineage": {"SLURM_JOB_ID": "4", "ISCHED_CLUSTER": "a b"},
 	} {
 		if _, _, err := identity(func(k string) string { return bad[k] }, ""); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// no cluster name anywhere: none is made up
+	if _, ok, err := identity(func(k string) string { return map[string]string{"SLURM_JOB_ID": "4"}[k] }, ""); ok || !errors.Is(err, errNoCluster) {
+		t.Errorf("without a cluster name: ok %v, err %v; want errNoCluster", ok, err)
 	}
 }
 

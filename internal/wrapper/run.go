@@ -83,11 +83,15 @@ type Deps struct {
 // environment (ISCHED_REDIS_*).
 func StreamConnect(getenv func(string) string) func(ctx context.Context, cluster string) (appender, error) {
 	return func(ctx context.Context, cluster string) (appender, error) {
-		cfg, err := stream.ConfigFromEnv(getenv, "reporter")
+		cfg, err := stream.ConfigFromEnv(func(k string) string {
+			if k == "ISCHED_CLUSTER" {
+				return cluster // the job's: ISCHED_CLUSTER or Slurm's name
+			}
+			return getenv(k)
+		}, "reporter")
 		if err != nil {
 			return nil, err
 		}
-		cfg.Cluster = cluster
 		return stream.Open(ctx, cfg)
 	}
 }

@@ -34,6 +34,10 @@ func SendSpools(ctx context.Context, opts Options, d Deps) int {
 	}
 	log = log.With("component", "wrapper", "mode", "send-spools")
 	cluster := clusterName(d.Getenv)
+	if cluster == "" {
+		log.Error("undelivered reports not sent", "err", errNoCluster)
+		return 1
+	}
 	patterns := spool.Patterns(opts.SpoolDir, tmpBase(d.Getenv))
 	files := spool.FindLeftovers(patterns, "", os.Getuid(), time.Now(), 0)
 	// at most sendSpoolsMinAge, even for a file stamped in the future

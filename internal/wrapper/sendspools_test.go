@@ -134,7 +134,7 @@ func TestSendSpoolsFromSpoolDir(t *testing.T) {
 	age(t, p, time.Minute)
 	sink := &countSink{okLeft: -1}
 	d := Deps{
-		Getenv:  func(k string) string { return map[string]string{"TMPDIR": tmpBase}[k] },
+		Getenv:  func(k string) string { return map[string]string{"TMPDIR": tmpBase, "SLURM_CLUSTER_NAME": "lab"}[k] },
 		Stderr:  os.Stderr,
 		Logger:  quiet,
 		Connect: func(context.Context, string) (appender, error) { return sink, nil },

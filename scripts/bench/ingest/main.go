@@ -22,6 +22,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,12 +103,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if o.redisAddr != "" {
-		// the daemons inherit it; stream.ConfigFromEnv reads it for ours
-		if err := os.Setenv("ISCHED_REDIS_ADDR", o.redisAddr); err != nil {
-			fmt.Fprintf(stderr, "ingest: -redis-addr: %v\n", err)
-			return 2
-		}
+	if err := labRedisEnv(o.redisAddr); err != nil {
+		fmt.Fprintf(stderr, "ingest: %v\n", err)
+		return 2
 	}
 	if o.agent != "real" && o.agent != "sim" {
 		fmt.Fprintf(stderr, "ingest: -agent %q: want real or sim\n", o.agent)
@@ -232,6 +230,24 @@ func goBuild(ctx context.Context, out, pkg string, log *slog.Logger) error {
 
 func hostname() string { h, _ := os.Hostname(); return h }
 
+// labRedisEnv sets what the run's daemons inherit and stream.ConfigFromEnv
+// reads for its own clients: the Redis address (addr, else
+// ISCHED_REDIS_ADDR, else the dev lab's 127.0.0.1:6390) and the password
+// directory (else the dev lab's). The bench runs on the lab; isched
+// itself has no built-in address.
+func labRedisEnv(addr string) error {
+	if addr == "" {
+		addr = cmp.Or(os.Getenv("ISCHED_REDIS_ADDR"), "127.0.0.1:6390")
+	}
+	dir := cmp.Or(os.Getenv("ISCHED_REDIS_PASSWORD_DIR"), filepath.Join(cmp.Or(os.Getenv("ISCHED_DEV_DIR"), "/var/lib/isched-dev"), "redis"))
+	for k, v := range map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_DIR": dir} {
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return nil
+}
+
 // redisEnv hides the user variables so that each client gets the user it asks for.
 func redisEnv(k string) string {
 	switch k {
@@ -242,7 +258,12 @@ func redisEnv(k string) string {
 }
 
 func open(ctx context.Context, user, cluster string) (*stream.Client, error) {
-	cfg, err := stream.ConfigFromEnv(redisEnv, user)
+	cfg, err := stream.ConfigFromEnv(func(k string) string {
+		if k == "ISCHED_CLUSTER" {
+			return cluster
+		}
+		return redisEnv(k)
+	}, user)
 	if err != nil {
 		return nil, err
 	}
