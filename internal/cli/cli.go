@@ -277,6 +277,9 @@ func (a *App) defaults() {
 			if err != nil {
 				return nil, err
 			}
+			if a.Getenv("ISCHED_REDIS_ADDR") == "" {
+				return nil, fmt.Errorf("no Redis address: set redis_addr in %s or ISCHED_REDIS_ADDR", clientconfig.SitePathFrom(a.rawEnv()))
+			}
 			cfg, err := stream.ConfigFromEnv(func(k string) string {
 				if k == "ISCHED_CLUSTER" {
 					return cluster
@@ -284,7 +287,7 @@ func (a *App) defaults() {
 				return a.Getenv(k)
 			}, "viewer")
 			if err != nil {
-				return nil, fmt.Errorf("%w (or its key in isched.conf: isched config lists both)", err)
+				return nil, err
 			}
 			return stream.Open(ctx, cfg)
 		}

@@ -130,6 +130,16 @@ func TestClusterWithoutConfig(t *testing.T) {
 	if c := app.cluster(); c != "frontera" {
 		t.Errorf("cluster %q, want Slurm's", c)
 	}
+	// a cluster but no Redis: the key to set, not a lab address
+	delete(h.env, "ISCHED_REDIS_ADDR")
+	app = h.app()
+	app.Slurm = &namedCluster{name: "frontera"}
+	out.Reset()
+	errb.Reset()
+	if code := app.Run(context.Background(), []string{"status", "7"}, &out, &errb); code == 0 ||
+		!strings.Contains(errb.String(), "no Redis address: set redis_addr in /etc/isched/isched.conf or ISCHED_REDIS_ADDR") {
+		t.Errorf("status without Redis: exit %d, stderr %q", code, errb.String())
+	}
 	for _, args := range [][]string{{"status", "7"}, {"submit", "-p", "cpu", "-t", "10", "--", "python3", "train.py"}} {
 		app = h.app()
 		app.Slurm = &namedCluster{err: errors.New("scontrol: command not found")}
