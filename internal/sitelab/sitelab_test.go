@@ -3,6 +3,7 @@
 package sitelab
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -285,4 +286,165 @@ func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 		t.Errorf("the ingest stream at %s took %d entries during the test, want the run's reports (at least its start and end)", redisAddr, added)
 	}
 	t.Logf("submit to ENDED in isched status: %.1fs", time.Since(t0).Seconds())
+}
+
+// statusJSON is the part of `isched status --json` the tests read.
+type statusJSON struct {
+	Lineage    string `json:"lineage"`
+	State      string `json:"state"`
+	Partition  string `json:"partition"`
+	Node       string `json:"node"`
+	Step       int64  `json:"step"`
+	TotalIters int64  `json:"total_iters"`
+	ExitStatus *int   `json:"exit_status"`
+	History    []struct {
+		Attempt   int    `json:"attempt"`
+		Partition string `json:"partition"`
+		Node      string `json:"node"`
+		StartStep int64  `json:"start_step"`
+		EndStep   *int64 `json:"end_step"`
+	} `json:"history"`
+}
+
+// status is `isched status JOB --json` as who on the login host.
+func status(t *testing.T, who, job string) (statusJSON, string) {
+	t.Helper()
+	out, err := siteLab("exec", "login", who, "--", "isched", "status", job, "--json")
+	var st statusJSON
+	if err != nil {
+		return st, out
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return st, out
+	}
+	return st, out
+}
+
+// squeueJob is squeue's "%T %P %N" of job on the login host ("" once gone).
+func squeueJob(t *testing.T, job string) string {
+	t.Helper()
+	return strings.TrimSpace(on(t, "login", user_, "squeue", "-h", "-j", job, "-o", "%T %P %N"))
+}
+
+// TestMigrationFromC1ToC2: gpu (c2's one emulated GPU) is busy with a
+// blocker; alice submits from login with --policy immediate, ideal gpu,
+// fallback cpu: the job starts on c1. The blocker ends; the coordinator on
+// svc checkpoints the job and the agent moves it to gpu, where it resumes
+// from its checkpoint on c2 and ends at its total. Every step of it crosses
+// the bridge: the wrapper reports from 10.77.0.11, then from 10.77.0.12.
+func TestMigrationFromC1ToC2(t *testing.T) {
+	needLab(t)
+	t0 := time.Now()
+	dir, uid := userDir(t, user_)
+	root := testutil.RepoRoot()
+	authsBefore := len(relayAuths(t))
+	waitFor(t, 2*time.Minute, "c1 and c2 idle", func() (bool, string) {
+		s := strings.TrimSpace(on(t, "login", user_, "sinfo", "-h", "-N", "-o", "%N %t"))
+		return s == "c1 idle\nc2 idle", s
+	})
+
+	blocker := strings.TrimSpace(on(t, "login", user_, "sbatch", "--parsable", "-J", "site-lab-blocker", "-p", "gpu",
+		"--gres=gpu:1", "-t", "3", "-o", "/dev/null", "--wrap", "sleep 300"))
+	t.Cleanup(func() { _, _ = siteLab("exec", "login", "root", "--", "scancel", blocker) })
+	waitFor(t, time.Minute, "the blocker "+blocker+" running on c2", func() (bool, string) {
+		s := squeueJob(t, blocker)
+		return s == "RUNNING gpu c2", s
+	})
+	time.Sleep(5 * time.Second) // two agent polls: the snapshot in Redis shows gpu busy
+
+	const total = 150
+	facts := filepath.Join(dir, "facts.json")
+	out := on(t, "login", user_, "env", "-C", dir, "isched", "submit", "--policy", "immediate",
+		"--model", filepath.Join(root, "internal/cli/testdata/resnet18_128.json"), "--samples", "1200", "--batch", "8",
+		"--epochs", "1", "--optimizer", "momentum", "--partition-ideal", "gpu", "--fallback", "cpu",
+		"-t", "10", "--mem", "500M", "--total-iters", strconv.Itoa(total), "--job-name", "site-lab-move",
+		"--wrapper-arg=--report-interval=1s",
+		"--", "/usr/bin/python3", filepath.Join(root, "internal/wrapper/testdata/fake_trainer.py"), "--facts", facts,
+		"--steps", strconv.Itoa(total), "--period", "0.2", "--ckpt-every", "50", "--gpu-speedup", "8")
+	t.Logf("isched submit on login:\n%s", out)
+	sm, lm := submittedRE.FindStringSubmatch(out), lineageRE.FindStringSubmatch(out)
+	if sm == nil || lm == nil {
+		t.Fatalf("isched submit said no job id or lineage:\n%s", out)
+	}
+	job, lineage := sm[1], lm[1]
+	t.Cleanup(func() { _, _ = siteLab("exec", "login", "root", "--", "scancel", job) })
+	if !strings.Contains(out, "lineage "+lineage+" on cpu") {
+		t.Fatalf("the job does not start on cpu while gpu is busy:\n%s", out)
+	}
+
+	before := waitFor(t, 90*time.Second, "the job training on c1 with an iteration estimate", func() (bool, string) {
+		st, raw := status(t, user_, job)
+		return st.State == "RUNNING" && st.Partition == "cpu" && st.Node == "c1" && st.Step >= 15, raw
+	})
+	var st statusJSON
+	_ = json.Unmarshal([]byte(before), &st)
+	t.Logf("on c1 (%.0fs after submit): step %d/%d", time.Since(t0).Seconds(), st.Step, st.TotalIters)
+
+	on(t, "login", user_, "scancel", blocker)
+	moved := waitFor(t, 2*time.Minute, "the job running on c2 (gpu) after the move", func() (bool, string) {
+		s := squeueJob(t, job)
+		return s == "RUNNING gpu c2", s
+	})
+	t.Logf("moved (%.0fs after submit): %s", time.Since(t0).Seconds(), moved)
+	waitFor(t, 2*time.Minute, "job "+job+" to end", func() (bool, string) {
+		s := squeueJob(t, job)
+		return s == "" || strings.HasPrefix(s, "COMPLETED"), s
+	})
+	end := waitFor(t, 90*time.Second, "isched status "+job+" ENDED", func() (bool, string) {
+		st, raw := status(t, user_, job)
+		return st.State == "ENDED", raw
+	})
+	st = statusJSON{}
+	if err := json.Unmarshal([]byte(end), &st); err != nil {
+		t.Fatalf("isched status --json: %v\n%s", err, end)
+	}
+	if st.Step != total || st.ExitStatus == nil || *st.ExitStatus != 0 {
+		t.Errorf("ended at step %d, exit %v; want %d, 0", st.Step, st.ExitStatus, total)
+	}
+	var hist []string
+	for _, h := range st.History {
+		e := "-"
+		if h.EndStep != nil {
+			e = strconv.FormatInt(*h.EndStep, 10)
+		}
+		hist = append(hist, fmt.Sprintf("attempt %d %s/%s steps %d-%s", h.Attempt, h.Partition, h.Node, h.StartStep, e))
+	}
+	t.Logf("history: %s", strings.Join(hist, "; "))
+	if n := len(st.History); n < 2 || st.History[0].Node != "c1" || st.History[n-1].Node != "c2" || st.History[n-1].Partition != "gpu" {
+		t.Errorf("history %v: want c1 (cpu) first, c2 (gpu) last", hist)
+	}
+
+	// the last attempt, from the trainer itself: on c2, resumed from a checkpoint
+	b, err := os.ReadFile(facts)
+	if err != nil {
+		t.Fatalf("the trainer's facts: %v", err)
+	}
+	var f struct {
+		Start   float64 `json:"start"`
+		End     float64 `json:"end"`
+		Node    string  `json:"node"`
+		Restart string  `json:"restart"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("the trainer's facts: %v\n%s", err, b)
+	}
+	t.Logf("last attempt: restart %s on %s, steps %.0f-%.0f", f.Restart, f.Node, f.Start, f.End)
+	if f.Node != "c2" || f.End != total || f.Start <= 0 || f.Restart != "1" {
+		t.Errorf("last attempt %+v: want restart 1 on c2 resumed from a checkpoint (start > 0), ending at %d", f, total)
+	}
+	if n := len(st.History); n >= 2 && st.History[0].EndStep != nil {
+		t.Logf("lost iterations: %d", *st.History[0].EndStep-int64(f.Start))
+	}
+
+	// both compute hosts reported through the relay, as alice
+	from := map[string]bool{}
+	for _, a := range relayAuths(t)[authsBefore:] {
+		if a[1] == strconv.Itoa(uid) {
+			from[a[0]] = true
+		}
+	}
+	if !from[computeAddr["c1"]] || !from[computeAddr["c2"]] {
+		t.Errorf("the relay authenticated alice from %v, want from both %s and %s", from, computeAddr["c1"], computeAddr["c2"])
+	}
+	t.Logf("submit to ENDED after a move: %.1fs", time.Since(t0).Seconds())
 }
