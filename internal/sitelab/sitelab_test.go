@@ -25,7 +25,7 @@ const (
 	redisAddr = svcAddr + ":7390"
 	siteDir   = "/var/lib/isched-site"
 	cluster   = "site"
-	user_     = "alice"
+	testUser  = "alice"
 )
 
 // computeAddr is each compute host's address; the service host is svcAddr.
@@ -161,7 +161,7 @@ func ingestAdded(t *testing.T) int64 {
 func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 	needLab(t)
 	t0 := time.Now()
-	dir, uid := userDir(t, user_)
+	dir, uid := userDir(t, testUser)
 	script := filepath.Join(dir, "steps.py")
 	src, err := os.ReadFile("testdata/steps.py")
 	if err != nil {
@@ -172,12 +172,12 @@ func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 	}
 	authsBefore, addedBefore := len(relayAuths(t)), ingestAdded(t)
 	// the job's user holds no Redis password to report with: only the relay does
-	if out, err := siteLab("exec", "c1", user_, "--", "cat", filepath.Join(siteDir, "redis", "reporter.pass")); err == nil {
-		t.Fatalf("%s can read the reporter password on c1:\n%s", user_, out)
+	if out, err := siteLab("exec", "c1", testUser, "--", "cat", filepath.Join(siteDir, "redis", "reporter.pass")); err == nil {
+		t.Fatalf("%s can read the reporter password on c1:\n%s", testUser, out)
 	}
 
 	// isched config on the login host: every address is the service host's
-	conf := on(t, "login", user_, "isched", "config")
+	conf := on(t, "login", testUser, "isched", "config")
 	t.Logf("isched config on login:\n%s", conf)
 	for _, want := range []string{relayAddr, redisAddr, "cluster"} {
 		if !strings.Contains(conf, want) {
@@ -189,7 +189,7 @@ func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 	}
 
 	const total = 40
-	out := on(t, "login", user_, "env", "-C", dir, "isched", "submit", "-p", "cpu", "-t", "5", "--mem", "500M",
+	out := on(t, "login", testUser, "env", "-C", dir, "isched", "submit", "-p", "cpu", "-t", "5", "--mem", "500M",
 		"--total-iters", strconv.Itoa(total), "--job-name", "site-lab",
 		`--wrapper-arg=--iter-pattern=step (?P<step>\d+)/(?P<total>\d+)`,
 		"--", "/usr/bin/python3", script, strconv.Itoa(total), "0.5", svcAddr)
@@ -212,7 +212,7 @@ func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 	}
 
 	node := waitFor(t, 2*time.Minute, "job "+job+" RUNNING", func() (bool, string) {
-		s := strings.TrimSpace(on(t, "login", user_, "squeue", "-h", "-j", job, "-o", "%T %N"))
+		s := strings.TrimSpace(on(t, "login", testUser, "squeue", "-h", "-j", job, "-o", "%T %N"))
 		f := strings.Fields(s)
 		if len(f) == 2 && f[0] == "RUNNING" {
 			return true, f[1]
@@ -228,7 +228,7 @@ func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 
 	// isched status on login while it runs: RUNNING with steps
 	running := waitFor(t, 90*time.Second, "isched status "+job+" RUNNING with steps", func() (bool, string) {
-		s := on(t, "login", user_, "isched", "status", job)
+		s := on(t, "login", testUser, "isched", "status", job)
 		m := regexp.MustCompile(`\b([1-9][0-9]*)/` + strconv.Itoa(total) + `\b`).FindString(s)
 		return strings.Contains(s, "RUNNING") && m != "", s
 	})
@@ -236,11 +236,11 @@ func TestJobOnComputeHostReportsThroughRelay(t *testing.T) {
 
 	// the end: Slurm's and the coordinator's
 	waitFor(t, 3*time.Minute, "job "+job+" gone from squeue", func() (bool, string) {
-		s := strings.TrimSpace(on(t, "login", user_, "squeue", "-h", "-j", job, "-o", "%T"))
+		s := strings.TrimSpace(on(t, "login", testUser, "squeue", "-h", "-j", job, "-o", "%T"))
 		return s == "" || s == "COMPLETED", s
 	})
 	ended := waitFor(t, 90*time.Second, "isched status "+job+" ENDED", func() (bool, string) {
-		s := on(t, "login", user_, "isched", "status", job)
+		s := on(t, "login", testUser, "isched", "status", job)
 		return strings.Contains(s, "ENDED"), s
 	})
 	t.Logf("isched status %s on login at the end (%.0fs after submit):\n%s", job, time.Since(t0).Seconds(), ended)
@@ -323,7 +323,7 @@ func status(t *testing.T, who, job string) (statusJSON, string) {
 // squeueJob is squeue's "%T %P %N" of job on the login host ("" once gone).
 func squeueJob(t *testing.T, job string) string {
 	t.Helper()
-	return strings.TrimSpace(on(t, "login", user_, "squeue", "-h", "-j", job, "-o", "%T %P %N"))
+	return strings.TrimSpace(on(t, "login", testUser, "squeue", "-h", "-j", job, "-o", "%T %P %N"))
 }
 
 // TestMigrationFromC1ToC2: gpu (c2's one emulated GPU) is busy with a
@@ -335,15 +335,15 @@ func squeueJob(t *testing.T, job string) string {
 func TestMigrationFromC1ToC2(t *testing.T) {
 	needLab(t)
 	t0 := time.Now()
-	dir, uid := userDir(t, user_)
+	dir, uid := userDir(t, testUser)
 	root := testutil.RepoRoot()
 	authsBefore := len(relayAuths(t))
 	waitFor(t, 2*time.Minute, "c1 and c2 idle", func() (bool, string) {
-		s := strings.TrimSpace(on(t, "login", user_, "sinfo", "-h", "-N", "-o", "%N %t"))
+		s := strings.TrimSpace(on(t, "login", testUser, "sinfo", "-h", "-N", "-o", "%N %t"))
 		return s == "c1 idle\nc2 idle", s
 	})
 
-	blocker := strings.TrimSpace(on(t, "login", user_, "sbatch", "--parsable", "-J", "site-lab-blocker", "-p", "gpu",
+	blocker := strings.TrimSpace(on(t, "login", testUser, "sbatch", "--parsable", "-J", "site-lab-blocker", "-p", "gpu",
 		"--gres=gpu:1", "-t", "3", "-o", "/dev/null", "--wrap", "sleep 300"))
 	t.Cleanup(func() { _, _ = siteLab("exec", "login", "root", "--", "scancel", blocker) })
 	waitFor(t, time.Minute, "the blocker "+blocker+" running on c2", func() (bool, string) {
@@ -354,7 +354,7 @@ func TestMigrationFromC1ToC2(t *testing.T) {
 
 	const total = 150
 	facts := filepath.Join(dir, "facts.json")
-	out := on(t, "login", user_, "env", "-C", dir, "isched", "submit", "--policy", "immediate",
+	out := on(t, "login", testUser, "env", "-C", dir, "isched", "submit", "--policy", "immediate",
 		"--model", filepath.Join(root, "internal/cli/testdata/resnet18_128.json"), "--samples", "1200", "--batch", "8",
 		"--epochs", "1", "--optimizer", "momentum", "--partition-ideal", "gpu", "--fallback", "cpu",
 		"-t", "10", "--mem", "500M", "--total-iters", strconv.Itoa(total), "--job-name", "site-lab-move",
@@ -373,14 +373,14 @@ func TestMigrationFromC1ToC2(t *testing.T) {
 	}
 
 	before := waitFor(t, 90*time.Second, "the job training on c1 with an iteration estimate", func() (bool, string) {
-		st, raw := status(t, user_, job)
+		st, raw := status(t, testUser, job)
 		return st.State == "RUNNING" && st.Partition == "cpu" && st.Node == "c1" && st.Step >= 15, raw
 	})
 	var st statusJSON
 	_ = json.Unmarshal([]byte(before), &st)
 	t.Logf("on c1 (%.0fs after submit): step %d/%d", time.Since(t0).Seconds(), st.Step, st.TotalIters)
 
-	on(t, "login", user_, "scancel", blocker)
+	on(t, "login", testUser, "scancel", blocker)
 	moved := waitFor(t, 2*time.Minute, "the job running on c2 (gpu) after the move", func() (bool, string) {
 		s := squeueJob(t, job)
 		return s == "RUNNING gpu c2", s
@@ -391,7 +391,7 @@ func TestMigrationFromC1ToC2(t *testing.T) {
 		return s == "" || strings.HasPrefix(s, "COMPLETED"), s
 	})
 	end := waitFor(t, 90*time.Second, "isched status "+job+" ENDED", func() (bool, string) {
-		st, raw := status(t, user_, job)
+		st, raw := status(t, testUser, job)
 		return st.State == "ENDED", raw
 	})
 	st = statusJSON{}
