@@ -62,7 +62,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down clean
+.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -97,6 +97,17 @@ cluster-up: ## start the local Slurm + Redis test cluster and a 3-master Redis C
 
 cluster-down: ## stop the local test cluster
 	scripts/dev-cluster down
+
+# site-lab-test: isched on four hosts, each a network namespace with its own
+# address (docs/site-lab.md). Not part of make test: it makes a bridge and
+# namespaces on the machine. The lab stays up for a look afterwards
+# (scripts/site-lab status, exec, down); SITE_LAB_DOWN=1 stops it at the end.
+SITE_LAB_DOWN ?=
+site-lab-test: build ## the site lab (root): scripts/site-lab up, then the sitelab-tagged test (not in make test)
+	scripts/site-lab up
+	@rc=0; $(GO) test -tags sitelab,$(GOTAGS) -count=1 -v -timeout 15m ./internal/sitelab/ || rc=$$?; \
+	  if [ -n "$(SITE_LAB_DOWN)" ]; then scripts/site-lab down; else echo "site lab left up: scripts/site-lab down stops it"; fi; \
+	  if [ $$rc = 0 ]; then echo "site-lab-test: PASS"; else echo "site-lab-test: FAIL (logs: /var/lib/isched-site/log)"; fi; exit $$rc
 
 , := ,
 # make test times its stages (scripts/stage-time) and prints the table at its
@@ -235,7 +246,7 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	shellcheck scripts/dev-cluster scripts/demo scripts/notebook-test scripts/stage-time scripts/python-venv scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
+	shellcheck scripts/dev-cluster scripts/site-lab scripts/demo scripts/notebook-test scripts/stage-time scripts/python-venv scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
 
 size: ## functions over 60 lines or cyclomatic complexity 20 in the CLI, agent and coordinator (issue 31; not part of make test)
 	$(GO) run ./scripts/codesize internal/cli internal/agent internal/coordinator
