@@ -99,11 +99,11 @@ cluster-down: ## stop the local test cluster
 	scripts/dev-cluster down
 
 # site-lab-test: isched on four hosts, each a network namespace with its own
-# address (docs/site-lab.md). Not part of make test: it makes a bridge and
-# namespaces on the machine. The lab stays up for a look afterwards
-# (scripts/site-lab status, exec, down); SITE_LAB_DOWN=1 stops it at the end.
+# address (docs/site-lab.md); make test runs it last with SITE_LAB_DOWN=1.
+# Alone, the lab stays up for a look afterwards (scripts/site-lab status,
+# exec, down); SITE_LAB_DOWN=1 stops it at the end.
 SITE_LAB_DOWN ?=
-site-lab-test: build ## the site lab (root): scripts/site-lab up, then the sitelab-tagged test (not in make test)
+site-lab-test: build ## the site lab (root): scripts/site-lab up, then the sitelab-tagged tests (make test's last stage)
 	scripts/site-lab up
 	@rc=0; $(GO) test -tags sitelab,$(GOTAGS) -count=1 -v -timeout 15m ./internal/sitelab/ || rc=$$?; \
 	  if [ -n "$(SITE_LAB_DOWN)" ]; then scripts/site-lab down; else echo "site lab left up: scripts/site-lab down stops it"; fi; \
@@ -123,7 +123,7 @@ stage = scripts/stage-time run $(STAGES) $(1) -- $(2) || { scripts/stage-time re
 test: stage-start deps build cluster-up ## the README's test command: cluster up, hermetic + integration tests with -race
 	@scripts/stage-time mark $(STAGES) setup:deps,build,cluster-up
 	$(call stage,vet,$(GO) vet ./...)
-	$(call stage,vet-integration,$(GO) vet -tags integration$(,)$(GOTAGS) ./...)
+	$(call stage,vet-integration,$(GO) vet -tags integration$(,)sitelab$(,)$(GOTAGS) ./...)
 	$(call stage,vet-no-libmunge,env GOFLAGS= $(GO) vet ./...)
 	$(call stage,go-test,bash -c 'set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration$(,)$(GOTAGS) -p 1 -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)')
 	$(call stage,fuzz-ci,$(MAKE) --no-print-directory fuzz-ci)
@@ -131,6 +131,7 @@ test: stage-start deps build cluster-up ## the README's test command: cluster up
 	$(call stage,test-python,$(MAKE) --no-print-directory test-python)
 	$(call stage,test-notebook,$(MAKE) --no-print-directory test-notebook)
 	$(call stage,deb-test,$(MAKE) --no-print-directory deb-test)
+	$(call stage,site-lab,$(MAKE) --no-print-directory site-lab-test SITE_LAB_DOWN=1)
 	@scripts/stage-time report $(STAGES)
 
 stage-start:

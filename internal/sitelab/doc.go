@@ -8,6 +8,6 @@
 // service host's address, and that `isched status` on the login host
 // follows it. It fails, never skips, when the site lab is not up.
 //
-// Run it with `make site-lab-test` (as root: it starts the lab first), not
-// as part of `make test`: the namespaces and the bridge are the machine's.
+// Run it with `make site-lab-test` (as root: it starts the lab first);
+// `make test` runs that as its last stage and takes the lab down after.
 package sitelab
