@@ -3,6 +3,7 @@
 package sitelab
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -150,6 +152,34 @@ func ingestAdded(t *testing.T) int64 {
 	}
 	t.Fatalf("XINFO STREAM on %s without entries-added:\n%s", redisAddr, out)
 	return 0
+}
+
+// snapshotPartition is partition name in the agent's latest snapshot,
+// read as admin over the bridge.
+func snapshotPartition(t *testing.T, name string) (report.Partition, bool) {
+	t.Helper()
+	pass, err := os.ReadFile(filepath.Join(siteDir, "redis", "admin.pass"))
+	if err != nil {
+		t.Fatalf("the lab's admin password: %v", err)
+	}
+	host, port, _ := strings.Cut(redisAddr, ":")
+	cmd := exec.Command("redis-cli", "--no-auth-warning", "-h", host, "-p", port, "--user", "admin", "--raw",
+		"GET", "isched:"+cluster+":snapshot")
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+strings.TrimSpace(string(pass)))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("GET the snapshot on %s: %v", redisAddr, err)
+	}
+	env, err := report.DecodeTable(bytes.TrimSpace(out))
+	if err != nil || env.Snapshot == nil {
+		return report.Partition{}, false // not published yet
+	}
+	for _, p := range env.Snapshot.Partitions {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return report.Partition{}, false
 }
 
 // TestJobOnComputeHostReportsThroughRelay: alice submits from the login
@@ -350,7 +380,11 @@ func TestMigrationFromC1ToC2(t *testing.T) {
 		s := squeueJob(t, blocker)
 		return s == "RUNNING gpu c2", s
 	})
-	time.Sleep(5 * time.Second) // two agent polls: the snapshot in Redis shows gpu busy
+	// submit places the job from the agent's snapshot: wait until it shows gpu busy
+	waitFor(t, time.Minute, "the agent's snapshot to show gpu busy", func() (bool, string) {
+		p, ok := snapshotPartition(t, "gpu")
+		return ok && p.NodesIdle == 0 && p.NodesAlloc > 0, fmt.Sprintf("%+v", p)
+	})
 
 	const total = 150
 	facts := filepath.Join(dir, "facts.json")
