@@ -14,7 +14,9 @@ upscaled to the input size.
 This is the plain-PyTorch example. isched hooks (the isched package:
 installed with `pip install ./python`, else found in this repository's
 python/, in $ISCHED_HELPER_DIR (a directory with isched.py or the isched
-package) or in /usr/local/share/isched; without the isched wrapper every call
+package; isched submit sets it to where the site installed it) or in
+/usr/share/isched (the Debian package) or /usr/local/share/isched (make
+install); without the isched wrapper every call
 is a no-op):
 
 - isched.step(step, total=...) after every optimizer step, so the wrapper
@@ -47,7 +49,7 @@ def _import_isched():
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.environ.get("ISCHED_HELPER_DIR"), os.path.join(here, "..", "python"), "/usr/local/share/isched"):
+    for d in (os.environ.get("ISCHED_HELPER_DIR"), os.path.join(here, "..", "python"), "/usr/share/isched", "/usr/local/share/isched"):
         if d and (os.path.exists(os.path.join(d, "isched.py")) or os.path.exists(os.path.join(d, "isched", "__init__.py"))):
             sys.path.insert(0, d)
             import isched  # noqa: PLC0415

@@ -376,6 +376,9 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		}
 		s.Env = append(s.Env, via...)
 	}
+	if dir := a.helperDir(); dir != "" && (o.noReport || a.Getenv("ISCHED_HELPER_DIR") == "") {
+		s.Env = append(s.Env, [2]string{"ISCHED_HELPER_DIR", dir})
+	}
 	s.WrapperArgs = []string{"--checkpoint-dir", o.ckptDir, "--checkpoint-signal", "file"}
 	if sub.totalIters > 0 {
 		s.WrapperArgs = append(s.WrapperArgs, "--total-iters", strconv.FormatInt(sub.totalIters, 10))
@@ -459,6 +462,28 @@ func (a *App) findWrapper(flagValue string) (string, error) {
 		}
 	}
 	return "", usageErr("isched-wrapper not found beside isched or in PATH: pass --wrapper PATH")
+}
+
+// helperDir is where the job's training script finds the isched Python
+// package (ISCHED_HELPER_DIR, which the examples and the conventions'
+// scripts read): helper_dir from isched.conf or the environment, else the
+// installed share/isched beside this program (the package's
+// /usr/share/isched for /usr/bin/isched), else "".
+func (a *App) helperDir() string {
+	if d := a.Getenv("ISCHED_HELPER_DIR"); d != "" {
+		return d
+	}
+	exe, err := a.Executable()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Clean(filepath.Join(filepath.Dir(exe), "..", "share", "isched"))
+	for _, p := range []string{filepath.Join(dir, "isched", "__init__.py"), filepath.Join(dir, "isched.py")} {
+		if fi, err := a.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return dir
+		}
+	}
+	return ""
 }
 
 // jobName is the training script's name: the first argument ending in .py

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,6 +217,54 @@ func TestSubmitReportPath(t *testing.T) {
 				if strings.Contains(out, s) {
 					t.Errorf("script holds %q:\n%s", s, out)
 				}
+			}
+		})
+	}
+}
+
+// fileAt is an os.Stat that finds the regular files in files, and
+// nothing else.
+func fileAt(files ...string) func(string) (fs.FileInfo, error) {
+	return func(p string) (fs.FileInfo, error) {
+		if slices.Contains(files, p) {
+			return os.Stat("submit_test.go") // any regular file
+		}
+		return os.Stat(p)
+	}
+}
+
+// TestSubmitHelperDir: the job's script finds the isched Python package
+// where the site installed it (issue 25's first-time user: the packaged
+// example stopped with "the isched package was not found"): helper_dir
+// from isched.conf or the environment, else share/isched beside isched;
+// none when neither exists.
+func TestSubmitHelperDir(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, want string
+		files           []string
+	}{
+		{name: "installed beside isched", files: []string{"/opt/isched/share/isched/isched/__init__.py"}, want: "/opt/isched/share/isched"},
+		{name: "the module alone", files: []string{"/opt/isched/share/isched/isched.py"}, want: "/opt/isched/share/isched"},
+		{name: "helper_dir wins", env: "/site/isched", files: []string{"/opt/isched/share/isched/isched.py"}, want: "/site/isched"},
+		{name: "none installed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.env["ISCHED_HELPER_DIR"] = tc.env
+			app := h.app()
+			app.Stat = fileAt(tc.files...)
+			var out, errb bytes.Buffer
+			code := app.Run(context.Background(), []string{"submit", "--dry-run", "--partition-ideal", "cpu", "--time", "30",
+				"--wrapper", "/opt/isched/bin/isched-wrapper", "--", "/usr/bin/python3", "train.py"}, &out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			got := strings.Count(out.String(), "export ISCHED_HELPER_DIR=")
+			switch {
+			case tc.want == "" && got != 0:
+				t.Errorf("a helper directory that does not exist is exported:\n%s", out.String())
+			case tc.want != "" && (got != 1 || !strings.Contains(out.String(), "\nexport ISCHED_HELPER_DIR="+tc.want+"\n")):
+				t.Errorf("want one export ISCHED_HELPER_DIR=%s, got %d:\n%s", tc.want, got, out.String())
 			}
 		})
 	}
