@@ -62,7 +62,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test clean
+.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -99,7 +99,8 @@ cluster-down: ## stop the local test cluster
 	scripts/dev-cluster down
 
 # site-lab-test: isched on four hosts, each a network namespace with its own
-# address (docs/site-lab.md); make test runs it last with SITE_LAB_DOWN=1.
+# address (docs/site-lab.md); make test runs it last, from the installed
+# package (site-lab-deb-test).
 # Alone, the lab stays up for a look afterwards (scripts/site-lab status,
 # exec, down); SITE_LAB_DOWN=1 stops it at the end.
 SITE_LAB_DOWN ?=
@@ -108,6 +109,16 @@ site-lab-test: build ## the site lab (root): scripts/site-lab up, then the sitel
 	@rc=0; $(GO) test -tags sitelab,$(GOTAGS) -count=1 -v -timeout 15m ./internal/sitelab/ || rc=$$?; \
 	  if [ -n "$(SITE_LAB_DOWN)" ]; then scripts/site-lab down; else echo "site lab left up: scripts/site-lab down stops it"; fi; \
 	  if [ $$rc = 0 ]; then echo "site-lab-test: PASS"; else echo "site-lab-test: FAIL (logs: /var/lib/isched-site/log)"; fi; exit $$rc
+
+# site-lab-deb-test: the site lab run from the installed Debian package (its
+# /usr/bin and /usr/share/isched, ISCHED_SITE_BIN), as a site installs it on
+# every host; the package is removed again at the end. make test's last stage.
+APT_LOCAL = DEBIAN_FRONTEND=noninteractive apt-get -y -qq --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold
+site-lab-deb-test: ## the site lab from the installed package (root): install bin/isched_*.deb, site-lab-test on /usr/bin, remove it
+	@[ -f $(DEB) ] || $(MAKE) --no-print-directory deb
+	$(APT_LOCAL) install --reinstall $(CURDIR)/$(DEB) >/dev/null
+	@rc=0; ISCHED_SITE_BIN=/usr/bin $(MAKE) --no-print-directory site-lab-test SITE_LAB_DOWN=1 || rc=$$?; \
+	  $(APT_LOCAL) remove --purge isched >/dev/null; exit $$rc
 
 , := ,
 # make test times its stages (scripts/stage-time) and prints the table at its
@@ -131,7 +142,7 @@ test: stage-start deps build cluster-up ## the README's test command: cluster up
 	$(call stage,test-python,$(MAKE) --no-print-directory test-python)
 	$(call stage,test-notebook,$(MAKE) --no-print-directory test-notebook)
 	$(call stage,deb-test,$(MAKE) --no-print-directory deb-test)
-	$(call stage,site-lab,$(MAKE) --no-print-directory site-lab-test SITE_LAB_DOWN=1)
+	$(call stage,site-lab,$(MAKE) --no-print-directory site-lab-deb-test)
 	@scripts/stage-time report $(STAGES)
 
 stage-start:
