@@ -62,7 +62,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: stage-start help deps check-tags build man deb deb-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
+.PHONY: stage-start help deps check-tags build man deb deb-test site-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -258,7 +258,7 @@ lint: ## go vet, staticcheck, gofmt check, shellcheck
 	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
-	shellcheck scripts/dev-cluster scripts/site-lab scripts/demo scripts/notebook-test scripts/stage-time scripts/python-venv scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test .ci/run
+	shellcheck scripts/dev-cluster scripts/site-lab scripts/demo scripts/notebook-test scripts/stage-time scripts/python-venv scripts/bench/wrapper-overhead scripts/isched-task-epilog scripts/mkdeb scripts/deb-test scripts/site-test .ci/run
 
 size: ## functions over 60 lines or cyclomatic complexity 20 in the CLI, agent and coordinator (issue 31; not part of make test)
 	$(GO) run ./scripts/codesize internal/cli internal/agent internal/coordinator
@@ -315,6 +315,13 @@ deb: ## the Debian package $(BIN)/isched_VERSION_ARCH.deb (dpkg-deb from a stage
 	$(MAKE) --no-print-directory install INSTALL_STRIP=-s DESTDIR=$(CURDIR)/$(BIN)/deb-root PREFIX=/usr UNITDIR=/lib/systemd/system SYSUSERSDIR=/usr/lib/sysusers.d VERSION='$(VERSION)'
 	rm -f $(BIN)/isched_*.deb
 	scripts/mkdeb $(BIN)/deb-root '$(VERSION)' $(DEBARCH) $(DEB)
+
+# site-test: the .deb's units under a real systemd PID 1, in a Debian 12
+# container (systemd-nspawn --boot; docs/site-test.md). Root; not part of
+# make test. The first run makes the container's root file system with
+# debootstrap (cached in /var/cache/isched-site-test).
+site-test: deb ## the package's units under a real systemd: boot a Debian 12 container, install the .deb, start and check the three units (root; not in make test)
+	scripts/site-test $(DEB)
 
 deb-test: deb ## lintian (errors, warnings) on the package, then install it here with apt, check binaries, units (systemd-analyze verify), users, man, completion; remove it
 	scripts/deb-test $(DEB)
