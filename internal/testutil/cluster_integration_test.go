@@ -100,7 +100,7 @@ func TestRedisClusterNodesHaveTheUsers(t *testing.T) {
 	}
 	for _, addr := range nodes {
 		for _, user := range []string{"coordinator", "agent", "reporter", "viewer"} {
-			env := map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile(user)}
+			env := map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile(user), "ISCHED_CLUSTER": "users"}
 			cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, user)
 			if err != nil {
 				t.Fatal(err)
@@ -112,11 +112,14 @@ func TestRedisClusterNodesHaveTheUsers(t *testing.T) {
 			}
 			_ = c.Close()
 		}
-		env := map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_FILE": filepath.Join(t.TempDir(), "none")}
+		env := map[string]string{"ISCHED_REDIS_ADDR": addr, "ISCHED_REDIS_PASSWORD_FILE": filepath.Join(t.TempDir(), "none"), "ISCHED_CLUSTER": "users"}
 		if err := os.WriteFile(env["ISCHED_REDIS_PASSWORD_FILE"], []byte("guess\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg, _ := stream.ConfigFromEnv(func(k string) string { return env[k] }, "default")
+		cfg, err := stream.ConfigFromEnv(func(k string) string { return env[k] }, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if c, err := stream.Open(context.Background(), cfg); err == nil {
 			_ = c.Close()
 			t.Errorf("node %s: the default user logs in", addr)
