@@ -273,7 +273,9 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	}
 	// root's jobs may take the opt-in (docs/threat-model.md): root reads
 	// the reporter password, and the harness's many jobs need no relay
-	reportVia := ",ISCHED_REDIS_ADDR=" + w.redis.Addr + ",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
+	// the Redis address comes with w.sbatch's environment (--export=ALL):
+	// a Redis Cluster's list has commas, which --export splits on
+	reportVia := ",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
 	if o.Relay != "" {
 		reportVia = ",ISCHED_RELAY_ADDR=" + o.Relay + ",ISCHED_REDIS_PASSWORD_FILE=/nonexistent,ISCHED_REDIS_PASSWORD_DIR=/nonexistent"
 	}
