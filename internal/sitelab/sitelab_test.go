@@ -124,19 +124,25 @@ func relayAuths(t *testing.T) [][2]string {
 	return out
 }
 
-// ingestAdded is how many entries the cluster's ingest stream has ever
-// taken (XINFO STREAM entries-added), read as admin over the bridge.
-func ingestAdded(t *testing.T) int64 {
+// adminCLI is redis-cli with args on the lab's Redis as admin, over the
+// bridge.
+func adminCLI(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	pass, err := os.ReadFile(filepath.Join(siteDir, "redis", "admin.pass"))
 	if err != nil {
 		t.Fatalf("the lab's admin password: %v", err)
 	}
 	host, port, _ := strings.Cut(redisAddr, ":")
-	cmd := exec.Command("redis-cli", "--no-auth-warning", "-h", host, "-p", port, "--user", "admin",
-		"XINFO", "STREAM", "isched:"+cluster+":ingest")
+	cmd := exec.Command("redis-cli", append([]string{"--no-auth-warning", "-h", host, "-p", port, "--user", "admin"}, args...)...)
 	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+strings.TrimSpace(string(pass)))
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+// ingestAdded is how many entries the cluster's ingest stream has ever
+// taken (XINFO STREAM entries-added), read as admin over the bridge.
+func ingestAdded(t *testing.T) int64 {
+	t.Helper()
+	out, err := adminCLI(t, "XINFO", "STREAM", "isched:"+cluster+":ingest").CombinedOutput()
 	if err != nil {
 		t.Fatalf("XINFO STREAM on %s: %v\n%s", redisAddr, err, out)
 	}
@@ -158,15 +164,7 @@ func ingestAdded(t *testing.T) int64 {
 // read as admin over the bridge.
 func snapshotPartition(t *testing.T, name string) (report.Partition, bool) {
 	t.Helper()
-	pass, err := os.ReadFile(filepath.Join(siteDir, "redis", "admin.pass"))
-	if err != nil {
-		t.Fatalf("the lab's admin password: %v", err)
-	}
-	host, port, _ := strings.Cut(redisAddr, ":")
-	cmd := exec.Command("redis-cli", "--no-auth-warning", "-h", host, "-p", port, "--user", "admin", "--raw",
-		"GET", "isched:"+cluster+":snapshot")
-	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+strings.TrimSpace(string(pass)))
-	out, err := cmd.Output()
+	out, err := adminCLI(t, "--raw", "GET", "isched:"+cluster+":snapshot").Output()
 	if err != nil {
 		t.Fatalf("GET the snapshot on %s: %v", redisAddr, err)
 	}
