@@ -60,7 +60,7 @@ FUZZTIME ?= 10s
 # The Go test runs of make test print through scripts/testreport: failures
 # whole, then every skip with its reason and the slowest packages and tests.
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
-TESTREPORT = $(GO) run ./scripts/testreport -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
+TESTREPORT = $(GO) run ./scripts/testreport -slowest 60 -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
 .PHONY: stage-start help deps check-tags build man deb deb-test site-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
 
@@ -129,6 +129,12 @@ STAGES := $(BIN)/make-test-stages
 # TestConvention*) wait on Slurm, not the CPU: at 10 they took 197 s on
 # the 2-vCPU lab machine, all passing, against ~500 s at 2 (issue 31).
 TEST_PARALLEL ?= 10
+# Packages run two at a time: the e2e package (about 20 minutes, mostly
+# waiting on Slurm) beside the others, in turn. Tests that share the lab's
+# daemons and partitions take leases (internal/testutil/lease.go), so
+# a test that kills a daemon or fills a partition never overlaps another
+# package's test that needs them.
+TEST_PACKAGES ?= 2
 stage = scripts/stage-time run $(STAGES) $(1) -- $(2) || { scripts/stage-time report $(STAGES); exit 1; }
 
 test: stage-start deps build cluster-up ## the README's test command: cluster up, hermetic + integration tests with -race
@@ -136,7 +142,7 @@ test: stage-start deps build cluster-up ## the README's test command: cluster up
 	$(call stage,vet,$(GO) vet ./...)
 	$(call stage,vet-integration,$(GO) vet -tags integration$(,)sitelab$(,)$(GOTAGS) ./...)
 	$(call stage,vet-no-libmunge,env GOFLAGS= $(GO) vet ./...)
-	$(call stage,go-test,bash -c 'set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration$(,)$(GOTAGS) -p 1 -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)')
+	$(call stage,go-test,bash -c 'set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration$(,)$(GOTAGS) -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)')
 	$(call stage,fuzz-ci,$(MAKE) --no-print-directory fuzz-ci)
 	$(call stage,soak-ci,$(MAKE) --no-print-directory soak-ci)
 	$(call stage,test-python,$(MAKE) --no-print-directory test-python)
@@ -167,7 +173,7 @@ test-unit: check-tags ## hermetic tests only (no servers)
 	$(GO) test -race -count=1 ./...
 
 test-integration: build cluster-up ## integration-tagged tests against the real cluster and Redis
-	set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration,$(GOTAGS) -p 1 -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)
+	set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration,$(GOTAGS) -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)
 
 test-scenario: build cluster-up ## the 9-minute issue-14 scenario that make test skips (.ci/allowed-skips)
 	ISCHED_INTEGRATION=1 ISCHED_E2E_SCENARIO=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -run '^TestIssue14Scenario$$' -v -timeout 20m ./internal/e2e/

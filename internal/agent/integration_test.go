@@ -125,6 +125,7 @@ func action(cl string, typ report.ActionType, id string, job string, user string
 
 func submit(t *testing.T, sc *slurm.Client, script, user string) string {
 	t.Helper()
+	testutil.UseLab(t, "cpu", "dev")
 	id, err := sc.SubmitWith(context.Background(), []byte(script), slurm.SubmitSpec{User: user})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // then reads the estimate through the real Redis: the profiled receipts
 // are the user's own beside Redis's, and the rows say profiled.
 func TestProfileOnCluster(t *testing.T) {
+	testutil.UseLab(t, "dev")
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
 	root := testutil.RepoRoot()

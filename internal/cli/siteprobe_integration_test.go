@@ -20,6 +20,7 @@ import (
 // isched: the record is checked and kept beside the catalogue, and the
 // job's temporary record is gone.
 func TestSiteProbeOnCluster(t *testing.T) {
+	testutil.UseLab(t, "dev")
 	testutil.NeedSlurm(t)
 	root := testutil.RepoRoot()
 	isched := testutil.Binary(t, "isched", "./isched")
@@ -69,6 +70,7 @@ func TestSiteProbeOnCluster(t *testing.T) {
 // here) as a short Slurm job on dev: the record is kept in the user's data
 // directory (no site file), and the estimate then names it.
 func TestSiteProbeFootprintOnCluster(t *testing.T) {
+	testutil.UseLab(t, "dev")
 	testutil.NeedSlurm(t)
 	root := testutil.RepoRoot()
 	isched := testutil.Binary(t, "isched", "./isched")

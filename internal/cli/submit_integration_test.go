@@ -28,6 +28,7 @@ func repoRoot() string {
 // submit` on the real local cluster and checks what Slurm made of the
 // directives, then that the job ran under the wrapper to the end.
 func TestSubmitOnCluster(t *testing.T) {
+	testutil.UseLab(t, "cpu", "dev")
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
 	root := repoRoot()
@@ -147,6 +148,7 @@ func waitGone(t *testing.T, id string, limit time.Duration) {
 // SBATCH_ACCOUNT applies when --account is not given; SBATCH_PARTITION
 // never moves isched's partition.
 func TestSubmitSiteOptionsOnCluster(t *testing.T) {
+	testutil.UseLab(t, "cpu", "dev")
 	testutil.NeedSlurm(t)
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o755)

@@ -26,6 +26,7 @@ import (
 // slurmctld is back) is decided on a snapshot taken after the restart. The
 // job then moves to gpu and ends exactly once from its checkpoint.
 func TestChaosSlurmctldRestart(t *testing.T) {
+	testutil.OwnLab(t) // it restarts slurmctld
 	w := newWorld(t, fastPolicy)
 	restoreClusterOnCleanup(t)
 	blocker := w.blockGPU(t, 3*time.Minute)
@@ -172,6 +173,7 @@ func slurmctldCrashedSince(t time.Time) bool {
 // the job resumes from its last checkpoint and completes; the coordinator
 // follows the lineage through it (one lineage, two attempts, ended once).
 func TestChaosSlurmdKilled(t *testing.T) {
+	testutil.OwnLab(t) // it kills a slurmd
 	w := newWorld(t, fastPolicy)
 	restoreClusterOnCleanup(t)
 	node := firstIdle(t, w, 3*time.Minute, "cpu1", "cpu2")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/testutil"
 )
 
 // chaosMonkey SIGKILLs the coordinator, the agent or both at random
@@ -226,6 +227,7 @@ func chaosEnvInt(t *testing.T, name string, def int64) int64 {
 // requeued, with no second job for its lineage and each action executed
 // once.
 func TestChaosKillsDuringMigrations(t *testing.T) {
+	testutil.OwnLab(t) // eight jobs fill the cpu partition, and its moves are timed
 	n := int(chaosEnvInt(t, "ISCHED_CHAOS_MIGRATIONS", 8))
 	seed := chaosEnvInt(t, "ISCHED_CHAOS_SEED", time.Now().UnixNano())
 	t.Logf("%d migrations; chaos seed %d (replay: ISCHED_CHAOS_SEED=%d)", n, seed, seed)

@@ -37,6 +37,7 @@ import (
 //     each (allow_extend), a decision it takes only on a fresh snapshot (it
 //     needs the partition's MaxTime).
 func TestChaosRedisKilledUnder20Jobs(t *testing.T) {
+	testutil.OwnLab(t) // it kills Redis and fills every partition
 	w := newWorld(t, extendPolicy)
 	restoreClusterOnCleanup(t)
 	const (

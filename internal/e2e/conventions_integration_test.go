@@ -63,6 +63,7 @@ func runConvention(t *testing.T, c convention) {
 	if c.steps == 0 {
 		c.steps, c.period, c.limit = convSteps, convPeriod, 1
 	}
+	testutil.UseLab(t, "cpu") // its jobs stay on cpu (ideal and fallback), beside the other conventions'
 	w := newWorld(t, fastPolicy)
 	lineage := fmt.Sprintf("cv%s%d", strings.ReplaceAll(c.name, "-", ""), time.Now().UnixNano()%1e6)
 	dir, _ := os.MkdirTemp(w.dir, "job")

@@ -48,6 +48,7 @@ type dirAttempt struct {
 }
 
 func runDirConvention(t *testing.T, c dirConvention) {
+	testutil.UseLab(t, "cpu") // its jobs stay on cpu (ideal and fallback), beside the other conventions'
 	w := newWorld(t, fastPolicy)
 	lineage := fmt.Sprintf("dc%s%d", c.layout, time.Now().UnixNano()%1e6)
 	dir, _ := os.MkdirTemp(w.dir, "job")

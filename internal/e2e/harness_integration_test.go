@@ -71,6 +71,13 @@ func newWorld(t *testing.T, policyJSON string) *world {
 // get the cluster's master addresses, comma-separated).
 func newWorldOn(t *testing.T, policyJSON string, need func(testing.TB) testutil.Redis) *world {
 	t.Helper()
+	if !testutil.Leased(t) {
+		// a test that declared nothing starts jobs on cpu, beside other
+		// packages' jobs, and moves them to a gpu or dev partition whose
+		// state it sets up (blockGPU): those are its alone
+		testutil.ClaimPartitions(t, "dev", "gpu", "gpu-dev", "scavenger")
+		testutil.UseLab(t, "cpu")
+	}
 	testutil.NeedSlurm(t)
 	r := need(t)
 	bins(t)

@@ -25,6 +25,7 @@ import (
 // cancels the job when the test ends.
 func submit(t *testing.T, c *slurm.Client, script, asUser string) string {
 	t.Helper()
+	testutil.UseLab(t, "cpu", "dev", "gpu") // the moves go to dev and gpu
 	id, err := c.SubmitWith(context.Background(), []byte(script), slurm.SubmitSpec{User: asUser})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
@@ -74,6 +75,7 @@ exec sleep 600
 `
 
 func TestIntegrationSnapshotMatchesSinfoSqueue(t *testing.T) {
+	testutil.OwnLab(t) // sinfo and squeue must not change between the snapshot and them
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
 	dir := testutil.WorkDir(t, "isched-slurm-test-")

@@ -18,6 +18,7 @@ import (
 // integration test builds on: partitions route to their nodes, GPUs are
 // emulated as GRES and visible in the step.
 func TestDevClusterRunsJobs(t *testing.T) {
+	testutil.UseLab(t, "gpu", "dev", "cpu")
 	testutil.NeedSlurm(t)
 	cases := []struct {
 		name      string

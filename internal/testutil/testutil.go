@@ -109,6 +109,7 @@ func (r Redis) Client(t testing.TB, user, cluster string) *stream.Client {
 // PING as the admin user.
 func NeedRedis(t testing.TB) Redis {
 	t.Helper()
+	UseLab(t) // before the check: a test holding the lab may have a daemon down
 	r := Redis{Addr: os.Getenv("ISCHED_REDIS_ADDR"), dir: DevDir()}
 	if r.Addr == "" {
 		r.Addr = "127.0.0.1:6390"
@@ -131,6 +132,7 @@ func NeedRedis(t testing.TB) Redis {
 // that every master answers as the admin user and reports cluster_state:ok.
 func NeedRedisCluster(t testing.TB) Redis {
 	t.Helper()
+	UseLab(t) // before the check: a test holding the lab may have a daemon down
 	r := Redis{Addr: os.Getenv("ISCHED_REDIS_CLUSTER_ADDR"), dir: DevDir()}
 	if r.Addr == "" {
 		r.Addr = DefaultClusterAddr
@@ -223,6 +225,7 @@ func ping(addr, user, pass string) error {
 // place outside internal/slurm and internal/child that runs a command.
 func NeedSlurm(t testing.TB) {
 	t.Helper()
+	UseLab(t) // before the check: a test holding the lab may have a daemon down
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "scontrol", "ping").CombinedOutput()

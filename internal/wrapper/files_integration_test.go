@@ -66,6 +66,7 @@ func (u testUser) fileOf(t *testing.T, path string, data []byte, mode os.FileMod
 // wrapper's log); the step must succeed.
 func srunAs(t *testing.T, u testUser, exports []string, wrapperArgs []string, argv ...string) string {
 	t.Helper()
+	testutil.UseLab(t, "cpu")
 	testutil.NeedSlurm(t)
 	bin := buildWrapper(t)
 	args := []string{"-u", u.name, "--", "srun", "-p", "cpu", "-N1", "-n1", "-t", "3", "--mem=1G", "-J", "isched-wrapperfiles-test",
@@ -240,6 +241,7 @@ func TestBobPlantsAResumePoint(t *testing.T) {
 // The wrapper refuses it, and alice's training runs and writes its progress
 // in a private directory of her own.
 func TestBobsTmpDirRefused(t *testing.T) {
+	testutil.UseLab(t, "cpu")
 	testutil.NeedSlurm(t)
 	alice, bob := lookupUser(t, "alice"), lookupUser(t, "bob")
 	work := testutil.WorkDir(t, "isched-tmpdir")

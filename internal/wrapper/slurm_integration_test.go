@@ -75,6 +75,7 @@ type jobSpec struct {
 
 func submitSpec(t *testing.T, spec jobSpec) *jobRun {
 	t.Helper()
+	testutil.UseLab(t, "cpu")
 	cluster, addr, wrapperArgs, trainerArgs, wait := spec.cluster, spec.addr, spec.wrapperArgs, spec.trainerArgs, spec.wait
 	testutil.NeedSlurm(t)
 	r := testutil.NeedRedis(t)
@@ -400,6 +401,7 @@ func TestCheckpointSignal(t *testing.T) {
 // later leftover replay) delivers what it queued during the outage however
 // long the server takes to replay its append-only file.
 func TestRedisOutage(t *testing.T) {
+	testutil.OwnLab(t) // it stops the lab's Redis
 	gate := t.TempDir()
 	_ = os.Chmod(gate, 0o755)
 	resume := filepath.Join(gate, "resume")
