@@ -30,7 +30,10 @@ func (a *App) historyPath() string {
 }
 
 // remember appends a submission; failing to is only worth a warning.
-func (a *App) remember(jobID, lineage string) error {
+func (a *App) remember(cluster, jobID, lineage string) error {
+	if cluster == "" {
+		cluster = a.cluster()
+	}
 	p := a.historyPath()
 	if p == "" {
 		return nil
@@ -42,7 +45,7 @@ func (a *App) remember(jobID, lineage string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "%s %s %s\n", a.cluster(), jobID, lineage)
+	_, err = fmt.Fprintf(f, "%s %s %s\n", cluster, jobID, lineage)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -88,6 +88,9 @@ type loaded struct {
 	envNote     string // the environment's footprint record, "" for none
 	view        clusterView
 	waits       map[string]plan.Wait // by partition "/" node type
+	// others are the other clusters' catalogues (addClusters), whose
+	// partitions l.site also holds as PARTITION@CLUSTER
+	others []clusterSite
 }
 
 func (l *loaded) wait(ps *plan.PartitionSpec, nt *plan.NodeType) plan.Wait {
@@ -196,6 +199,9 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	if l.site, err = loadSite(l.sitePath); err != nil {
 		return nil, err
 	}
+	if err := a.addClusters(l); err != nil {
+		return nil, err
+	}
 	fp, note, err := a.environment(in.python)
 	if err != nil {
 		return nil, err
@@ -231,12 +237,18 @@ func (a *App) loadWaits(ctx context.Context, l *loaded) error {
 	if l.view, err = a.loadState(ctx, l.in.state); err != nil {
 		return err
 	}
+	if l.in.state != "none" {
+		defer a.otherWaits(ctx, l)
+	}
 	if l.view.state.Snapshot == nil {
 		return nil
 	}
 	now := a.Now()
 	for i := range l.site.Partitions {
 		ps := &l.site.Partitions[i]
+		if ps.Cluster() != "" {
+			continue // another cluster's: otherWaits
+		}
 		for _, n := range ps.NodeTypes {
 			nt := l.site.NodeType(n)
 			l.waits[ps.Name+"/"+nt.Name] = l.site.EstimateWait(l.view.state, ps.Name, a.need(l.in, nt), now)
@@ -295,6 +307,12 @@ func (a *App) stateFromRedis(ctx context.Context, now time.Time) (clusterView, e
 	if err != nil {
 		return clusterView{}, fmt.Errorf("redis: %w", err)
 	}
+	return a.stateFromStore(ctx, st, now)
+}
+
+// stateFromStore reads a cluster's state from the agent's snapshot and job
+// table under st's keys.
+func (a *App) stateFromStore(ctx context.Context, st Store, now time.Time) (clusterView, error) {
 	k := st.Keys()
 	b, err := st.Get(ctx, k.Snapshot())
 	if err != nil {

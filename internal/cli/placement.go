@@ -41,11 +41,17 @@ type placeCluster struct {
 	// defaultPartition is called only when neither the estimate nor the
 	// flags name a partition (it may ask Slurm).
 	defaultPartition func() (string, error)
+	// others are the other clusters a partition may be on
+	// (PARTITION@CLUSTER; the clusters setting).
+	others []string
 }
 
 // submission is the placement of a job: where it starts, where it should
 // end up, what it asks for, and why.
 type submission struct {
+	// cluster is the Slurm cluster the job goes to (sbatch -M) when it is
+	// not the home one; the partition names are that cluster's own
+	cluster    string
 	partitions []string // of the first submission (sbatch --partition)
 	gres       string
 	cpus       int
@@ -70,6 +76,9 @@ type submission struct {
 // cl.defaultPartition.
 func place(r placeRequest, est *placeEstimate, cl placeCluster, now time.Time) (submission, error) {
 	s := submission{migrate: !r.noMigrate, totalIters: r.totalIters}
+	if _, c := splitQualified(r.ideal); c != "" && !slices.Contains(cl.others, c) {
+		return s, usageErr("--partition-ideal %s: cluster %s is not one of the clusters setting's (%s)", r.ideal, c, orNone(strings.Join(cl.others, ",")))
+	}
 	switch {
 	case est != nil:
 		if err := s.fromEstimate(r, est, now); err != nil {
@@ -80,7 +89,7 @@ func place(r placeRequest, est *placeEstimate, cl placeCluster, now time.Time) (
 	default:
 		s.note = "no estimate (no --model): Slurm's defaults for what is not given"
 	}
-	if err := s.partitionFlags(r, est != nil); err != nil {
+	if err := s.partitionFlags(r, est != nil, cl.others); err != nil {
 		return s, err
 	}
 	if len(s.partitions) == 0 {
@@ -105,19 +114,22 @@ func place(r placeRequest, est *placeEstimate, cl placeCluster, now time.Time) (
 // fromEstimate fills s from the estimate's choice: the partitions, the
 // ideal one and the resources of the start's row.
 func (s *submission) fromEstimate(r placeRequest, est *placeEstimate, now time.Time) error {
-	ch, err := chooseFor(r, est, now)
+	ch, err := chooseOnOneCluster(r, est, now)
 	if err != nil {
 		return err
 	}
 	start := ch.Start[0]
+	s.cluster = start.Partition.Cluster()
 	for _, o := range ch.Start {
-		s.partitions = append(s.partitions, o.Partition.Name)
+		s.partitions = append(s.partitions, o.Partition.SlurmName())
 	}
-	s.ideal = ch.Ideal.Partition.Name
+	s.ideal = ch.Ideal.Partition.SlurmName()
 	s.idealGres = ch.Ideal.Row.NodeType.GresOne()
 	s.idealTime = plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition)
 	// the partitions of the first submission are fallbacks too, unless ideal
-	s.fallbacks = ch.FallbackList(nil)
+	for _, f := range ch.FallbackList(nil) {
+		s.fallbacks = append(s.fallbacks, strings.TrimSuffix(f, "@"+s.cluster))
+	}
 	s.migrate = s.migrate && ch.Migrate
 	if r.ideal != "" && r.fallback != "" {
 		s.migrate = !r.noMigrate // the user named both ends
@@ -137,6 +149,35 @@ func (s *submission) fromEstimate(r placeRequest, est *placeEstimate, now time.T
 	s.note = fmt.Sprintf("estimate: batch %d on %s: peak %s %s, run %s (%s), %d iterations",
 		s.batch, row.NodeType.Name, plan.FormatBytes(row.Mem), memKind(row.NodeType), plan.FormatDuration(start.Run), row.Source, row.Iters)
 	return nil
+}
+
+// chooseOnOneCluster is chooseFor on one cluster: a job runs where it is
+// submitted, so when the plans span several clusters the choice is made
+// again among the partitions of one: the user's ideal partition's, else
+// the one the first choice starts on.
+func chooseOnOneCluster(r placeRequest, est *placeEstimate, now time.Time) (plan.Choice, error) {
+	ch, err := chooseFor(r, est, now)
+	if err != nil || !est.plans.Clusters() {
+		return ch, err
+	}
+	c := ch.Start[0].Partition.Cluster()
+	if r.ideal != "" {
+		_, c = splitQualified(r.ideal)
+	}
+	if _, one := ch.Cluster(); one && c == ch.Start[0].Partition.Cluster() {
+		return ch, nil
+	}
+	onOne := *est
+	onOne.plans = est.plans.OnCluster(c)
+	ch, err = chooseFor(r, &onOne, now)
+	return ch, err
+}
+
+// splitQualified splits PARTITION@CLUSTER; cluster is "" for a home
+// partition.
+func splitQualified(name string) (partition, cluster string) {
+	partition, cluster, _ = strings.Cut(name, "@")
+	return partition, cluster
 }
 
 // chooseFor is the estimate's choice: under the policy, or on the
@@ -185,23 +226,28 @@ func startIdle(ch *plan.Choice, r placeRequest, ps plan.Plans) {
 // partitionFlags applies --partition-ideal and --fallback. With an
 // estimate the start is the estimate's (fromEstimate chose it on the
 // user's partition).
-func (s *submission) partitionFlags(r placeRequest, withEstimate bool) error {
+func (s *submission) partitionFlags(r placeRequest, withEstimate bool, others []string) error {
 	if r.ideal != "" {
-		if !stream.ValidName(r.ideal) {
-			return usageErr("--partition-ideal %q: not a partition name", r.ideal)
+		p, err := s.ownPartition(r.ideal, "--partition-ideal", withEstimate, others)
+		if err != nil {
+			return err
 		}
-		s.ideal = r.ideal
+		s.ideal = p
 		if !withEstimate {
-			s.partitions = []string{r.ideal}
+			s.partitions = []string{p}
 		}
 	}
 	if r.fallback == "" {
 		return nil
 	}
 	s.fallbacks = nil
-	for _, p := range strings.Split(r.fallback, ",") {
-		if !stream.ValidName(p) {
+	for _, f := range strings.Split(r.fallback, ",") {
+		if p, c := splitQualified(f); !stream.ValidName(p) || (c != "" && !stream.ValidName(c)) {
 			return usageErr("--fallback %q: not a partition list", r.fallback)
+		}
+		p, err := s.ownPartition(f, "--fallback", true, others) // on the ideal partition's cluster
+		if err != nil {
+			return err
 		}
 		s.fallbacks = append(s.fallbacks, p)
 	}
@@ -210,6 +256,35 @@ func (s *submission) partitionFlags(r placeRequest, withEstimate bool) error {
 		s.partitions = append(s.partitions, s.fallbacks...)
 	}
 	return nil
+}
+
+// ownPartition checks a partition the user named, PARTITION or
+// PARTITION@CLUSTER, and returns its name in its own cluster. Every
+// partition of a submission is on one cluster: the first named sets it
+// unless the estimate (or an earlier flag, placed) did.
+func (s *submission) ownPartition(name, flag string, placed bool, others []string) (string, error) {
+	p, c := splitQualified(name)
+	if !stream.ValidName(p) || (c != "" && !stream.ValidName(c)) {
+		return "", usageErr("%s %q: not a partition name (PARTITION or PARTITION@CLUSTER)", flag, name)
+	}
+	if c != "" && !slices.Contains(others, c) {
+		return "", usageErr("%s %s: cluster %s is not one of the clusters setting's (%s)", flag, name, c, orNone(strings.Join(others, ",")))
+	}
+	if !placed {
+		s.cluster = c
+	}
+	if c != s.cluster {
+		return "", usageErr("%s %s: the job goes to %s; a job runs on one cluster (it moves by requeue)", flag, name, clusterLabel(s.cluster))
+	}
+	return p, nil
+}
+
+// clusterLabel names a cluster in messages ("" is the home cluster).
+func clusterLabel(c string) string {
+	if c == "" {
+		return "the home cluster"
+	}
+	return "cluster " + c
 }
 
 // resourceFlags applies --gres, --time, --mem and --cpus over the
@@ -279,6 +354,9 @@ func (s *submission) plan(lineage, cluster string) report.Plan {
 // on what estimate and cluster state.
 func (s *submission) header(fallbacks []string, policy string) []string {
 	where := "runs on " + strings.Join(s.partitions, ",")
+	if s.cluster != "" {
+		where += " of cluster " + s.cluster
+	}
 	if s.moves() {
 		where += "; moves to " + s.ideal + " (" + orNone(s.idealGres) + ") when it frees"
 	}

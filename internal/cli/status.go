@@ -224,6 +224,11 @@ func (a *App) jobTable(ctx context.Context) (*report.JobTable, error) {
 	if err != nil {
 		return nil, err
 	}
+	return jobTableIn(ctx, st)
+}
+
+// jobTableIn reads the agent's job table under st's keys.
+func jobTableIn(ctx context.Context, st Store) (*report.JobTable, error) {
 	b, err := st.Get(ctx, st.Keys().Jobs())
 	if err != nil {
 		return nil, err
@@ -236,11 +241,12 @@ func (a *App) jobTable(ctx context.Context) (*report.JobTable, error) {
 }
 
 func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool) (*report.JobStatus, error) {
-	st, err := a.openStore(ctx)
+	// a lineage of another cluster (clusters setting) is read under its keys
+	st, err := a.storeFor(ctx, a.lineageCluster(arg))
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	jobs, jerr := a.jobTable(ctx)
+	jobs, jerr := jobTableIn(ctx, st)
 	t, err := a.resolve(ctx, arg, jobs)
 	if err != nil {
 		return nil, err

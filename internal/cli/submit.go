@@ -85,6 +85,7 @@ type submitOpts struct {
 	wrapper     string
 	wrapperArgs listFlag
 	lineage     string
+	lineageMade bool // lineage is newLineage's, not the user's --lineage
 	dryRun      bool
 	asUser      string
 	argv        []string
@@ -152,10 +153,14 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 		if len(env) > 0 {
 			with = ", with " + strings.Join(env, " ") + " from your environment"
 		}
-		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE --comment=%s < script%s)\n", ShellQuote(comment), with)
+		clusters := ""
+		if sub.cluster != "" {
+			clusters = " --clusters=" + sub.cluster
+		}
+		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE%s --comment=%s < script%s)\n", clusters, ShellQuote(comment), with)
 		return nil
 	}
-	return a.send(ctx, o, &sub, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env})
+	return a.send(ctx, o, &sub, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env, Cluster: sub.cluster})
 }
 
 // send makes the checkpoint directory, submits the script and says where
@@ -173,15 +178,26 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "Submitted batch job %s\n", id)
-	if err := a.remember(id, o.lineage); err != nil {
+	if sub.cluster != "" {
+		fmt.Fprintf(a.stdout, "Submitted batch job %s on cluster %s\n", id, sub.cluster)
+	} else {
+		fmt.Fprintf(a.stdout, "Submitted batch job %s\n", id)
+	}
+	if err := a.remember(sub.cluster, id, o.lineage); err != nil {
 		fmt.Fprintf(a.stderr, "isched: warning: submission history: %v\n", err)
 	}
 	fmt.Fprintf(a.stderr, "isched: lineage %s on %s", o.lineage, strings.Join(sub.partitions, ","))
+	if sub.cluster != "" {
+		fmt.Fprintf(a.stderr, " of cluster %s", sub.cluster)
+	}
 	if sub.moves() {
 		fmt.Fprintf(a.stderr, ", moving to %s when it frees", sub.ideal)
 	}
-	fmt.Fprintf(a.stderr, "; follow it with: isched status %s\n", id)
+	follow := id
+	if sub.cluster != "" {
+		follow = o.lineage // job ids are per cluster; the lineage names its cluster
+	}
+	fmt.Fprintf(a.stderr, "; follow it with: isched status %s\n", follow)
 	return nil
 }
 
@@ -267,7 +283,18 @@ func (a *App) decide(ctx context.Context, o *submitOpts) (submission, error) {
 		}
 	}
 	cl := placeCluster{defaultPartition: func() (string, error) { return a.defaultPartition(ctx) }}
-	return place(o.req, est, cl, now)
+	others, err := a.otherClusters()
+	if err != nil {
+		return submission{}, err
+	}
+	for _, oc := range others {
+		cl.others = append(cl.others, oc.Name)
+	}
+	sub, err := place(o.req, est, cl, now)
+	if err == nil && sub.cluster != "" && o.lineageMade {
+		o.lineage = a.newLineageIn(sub.cluster, o.name) // the coordinator there reserves its own namespace
+	}
+	return sub, err
 }
 
 // nameJob checks or makes the job's name and lineage.
@@ -278,7 +305,7 @@ func (a *App) nameJob(o *submitOpts) error {
 		return usageErr("--job-name %q: want 1-64 of [A-Za-z0-9._-]", o.name)
 	}
 	if o.lineage == "" {
-		o.lineage = a.newLineage(o.name)
+		o.lineage, o.lineageMade = a.newLineage(o.name), true
 	} else if !stream.ValidName(o.lineage) {
 		return usageErr("--lineage %q: want 1-64 of [A-Za-z0-9._-]", o.lineage)
 	} else if ns := a.lineageNamespace(); !strings.HasPrefix(o.lineage, ns) {
@@ -348,9 +375,11 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	if err != nil {
 		return nil, "", err
 	}
-	cluster, err := a.clusterName(context.Background())
-	if err != nil {
-		return nil, "", err
+	cluster := sub.cluster
+	if cluster == "" {
+		if cluster, err = a.clusterName(context.Background()); err != nil {
+			return nil, "", err
+		}
 	}
 	p := sub.plan(o.lineage, cluster)
 	comment := p.FormatComment()
@@ -517,8 +546,13 @@ func jobName(argv []string) string {
 // characters. The coordinator reserves a name of this form for that uid,
 // so another user who reads it in squeue cannot claim it first.
 func (a *App) newLineage(name string) string {
+	return a.newLineageIn(a.cluster(), name)
+}
+
+// newLineageIn is newLineage for a job on cluster.
+func (a *App) newLineageIn(cluster, name string) string {
 	suffix := hex.EncodeToString(a.Random(4))
-	prefix := a.lineageNamespace() + name
+	prefix := cluster + "-u" + strconv.Itoa(a.UID()) + "-" + name
 	if len(prefix) > 64-9 {
 		prefix = prefix[:64-9]
 	}

@@ -234,3 +234,19 @@ func MemRequest(r *Row) int64 {
 	m = (m + step - 1) / step * step
 	return min(m, r.NodeType.HostMemoryBytes)
 }
+
+// Cluster is the cluster the choice runs on, its first start's ("": the
+// home cluster), and whether every partition it names is there.
+func (c Choice) Cluster() (cluster string, one bool) {
+	if len(c.Start) == 0 {
+		return "", true
+	}
+	cluster = c.Start[0].Partition.cluster
+	all := append(append([]*Option{c.Ideal}, c.Start...), c.Fallbacks...)
+	for _, o := range all {
+		if o != nil && o.Partition.cluster != cluster {
+			return cluster, false
+		}
+	}
+	return cluster, true
+}

@@ -66,6 +66,8 @@ type Plans struct {
 	// Recommend is "with" (migration) or "without"; Reason says why.
 	Recommend string
 	Reason    string
+	// Overhead is the wall time one move costs in these plans.
+	Overhead time.Duration
 }
 
 // Options builds the feasible options of rows (one batch size) with their
@@ -109,7 +111,7 @@ func Options(rows []Row, wait func(*PartitionSpec, *NodeType) Wait, overhead tim
 
 // MakePlans compares the options of one batch size and recommends one.
 func MakePlans(batch int, opts []*Option, overhead time.Duration) Plans {
-	p := Plans{Batch: batch, Options: opts}
+	p := Plans{Batch: batch, Options: opts, Overhead: overhead}
 	if len(opts) == 0 {
 		p.Reason = "no partition can run this batch size"
 		return p
@@ -154,6 +156,9 @@ func bestMigration(opts []*Option, overhead time.Duration) *Migration {
 		for _, to := range opts {
 			if to == from || !to.Wait.Known || to.Wait.IdleNow || to.Partition.Preemptible || to.Run >= from.Run {
 				continue
+			}
+			if to.Partition.cluster != from.Partition.cluster {
+				continue // a job moves by requeue, within its cluster
 			}
 			if from.Run <= to.Wait.Wait+overhead {
 				continue // it would finish where it started before the move pays
@@ -247,4 +252,27 @@ func FormatDuration(d time.Duration) string {
 		return fmt.Sprintf("%.1f h", d.Hours())
 	}
 	return fmt.Sprintf("%.1f d", d.Hours()/24)
+}
+
+// OnCluster is the plans made again from the options on one cluster's
+// partitions ("": the home cluster's): a job runs on the cluster it is
+// submitted to, so its ideal partition and fallbacks must be there too.
+func (p Plans) OnCluster(cluster string) Plans {
+	var opts []*Option
+	for _, o := range p.Options {
+		if o.Partition.cluster == cluster {
+			opts = append(opts, o)
+		}
+	}
+	return MakePlans(p.Batch, opts, p.Overhead)
+}
+
+// Clusters reports whether the plans' options span several clusters.
+func (p Plans) Clusters() bool {
+	for _, o := range p.Options {
+		if o.Partition.cluster != p.Options[0].Partition.cluster {
+			return true
+		}
+	}
+	return false
 }

@@ -121,6 +121,31 @@ type PartitionSpec struct {
 	// CostFactor multiplies the node type's cost here (default 1).
 	CostFactor float64 `json:"cost_factor,omitempty"`
 	Default    bool    `json:"default,omitempty"`
+	// cluster is the Slurm cluster of a partition that AddCluster brought
+	// in from another catalogue (Name is then PARTITION@CLUSTER); empty
+	// for the home cluster's. Not part of the catalogue's JSON.
+	cluster string
+}
+
+// Cluster is the partition's Slurm cluster when it is not the home one
+// (AddCluster), else "".
+func (ps *PartitionSpec) Cluster() string { return ps.cluster }
+
+// SlurmName is the partition's name in its own cluster (sbatch -p).
+func (ps *PartitionSpec) SlurmName() string {
+	if ps.cluster == "" {
+		return ps.Name
+	}
+	return strings.TrimSuffix(ps.Name, "@"+ps.cluster)
+}
+
+// QualifiedPartition is how a partition of another cluster is named among
+// the home cluster's: PARTITION@CLUSTER.
+func QualifiedPartition(partition, cluster string) string {
+	if cluster == "" {
+		return partition
+	}
+	return partition + "@" + cluster
 }
 
 // UserLimits are per-user limits of a partition (QOS or association

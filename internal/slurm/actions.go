@@ -212,6 +212,9 @@ type SubmitSpec struct {
 	// beat the script's #SBATCH lines. Refused: other names, control
 	// characters.
 	Env []string
+	// Cluster submits to another cluster of the same slurmdbd (`sbatch
+	// --clusters`, Slurm's multi-cluster operation); empty: this one.
+	Cluster string
 }
 
 // SubmitWith submits a batch script read from stdin (`sbatch --parsable`)
@@ -264,6 +267,12 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 	}
 	if spec.Hold {
 		args = append(args, "--hold")
+	}
+	if spec.Cluster != "" {
+		if !clusterRE.MatchString(spec.Cluster) {
+			return "", fmt.Errorf("%w: cluster %q", ErrInvalid, spec.Cluster)
+		}
+		args = append(args, "--clusters="+spec.Cluster)
 	}
 	if spec.Comment != "" {
 		if strings.ContainsAny(spec.Comment, "\x00\n") || len(spec.Comment) > 1024 {

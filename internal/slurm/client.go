@@ -261,11 +261,12 @@ func (c *capped) Write(p []byte) (int, error) {
 func (c *capped) String() string { return c.buf.String() }
 
 var (
-	jobIDRE  = regexp.MustCompile(`^[1-9][0-9]{0,9}(_[0-9]{1,10})?$`)
-	signalRE = regexp.MustCompile(`^(SIG)?[A-Z][A-Z0-9]{1,15}$|^[0-9]{1,2}$`)
-	partRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}(,[A-Za-z0-9._-]{1,128})*$`)
-	gresRE   = regexp.MustCompile(`^[A-Za-z0-9._:/=-]{1,256}(,[A-Za-z0-9._:/=-]{1,256})*$`)
-	userRE   = regexp.MustCompile(`^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$`)
+	jobIDRE   = regexp.MustCompile(`^[1-9][0-9]{0,9}(_[0-9]{1,10})?$`)
+	signalRE  = regexp.MustCompile(`^(SIG)?[A-Z][A-Z0-9]{1,15}$|^[0-9]{1,2}$`)
+	clusterRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	partRE    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}(,[A-Za-z0-9._-]{1,128})*$`)
+	gresRE    = regexp.MustCompile(`^[A-Za-z0-9._:/=-]{1,256}(,[A-Za-z0-9._:/=-]{1,256})*$`)
+	userRE    = regexp.MustCompile(`^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$`)
 	// sbatchEnvRE: SBATCH_* names only (SLURM_CONF and the others stay ours)
 	sbatchEnvRE = regexp.MustCompile(`^SBATCH_[A-Z0-9_]{1,64}$`)
 )

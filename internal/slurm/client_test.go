@@ -440,7 +440,14 @@ func TestSubmitWith(t *testing.T) {
 	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Chdir: "/home/alice/run 1"}); err != nil || id != "78" {
 		t.Fatalf("with --chdir: %q %v", id, err)
 	}
-	for _, bad := range []SubmitSpec{{Partition: "a;b"}, {Gres: "gpu:1 --uid=0"}, {Comment: "a\nb"}, {TimeLimit: -1}, {Chdir: "run"}, {Chdir: "/a\nb"}} {
+	// another cluster of the same slurmdbd: sbatch --clusters, whose
+	// --parsable answer is "id;cluster"
+	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --partition=gpu --clusters=lab2", stdout: "79;lab2\n"})
+	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Partition: "gpu", Cluster: "lab2"}); err != nil || id != "79" {
+		t.Fatalf("with --clusters: %q %v", id, err)
+	}
+	for _, bad := range []SubmitSpec{{Partition: "a;b"}, {Gres: "gpu:1 --uid=0"}, {Comment: "a\nb"}, {TimeLimit: -1}, {Chdir: "run"}, {Chdir: "/a\nb"},
+		{Cluster: "lab,lab2"}, {Cluster: "-M"}, {Cluster: "a b"}} {
 		c, _ := newScript(t)
 		if _, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// lab2State is the second cluster's agent's snapshot: both partitions
+// idle, no job.
+func (h *harness) lab2State() {
+	snap := &report.Snapshot{Cluster: "lab2", TakenMS: now.Add(-5 * time.Second).UnixMilli(), Partitions: []report.Partition{
+		{Name: "cpu", State: "UP", Default: true, NodesTotal: 1, NodesIdle: 1, CPUsTotal: 4, CPUsIdle: 4, MaxTimeMin: i64(2880)},
+		{Name: "gpu", State: "UP", NodesTotal: 1, NodesIdle: 1, CPUsTotal: 4, CPUsIdle: 4, GPUs: []report.GPUCount{{Total: 2, Idle: 2}}, MaxTimeMin: i64(2880)},
+	}}
+	env := report.NewEnvelope(report.KindSnapshot, now)
+	env.Snapshot = snap
+	h.setEnvelope("isched:lab2:snapshot", env)
+	env = report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = &report.JobTable{Cluster: "lab2", TakenMS: now.UnixMilli()}
+	h.setEnvelope("isched:lab2:jobs", env)
+}
+
+func (h *harness) withLab2() {
+	site, err := filepath.Abs("../../examples/site-lab2.json")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.env["ISCHED_CLUSTERS"] = "lab2=" + site
+}
+
+// TestSeveralClusters: lab's gpu partition is full for an hour, lab2's is
+// idle. The plan compares both clusters' partitions, submit sends the job
+// to lab2 (sbatch --clusters) with lab2's own partition names, cluster and
+// lineage, and status follows the lineage on lab2's keys.
+func TestSeveralClusters(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	h.lab2State()
+	h.withLab2()
+	est := []string{"--model", "testdata/mnist_cnn.json", "--samples", "3200", "--epochs", "20", "--batch", "16", "--optimizer", "momentum",
+		"--site", "../../examples/site-lab.json", "--receipts", "none"}
+
+	code, out, errOut := h.run(append([]string{"plan"}, est...)...)
+	if code != 0 {
+		t.Fatalf("plan: exit %d: %s", code, errOut)
+	}
+	t.Logf("plan:\n%s", out)
+	for _, want := range []string{"gpu@lab2", "cpu@lab2", "lab2: agent snapshot in Redis, 5s old"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q", want)
+		}
+	}
+
+	code, _, errOut = h.run(append(append([]string{"submit"}, est...), "--wrapper", "/opt/isched/bin/isched-wrapper", "--", "python3", "train.py")...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d: %s", code, errOut)
+	}
+	if len(h.slurm.specs) != 1 || h.slurm.specs[0].Cluster != "lab2" {
+		t.Fatalf("submitted %+v, want one job to cluster lab2", h.slurm.specs)
+	}
+	script := string(h.slurm.submitted[0])
+	const lineage = "lab2-u1001-train-abababab"
+	for _, want := range []string{"#SBATCH --partition=gpu\n", "ISCHED_CLUSTER=lab2", "lineage=" + lineage, "cluster=lab2"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("script lacks %q:\n%s", want, script)
+		}
+	}
+	for _, line := range strings.Split(script, "\n") {
+		if strings.HasPrefix(line, "#SBATCH") && strings.Contains(line, "@lab2") {
+			t.Errorf("%s: a partition named with its cluster; sbatch --clusters wants lab2's own names", line)
+		}
+	}
+	if !strings.Contains(script, "# plan: runs on gpu of cluster lab2;") {
+		t.Errorf("the script's header does not say where the job runs:\n%s", script)
+	}
+	if !strings.Contains(errOut, "follow it with: isched status "+lineage) {
+		t.Errorf("submit's message: %s", errOut)
+	}
+
+	h.setJSON("isched:lab2:job:{"+lineage+"}:status", report.JobStatus{V: 1, Cluster: "lab2", Lineage: lineage, JobID: 101, UID: 1001,
+		State: "RUNNING", Partition: "gpu", Step: 40, TotalIters: 100})
+	code, out, errOut = h.run("status", lineage)
+	if code != 0 || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "40") {
+		t.Errorf("status %s: exit %d\n%s%s", lineage, code, out, errOut)
+	}
+}
+
+func TestSeveralClustersRefused(t *testing.T) {
+	est := []string{"--model", "testdata/mnist_cnn.json", "--samples", "3200", "--epochs", "20", "--batch", "16", "--optimizer", "momentum",
+		"--site", "../../examples/site-lab.json", "--receipts", "none", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper"}
+	for _, tc := range []struct {
+		name     string
+		clusters string
+		args     []string
+		want     string
+	}{
+		{"the home cluster listed", "lab=/x.json", nil, "names lab, the home cluster"},
+		{"a catalogue not there", "lab2=/nonexistent/site.json", nil, "cluster lab2"},
+		{"an unknown cluster", "", []string{"--partition-ideal", "gpu@lab3"}, "cluster lab3 is not one of the clusters setting's"},
+		{"a fallback on another cluster", "", []string{"--partition-ideal", "gpu@lab2", "--fallback", "cpu"}, "a job runs on one cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.labState()
+			h.lab2State()
+			h.withLab2()
+			if tc.clusters != "" {
+				h.env["ISCHED_CLUSTERS"] = tc.clusters
+			}
+			args := append(append(append([]string{"submit"}, est...), tc.args...), "--", "python3", "train.py")
+			code, _, errOut := h.run(args...)
+			if code == 0 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q: want a failure naming %q", code, errOut, tc.want)
+			}
+		})
+	}
+}
