@@ -1,16 +1,20 @@
 package cli
 
 // Several clusters (issue 27, item 3). The clusters setting names Slurm
-// clusters besides the home one, each with its catalogue: estimate, plan
-// and submit compare their partitions (PARTITION@CLUSTER) with the home
-// cluster's, submit sends the job to the cluster it chose (sbatch -M),
-// and status follows a lineage on the cluster its name carries
-// (<cluster>-u<uid>-…). Each cluster has its own agent and coordinator;
-// their records share one Redis under their cluster's keys.
+// clusters besides the home one, each with its isched.conf (the one that
+// cluster's own login nodes have): estimate, plan and submit compare their
+// partitions (PARTITION@CLUSTER, from the file's site catalogue) with the
+// home cluster's, submit sends the job to the cluster it chose (sbatch
+// --clusters) to report through that cluster's relay, and status follows
+// a lineage on the cluster its name carries (<cluster>-u<uid>-…). Each
+// cluster has its own agent, coordinator and relay; their records share
+// one Redis under their cluster's keys.
 
 import (
 	"context"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 
 	"github.com/isched/isched/internal/clientconfig"
@@ -25,8 +29,22 @@ type clusterSite struct {
 	site *plan.Site
 }
 
-// otherClusters is the clusters setting, parsed; nil when unset.
-func (a *App) otherClusters() ([]clientconfig.OtherCluster, error) {
+// otherCluster is another cluster of the clusters setting, its file read.
+type otherCluster struct {
+	name, confPath string
+	conf           *clientconfig.Config
+}
+
+// getenv is the cluster's own setting of an isched variable, "" when its
+// file does not set it.
+func (c otherCluster) getenv(k string) string {
+	v, _ := c.conf.Get(k)
+	return v.Value
+}
+
+// otherClusters is the clusters setting with each cluster's file read;
+// nil when unset.
+func (a *App) otherClusters() ([]otherCluster, error) {
 	v := a.Getenv("ISCHED_CLUSTERS")
 	if v == "" {
 		return nil, nil
@@ -35,31 +53,90 @@ func (a *App) otherClusters() ([]clientconfig.OtherCluster, error) {
 	if err != nil {
 		return nil, usageErr("ISCHED_CLUSTERS (clusters in isched.conf): %v", err)
 	}
-	return cs, nil
+	home := a.cluster()
+	var out []otherCluster
+	for _, c := range cs {
+		if c.Name == home {
+			return nil, usageErr("ISCHED_CLUSTERS (clusters in isched.conf) names %s, the home cluster: list the others only", home)
+		}
+		if _, err := os.Stat(c.Conf); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+		conf, err := clientconfig.Load(c.Conf)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+		oc := otherCluster{name: c.Name, confPath: c.Conf, conf: conf}
+		if n := oc.getenv("ISCHED_CLUSTER"); n != "" && n != c.Name {
+			return nil, fmt.Errorf("cluster %s: %s says cluster = %s", c.Name, c.Conf, n)
+		}
+		if r := oc.getenv("ISCHED_REDIS_ADDR"); r != "" && r != a.Getenv("ISCHED_REDIS_ADDR") {
+			return nil, fmt.Errorf("cluster %s: %s names Redis %s, this cluster's is %s: the clusters must share one Redis (their keys are apart)",
+				c.Name, c.Conf, r, a.Getenv("ISCHED_REDIS_ADDR"))
+		}
+		out = append(out, oc)
+	}
+	return out, nil
+}
+
+// otherNames are the names of the other clusters (none on an error,
+// which the commands that plan report).
+func (a *App) otherNames() []string {
+	others, _ := a.otherClusters()
+	var names []string
+	for _, o := range others {
+		names = append(names, o.name)
+	}
+	return names
 }
 
 // addClusters loads the other clusters' catalogues and adds their
 // partitions to l.site.
 func (a *App) addClusters(l *loaded) error {
 	others, err := a.otherClusters()
-	if err != nil || len(others) == 0 {
+	if err != nil {
 		return err
 	}
-	home := a.cluster()
 	for _, oc := range others {
-		if oc.Name == home {
-			return usageErr("ISCHED_CLUSTERS (clusters in isched.conf) names %s, the home cluster: list the others only", home)
+		path := oc.getenv("ISCHED_SITE")
+		if path == "" {
+			return fmt.Errorf("cluster %s: %s sets no site (the cluster's catalogue)", oc.name, oc.confPath)
 		}
-		s, err := loadSite(oc.Site)
+		s, err := loadSite(path)
 		if err != nil {
-			return fmt.Errorf("cluster %s: %w", oc.Name, err)
+			return fmt.Errorf("cluster %s: %w", oc.name, err)
 		}
-		if err := l.site.AddCluster(oc.Name, s); err != nil {
-			return fmt.Errorf("cluster %s: %w", oc.Name, err)
+		if err := l.site.AddCluster(oc.name, s); err != nil {
+			return fmt.Errorf("cluster %s: %w", oc.name, err)
 		}
-		l.others = append(l.others, clusterSite{oc.Name, s})
+		l.others = append(l.others, clusterSite{oc.name, s})
 	}
 	return nil
+}
+
+// jobGetenv is where a job on cluster finds its settings: that cluster's
+// file for the variables that reach isched there (its relay, its
+// coordinator's uid), else this CLI's; the home cluster: this CLI's.
+func (a *App) jobGetenv(cluster string) func(string) string {
+	if cluster == "" {
+		return a.Getenv
+	}
+	others, _ := a.otherClusters()
+	for _, oc := range others {
+		if oc.name != cluster {
+			continue
+		}
+		return func(k string) string {
+			if slices.Contains(relayEnv, k) || k == "ISCHED_COORDINATOR_UID" {
+				return oc.getenv(k) // never this cluster's relay: it takes its own cluster's reports only
+			}
+			if v := oc.getenv(k); v != "" {
+				return v
+			}
+			return a.Getenv(k)
+		}
+	}
+	return a.Getenv
 }
 
 // otherWaits estimates the waits on the other clusters' partitions from
@@ -117,13 +194,9 @@ func (a *App) storeFor(ctx context.Context, cluster string) (Store, error) {
 // lineageCluster is the configured other cluster a lineage's name carries
 // (<cluster>-u<uid>-…), "" for the home cluster or none.
 func (a *App) lineageCluster(lineage string) string {
-	others, err := a.otherClusters()
-	if err != nil {
-		return ""
-	}
-	for _, oc := range others {
-		if strings.HasPrefix(lineage, oc.Name+"-u") {
-			return oc.Name
+	for _, name := range a.otherNames() {
+		if strings.HasPrefix(lineage, name+"-u") {
+			return name
 		}
 	}
 	return ""

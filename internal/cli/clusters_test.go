@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,12 +25,19 @@ func (h *harness) lab2State() {
 	h.setEnvelope("isched:lab2:jobs", env)
 }
 
+// withLab2 names lab2 in the clusters setting, with the isched.conf its
+// login nodes would have.
 func (h *harness) withLab2() {
 	site, err := filepath.Abs("../../examples/site-lab2.json")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.env["ISCHED_CLUSTERS"] = "lab2=" + site
+	conf := filepath.Join(h.dir, "lab2.conf")
+	text := "# lab2's login nodes' isched.conf\ncluster = lab2\nsite = " + site + "\nrelay_addr = relay.lab2.example:6395\ncoordinator_uid = 998\n"
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	h.env["ISCHED_CLUSTERS"] = "lab2=" + conf
 }
 
 // TestSeveralClusters: lab's gpu partition is full for an hour, lab2's is
@@ -64,7 +72,8 @@ func TestSeveralClusters(t *testing.T) {
 	}
 	script := string(h.slurm.submitted[0])
 	const lineage = "lab2-u1001-train-abababab"
-	for _, want := range []string{"#SBATCH --partition=gpu\n", "ISCHED_CLUSTER=lab2", "lineage=" + lineage, "cluster=lab2"} {
+	for _, want := range []string{"#SBATCH --partition=gpu\n", "ISCHED_CLUSTER=lab2", "lineage=" + lineage, "cluster=lab2",
+		"ISCHED_RELAY_ADDR=relay.lab2.example:6395", "ISCHED_COORDINATOR_UID=998"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("script lacks %q:\n%s", want, script)
 		}
@@ -73,6 +82,9 @@ func TestSeveralClusters(t *testing.T) {
 		if strings.HasPrefix(line, "#SBATCH") && strings.Contains(line, "@lab2") {
 			t.Errorf("%s: a partition named with its cluster; sbatch --clusters wants lab2's own names", line)
 		}
+	}
+	if strings.Contains(script, "relay.lab.example") {
+		t.Errorf("the job on lab2 was given lab's relay, which takes lab's reports only:\n%s", script)
 	}
 	if !strings.Contains(script, "# plan: runs on gpu of cluster lab2;") {
 		t.Errorf("the script's header does not say where the job runs:\n%s", script)
@@ -98,17 +110,24 @@ func TestSeveralClustersRefused(t *testing.T) {
 		args     []string
 		want     string
 	}{
-		{"the home cluster listed", "lab=/x.json", nil, "names lab, the home cluster"},
-		{"a catalogue not there", "lab2=/nonexistent/site.json", nil, "cluster lab2"},
+		{"the home cluster listed", "lab=/x.conf", nil, "names lab, the home cluster"},
+		{"a file not there", "lab2=/nonexistent/lab2.conf", nil, "cluster lab2: stat /nonexistent/lab2.conf"},
 		{"an unknown cluster", "", []string{"--partition-ideal", "gpu@lab3"}, "cluster lab3 is not one of the clusters setting's"},
 		{"a fallback on another cluster", "", []string{"--partition-ideal", "gpu@lab2", "--fallback", "cpu"}, "a job runs on one cluster"},
+		{"no relay on lab2", "norelay", []string{"--partition-ideal", "gpu@lab2"}, "cluster lab2: its isched.conf (the clusters setting) sets no relay_addr"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.labState()
 			h.lab2State()
 			h.withLab2()
-			if tc.clusters != "" {
+			switch tc.clusters {
+			case "":
+			case "norelay":
+				conf := strings.TrimPrefix(h.env["ISCHED_CLUSTERS"], "lab2=")
+				b, _ := os.ReadFile(conf)
+				_ = os.WriteFile(conf, []byte(strings.ReplaceAll(string(b), "relay_addr", "# relay_addr")), 0o644)
+			default:
 				h.env["ISCHED_CLUSTERS"] = tc.clusters
 			}
 			args := append(append(append([]string{"submit"}, est...), tc.args...), "--", "python3", "train.py")

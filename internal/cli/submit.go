@@ -283,13 +283,10 @@ func (a *App) decide(ctx context.Context, o *submitOpts) (submission, error) {
 		}
 	}
 	cl := placeCluster{defaultPartition: func() (string, error) { return a.defaultPartition(ctx) }}
-	others, err := a.otherClusters()
-	if err != nil {
+	if _, err := a.otherClusters(); err != nil {
 		return submission{}, err
 	}
-	for _, oc := range others {
-		cl.others = append(cl.others, oc.Name)
-	}
+	cl.others = a.otherNames()
 	sub, err := place(o.req, est, cl, now)
 	if err == nil && sub.cluster != "" && o.lineageMade {
 		o.lineage = a.newLineageIn(sub.cluster, o.name) // the coordinator there reserves its own namespace
@@ -399,7 +396,10 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	s.Env = append(s.Env, [2]string{"ISCHED_LINEAGE", o.lineage}, [2]string{"ISCHED_CLUSTER", cluster})
 	s.Env = append(s.Env, o.env...)
 	if !o.noReport {
-		via, err := reportEnv(a.Getenv, o.reportDirect)
+		via, err := reportEnv(a.jobGetenv(sub.cluster), o.reportDirect)
+		if errors.Is(err, errNoRelay) && sub.cluster != "" {
+			return nil, "", fmt.Errorf("cluster %s: its isched.conf (the clusters setting) sets no relay_addr, and a relay takes its own cluster's reports only: %w", sub.cluster, err)
+		}
 		if err != nil {
 			return nil, "", err
 		}

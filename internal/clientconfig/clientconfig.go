@@ -127,39 +127,40 @@ func checkUID(v string) error {
 
 func checkAny(string) error { return nil }
 
-// checkClusters checks NAME=CATALOGUE[,NAME=CATALOGUE…] (ParseClusters).
+// checkClusters checks NAME=CONF[,NAME=CONF…] (ParseClusters).
 func checkClusters(v string) error {
 	_, err := ParseClusters(v)
 	return err
 }
 
 // OtherCluster is a Slurm cluster besides the home one that the CLI plans
-// on and submits to (sbatch -M): its name and its site catalogue.
+// on and submits to (sbatch --clusters): its name and its isched.conf (the
+// file that cluster's own login nodes have: its site catalogue, its relay).
 type OtherCluster struct {
-	Name, Site string
+	Name, Conf string
 }
 
-// ParseClusters reads the clusters setting: NAME=CATALOGUE pairs separated
-// by commas, each NAME a cluster name and CATALOGUE an absolute path.
+// ParseClusters reads the clusters setting: NAME=CONF pairs separated by
+// commas, each NAME a cluster name and CONF an absolute path.
 func ParseClusters(v string) ([]OtherCluster, error) {
 	var out []OtherCluster
 	for _, item := range strings.Split(v, ",") {
-		name, site, ok := strings.Cut(strings.TrimSpace(item), "=")
-		name, site = strings.TrimSpace(name), strings.TrimSpace(site)
+		name, conf, ok := strings.Cut(strings.TrimSpace(item), "=")
+		name, conf = strings.TrimSpace(name), strings.TrimSpace(conf)
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%q: want NAME=CATALOGUE, e.g. lab2=/etc/isched/site-lab2.json", item)
+			return nil, fmt.Errorf("%q: want NAME=CONF, e.g. lab2=/etc/isched/clusters/lab2.conf", item)
 		case checkName(name) != nil:
 			return nil, fmt.Errorf("%q: cluster name %q: want 1-64 of [A-Za-z0-9._-]", item, name)
-		case !filepath.IsAbs(site):
-			return nil, fmt.Errorf("%q: catalogue %q: want an absolute path", item, site)
+		case !filepath.IsAbs(conf):
+			return nil, fmt.Errorf("%q: configuration file %q: want an absolute path", item, conf)
 		}
 		for _, o := range out {
 			if o.Name == name {
 				return nil, fmt.Errorf("cluster %s named twice", name)
 			}
 		}
-		out = append(out, OtherCluster{Name: name, Site: site})
+		out = append(out, OtherCluster{Name: name, Conf: conf})
 	}
 	return out, nil
 }
@@ -178,7 +179,7 @@ var Keys = []Key{
 	{"redis_password_file", "ISCHED_REDIS_PASSWORD_FILE", "the CLI's Redis password file", checkAbs},
 	{"redis_password_dir", "ISCHED_REDIS_PASSWORD_DIR", "directory of <user>.pass files", checkAbs},
 	{"site", "ISCHED_SITE", "site catalogue (partitions, node types, costs)", checkAbs},
-	{"clusters", "ISCHED_CLUSTERS", "other Slurm clusters to plan on and submit to (sbatch -M), NAME=CATALOGUE, comma-separated: their partitions show as PARTITION@NAME", checkClusters},
+	{"clusters", "ISCHED_CLUSTERS", "other Slurm clusters to plan on and submit to (sbatch --clusters), NAME=CONF, comma-separated; CONF is that cluster's isched.conf (its site, its relay_addr): its partitions show as PARTITION@NAME", checkClusters},
 	{"helper_dir", "ISCHED_HELPER_DIR", "directory of the Python helper isched.py", checkAbs},
 	{"iter_pattern", "ISCHED_ITER_PATTERN", "the wrapper's default progress pattern", checkAny},
 	{"account", "SBATCH_ACCOUNT", "default Slurm account of submitted jobs", checkName},

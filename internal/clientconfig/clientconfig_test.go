@@ -160,16 +160,16 @@ func TestLoadSiteFromEnv(t *testing.T) {
 }
 
 func TestParseClusters(t *testing.T) {
-	good, err := ParseClusters("lab2=/etc/isched/site-lab2.json, east = /srv/east.json")
-	if err != nil || len(good) != 2 || good[0] != (OtherCluster{"lab2", "/etc/isched/site-lab2.json"}) || good[1] != (OtherCluster{"east", "/srv/east.json"}) {
+	good, err := ParseClusters("lab2=/etc/isched/clusters/lab2.conf, east = /srv/east.conf")
+	if err != nil || len(good) != 2 || good[0] != (OtherCluster{"lab2", "/etc/isched/clusters/lab2.conf"}) || good[1] != (OtherCluster{"east", "/srv/east.conf"}) {
 		t.Fatalf("ParseClusters: %+v, %v", good, err)
 	}
 	for _, tc := range []struct{ in, want string }{
-		{"lab2", "want NAME=CATALOGUE"},
-		{"lab 2=/x.json", "cluster name"},
-		{"lab2=site.json", "want an absolute path"},
-		{"lab2=/a.json,lab2=/b.json", "named twice"},
-		{"", "want NAME=CATALOGUE"},
+		{"lab2", "want NAME=CONF"},
+		{"lab 2=/x.conf", "cluster name"},
+		{"lab2=lab2.conf", "want an absolute path"},
+		{"lab2=/a.conf,lab2=/b.conf", "named twice"},
+		{"", "want NAME=CONF"},
 	} {
 		if _, err := ParseClusters(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseClusters(%q): %v, want an error containing %q", tc.in, err, tc.want)

@@ -56,6 +56,10 @@ type world struct {
 	// coordArgs and agentArgs are added to the daemons' command lines
 	// (after the harness's own: a flag given again wins).
 	coordArgs, agentArgs []string
+	// slurmConf, when set, is the slurm.conf of the Slurm cluster this
+	// world's daemons serve (SLURM_CONF: lab2, newWorldOnCluster); its
+	// jobs are cancelled there (scancel --clusters).
+	slurmConf, slurmCluster string
 	// relayAddr is this world's isched-relay, started on the first job of
 	// a test user (world.relay).
 	relayAddr string
@@ -70,6 +74,25 @@ func newWorld(t *testing.T, policyJSON string) *world {
 // or testutil.NeedRedisCluster: the daemons and the jobs' wrappers then
 // get the cluster's master addresses, comma-separated).
 func newWorldOn(t *testing.T, policyJSON string, need func(testing.TB) testutil.Redis) *world {
+	t.Helper()
+	return newWorldWith(t, policyJSON, need, &world{cluster: fmt.Sprintf("e2e%d", time.Now().UnixNano()%1e9)})
+}
+
+// newWorldOnCluster is a world for the lab's second Slurm cluster (lab2,
+// scripts/dev-cluster): its agent talks to that cluster's slurmctld, and
+// its isched cluster is the Slurm cluster's name, as the CLI's clusters
+// setting makes it (sbatch --clusters=NAME, Redis keys isched:NAME:…).
+func newWorldOnCluster(t *testing.T, policyJSON, slurmCluster string) *world {
+	t.Helper()
+	conf := filepath.Join(testutil.DevDir(), slurmCluster, "slurm.conf")
+	out, err := exec.Command("env", "SLURM_CONF="+conf, "scontrol", "ping").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "is UP") {
+		t.Fatalf("Slurm cluster %s (%s): scontrol ping: %v: %s (scripts/dev-cluster up starts it)", slurmCluster, conf, err, out)
+	}
+	return newWorldWith(t, policyJSON, testutil.NeedRedis, &world{cluster: slurmCluster, slurmConf: conf, slurmCluster: slurmCluster})
+}
+
+func newWorldWith(t *testing.T, policyJSON string, need func(testing.TB) testutil.Redis, w *world) *world {
 	t.Helper()
 	if !testutil.Leased(t) {
 		// a test that declared nothing starts jobs on cpu, beside other
@@ -87,8 +110,7 @@ func newWorldOn(t *testing.T, policyJSON string, need func(testing.TB) testutil.
 		dir, _ = os.MkdirTemp("", "isched-e2e-"+t.Name()+"-")
 		t.Logf("ISCHED_E2E_KEEP: files kept in %s", dir)
 	}
-	w := &world{t: t, redis: r, dir: dir, started: time.Now(),
-		cluster: fmt.Sprintf("e2e%d", time.Now().UnixNano()%1e9)}
+	w.t, w.redis, w.dir, w.started = t, r, dir, time.Now()
 	_ = os.Chmod(w.dir, 0o755)
 	w.config = filepath.Join(w.dir, "coordinator.json")
 	// leader_ttl 2s: a SIGKILLed coordinator's successor leads 2 s later
@@ -100,7 +122,11 @@ func newWorldOn(t *testing.T, policyJSON string, need func(testing.TB) testutil.
 	w.startCoordinator()
 	t.Cleanup(func() {
 		for _, id := range w.jobs {
-			_ = exec.Command("scancel", id).Run()
+			if w.slurmCluster != "" {
+				_ = exec.Command("scancel", "--clusters="+w.slurmCluster, id).Run()
+			} else {
+				_ = exec.Command("scancel", id).Run()
+			}
 		}
 		for _, c := range []*exec.Cmd{w.coord, w.agent} {
 			if c != nil && c.Process != nil {
@@ -115,8 +141,12 @@ func newWorldOn(t *testing.T, policyJSON string, need func(testing.TB) testutil.
 }
 
 func (w *world) env(user string) []string {
-	return append(os.Environ(), "ISCHED_CLUSTER="+w.cluster, "ISCHED_REDIS_ADDR="+w.redis.Addr,
+	env := append(os.Environ(), "ISCHED_CLUSTER="+w.cluster, "ISCHED_REDIS_ADDR="+w.redis.Addr,
 		"ISCHED_REDIS_USER="+user, "ISCHED_REDIS_PASSWORD_FILE="+w.redis.PasswordFile(user))
+	if w.slurmConf != "" {
+		env = append(env, "SLURM_CONF="+w.slurmConf)
+	}
+	return env
 }
 
 func (w *world) startAgent() {
