@@ -95,9 +95,11 @@ func TestSeveralClusters(t *testing.T) {
 
 	h.setJSON("isched:lab2:job:{"+lineage+"}:status", report.JobStatus{V: 1, Cluster: "lab2", Lineage: lineage, JobID: 101, UID: 1001,
 		State: "RUNNING", Partition: "gpu", Step: 40, TotalIters: 100})
-	code, out, errOut = h.run("status", lineage)
-	if code != 0 || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "40") {
-		t.Errorf("status %s: exit %d\n%s%s", lineage, code, out, errOut)
+	for _, arg := range []string{lineage, "101"} { // the job id: lab doesn't know it, the submission history says lab2
+		code, out, errOut = h.run("status", arg)
+		if code != 0 || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "40/100") {
+			t.Errorf("status %s: exit %d\n%s%s", arg, code, out, errOut)
+		}
 	}
 }
 

@@ -52,8 +52,26 @@ func (a *App) remember(cluster, jobID, lineage string) error {
 	return err
 }
 
-// recall finds the lineage of a job id this user submitted (the latest).
+// recall finds the lineage of a job id this user submitted to this
+// cluster (the latest).
 func (a *App) recall(jobID string) string {
+	return a.recallOn(a.cluster(), jobID)
+}
+
+// recallElsewhere finds the lineage of a job id this user submitted to
+// another cluster of the clusters setting (the latest), "" when none.
+func (a *App) recallElsewhere(jobID string) string {
+	found := ""
+	for _, c := range a.otherNames() {
+		if l := a.recallOn(c, jobID); l != "" {
+			found = l
+		}
+	}
+	return found
+}
+
+// recallOn is recall for a cluster's submissions.
+func (a *App) recallOn(cluster, jobID string) string {
 	p := a.historyPath()
 	if p == "" {
 		return ""
@@ -67,7 +85,7 @@ func (a *App) recall(jobID string) string {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && fields[0] == a.cluster() && fields[1] == jobID && stream.ValidName(fields[2]) {
+		if len(fields) == 3 && fields[0] == cluster && fields[1] == jobID && stream.ValidName(fields[2]) {
 			found = fields[2]
 		}
 	}

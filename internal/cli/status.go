@@ -151,6 +151,12 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 	if l := a.recall(arg); l != "" {
 		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner, acct: acct}, nil
 	}
+	if errors.Is(err, slurm.ErrNotFound) && acct == nil {
+		// not a job of this cluster: one this user sent to another
+		if l := a.recallElsewhere(arg); l != "" {
+			return target{lineage: l, how: "from your submission history " + a.historyPath() + " (cluster " + a.lineageCluster(l) + ")", jobArg: arg, ownerUID: -1}, nil
+		}
+	}
 	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true,
 		acct: acct, unknown: errors.Is(err, slurm.ErrNotFound) && acct == nil}, nil
 }
@@ -250,6 +256,14 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	t, err := a.resolve(ctx, arg, jobs)
 	if err != nil {
 		return nil, err
+	}
+	if c := a.lineageCluster(t.lineage); c != "" && c != a.lineageCluster(arg) {
+		// a job id of another cluster, from the submission history
+		if st, err = a.storeFor(ctx, c); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		jobs, jerr = jobTableIn(ctx, st)
+		t.job = nil
 	}
 	s, err := readStatus(ctx, st, t.lineage)
 	if err != nil && !errors.Is(err, stream.ErrNotFound) {
