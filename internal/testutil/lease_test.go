@@ -80,3 +80,21 @@ func TestLeaseModes(t *testing.T) {
 		})
 	}
 }
+
+// A subtest of a test that owns the lab is covered by it: taking its own
+// lease on another open file would wait for its parent forever.
+func TestLeaseSubtestOfOwner(t *testing.T) {
+	t.Setenv("ISCHED_DEV_DIR", t.TempDir())
+	t.Run("owner", func(t *testing.T) {
+		OwnLab(t)
+		t.Run("sub", func(t *testing.T) {
+			UseLab(t, "cpu") // returns: covered
+			if Leased(t) {
+				t.Error("the subtest took a lease of its own")
+			}
+		})
+	})
+	if !probe(t, "lab", lockExclusive) {
+		t.Error("the lab still held after the owner ended")
+	}
+}
