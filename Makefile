@@ -129,26 +129,19 @@ STAGES := $(BIN)/make-test-stages
 # TestConvention*) wait on Slurm, not the CPU: at 10 they took 197 s on
 # the 2-vCPU lab machine, all passing, against ~500 s at 2 (issue 31).
 TEST_PARALLEL ?= 10
-# Packages run two at a time: the e2e package (about 20 minutes, mostly
-# waiting on Slurm) beside the others, in turn. Tests that share the lab's
-# daemons and partitions take leases (internal/testutil/lease.go), so
-# a test that kills a daemon or fills a partition never overlaps another
-# package's test that needs them.
+# make test runs its checks and tests in two lanes (scripts/test-lanes): the
+# e2e package (about 20 minutes, mostly waiting on Slurm) beside vet, the
+# other packages, the fuzz targets, the Python tests and the soak, in turn.
+# Tests that share the lab's daemons and partitions take leases
+# (internal/testutil/lease.go), so a test that kills a daemon or fills a
+# partition never overlaps another package's test that needs them.
+# test-integration runs packages this many at a time.
 TEST_PACKAGES ?= 2
 stage = scripts/stage-time run $(STAGES) $(1) -- $(2) || { scripts/stage-time report $(STAGES); exit 1; }
 
 test: stage-start deps build cluster-up ## the README's test command: cluster up, hermetic + integration tests with -race
 	@scripts/stage-time mark $(STAGES) setup:deps,build,cluster-up
-	$(call stage,vet,$(GO) vet ./...)
-	$(call stage,vet-integration,$(GO) vet -tags integration$(,)sitelab$(,)$(GOTAGS) ./...)
-	$(call stage,vet-no-libmunge,env GOFLAGS= $(GO) vet ./...)
-	$(call stage,go-test,bash -c 'set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration$(,)$(GOTAGS) -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)')
-	$(call stage,fuzz-ci,$(MAKE) --no-print-directory fuzz-ci)
-	$(call stage,soak-ci,$(MAKE) --no-print-directory soak-ci)
-	$(call stage,test-python,$(MAKE) --no-print-directory test-python)
-	$(call stage,test-notebook,$(MAKE) --no-print-directory test-notebook)
-	$(call stage,deb-test,$(MAKE) --no-print-directory deb-test)
-	$(call stage,site-lab,$(MAKE) --no-print-directory site-lab-deb-test)
+	$(call stage,lanes,env STAGES=$(STAGES) GO=$(GO) GOTAGS=$(GOTAGS) TEST_PARALLEL=$(TEST_PARALLEL) TESTREPORT='$(TESTREPORT)' scripts/test-lanes)
 	@scripts/stage-time report $(STAGES)
 
 stage-start:
@@ -254,7 +247,9 @@ bench-ingest-cluster: cluster-up ## the ingest benchmark, 1k jobs for 30 s, on t
 soak: cluster-up ## manual: 2 h at 1,000 jobs, fails if memory grows > 5% after the warm-up
 	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2h
 
-soak-ci: cluster-up ## the soak for CI: 2 min at 1,000 jobs (30 s warm-up, a sample every 5 s; 200 iterations per sample fill the estimator window before it)
+soak-ci: cluster-up soak-run ## the soak for CI: 2 min at 1,000 jobs (30 s warm-up, a sample every 5 s; 200 iterations per sample fill the estimator window before it)
+
+soak-run: # soak-ci on a cluster that is up (make test's lane B, under the lab's lease)
 	$(GO) run ./scripts/bench/ingest -soak -jobs 1000 -duration 2m -settle 20s -iters 200
 
 lint: ## go vet, staticcheck, gofmt check, shellcheck

@@ -24,6 +24,7 @@ import (
 // --json`, the speeds learned from that receipt (cpu) and from its own
 // running estimate (dev).
 func TestReceiptETARatios(t *testing.T) {
+	testutil.ClaimPartitions(t, "gpu", "dev") // one of its runs is on dev
 	w := newWorld(t, fastPolicy)
 	const total = 300
 	lineage := fmt.Sprintf("eta%d", time.Now().UnixNano()%1e6)

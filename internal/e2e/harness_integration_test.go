@@ -96,9 +96,10 @@ func newWorldWith(t *testing.T, policyJSON string, need func(testing.TB) testuti
 	t.Helper()
 	if !testutil.Leased(t) {
 		// a test that declared nothing starts jobs on cpu, beside other
-		// packages' jobs, and moves them to a gpu or dev partition whose
-		// state it sets up (blockGPU): those are its alone
-		testutil.ClaimPartitions(t, "dev", "gpu", "gpu-dev", "scavenger")
+		// packages' jobs, and moves them to the gpu partition, whose state
+		// it sets up (blockGPU): that is its alone. A test that uses
+		// another partition claims it first.
+		testutil.ClaimPartitions(t, "gpu")
 		testutil.UseLab(t, "cpu")
 	}
 	testutil.NeedSlurm(t)

@@ -25,7 +25,7 @@ import (
 // cancels the job when the test ends.
 func submit(t *testing.T, c *slurm.Client, script, asUser string) string {
 	t.Helper()
-	testutil.UseLab(t, "cpu", "dev", "gpu") // the moves go to dev and gpu
+	testutil.UseLab(t, "cpu") // the tests that move a job to dev or gpu say so first
 	id, err := c.SubmitWith(context.Background(), []byte(script), slurm.SubmitSpec{User: asUser})
 	if err != nil {
 		t.Fatalf("submit: %v", err)
@@ -228,6 +228,7 @@ func compare(t *testing.T, snap report.Snapshot, table report.JobTable) string {
 }
 
 func TestIntegrationMoveRunningCPUToGPU(t *testing.T) {
+	testutil.UseLab(t, "cpu", "gpu")
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
 	dir := testutil.WorkDir(t, "isched-slurm-test-")
@@ -262,6 +263,7 @@ func TestIntegrationMoveRunningCPUToGPU(t *testing.T) {
 }
 
 func TestIntegrationMoveToDevWithShorterLimit(t *testing.T) {
+	testutil.UseLab(t, "cpu", "dev")
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
 	dir := testutil.WorkDir(t, "isched-slurm-test-")
