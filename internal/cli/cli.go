@@ -272,25 +272,7 @@ func (a *App) defaults() {
 		a.Slurm = &slurm.Client{}
 	}
 	if a.OpenStore == nil {
-		a.OpenStore = func(ctx context.Context) (Store, error) {
-			cluster, err := a.clusterName(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if a.Getenv("ISCHED_REDIS_ADDR") == "" {
-				return nil, fmt.Errorf("no Redis address: set redis_addr in %s or ISCHED_REDIS_ADDR", clientconfig.SitePathFrom(a.rawEnv()))
-			}
-			cfg, err := stream.ConfigFromEnv(func(k string) string {
-				if k == "ISCHED_CLUSTER" {
-					return cluster
-				}
-				return a.Getenv(k)
-			}, "viewer")
-			if err != nil {
-				return nil, err
-			}
-			return stream.Open(ctx, cfg)
-		}
+		a.OpenStore = a.openViewer
 	}
 	if a.Executable == nil {
 		a.Executable = os.Executable
@@ -308,12 +290,7 @@ func (a *App) defaults() {
 		a.Getwd = os.Getwd
 	}
 	if a.Username == nil {
-		a.Username = func() string {
-			if u, err := user.Current(); err == nil {
-				return u.Username
-			}
-			return a.Getenv("USER")
-		}
+		a.Username = a.currentUser
 	}
 	if a.UID == nil {
 		a.UID = os.Getuid
@@ -324,6 +301,36 @@ func (a *App) defaults() {
 	if a.Terminal == nil {
 		a.Terminal = isTerminal
 	}
+}
+
+// openViewer connects to Redis as the read-only viewer, on the cluster's
+// keys (the default OpenStore).
+func (a *App) openViewer(ctx context.Context) (Store, error) {
+	cluster, err := a.clusterName(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.Getenv("ISCHED_REDIS_ADDR") == "" {
+		return nil, fmt.Errorf("no Redis address: set redis_addr in %s or ISCHED_REDIS_ADDR", clientconfig.SitePathFrom(a.rawEnv()))
+	}
+	cfg, err := stream.ConfigFromEnv(func(k string) string {
+		if k == "ISCHED_CLUSTER" {
+			return cluster
+		}
+		return a.Getenv(k)
+	}, "viewer")
+	if err != nil {
+		return nil, err
+	}
+	return stream.Open(ctx, cfg)
+}
+
+// currentUser is who runs the CLI (the default Username): os/user, else $USER.
+func (a *App) currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return a.Getenv("USER")
 }
 
 // openStore connects to Redis once per command.

@@ -246,25 +246,43 @@ func jobTableIn(ctx context.Context, st Store) (*report.JobTable, error) {
 	return env.Jobs, nil
 }
 
-func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool) (*report.JobStatus, error) {
-	// a lineage of another cluster (clusters setting) is read under its keys
+// located is a status argument resolved, with the store of the cluster
+// its lineage is on and whether that cluster's job table could be read.
+type located struct {
+	st     Store
+	t      target
+	jobErr error // the job table's read error; nil: read
+}
+
+// locate resolves a status argument on the cluster its lineage is on: a
+// lineage of another cluster of the clusters setting is read under that
+// cluster's keys, as is a job id the submission history puts there.
+func (a *App) locate(ctx context.Context, arg string) (located, error) {
 	st, err := a.storeFor(ctx, a.lineageCluster(arg))
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		return located{}, fmt.Errorf("redis: %w", err)
 	}
 	jobs, jerr := jobTableIn(ctx, st)
 	t, err := a.resolve(ctx, arg, jobs)
 	if err != nil {
-		return nil, err
+		return located{}, err
 	}
 	if c := a.lineageCluster(t.lineage); c != "" && c != a.lineageCluster(arg) {
-		// a job id of another cluster, from the submission history
 		if st, err = a.storeFor(ctx, c); err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
+			return located{}, fmt.Errorf("redis: %w", err)
 		}
-		jobs, jerr = jobTableIn(ctx, st)
+		_, jerr = jobTableIn(ctx, st)
 		t.job = nil
 	}
+	return located{st: st, t: t, jobErr: jerr}, nil
+}
+
+func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool) (*report.JobStatus, error) {
+	loc, err := a.locate(ctx, arg)
+	if err != nil {
+		return nil, err
+	}
+	st, t, jerr := loc.st, loc.t, loc.jobErr
 	s, err := readStatus(ctx, st, t.lineage)
 	if err != nil && !errors.Is(err, stream.ErrNotFound) {
 		return nil, err
