@@ -21,6 +21,7 @@ import (
 // Slurm refuses the change once a job has ended, so the job script lives on
 // 10 s after its step.
 func TestAdminCommentOnDevCluster(t *testing.T) {
+	besideOthers(t)
 	w := newWorld(t, fastPolicy)
 	b, err := os.ReadFile(w.config)
 	if err != nil {

@@ -65,6 +65,15 @@ type world struct {
 	relayAddr string
 }
 
+// besideOthers runs a test that needs the cpu partition only (a job or two
+// there, nothing it fills or counts) in parallel with the others like it
+// and the conventions. Call it first: a test that pauses for its parallel
+// turn holding a lease would keep an OwnLab test waiting for it forever.
+func besideOthers(t *testing.T) {
+	t.Parallel()
+	testutil.UseLab(t, "cpu")
+}
+
 func newWorld(t *testing.T, policyJSON string) *world {
 	t.Helper()
 	return newWorldOn(t, policyJSON, testutil.NeedRedis)

@@ -364,6 +364,7 @@ func noRedisCredentialForBob(t *testing.T, w *world) {
 // 1, froze alice's status and deleted her end report), and a job of his,
 // submitted as isched submit writes it, reports through isched-relay.
 func TestNoRedisCredentialAsBob(t *testing.T) {
+	besideOthers(t)
 	w := newWorld(t, fastPolicy)
 	noRedisCredentialForBob(t, w)
 	plan := report.Plan{Lineage: fmt.Sprintf("nocred%d", time.Now().UnixNano()%1e6), Ideal: "cpu", Total: 30}

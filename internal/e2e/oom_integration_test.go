@@ -20,6 +20,7 @@ import (
 // a measured peak near the limit, not the RSS of the last sample before the
 // allocation.
 func TestEarlyOOM(t *testing.T) {
+	besideOthers(t)
 	w := newWorld(t, fastPolicy)
 	lineage := fmt.Sprintf("oom%d", time.Now().UnixNano()%1e6)
 	const limit = 300 << 20

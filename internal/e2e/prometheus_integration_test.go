@@ -30,6 +30,7 @@ import (
 // checkpoints: at its end the status shows the process memory as its peak,
 // the page cache apart, and the efficiency verdict.
 func TestPrometheusScrapesPerJobSeries(t *testing.T) {
+	besideOthers(t)
 	prom := testutil.NeedPrometheus(t)
 	w := newWorld(t, fastPolicy)
 	// the daemons again, with /metrics on ports the kernel picks

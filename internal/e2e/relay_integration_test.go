@@ -96,6 +96,7 @@ func (w *world) optInReporterPass(dir string) string {
 // run as it does one reporting straight to Redis: its progress and
 // checkpoints, its end at the loop's total, and a receipt Slurm confirms.
 func TestCoordinatorThroughRelay(t *testing.T) {
+	besideOthers(t)
 	w := newWorld(t, fastPolicy)
 	addr := w.startRelay()
 	const total = 300

@@ -49,6 +49,7 @@ func runSender(t *testing.T, bin, who string, args ...string) senderResult {
 // relay runs with a ration of 64 MiB/s a uid so the flood takes seconds:
 // the bound holds whatever the ration.
 func TestRelayFloodAsBobUnderMaxmemory(t *testing.T) {
+	besideOthers(t)
 	testutil.NeedSlurm(t) // MUNGE and the test users
 	const maxMemory = 64 << 20
 	r := testutil.StartSmallRedis(t, maxMemory)

@@ -21,6 +21,7 @@ import (
 // has not yet continued: the job ends CANCELLED and the run is over,
 // never continued again.
 func TestStopOnCluster(t *testing.T) {
+	besideOthers(t)
 	w := newWorld(t, fastPolicy)
 	lineage := fmt.Sprintf("stop%d", time.Now().UnixNano()%1e6)
 	const total = 3000

@@ -50,6 +50,7 @@ type envFacts struct {
 // password directory: the script passes the relay on, and the run is
 // followed through it (relay.log shows alice's uid authenticated).
 func TestUserEnvironmentOnCluster(t *testing.T) {
+	besideOthers(t)
 	if _, err := os.Stat(lmodInit); err != nil {
 		t.Fatalf("Lmod: %v (make deps installs Debian's lmod)", err)
 	}
@@ -257,6 +258,7 @@ func TestOutputNotInSharedDirAsBob(t *testing.T) {
 // from, and she estimates, submits (the job reports through isched-relay,
 // from relay_addr) and follows the run to its end.
 func TestConfigFileOnlyOnCluster(t *testing.T) {
+	besideOthers(t)
 	w := newWorld(t, fastPolicy)
 	cli := testutil.Binary(t, "isched", "./isched")
 	base := testutil.WorkDir(t, "isched-conf-")
@@ -329,6 +331,7 @@ func TestConfigFileOnlyOnCluster(t *testing.T) {
 // ISCHED_* variable of her own, reads it: isched config shows the file and
 // where each setting comes from, the relay jobs report through among them.
 func TestLabConfigInLoginShell(t *testing.T) {
+	besideOthers(t)
 	testutil.NeedSlurm(t)
 	cli := testutil.Binary(t, "isched", "./isched")
 	conf := filepath.Join(testutil.DevDir(), "isched.conf")
@@ -352,6 +355,7 @@ func TestLabConfigInLoginShell(t *testing.T) {
 // environment through sbatch's --export=ALL), and her reports reach the
 // lab's ingest stream through it.
 func TestOwnScriptReportsThroughLabRelay(t *testing.T) {
+	besideOthers(t)
 	r := testutil.NeedRedis(t)
 	testutil.NeedSlurm(t)
 	base := testutil.WorkDir(t, "isched-ownscript-")
