@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,6 +96,16 @@ func TestSeveralClusters(t *testing.T) {
 
 	h.setJSON("isched:lab2:job:{"+lineage+"}:status", report.JobStatus{V: 1, Cluster: "lab2", Lineage: lineage, JobID: 101, UID: 1001,
 		State: "RUNNING", Partition: "gpu", Step: 40, TotalIters: 100})
+	// the list: lab's jobs, then the user's jobs on lab2, JOB@CLUSTER
+	env := report.NewEnvelope(report.KindJobs, now)
+	p := report.Plan{Lineage: lineage, Cluster: "lab2", Ideal: "gpu"}
+	env.Jobs = &report.JobTable{Cluster: "lab2", TakenMS: now.UnixMilli(), Jobs: []report.Job{{JobID: 101, User: "alice", UID: 1001, Partition: "gpu",
+		State: "RUNNING", Comment: p.FormatComment()}}}
+	h.setEnvelope("isched:lab2:jobs", env)
+	code, out, errOut = h.run("status")
+	if code != 0 || !regexpLine(out, `^101@lab2\s+`+lineage+`\s+RUNNING\s+gpu\s+40/100`) {
+		t.Errorf("status (the list): exit %d\n%s%s", code, out, errOut)
+	}
 	for _, arg := range []string{lineage, "101"} { // the job id: lab doesn't know it, the submission history says lab2
 		code, out, errOut = h.run("status", arg)
 		if code != 0 || !strings.Contains(out, "RUNNING") || !strings.Contains(out, "40/100") {
@@ -139,4 +150,8 @@ func TestSeveralClustersRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+func regexpLine(out, pattern string) bool {
+	return regexp.MustCompile(`(?m)` + pattern).MatchString(out)
 }

@@ -648,19 +648,19 @@ func etaSourceText(s *report.JobStatus) string {
 }
 
 // listJobs shows the caller's isched jobs from the job table.
-func (a *App) listJobs(ctx context.Context, asJSON bool) error {
-	jobs, err := a.jobTable(ctx)
-	if err != nil {
-		return fmt.Errorf("no job table (%v): pass a job id or lineage", err)
-	}
+// listedJob is one of the user's isched jobs in a cluster's job table.
+type listedJob struct {
+	cluster string // "" for the home cluster
+	job     *report.Job
+	plan    report.Plan
+	status  *report.JobStatus
+}
+
+// myJobs are the user's isched jobs of one cluster's job table, with their
+// status under st's keys.
+func (a *App) myJobs(ctx context.Context, st Store, jobs *report.JobTable, cluster string) []listedJob {
 	me := a.Username()
-	st, _ := a.openStore(ctx)
-	type row struct {
-		job    *report.Job
-		plan   report.Plan
-		status *report.JobStatus
-	}
-	var rows []row
+	var rows []listedJob
 	for i := range jobs.Jobs {
 		j := &jobs.Jobs[i]
 		if me != "" && j.User != me {
@@ -670,11 +670,32 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 		if !ok || err != nil {
 			continue
 		}
-		r := row{job: j, plan: p}
+		r := listedJob{cluster: cluster, job: j, plan: p}
 		if st != nil {
 			r.status, _ = readStatus(ctx, st, p.Lineage)
 		}
 		rows = append(rows, r)
+	}
+	return rows
+}
+
+// listJobs lists the user's isched jobs: the home cluster's, then those of
+// the other clusters of the clusters setting (JOB@CLUSTER).
+func (a *App) listJobs(ctx context.Context, asJSON bool) error {
+	jobs, err := a.jobTable(ctx)
+	if err != nil {
+		return fmt.Errorf("no job table (%v): pass a job id or lineage", err)
+	}
+	st, _ := a.openStore(ctx)
+	rows := a.myJobs(ctx, st, jobs, "")
+	for _, c := range a.otherNames() {
+		cst, err := a.storeFor(ctx, c)
+		if err != nil {
+			continue
+		}
+		if cj, err := jobTableIn(ctx, cst); err == nil {
+			rows = append(rows, a.myJobs(ctx, cst, cj, c)...)
+		}
 	}
 	if asJSON {
 		out := []statusJSON{}
@@ -686,9 +707,13 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 		return writeJSON(a.stdout, out)
 	}
 	if len(rows) == 0 {
-		fmt.Fprintf(a.stdout, "no isched jobs of %s in the job table\n", me)
+		fmt.Fprintf(a.stdout, "no isched jobs of %s in the job table\n", a.Username())
 		return nil
 	}
+	return a.writeJobList(rows)
+}
+
+func (a *App) writeJobList(rows []listedJob) error {
 	now := a.Now()
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tLINEAGE\tSTATE\tPARTITION\tPROGRESS\tETA")
@@ -704,7 +729,11 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 				e = when(time.UnixMilli(s.ETAMS), now)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", jobKey(r.job), r.plan.Lineage, clean(r.job.State), clean(r.job.Partition), prog, e)
+		id := jobKey(r.job)
+		if r.cluster != "" {
+			id += "@" + r.cluster
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, r.plan.Lineage, clean(r.job.State), clean(r.job.Partition), prog, e)
 	}
 	return tw.Flush()
 }
