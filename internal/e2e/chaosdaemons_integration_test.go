@@ -173,7 +173,7 @@ func slurmctldCrashedSince(t time.Time) bool {
 // the job resumes from its last checkpoint and completes; the coordinator
 // follows the lineage through it (one lineage, two attempts, ended once).
 func TestChaosSlurmdKilled(t *testing.T) {
-	testutil.OwnLab(t) // it kills a slurmd
+	testutil.ClaimPartitions(t, "cpu", "gpu", "scavenger") // it kills the slurmd of a cpu node (scavenger's too)
 	w := newWorld(t, fastPolicy)
 	restoreClusterOnCleanup(t)
 	node := firstIdle(t, w, 3*time.Minute, "cpu1", "cpu2")

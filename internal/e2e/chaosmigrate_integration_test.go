@@ -227,7 +227,7 @@ func chaosEnvInt(t *testing.T, name string, def int64) int64 {
 // requeued, with no second job for its lineage and each action executed
 // once.
 func TestChaosKillsDuringMigrations(t *testing.T) {
-	testutil.OwnLab(t) // eight jobs fill the cpu partition, and its moves are timed
+	testutil.ClaimPartitions(t, "cpu", "gpu") // eight jobs fill the cpu partition, and its moves are timed
 	n := int(chaosEnvInt(t, "ISCHED_CHAOS_MIGRATIONS", 8))
 	seed := chaosEnvInt(t, "ISCHED_CHAOS_SEED", time.Now().UnixNano())
 	t.Logf("%d migrations; chaos seed %d (replay: ISCHED_CHAOS_SEED=%d)", n, seed, seed)

@@ -31,7 +31,7 @@ const devChunkPolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "5s
 // (or a dev window closing within minutes): it is left to the policy's
 // table tests and to TestTimeLimitContinuation, which exercises rule 1.
 func TestDevChunk(t *testing.T) {
-	testutil.OwnLab(t) // its blocker holds both cpu nodes exclusively
+	testutil.ClaimPartitions(t, "cpu", "dev", "gpu") // its blocker holds both cpu nodes exclusively
 	w := newWorld(t, devChunkPolicy)
 	waitNodesIdle(t, w, 3*time.Minute, "dev1")
 	blocker := w.sbatch("-J", "isched-e2e-blocker", "-p", "cpu", "-N", "2", "--exclusive", "-t", "5", "--wrap", "sleep 300")

@@ -91,7 +91,7 @@ func (w *world) sleeperAs(who string, args ...string) string {
 //     on QOSMaxGRESPerUser) while his GPU job runs; once it ends, the
 //     coordinator moves it.
 func TestUserLimitsAsBob(t *testing.T) {
-	testutil.OwnLab(t) // it counts bob's jobs, and other packages run jobs as bob
+	testutil.ClaimPartitions(t, testutil.Partitions...) // it counts bob's jobs anywhere, and other packages run jobs as bob
 	w := newWorld(t, fastPolicy)
 	cli := testutil.Binary(t, "isched", "./isched")
 	// both on cpu1: cpu2 stays an idle node

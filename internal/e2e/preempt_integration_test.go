@@ -29,7 +29,7 @@ import (
 // either): its attempt ends with exit 0 after the SIGTERM save, which must
 // not read as "the run is done".
 func TestPreemptionFromScavenger(t *testing.T) {
-	testutil.OwnLab(t) // its victims hold whole cpu and gpu nodes exclusively
+	testutil.ClaimPartitions(t, "cpu", "gpu", "scavenger") // its victims hold whole cpu and gpu nodes exclusively
 	w := newWorld(t, fastPolicy)
 	// Each victim holds a whole idle node of scavenger (--exclusive), so no
 	// one else's job can land there meanwhile and a one-CPU job of the

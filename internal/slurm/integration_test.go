@@ -75,7 +75,7 @@ exec sleep 600
 `
 
 func TestIntegrationSnapshotMatchesSinfoSqueue(t *testing.T) {
-	testutil.OwnLab(t) // sinfo and squeue must not change between the snapshot and them
+	testutil.ClaimPartitions(t, testutil.Partitions...) // sinfo and squeue must not change between the snapshot and them
 	testutil.NeedSlurm(t)
 	c := &slurm.Client{}
 	dir := testutil.WorkDir(t, "isched-slurm-test-")
