@@ -35,6 +35,12 @@ func (c *Coordinator) endOrContinue(ctx context.Context, name string, l *lineage
 			// before that save died with the attempt
 			st.Step, l.dirty = j.LastCkptStep, true
 		}
+		if exit != nil && *exit == 0 && st.TotalIters > 0 && st.Step >= st.TotalIters {
+			// the run's own end: it exited 0 at its last step, and only
+			// the report of that step came after its end report (ci53: a
+			// one-iteration last attempt); Slurm's state merely settled it
+			endState = "ENDED"
+		}
 		c.finish(l, endState, atMS, exit)
 		if st.TotalIters > 0 && st.Step < st.TotalIters {
 			// ended with work left: say why it is not continued

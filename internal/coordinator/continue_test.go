@@ -533,3 +533,40 @@ func TestKilledAfterSavingItsLastStep(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedAtTotalBeforeItsLastStepReport (ci53, TestConventionSIGTERMOnly):
+// a last attempt of one iteration saves its last step and exits 0, and its
+// end report is applied while the last step seen is one short. Slurm's
+// COMPLETED then settles it: the run ended by itself at its total, so its
+// state is ENDED (not Slurm's COMPLETED) at the checkpoint's step, and it
+// is not continued.
+func TestEndedAtTotalBeforeItsLastStepReport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-63"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 900}
+	j := job(63, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
+	e.publish([]report.Job{j}, nil)
+	w := e.attemptWrapper(63, lin, 0)
+	e.start(w)
+	e.sampleTotal(w, 700, 200, 900) // steps 700 to 899
+	e.checkpoint(w, "/ck/ckpt-900.pt", 900)
+	end := report.NewEnvelope(report.KindEnd, e.now)
+	end.End = &report.End{ExitCode: 0, Reason: report.EndExited}
+	e.send(w, end)
+	e.rounds(1)
+	e.now = e.now.Add(time.Second)
+	j.State = "COMPLETED"
+	e.publish([]report.Job{j}, nil)
+	e.rounds(1) // Slurm's COMPLETED seen
+	e.now = e.now.Add(10 * time.Minute) // past EndGrace: no other report settles it
+	e.publish([]report.Job{j}, nil)
+	e.rounds(2)
+	if acts := e.actions(); len(acts) != 0 {
+		t.Errorf("a finished run was continued: %+v", acts)
+	}
+	st := e.status(lin)
+	if st.State != "ENDED" || st.Step != 900 || st.EndedMS == 0 {
+		t.Errorf("state %s at step %d (ended %d), want ENDED at 900; decisions %v", st.State, st.Step, st.EndedMS, decisionKinds(st))
+	}
+}

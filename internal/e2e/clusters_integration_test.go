@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,14 +32,16 @@ func TestSubmitToSecondCluster(t *testing.T) {
 	root := testutil.RepoRoot()
 	blocker := home.blockGPU(t, 3*time.Minute)
 	defer exec.Command("scancel", blocker).Run()
-	waitFor(t, lab2, time.Minute, "lab2's agent to publish its snapshot", func() bool {
-		c, err := lab2.client("coordinator")
-		if err != nil {
-			return false
-		}
-		defer c.Close()
-		_, err = c.Get(t.Context(), c.Keys().Snapshot())
-		return err == nil
+	// the plan reads the agents' snapshots: lab's must show its gpu full
+	// (ci53: one taken just before the blocker ran showed it idle, and the
+	// job went to lab's gpu), lab2's must be there
+	waitFor(t, home, time.Minute, "lab's agent to see its gpu partition full", func() bool {
+		p, ok := home.snapshotPartition("gpu")
+		return ok && gpuIdleOf(p) == 0
+	})
+	waitFor(t, lab2, time.Minute, "lab2's agent to see its gpu partition idle", func() bool {
+		p, ok := lab2.snapshotPartition("gpu")
+		return ok && gpuIdleOf(p) > 0
 	})
 
 	base := testutil.WorkDir(t, "isched-clusters-")
@@ -117,4 +120,35 @@ func regexpLine(out, pattern string) bool {
 		}
 	}
 	return false
+}
+
+// snapshotPartition is a partition of the agent's latest snapshot.
+func (w *world) snapshotPartition(name string) (report.Partition, bool) {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return report.Partition{}, false
+	}
+	defer c.Close()
+	b, err := c.Get(context.Background(), c.Keys().Snapshot())
+	if err != nil {
+		return report.Partition{}, false
+	}
+	env, err := report.DecodeTable(b)
+	if err != nil || env.Snapshot == nil {
+		return report.Partition{}, false
+	}
+	for _, p := range env.Snapshot.Partitions {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return report.Partition{}, false
+}
+
+func gpuIdleOf(p report.Partition) int {
+	n := 0
+	for _, g := range p.GPUs {
+		n += g.Idle
+	}
+	return n
 }
