@@ -558,7 +558,7 @@ func TestEndedAtTotalBeforeItsLastStepReport(t *testing.T) {
 	e.now = e.now.Add(time.Second)
 	j.State = "COMPLETED"
 	e.publish([]report.Job{j}, nil)
-	e.rounds(1) // Slurm's COMPLETED seen
+	e.rounds(1)                         // Slurm's COMPLETED seen
 	e.now = e.now.Add(10 * time.Minute) // past EndGrace: no other report settles it
 	e.publish([]report.Job{j}, nil)
 	e.rounds(2)
