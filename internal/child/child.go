@@ -94,6 +94,10 @@ type Config struct {
 	// delivered: the wrapper still received the signal and may report it.
 	// It runs on the goroutine that called Forward and must not block.
 	OnSignal func(received os.Signal, delivered Delivery)
+
+	// catches reports whether a process of a group catches a signal, and
+	// whether the group has members (tests; default groupCatches).
+	catches func(pgid int, sig syscall.Signal) (catches, members bool)
 }
 
 // Exit is how the child ended.
@@ -171,6 +175,7 @@ type Process struct {
 
 	mu        sync.Mutex
 	killTimer *time.Timer
+	held      map[syscall.Signal]bool // checkpoint requests held until caught (holdUntilCaught)
 
 	exit Exit
 	err  error

@@ -190,21 +190,81 @@ func (p *Process) Forward(sig os.Signal) error {
 			}
 			p.log.Info("wrote control file", "received", shortName(s), "file", d.File)
 		}
-	} else {
-		gone, err := p.signalGroup(d.Signal)
-		if err != nil {
-			return fmt.Errorf("forward %s as %s to group %d: %w", shortName(s), shortName(d.Signal), p.pid, err)
-		}
-		if gone {
-			p.log.Debug("child group gone, signal not forwarded", "received", shortName(s), "pgid", p.pid)
-		} else {
-			p.log.Info("forwarded signal", "received", shortName(s), "delivered", shortName(d.Signal), "pgid", p.pid)
-		}
+	} else if requestSignal(d.Signal) && !p.caught(d.Signal) {
+		p.holdUntilCaught(s, d.Signal)
+	} else if err := p.deliver(s, d.Signal); err != nil {
+		return err
 	}
 	if p.cfg.OnSignal != nil {
 		p.cfg.OnSignal(sig, d)
 	}
 	return nil
+}
+
+// deliver sends sig (received as s) to the child's process group.
+func (p *Process) deliver(s, sig syscall.Signal) error {
+	gone, err := p.signalGroup(sig)
+	if err != nil {
+		return fmt.Errorf("forward %s as %s to group %d: %w", shortName(s), shortName(sig), p.pid, err)
+	}
+	if gone {
+		p.log.Debug("child group gone, signal not forwarded", "received", shortName(s), "pgid", p.pid)
+	} else {
+		p.log.Info("forwarded signal", "received", shortName(s), "delivered", shortName(sig), "pgid", p.pid)
+	}
+	return nil
+}
+
+// caught reports whether a process of the child's group catches sig; a
+// group with no member left counts as catching (the signal then goes
+// nowhere, as before).
+func (p *Process) caught(sig syscall.Signal) bool {
+	catches, members := p.catches()(p.pid, sig)
+	return catches || !members
+}
+
+func (p *Process) catches() func(int, syscall.Signal) (bool, bool) {
+	if p.cfg.catches != nil {
+		return p.cfg.catches
+	}
+	return groupCatches
+}
+
+// holdUntilCaught delivers sig once a process of the group catches it, or
+// drops it when the child exits first; one hold per signal at a time (a
+// signal sent again meanwhile coalesces with it, as pending signals do).
+func (p *Process) holdUntilCaught(s, sig syscall.Signal) {
+	p.mu.Lock()
+	if p.held == nil {
+		p.held = map[syscall.Signal]bool{}
+	}
+	if p.held[sig] {
+		p.mu.Unlock()
+		return
+	}
+	p.held[sig] = true
+	p.mu.Unlock()
+	p.log.Info("signal held: no process of the child's group catches it yet, and it would kill them; delivered once one does",
+		"received", shortName(s), "delivered", shortName(sig), "pgid", p.pid)
+	go func() {
+		defer func() { p.mu.Lock(); delete(p.held, sig); p.mu.Unlock() }()
+		tick := time.NewTicker(deferPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.leaderDone:
+				p.log.Info("held signal dropped: the child exited before catching it", "received", shortName(s), "pgid", p.pid)
+				return
+			case <-tick.C:
+			}
+			if p.caught(sig) {
+				if err := p.deliver(s, sig); err != nil {
+					p.log.Warn("held signal", "err", err)
+				}
+				return
+			}
+		}
+	}()
 }
 
 // signalGroup sends sig to the child's process group; gone reports that no
