@@ -410,7 +410,18 @@ func (p *Process) Wait() (Exit, error) {
 func (p *Process) reap() {
 	err := p.cmd.Wait()
 	wall := time.Since(p.start)
+	// The leader is reaped: its number may be reused by another process
+	// group's leader (a Slurm job's batch script, on a busy node) at any
+	// time from now, so the grace timer must not fire later and SIGKILL
+	// that number (ci56: a job on the same machine died of SIGKILL while
+	// a supervised child's output drained). Stragglers of a stop are
+	// killed just below, while the group still holds its number.
+	p.mu.Lock() // Stop arms the timer under mu only while leaderDone is open
+	if p.killTimer != nil {
+		p.killTimer.Stop()
+	}
 	close(p.leaderDone)
+	p.mu.Unlock()
 	deadline := time.Now().Add(p.cfg.WaitDelay)
 
 	if p.tty != nil {
@@ -450,11 +461,6 @@ func (p *Process) reap() {
 	}
 	p.log.Debug("child exited", "pid", p.pid, "exit", p.exit.String(), "wall", wall)
 	close(p.done)
-	p.mu.Lock()
-	if p.killTimer != nil {
-		p.killTimer.Stop()
-	}
-	p.mu.Unlock()
 }
 
 func exitFrom(st *os.ProcessState, wall time.Duration, escalated bool) Exit {

@@ -235,6 +235,12 @@ func (p *Process) catches() func(int, syscall.Signal) (bool, bool) {
 // signal sent again meanwhile coalesces with it, as pending signals do).
 func (p *Process) holdUntilCaught(s, sig syscall.Signal) {
 	p.mu.Lock()
+	select {
+	case <-p.leaderDone: // the group's number may be a stranger's now
+		p.mu.Unlock()
+		return
+	default:
+	}
 	if p.held == nil {
 		p.held = map[syscall.Signal]bool{}
 	}
@@ -293,7 +299,7 @@ func (p *Process) Stop(sig os.Signal) error {
 	if p.stopping.CompareAndSwap(false, true) {
 		p.mu.Lock()
 		select {
-		case <-p.done:
+		case <-p.leaderDone: // reaped: no timer may outlive the group's number
 		default:
 			p.killTimer = time.AfterFunc(p.cfg.Grace, p.escalate)
 		}
@@ -311,7 +317,8 @@ func (p *Process) escalate() {
 	}
 	select {
 	case <-p.leaderDone:
-		p.killRemaining("grace expired after leader exit")
+		// the reaper killed a stop's stragglers when it reaped the leader;
+		// the group's number may belong to a stranger by now
 		return
 	default:
 	}
