@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,20 +51,8 @@ func TestSubmitToSecondCluster(t *testing.T) {
 	conf := "cluster = " + home.cluster + "\nredis_addr = " + home.redis.Addr + "\nredis_user = viewer\nredis_password_file = " +
 		home.redis.PasswordFile("viewer") + "\nsite = " + filepath.Join(root, "examples/site-lab.json") +
 		"\nhelper_dir = " + filepath.Join(root, "scripts") + "\nclusters = lab2=" + lab2Conf + "\n"
-	_ = os.MkdirAll(filepath.Join(homeDir, ".config/isched"), 0o755)
-	_ = os.Chown(filepath.Join(homeDir, ".config"), uid, uid)
-	_ = os.Chown(filepath.Join(homeDir, ".config/isched"), uid, uid)
-	writeAs(t, filepath.Join(homeDir, ".config/isched/isched.conf"), []byte(conf), 0o644, uid)
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", "env", "-i", "HOME=" + homeDir, "USER=alice", "PATH=/usr/bin:/bin", cli}, args...)...)
-		cmd.Dir = homeDir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("isched %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	writeUserConf(t, homeDir, uid, conf)
+	run := aliceCLI(t, homeDir, cli)
 	est := []string{"--model", filepath.Join(root, "internal/cli/testdata/mnist_cnn.json"), "--samples", "3200", "--epochs", "1", "--batch", "16",
 		"--optimizer", "momentum", "--receipts", "none"}
 	out := run(append([]string{"plan"}, est...)...)
@@ -113,31 +100,16 @@ func TestSubmitToSecondCluster(t *testing.T) {
 
 // regexpLine reports whether a line of out matches pattern.
 func regexpLine(out, pattern string) bool {
-	re := regexp.MustCompile(`(?m)` + pattern)
-	for _, l := range strings.Split(out, "\n") {
-		if re.MatchString(l) {
-			return true
-		}
-	}
-	return false
+	return regexp.MustCompile(`(?m)` + pattern).MatchString(out)
 }
 
 // snapshotPartition is a partition of the agent's latest snapshot.
 func (w *world) snapshotPartition(name string) (report.Partition, bool) {
-	c, err := w.client("coordinator")
-	if err != nil {
+	snap, ok := w.snapshot()
+	if !ok {
 		return report.Partition{}, false
 	}
-	defer c.Close()
-	b, err := c.Get(context.Background(), c.Keys().Snapshot())
-	if err != nil {
-		return report.Partition{}, false
-	}
-	env, err := report.DecodeTable(b)
-	if err != nil || env.Snapshot == nil {
-		return report.Partition{}, false
-	}
-	for _, p := range env.Snapshot.Partitions {
+	for _, p := range snap.Partitions {
 		if p.Name == name {
 			return p, true
 		}

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -114,20 +112,11 @@ func (w *world) monitorSnapshots() *snapMonitor {
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
-			c, err := w.client("coordinator")
-			if err != nil {
+			snap, ok := w.snapshot()
+			if !ok || snap.TakenMS == last {
 				continue
 			}
-			b, err := c.Get(context.Background(), c.Keys().Snapshot())
-			c.Close()
-			if err != nil {
-				continue
-			}
-			env, err := report.DecodeTable(b)
-			if err != nil || env.Snapshot == nil || env.Snapshot.TakenMS == last {
-				continue
-			}
-			last = env.Snapshot.TakenMS
+			last = snap.TakenMS
 			m.mu.Lock()
 			m.seen = append(m.seen, snapSeen{seenMS: time.Now().UnixMilli(), takenMS: last})
 			m.mu.Unlock()

@@ -50,25 +50,35 @@ func cpuOption(t *testing.T, w *world, cli, who string, extra ...string) planOpt
 // snapshotLimit is the snapshot's limit of user under qos on resource,
 // ok false when the snapshot has none.
 func (w *world) snapshotLimit(user, qos, resource string) (report.UserLimit, bool) {
-	c, err := w.client("coordinator")
-	if err != nil {
+	snap, ok := w.snapshot()
+	if !ok {
 		return report.UserLimit{}, false
 	}
-	defer c.Close()
-	b, err := c.Get(context.Background(), c.Keys().Snapshot())
-	if err != nil {
-		return report.UserLimit{}, false
-	}
-	env, err := report.DecodeTable(b)
-	if err != nil || env.Snapshot == nil {
-		return report.UserLimit{}, false
-	}
-	for _, l := range env.Snapshot.Limits {
+	for _, l := range snap.Limits {
 		if l.User == user && l.QOS == qos && l.Resource == resource {
 			return l, true
 		}
 	}
 	return report.UserLimit{}, false
+}
+
+// snapshot is the agent's latest snapshot in Redis; false when there is
+// none yet or it cannot be read.
+func (w *world) snapshot() (*report.Snapshot, bool) {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return nil, false
+	}
+	defer c.Close()
+	b, err := c.Get(context.Background(), c.Keys().Snapshot())
+	if err != nil {
+		return nil, false
+	}
+	env, err := report.DecodeTable(b)
+	if err != nil || env.Snapshot == nil {
+		return nil, false
+	}
+	return env.Snapshot, true
 }
 
 // sleeperAs submits a job of who that sleeps, with sbatch options args.

@@ -268,23 +268,8 @@ func TestConfigFileOnlyOnCluster(t *testing.T) {
 	conf := "# alice's own\ncluster = " + w.cluster + "\nredis_addr = " + w.redis.Addr + "\nredis_user = viewer\nredis_password_file = " +
 		w.redis.PasswordFile("viewer") + "\nrelay_addr = " + relay + "\nsite = " + filepath.Join(root, "examples/site-lab.json") +
 		"\nhelper_dir = " + filepath.Join(root, "scripts") + "\n"
-	if err := os.MkdirAll(filepath.Join(home, ".config/isched"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.Chown(filepath.Join(home, ".config"), uid, uid)
-	_ = os.Chown(filepath.Join(home, ".config/isched"), uid, uid)
-	confPath := filepath.Join(home, ".config/isched/isched.conf")
-	writeAs(t, confPath, []byte(conf), 0o644, uid)
-	run := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", "env", "-i", "HOME=" + home, "USER=alice", "PATH=/usr/bin:/bin", cli}, args...)...)
-		cmd.Dir = home
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("isched %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	confPath := writeUserConf(t, home, uid, conf)
+	run := aliceCLI(t, home, cli)
 	out := run("config")
 	t.Logf("isched config:\n%s", out)
 	// her file sets every value a built-in default had: what it leaves is "unset"
@@ -401,4 +386,33 @@ func TestOwnScriptReportsThroughLabRelay(t *testing.T) {
 		return slices.Contains(kinds, string(report.KindEnd))
 	})
 	t.Logf("alice's job %s through the lab's relay: %v\n%s", job, kinds, o)
+}
+
+// writeUserConf writes a test user's own isched.conf
+// (~/.config/isched/isched.conf under home, owned by uid) and returns its path.
+func writeUserConf(t *testing.T, home string, uid int, conf string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(home, ".config/isched"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chown(filepath.Join(home, ".config"), uid, uid)
+	_ = os.Chown(filepath.Join(home, ".config/isched"), uid, uid)
+	path := filepath.Join(home, ".config/isched/isched.conf")
+	writeAs(t, path, []byte(conf), 0o644, uid)
+	return path
+}
+
+// aliceCLI runs the isched CLI as alice in home with an empty environment
+// (only her own isched.conf speaks), failing the test on an error.
+func aliceCLI(t *testing.T, home, cli string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", "env", "-i", "HOME=" + home, "USER=alice", "PATH=/usr/bin:/bin", cli}, args...)...)
+		cmd.Dir = home
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("isched %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
 }
