@@ -111,6 +111,11 @@ type App struct {
 		name  string
 		err   error
 	}
+	others struct { // the clusters setting, read once (otherClusters)
+		loaded bool
+		list   []otherCluster
+		err    error
+	}
 }
 
 // Main runs the CLI with the real dependencies.

@@ -42,9 +42,17 @@ func (c otherCluster) getenv(k string) string {
 	return v.Value
 }
 
-// otherClusters is the clusters setting with each cluster's file read;
-// nil when unset.
+// otherClusters is the clusters setting with each cluster's file read
+// (once per run); nil when unset.
 func (a *App) otherClusters() ([]otherCluster, error) {
+	if !a.others.loaded {
+		a.others.loaded = true
+		a.others.list, a.others.err = a.readOtherClusters()
+	}
+	return a.others.list, a.others.err
+}
+
+func (a *App) readOtherClusters() ([]otherCluster, error) {
 	v := a.Getenv("ISCHED_CLUSTERS")
 	if v == "" {
 		return nil, nil
