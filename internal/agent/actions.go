@@ -406,7 +406,8 @@ func isRoot(name string) bool {
 }
 
 func placementSpec(act *report.Action) slurm.MoveSpec {
-	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, Hold: act.Hold, Ended: act.Ended}
+	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, CPUsPerTask: act.CPUs,
+		Hold: act.Hold, Ended: act.Ended}
 }
 
 // run executes a checked action; j is the job as checked (nil for a submit
@@ -425,7 +426,7 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 	case report.ActionRequeue:
 		return a.move(ctx, act)
 	case report.ActionUpdate:
-		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute}
+		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, CPUsPerTask: cpusFor(act, j)}
 		return a.outcome(act, a.slurm.Update(ctx, id, u), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
 	case report.ActionCancel:
 		return a.outcome(act, a.slurm.Cancel(ctx, id), "cancelled job "+id)
@@ -497,6 +498,15 @@ func (a *Agent) submitSpec(act *report.Action) slurm.SubmitSpec {
 	}
 }
 
+// cpusFor is the CPUs per task an action sets on job j: none on a job of
+// several tasks (Slurm splits its CPU count between them).
+func cpusFor(act *report.Action, j *slurm.JobInfo) int {
+	if j != nil && j.Tasks() > 1 {
+		return 0
+	}
+	return act.CPUs
+}
+
 func describe(act *report.Action) string {
 	var parts []string
 	if act.Partition != "" {
@@ -504,6 +514,9 @@ func describe(act *report.Action) string {
 	}
 	if act.Gres != "" {
 		parts = append(parts, "gres "+act.Gres)
+	}
+	if act.CPUs != 0 {
+		parts = append(parts, fmt.Sprintf("%d CPUs per task", act.CPUs))
 	}
 	if act.TimeLimitMin != 0 {
 		parts = append(parts, fmt.Sprintf("time limit %d min", act.TimeLimitMin))
@@ -523,6 +536,9 @@ func moveMessage(id string, act *report.Action, res slurm.MoveResult) string {
 	}
 	if d := describe(act); d != "no change" {
 		fmt.Fprintf(&b, " to %s", d)
+	}
+	if res.CPUsKept {
+		b.WriteString(" (its CPUs kept: the job has several tasks)")
 	}
 	if res.Released {
 		b.WriteString(", released")
@@ -668,7 +684,8 @@ func (rc *recovery) requeue() (*report.Result, error) {
 // release are idempotent.
 func (rc *recovery) finishMove() (*report.Result, error) {
 	a, id, act, j := rc.a, rc.id, rc.act, rc.j
-	u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, StartIn: 2 * time.Second}
+	u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
+		CPUsPerTask: cpusFor(act, j), StartIn: 2 * time.Second}
 	if err := a.slurm.Update(rc.ctx, id, u); err != nil {
 		if slurmDown(err) {
 			return nil, transient(err)
@@ -718,6 +735,9 @@ func updated(j *slurm.JobInfo, act *report.Action) bool {
 		return false
 	}
 	if act.Gres != "" && slurm.JobGres(j.TresPerNode, j.TresPerJob) != slurm.JobGres(act.Gres, "") {
+		return false
+	}
+	if n := cpusFor(act, j); n != 0 && j.CPUsPerTask() != n {
 		return false
 	}
 	return true

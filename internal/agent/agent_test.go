@@ -200,6 +200,7 @@ func TestActions(t *testing.T) {
 		msg    string // substring of the result message
 		stderr string // substring of the result stderr
 		calls  []string
+		cpus   int // CPUs per task Slurm was given
 	}
 	cases := []tc{
 		{name: "signal the batch step", action: func(e *env) *report.Action { return e.action(report.ActionSignal, 12) },
@@ -210,6 +211,13 @@ func TestActions(t *testing.T) {
 		{name: "requeue with a move", action: func(e *env) *report.Action {
 			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Partition, a.Gres = "gpu", "gpu:1" })
 		}, status: report.StatusOK, msg: "requeued job 12 (restart 1) to partition gpu, gres gpu:1, released", calls: []string{"move 12"}},
+		{name: "requeue with a move and the plan's CPUs there", action: func(e *env) *report.Action {
+			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Partition, a.Gres, a.CPUs = "gpu", "gpu:1", 2 })
+		}, status: report.StatusOK, msg: "requeued job 12 (restart 1) to partition gpu, gres gpu:1, 2 CPUs per task, released", calls: []string{"move 12"}, cpus: 2},
+		{name: "update a pending job's CPUs", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionUpdate, 12, func(a *report.Action) { a.TimeLimitMin, a.Partition, a.CPUs = 0, "gpu", 2 })
+			}, status: report.StatusOK, msg: "partition gpu, 2 CPUs per task", calls: []string{"update 12"}, cpus: 2},
 		{name: "requeue of a pending job without placement", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
 			action: func(e *env) *report.Action { return e.action(report.ActionRequeue, 12) }, status: report.StatusRefused, msg: "requeue needs a running job"},
 		{name: "continuation: requeue of an ended job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "COMPLETED" },
@@ -292,6 +300,9 @@ func TestActions(t *testing.T) {
 			r := e.resultFor(act.ID)
 			if r.Status != c.status || !strings.Contains(r.Message, c.msg) || !strings.Contains(r.Stderr, c.stderr) {
 				t.Errorf("result %+v, want status %s, message ~%q, stderr ~%q", r, c.status, c.msg, c.stderr)
+			}
+			if got := e.slurm.cpus(); got != c.cpus {
+				t.Errorf("CPUs per task given to Slurm %d, want %d", got, c.cpus)
 			}
 			calls := e.slurm.Calls()
 			if len(calls) != len(c.calls) {

@@ -35,6 +35,7 @@ type fakeSlurm struct {
 	fail    map[string]error  // verb -> error to return (after recording the call)
 	after   func(call string) // runs after a call took effect (crash hooks)
 
+	lastCPUs   int              // the last CPUs per task a move or update set
 	lastSubmit slurm.SubmitSpec // the last SubmitWith's spec and script
 	lastScript string
 }
@@ -98,6 +99,12 @@ func (f *fakeSlurm) count(prefix string) int {
 
 // do records a call, applies its effect unless it is set to fail, and runs
 // the after hook outside the lock.
+func (f *fakeSlurm) cpus() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastCPUs
+}
+
 func (f *fakeSlurm) do(verb, id string, effect func(j *slurm.JobInfo) error) error {
 	f.mu.Lock()
 	call := verb + " " + id
@@ -181,6 +188,9 @@ func (f *fakeSlurm) Move(ctx context.Context, id string, spec slurm.MoveSpec) (s
 		if spec.Gres != "" {
 			j.TresPerNode = "gres:" + spec.Gres
 		}
+		if spec.CPUsPerTask != 0 {
+			f.lastCPUs = spec.CPUsPerTask
+		}
 		if spec.Hold {
 			j.State, j.Reason, j.Fields["Priority"] = "PENDING", "job_requeued_in_held_state", "0"
 		} else {
@@ -203,6 +213,9 @@ func (f *fakeSlurm) Update(ctx context.Context, id string, u slurm.UpdateSpec) e
 		if u.TimeLimit != 0 {
 			tl := u.TimeLimit
 			j.TimeLimit = &tl
+		}
+		if u.CPUsPerTask != 0 {
+			f.lastCPUs = u.CPUsPerTask
 		}
 		return nil
 	})

@@ -125,7 +125,7 @@ func requeueEnded(act *report.Action, j *slurm.JobInfo) string {
 // requeueState needs a running job (or an ended one, see requeueEnded), or
 // a pending one and a new placement.
 func requeueState(act *report.Action, j *slurm.JobInfo) string {
-	placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0
+	placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0 || act.CPUs != 0
 	if act.Ended && j.State == slurm.StatePending && !placement {
 		// the job is queued again already (it requeued itself after
 		// saving, or Slurm did): requeueing it too would be a double action

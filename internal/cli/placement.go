@@ -60,6 +60,7 @@ type submission struct {
 	ideal      string
 	idealGres  string
 	idealTime  time.Duration
+	idealCPUs  int // CPUs per task on the ideal partition (0: keep the submission's)
 	fallbacks  []string
 	migrate    bool
 	totalIters int64
@@ -126,6 +127,7 @@ func (s *submission) fromEstimate(r placeRequest, est *placeEstimate, now time.T
 	s.ideal = ch.Ideal.Partition.SlurmName()
 	s.idealGres = ch.Ideal.Row.NodeType.GresOne()
 	s.idealTime = plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition)
+	s.idealCPUs = ch.Ideal.Row.NodeType.JobCPUs()
 	// the partitions of the first submission are fallbacks too, unless ideal
 	for _, f := range ch.FallbackList(nil) {
 		s.fallbacks = append(s.fallbacks, strings.TrimSuffix(f, "@"+s.cluster))
@@ -320,6 +322,7 @@ func (s *submission) resourceFlags(r placeRequest, withEstimate bool) error {
 	}
 	if r.cpus > 0 {
 		s.cpus = r.cpus
+		s.idealCPUs = 0 // the user's count, wherever the job runs
 	}
 	return nil
 }
@@ -341,7 +344,7 @@ func (s *submission) moves() bool {
 // plan is the submission's plan for the coordinator (the job's comment).
 func (s *submission) plan(lineage, cluster string) report.Plan {
 	p := report.Plan{Lineage: lineage, Cluster: cluster, Ideal: s.ideal, IdealGres: s.idealGres, IdealTime: int64(s.idealTime / time.Minute),
-		Total: s.totalIters, Model: s.modelKey, Batch: s.batch, Migrate: s.migrate}
+		IdealCPUs: s.idealCPUs, Total: s.totalIters, Model: s.modelKey, Batch: s.batch, Migrate: s.migrate}
 	for _, f := range s.fallbacks {
 		if f != s.ideal {
 			p.Fallbacks = append(p.Fallbacks, f)

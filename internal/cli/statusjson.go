@@ -75,6 +75,7 @@ type statusPlan struct {
 	Ideal      string   `json:"ideal"`
 	IdealGres  string   `json:"ideal_gres"`
 	IdealTimeS int64    `json:"ideal_time_s"` // 0: the partition's default
+	IdealCPUs  int      `json:"ideal_cpus"`   // 0: the submission's
 	Fallbacks  []string `json:"fallbacks"`
 	Total      int64    `json:"total_iters"`
 	Model      string   `json:"model"`
@@ -175,7 +176,7 @@ func planView(p *report.Plan) *statusPlan {
 		fb = []string{}
 	}
 	return &statusPlan{Lineage: p.Lineage, Cluster: p.Cluster, Ideal: p.Ideal, IdealGres: p.IdealGres, IdealTimeS: p.IdealTime * 60,
-		Fallbacks: fb, Total: p.Total, Model: p.Model, Batch: p.Batch, Migrate: p.Migrate}
+		IdealCPUs: p.IdealCPUs, Fallbacks: fb, Total: p.Total, Model: p.Model, Batch: p.Batch, Migrate: p.Migrate}
 }
 
 func verdictView(v *report.Verdict) *verdictJSON {

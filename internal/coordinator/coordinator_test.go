@@ -486,11 +486,12 @@ func labPartitions(gpuIdle bool) []report.Partition {
 
 // TestMigrationFlow: a job on its fallback (cpu) whose ideal partition (gpu)
 // frees gets a checkpoint request, then — once the checkpoint landed — a
-// requeue onto gpu with its GRES; the new attempt's start completes the move.
+// requeue onto gpu with its GRES and the plan's CPUs there; the new
+// attempt's start completes the move.
 func TestMigrationFlow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	plan := report.Plan{Lineage: "L1", Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
+	plan := report.Plan{Lineage: "L1", Ideal: "gpu", IdealGres: "gpu:1", IdealCPUs: 2, Fallbacks: []string{"cpu"}, Total: 100000, Migrate: true}
 	running := job(40, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())
 	running.StartMS = e.now.Add(-time.Minute).UnixMilli()
 	busy := labPartitions(false)
@@ -522,8 +523,8 @@ func TestMigrationFlow(t *testing.T) {
 	e.publish([]report.Job{running}, idle)
 	e.rounds(2) // the round that reads the checkpoint, then the decision it kicks
 	acts = e.actions()
-	if len(acts) != 2 || acts[1].Type != report.ActionRequeue || acts[1].Partition != "gpu" || acts[1].Gres != "gpu:1" {
-		t.Fatalf("want a requeue to gpu with gpu:1 after the checkpoint, got %+v", acts)
+	if len(acts) != 2 || acts[1].Type != report.ActionRequeue || acts[1].Partition != "gpu" || acts[1].Gres != "gpu:1" || acts[1].CPUs != 2 {
+		t.Fatalf("want a requeue to gpu with gpu:1 and 2 CPUs after the checkpoint, got %+v", acts)
 	}
 	e.result(acts[1].ID, report.StatusOK)
 	e.rounds(1)

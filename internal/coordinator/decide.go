@@ -573,14 +573,14 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	case policy.Checkpoint:
 		a.Type, a.Signal, a.Steps = report.ActionSignal, "SIGUSR1", report.StepsAll
 	case policy.Requeue:
-		a.Type, a.Partition, a.Gres = report.ActionRequeue, d.Target, d.Gres
+		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionRequeue, d.Target, d.Gres, d.CPUs
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 		// a continuation follows an attempt that ended, or one whose script
 		// may exit right after the checkpoint it was asked for (USR1 ->
 		// save -> exit 0): the agent requeues the job from its final state
 		a.Ended = d.Rule == policy.RuleContinue || d.Rule == policy.RuleTimeLimit
 	case policy.MovePending:
-		a.Type, a.Partition, a.Gres = report.ActionUpdate, d.Target, d.Gres
+		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionUpdate, d.Target, d.Gres, d.CPUs
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 	case policy.Extend:
 		a.Type = report.ActionUpdate

@@ -43,8 +43,9 @@ func testMigrateCPUToGPU(t *testing.T, w *world) (lineage, jobID string) {
 	blocker := w.blockGPU(t, 30*time.Second)
 
 	lineage = fmt.Sprintf("mig%d", time.Now().UnixNano()%1e6)
-	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: 150, Migrate: true}
-	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "10"}, "--steps", "150", "--period", "0.2", "--ckpt-every", "50")
+	// a whole cpu node's 4 CPUs; the plan's 2 per GPU on gpu (lab-gpu's share)
+	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", IdealCPUs: 2, Fallbacks: []string{"cpu"}, Total: 150, Migrate: true}
+	job := w.submitTrainer(plan, []string{"-p", "cpu", "-c", "4", "-t", "10"}, "--steps", "150", "--period", "0.2", "--ckpt-every", "50")
 	waitFor(t, w, 60*time.Second, "training on cpu with an iteration estimate", func() bool {
 		st, ok := w.status(lineage)
 		return ok && st.Partition == "cpu" && st.Step >= 15 && st.IterMS > 0
@@ -65,6 +66,9 @@ func testMigrateCPUToGPU(t *testing.T, w *world) (lineage, jobID string) {
 	})
 	if s := slurmJob(job.id); s["JobState"] != "COMPLETED" || s["Partition"] != "gpu" {
 		t.Fatalf("job ended %s on %s, want COMPLETED on gpu\n%s", s["JobState"], s["Partition"], w.logs())
+	} else if s["NumCPUs"] != "2" || s["CPUs/Task"] != "2" {
+		// with its 4 it would hold every CPU of a gpu node and strand its other GPU
+		t.Errorf("moved job has NumCPUs=%s CPUs/Task=%s, want the plan's 2 on gpu", s["NumCPUs"], s["CPUs/Task"])
 	}
 	f := job.readFacts(t)
 	if f["end"] != float64(150) || f["restart"] != "1" || !strings.HasPrefix(f["node"].(string), "gpu") {

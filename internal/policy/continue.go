@@ -41,6 +41,10 @@ type End struct {
 // reached, no total or no checkpoint to continue from. The Decision's
 // Reason says which, with the numbers.
 func AfterEnd(cfg Config, j Job, e End, snap *report.Snapshot, now time.Time) Decision {
+	return withIdealCPUs(afterEnd(cfg, j, e, snap, now), &j)
+}
+
+func afterEnd(cfg Config, j Job, e End, snap *report.Snapshot, now time.Time) Decision {
 	v := newView(cfg, j, snap, now)
 	stop := func(format string, a ...any) Decision {
 		return Decision{Kind: None, Rule: RuleContinue, Reason: fmt.Sprintf(format, a...)}

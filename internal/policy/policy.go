@@ -123,6 +123,9 @@ type Decision struct {
 	Gres string `json:"gres,omitempty"`
 	// TimeLimit to set, whole minutes; 0: leave unchanged.
 	TimeLimit time.Duration `json:"time_limit,omitempty"`
+	// CPUs per task to set with a move onto the plan's ideal partition
+	// (the plan's IdealCPUs); 0: leave the job's request unchanged.
+	CPUs int `json:"cpus,omitempty"`
 	// Reason is for the user and the audit trail, with the numbers.
 	Reason string `json:"reason"`
 	// Then is what follows a Checkpoint once it has landed: Requeue (to
@@ -136,6 +139,23 @@ type Decision struct {
 // Decide applies the rules (see the package documentation) to one job. A
 // nil snapshot means the agent's view is missing or stale.
 func Decide(cfg Config, j Job, snap *report.Snapshot, now time.Time) Decision {
+	return withIdealCPUs(decide(cfg, j, snap, now), &j)
+}
+
+// withIdealCPUs gives a move onto the plan's ideal partition the plan's
+// CPUs per task there: a job that started on a whole CPU node would
+// otherwise ask a GPU node for all of its CPUs (stranding its other GPUs)
+// or for more than it has.
+func withIdealCPUs(d Decision, j *Job) Decision {
+	p := j.Plan
+	moves := d.Kind == Requeue || d.Kind == MovePending || (d.Kind == Checkpoint && d.Then == Requeue)
+	if moves && p != nil && p.IdealCPUs > 0 && d.Target == p.Ideal && !strings.EqualFold(d.Target, j.Partition) {
+		d.CPUs = p.IdealCPUs
+	}
+	return d
+}
+
+func decide(cfg Config, j Job, snap *report.Snapshot, now time.Time) Decision {
 	v := newView(cfg, j, snap, now)
 	if j.Phase == PhaseAwaitingCheckpoint {
 		return v.awaiting()
@@ -164,6 +184,10 @@ func Decide(cfg Config, j Job, snap *report.Snapshot, now time.Time) Decision {
 // what may have changed meanwhile, or gives it up with a reason. Either
 // way the awaiting-checkpoint phase is over.
 func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pending Decision) Decision {
+	return withIdealCPUs(afterCheckpoint(cfg, j, snap, now, pending), &j)
+}
+
+func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pending Decision) Decision {
 	v := newView(cfg, j, snap, now)
 	abandon := func(format string, a ...any) Decision {
 		return Decision{Kind: None, Rule: pending.Rule, Reason: fmt.Sprintf(format, a...), Abandoned: true}
@@ -656,9 +680,33 @@ func (v *view) chunkOn(name string, windowEnd time.Time) (d Decision, why string
 	if tl > 0 {
 		tlText = fmt.Sprintf("time limit %s (%s)", dur(tl), limitWhy)
 	}
-	return Decision{Kind: MovePending, Rule: RuleDevChunk, Target: name, Gres: gres, TimeLimit: tl, Reason: fmt.Sprintf(
+	cpus := devCPUs(dp, j.CPUs, req)
+	if cpus > 0 {
+		tlText = fmt.Sprintf("%d CPUs per task (a %s node's share; it asked %d) and %s", cpus, name, j.CPUs, tlText)
+	}
+	return Decision{Kind: MovePending, Rule: RuleDevChunk, Target: name, Gres: gres, TimeLimit: tl, CPUs: cpus, Reason: fmt.Sprintf(
 		"dev chunk: pending on %s for %s (%s); %s: moving it to %s%s with %s; %s",
 		j.Partition, dur(v.now.Sub(j.PendingSince)), orUnknown(j.PendingReason), r, name, gresText(gres), tlText, then)}, ""
+}
+
+// devCPUs is the CPUs per task a dev chunk on dp asks for when the job's
+// own (jobCPUs) are more than a dev node's share for its GPUs (all of a
+// CPU node's): a job planned for a bigger node would never start there.
+// 0: the job's own fit (or are unknown); leave them.
+func devCPUs(dp *report.Partition, jobCPUs int, gres string) int {
+	if jobCPUs <= 0 || dp.NodesTotal <= 0 || dp.CPUsTotal <= 0 {
+		return 0
+	}
+	share := dp.CPUsTotal / dp.NodesTotal
+	if _, n := gpuRequest(gres); n > 0 {
+		if _, total := gpus(dp, ""); total > 0 {
+			share = max(1, dp.CPUsTotal*n/total)
+		}
+	}
+	if jobCPUs <= share {
+		return 0
+	}
+	return share
 }
 
 // chunkLimit is a dev chunk's time limit on dp (0: unchanged), whether the

@@ -378,6 +378,13 @@ func TestDecideMigrate(t *testing.T) {
 				"gpu has room, but alice's QOS gpuq limit of 2 gpu (QOSMaxGRESPerUser, 2 in use) would hold it pending there"}},
 		},
 		{
+			// the plan's CPUs per task on gpu go with the move: the job
+			// asked for a whole cpu node's
+			name: "cpu until gpu: with the plan's CPUs there",
+			job:  func(j *Job) { j.CPUs, j.Plan.IdealCPUs = 4, 2 },
+			check: check{want: func() Decision { d := migrate; d.CPUs = 2; return d }(), reason: []string{ckptThenGPU}},
+		},
+		{
 			// one GPU left of her 2: the move fits; another user's limit,
 			// another QOS's and a CPU limit (a requeue keeps the job's CPUs)
 			// do not bind
@@ -1127,5 +1134,69 @@ func TestConfigDefaults(t *testing.T) {
 				t.Errorf("normalized() = %+v", c)
 			}
 		})
+	}
+}
+
+// TestWithIdealCPUs: only a move onto the ideal partition carries the
+// plan's CPUs.
+func TestWithIdealCPUs(t *testing.T) {
+	t.Parallel()
+	j := onCPU()
+	j.Plan.IdealCPUs = 2
+	for _, tc := range []struct {
+		name string
+		d    Decision
+		job  func(*Job)
+		want int
+	}{
+		{"requeue onto the ideal", Decision{Kind: Requeue, Target: "gpu"}, nil, 2},
+		{"checkpoint then requeue onto the ideal", Decision{Kind: Checkpoint, Then: Requeue, Target: "gpu"}, nil, 2},
+		{"pending job moved to the ideal", Decision{Kind: MovePending, Target: "gpu"}, nil, 2},
+		{"dev chunk", Decision{Kind: MovePending, Target: "gpu-dev"}, nil, 0},
+		{"continued where it is", Decision{Kind: Requeue, Target: "cpu"}, nil, 0},
+		{"continued on the ideal, already there", Decision{Kind: Requeue, Target: "gpu"}, func(j *Job) { j.Partition = "gpu" }, 0},
+		{"checkpoint, nothing after", Decision{Kind: Checkpoint, Then: None, Target: "gpu"}, nil, 0},
+		{"resubmit (a new job is submitted whole)", Decision{Kind: Resubmit, Target: "gpu"}, nil, 0},
+		{"plan without CPUs", Decision{Kind: Requeue, Target: "gpu"}, func(j *Job) { j.Plan.IdealCPUs = 0 }, 0},
+		{"no plan", Decision{Kind: Requeue, Target: "gpu"}, func(j *Job) { j.Plan = nil }, 0},
+	} {
+		jj := j
+		p := *j.Plan
+		jj.Plan = &p
+		if tc.job != nil {
+			tc.job(&jj)
+		}
+		if got := withIdealCPUs(tc.d, &jj).CPUs; got != tc.want {
+			t.Errorf("%s: CPUs %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDevCPUs: a dev chunk asks for a dev node's share of CPUs only when
+// the job's own would not fit it.
+func TestDevCPUs(t *testing.T) {
+	t.Parallel()
+	snap := lab()
+	dev, gdev := partition(snap, "dev"), partition(snap, "gpu-dev")
+	eight := &report.Partition{Name: "big-dev", NodesTotal: 2, CPUsTotal: 32, GPUs: []report.GPUCount{{Total: 8}}}
+	for _, tc := range []struct {
+		name string
+		p    *report.Partition
+		cpus int
+		gres string
+		want int
+	}{
+		{"fits a CPU dev node", dev, 2, "", 0},
+		{"a whole cpu node's CPUs on a 2-CPU dev node", dev, 4, "", 2},
+		{"fits a GPU dev node", gdev, 4, "gpu:1", 0},
+		{"more than a GPU dev node has", gdev, 8, "gpu:1", 4},
+		{"share of one GPU of four", eight, 16, "gpu:1", 4},
+		{"share of two GPUs of four", eight, 16, "gpu:2", 8},
+		{"CPUs unknown", dev, 0, "", 0},
+		{"partition without counts", &report.Partition{Name: "x"}, 4, "", 0},
+	} {
+		if got := devCPUs(tc.p, tc.cpus, tc.gres); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

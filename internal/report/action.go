@@ -51,6 +51,9 @@ type Action struct {
 	Partition    string `json:"partition,omitempty"`
 	Gres         string `json:"gres,omitempty"`
 	TimeLimitMin int64  `json:"time_limit_min,omitempty"`
+	// CPUs (requeue, update): CPUs per task on the new partition, for a
+	// one-task job; 0: leave the job's request unchanged.
+	CPUs int `json:"cpus,omitempty"`
 
 	Hold bool `json:"hold,omitempty"` // requeue, submit: keep the job held
 	// Ended (requeue only): the job may have ended by the time the agent
@@ -75,6 +78,7 @@ type actionRule struct {
 	signal    bool // required
 	steps     bool // permitted
 	placement bool // partition, gres, time_limit_min permitted
+	cpus      bool // permitted
 	hold      bool // permitted
 	script    bool // required
 	ended     bool // permitted
@@ -83,8 +87,8 @@ type actionRule struct {
 
 var actionRules = map[ActionType]actionRule{
 	ActionSignal:   {jobID: true, signal: true, steps: true},
-	ActionRequeue:  {jobID: true, placement: true, hold: true, ended: true},
-	ActionUpdate:   {jobID: true, placement: true},
+	ActionRequeue:  {jobID: true, placement: true, cpus: true, hold: true, ended: true},
+	ActionUpdate:   {jobID: true, placement: true, cpus: true},
 	ActionCancel:   {jobID: true},
 	ActionSubmit:   {placement: true, hold: true, script: true},
 	ActionRelease:  {jobID: true},
@@ -119,6 +123,9 @@ func (a *Action) Validate() error {
 	if a.TimeLimitMin < 0 || a.TimeLimitMin > maxTimeLimit {
 		return fail("time_limit_min", "must be within [1, %d] when set (got %d)", maxTimeLimit, a.TimeLimitMin)
 	}
+	if a.CPUs < 0 || a.CPUs > MaxCPUs {
+		return fail("cpus", "must be within [1, %d] when set (got %d)", MaxCPUs, a.CPUs)
+	}
 	rule := actionRules[a.Type]
 	absent := func(field string, set, permitted bool) error {
 		if set && !permitted {
@@ -132,6 +139,7 @@ func (a *Action) Validate() error {
 		absent("partition", a.Partition != "", rule.placement),
 		absent("gres", a.Gres != "", rule.placement),
 		absent("time_limit_min", a.TimeLimitMin != 0, rule.placement),
+		absent("cpus", a.CPUs != 0, rule.cpus),
 		absent("hold", a.Hold, rule.hold),
 		absent("ended", a.Ended, rule.ended),
 		absent("script", a.Script != "", rule.script),
@@ -155,8 +163,8 @@ func (a *Action) Validate() error {
 			return oneOf("steps", a.Steps, StepsBatch, StepsAll)
 		}
 	case ActionUpdate:
-		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 {
-			return fail("time_limit_min", "update needs time_limit_min, partition or gres")
+		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 {
+			return fail("time_limit_min", "update needs time_limit_min, partition, gres or cpus")
 		}
 	case ActionAnnotate:
 		// one argv element of scontrol: printable, one line

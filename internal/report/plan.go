@@ -13,6 +13,10 @@ import (
 // plan is trusted as far as that job is concerned, and validated like any input.
 const PlanPrefix = "isched:v1"
 
+// MaxCPUs bounds a CPU count in a plan or an action (a node's CPUs per
+// task).
+const MaxCPUs = 1 << 16
+
 // Plan says where a job would ideally run and what it may run on meanwhile.
 type Plan struct {
 	Lineage   string   `json:"lineage,omitempty"`            // lineage id chosen by `isched submit`
@@ -20,6 +24,11 @@ type Plan struct {
 	Ideal     string   `json:"ideal,omitempty"`              // ideal partition
 	IdealGres string   `json:"ideal_gres,omitempty"`         // GRES on the ideal partition, e.g. "gpu:1"; empty: none
 	IdealTime int64    `json:"ideal_time_minutes,omitempty"` // time limit on the ideal partition, minutes (0: partition default)
+	// IdealCPUs is the CPUs per task on the ideal partition (its node
+	// type's share per device); 0: keep the submission's. A move to the
+	// ideal partition sets it: a job started on a whole CPU node would
+	// otherwise hold every CPU of a GPU node, or not fit one at all.
+	IdealCPUs int `json:"ideal_cpus,omitempty"`
 	Fallbacks []string `json:"fallbacks,omitempty"`          // partitions it may start on while the ideal one is busy
 	Total     int64    `json:"total_iters,omitempty"`        // total iterations, 0 when unknown
 	Model     string   `json:"model,omitempty"`              // model fingerprint (for receipts), optional
@@ -71,6 +80,9 @@ func (p Plan) FormatComment() string {
 	add("gres", p.IdealGres)
 	if p.IdealTime > 0 {
 		add("time", strconv.FormatInt(p.IdealTime, 10))
+	}
+	if p.IdealCPUs > 0 {
+		add("cpus", strconv.Itoa(p.IdealCPUs))
 	}
 	add("fallback", strings.Join(p.Fallbacks, ","))
 	if p.Total > 0 {
@@ -127,9 +139,9 @@ func ParsePlanComment(comment string) (p Plan, ok bool, err error) {
 				return bad(k, "not a GRES specification")
 			}
 			p.IdealGres = v
-		case "time", "total", "batch":
+		case "time", "total", "batch", "cpus":
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 || (k == "time" && n > maxTimeLimit) || (k == "batch" && n > 1<<20) {
+			if err != nil || n <= 0 || (k == "time" && n > maxTimeLimit) || (k == "batch" && n > 1<<20) || (k == "cpus" && n > MaxCPUs) {
 				return bad(k, "want a positive number (got %s)", quote(v))
 			}
 			switch k {
@@ -137,6 +149,8 @@ func ParsePlanComment(comment string) (p Plan, ok bool, err error) {
 				p.IdealTime = n
 			case "total":
 				p.Total = n
+			case "cpus":
+				p.IdealCPUs = int(n)
 			default:
 				p.Batch = int(n)
 			}

@@ -10,7 +10,7 @@ import (
 
 func TestPlanComment(t *testing.T) {
 	t.Parallel()
-	p := Plan{Lineage: "L-1", Cluster: "lab", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, Fallbacks: []string{"cpu", "dev"}, Total: 5000, Model: "resnet18-ab12", Batch: 32, Migrate: true}
+	p := Plan{Lineage: "L-1", Cluster: "lab", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, IdealCPUs: 12, Fallbacks: []string{"cpu", "dev"}, Total: 5000, Model: "resnet18-ab12", Batch: 32, Migrate: true}
 	got, ok, err := ParsePlanComment(p.FormatComment())
 	if err != nil || !ok || !reflect.DeepEqual(got, p) {
 		t.Fatalf("round trip: %+v %v %v", got, ok, err)
@@ -27,6 +27,9 @@ func TestPlanComment(t *testing.T) {
 		"isched:v1 ideal=gpu evil=1",
 		"isched:v1 ideal=gpu fallback=cpu,,dev",
 		"isched:v1 ideal",
+		"isched:v1 ideal=gpu cpus=0",
+		"isched:v1 ideal=gpu cpus=99999999",
+		"isched:v1 ideal=gpu cpus=two",
 	} {
 		_, ok, err := ParsePlanComment(bad)
 		var fe *FieldError

@@ -113,14 +113,17 @@ type UpdateSpec struct {
 	Partition string        // "gpu", or a list "gpu,gpu-dev"
 	Gres      string        // per-node GRES: "gpu:1", "gpu:a100:2"; a "gres:"/"gres/" prefix is accepted
 	TimeLimit time.Duration // rounded up to whole minutes
-	StartTime time.Time     // absolute earliest start (UTC)
+	// CPUsPerTask of a one-task job (MinCPUsNode follows it: without it
+	// Slurm 22.05 keeps the old CPU count per node); 0: unchanged.
+	CPUsPerTask int
+	StartTime   time.Time // absolute earliest start (UTC)
 	// StartIn sets StartTime=now+N seconds on the controller's clock, which
 	// avoids clock skew between this host and slurmctld.
 	StartIn time.Duration
 }
 
 func (u UpdateSpec) empty() bool {
-	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.StartTime.IsZero() && u.StartIn == 0
+	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.CPUsPerTask == 0 && u.StartTime.IsZero() && u.StartIn == 0
 }
 
 // args renders the spec as scontrol update arguments, validating each value
@@ -149,6 +152,13 @@ func (u UpdateSpec) args() ([]string, error) {
 		}
 		min := int64((u.TimeLimit + time.Minute - 1) / time.Minute)
 		out = append(out, "TimeLimit="+strconv.FormatInt(min, 10))
+	}
+	if u.CPUsPerTask != 0 {
+		if u.CPUsPerTask < 0 || u.CPUsPerTask > maxCPUs {
+			return nil, fmt.Errorf("%w: CPUs per task %d", ErrInvalid, u.CPUsPerTask)
+		}
+		n := strconv.Itoa(u.CPUsPerTask)
+		out = append(out, "CPUsPerTask="+n, "MinCPUsNode="+n)
 	}
 	switch {
 	case !u.StartTime.IsZero() && u.StartIn != 0:
@@ -308,6 +318,9 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 // default limit, max_script_size, is 4 MiB).
 const MaxBatchScript = 4 << 20
 
+// maxCPUs bounds a CPUs-per-task update (report.MaxCPUs).
+const maxCPUs = 1 << 16
+
 // BatchScript returns the batch script of a job slurmctld still holds
 // (`scontrol write batch_script <id> -`, Slurm 22.05: also after the job
 // ended, until MinJobAge); an error matching ErrNotFound when it no longer
@@ -362,6 +375,9 @@ type MoveSpec struct {
 	Partition string
 	Gres      string
 	TimeLimit time.Duration
+	// CPUsPerTask on the new partition, for a one-task job (a job of
+	// several tasks keeps its CPUs: MoveResult.CPUsKept); 0: unchanged.
+	CPUsPerTask int
 	// Hold leaves the job held after the update (the caller releases it).
 	Hold bool
 	// SlowStart keeps Slurm's own restart delay (cred_expire+1 s) instead of
@@ -386,6 +402,9 @@ type MoveResult struct {
 	Total     time.Duration // until Move returned
 	Released  bool
 	UpdateErr error // set when the update failed and the job was released unchanged
+	// CPUsKept: the spec's CPUs per task were not applied, the job has
+	// several tasks (its CPU count is theirs to split).
+	CPUsKept bool
 }
 
 // ErrState is matched by Move and the agent when a job's state does not
@@ -417,7 +436,7 @@ var ErrState = errors.New("slurm: job state does not allow this")
 func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveResult, error) {
 	start := time.Now()
 	var res MoveResult
-	upd := UpdateSpec{Partition: spec.Partition, Gres: spec.Gres, TimeLimit: spec.TimeLimit}
+	upd := UpdateSpec{Partition: spec.Partition, Gres: spec.Gres, TimeLimit: spec.TimeLimit, CPUsPerTask: spec.CPUsPerTask}
 	placement := !upd.empty()
 	if _, err := upd.args(); err != nil {
 		return res, err
@@ -428,6 +447,9 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 	j, err := c.ShowJob(ctx, jobID)
 	if err != nil {
 		return res, err
+	}
+	if upd.CPUsPerTask != 0 && j.Tasks() > 1 {
+		upd.CPUsPerTask, res.CPUsKept = 0, true
 	}
 	res.From, res.Restarts = j.Partition, j.Restarts
 	weHeld, err := c.stop(ctx, jobID, j, spec, placement, start, &res)

@@ -216,6 +216,41 @@ func TestMove(t *testing.T) {
 		}
 		s.done()
 	})
+	t.Run("with CPUs per task: a one-task job gets them", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "NumTasks=1 CPUs/Task=4")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "NumTasks=1 CPUs/Task=4")},
+			call{argv: "scontrol update JobId=12 Partition=gpu Gres=gpu:1 CPUsPerTask=2 MinCPUsNode=2 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu", Gres: "gpu:1", CPUsPerTask: 2})
+		if err != nil || res.CPUsKept {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("with CPUs per task: a job of several tasks keeps its CPUs", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "NumTasks=4 CPUs/Task=1")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "NumTasks=4 CPUs/Task=1")},
+			call{argv: "scontrol update JobId=12 Partition=gpu StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu", CPUsPerTask: 2})
+		if err != nil || !res.CPUsKept {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("bad CPUs per task", func(t *testing.T) {
+		c, s := newScript(t)
+		if _, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu", CPUsPerTask: -1}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("%v", err)
+		}
+		s.done()
+	})
 	t.Run("hold and slow start", func(t *testing.T) {
 		c, s := newScript(t,
 			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},

@@ -43,6 +43,21 @@ func (j *JobInfo) ID() string {
 	return j.JobID
 }
 
+// Tasks is the job's task count (NumTasks; 1 when Slurm does not say).
+func (j *JobInfo) Tasks() int {
+	if n, err := strconv.Atoi(j.Fields["NumTasks"]); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// CPUsPerTask is the job's CPUs per task (CPUs/Task; 0 when Slurm does
+// not say).
+func (j *JobInfo) CPUsPerTask() int {
+	n, _ := strconv.Atoi(j.Fields["CPUs/Task"])
+	return n
+}
+
 // Held reports whether a pending job is held (by a user, an admin, or
 // requeuehold): Slurm gives held jobs priority 0.
 func (j *JobInfo) Held() bool {

@@ -16,7 +16,7 @@
 #SBATCH --open-mode=append
 #SBATCH --output=/home/alice/proj/isched-lab-u1001-train_mnistlike-abababab.out
 #SBATCH --chdir=/home/alice/proj
-#SBATCH --comment="isched:v1 lineage=lab-u1001-train_mnistlike-abababab cluster=lab ideal=gpu gres=gpu:1 time=106 fallback=dev,scavenger,gpu-dev,cpu total=15630 model=resnet18-128-22b9780d:momentum:fp32 batch=32 migrate=1"
+#SBATCH --comment="isched:v1 lineage=lab-u1001-train_mnistlike-abababab cluster=lab ideal=gpu gres=gpu:1 time=106 cpus=2 fallback=dev,scavenger,gpu-dev,cpu total=15630 model=resnet18-128-22b9780d:momentum:fp32 batch=32 migrate=1"
 
 set -eu
 # The environment `isched submit` ran in (--export=ALL), for every attempt of the run.
