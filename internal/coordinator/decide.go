@@ -427,7 +427,7 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 		Step: max(st.Step, 0), Total: st.TotalIters, Moves: l.Moves, Continuations: l.Conts,
 		NoExtend: l.NoExtend, Phase: l.Phase, ResumeFailures: st.ResumeFailures}
 	if job, ok := c.jobs[st.JobID]; ok {
-		j.Gres, j.PendingReason, j.QOS, j.CPUs = job.Gres, job.Reason, job.QOS, job.CPUs
+		j.Gres, j.PendingReason, j.QOS, j.CPUs, j.Mem = job.Gres, job.Reason, job.QOS, job.CPUs, job.MemPerNodeBytes
 		if job.StartMS > 0 {
 			j.StartedAt = time.UnixMilli(job.StartMS)
 		}

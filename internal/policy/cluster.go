@@ -87,32 +87,78 @@ func gpus(p *report.Partition, typ string) (idle, total int) {
 	return idle, total
 }
 
-// room reports whether p could start a single-node job asking for gres
-// right now: the partition is up, has an idle node, and enough idle GPUs.
-// The answer is for the reason text either way.
-func room(p *report.Partition, gres string) (bool, string) {
+// ask is what a one-node job asks of a node: GPUs (gres), CPUs (0:
+// unknown, at least one) and memory (bytes; 0: unknown).
+type ask struct {
+	gres string
+	cpus int
+	mem  int64
+}
+
+// room reports whether p could start a single-node job asking a right
+// now: the partition is up and has an idle node with enough idle GPUs, or
+// a partly allocated node with the GPUs, CPUs and memory free
+// (report.Partition.Mixed). The answer is for the reason text either way.
+func room(p *report.Partition, a ask) (bool, string) {
 	if p == nil {
 		return false, "not in the snapshot"
 	}
 	if !strings.EqualFold(p.State, "UP") {
 		return false, fmt.Sprintf("partition %s is %s", p.Name, orUnknown(p.State))
 	}
-	if p.NodesIdle < 1 {
-		return false, fmt.Sprintf("%s has no idle node (%d of %d allocated)", p.Name, p.NodesAlloc, p.NodesTotal)
-	}
-	typ, n := gpuRequest(gres)
-	if n == 0 {
-		return true, fmt.Sprintf("%s has %d idle node(s)", p.Name, p.NodesIdle)
-	}
+	typ, n := gpuRequest(a.gres)
 	idle, total := gpus(p, typ)
 	what := "GPUs"
 	if typ != "" {
 		what = typ + " GPUs"
 	}
-	if idle < n {
-		return false, fmt.Sprintf("%s has %d of %d %s idle, the job needs %d", p.Name, idle, total, what, n)
+	var why string
+	switch {
+	case p.NodesIdle < 1:
+		why = fmt.Sprintf("%s has no idle node (%d of %d allocated)", p.Name, p.NodesAlloc, p.NodesTotal)
+	case n == 0:
+		return true, fmt.Sprintf("%s has %d idle node(s)", p.Name, p.NodesIdle)
+	case idle < n:
+		why = fmt.Sprintf("%s has %d of %d %s idle, the job needs %d", p.Name, idle, total, what, n)
+	default:
+		return true, fmt.Sprintf("%s has %d idle node(s) and %d of %d %s idle", p.Name, p.NodesIdle, idle, total, what)
 	}
-	return true, fmt.Sprintf("%s has %d idle node(s) and %d of %d %s idle", p.Name, p.NodesIdle, idle, total, what)
+	if r, ok := mixedFit(p, typ, n, a); ok {
+		return true, fmt.Sprintf("%s has no idle node for it, but %d partly used node(s) with %s free", p.Name, r.Nodes, roomText(r))
+	}
+	return false, why
+}
+
+// mixedFit is the first room on p's partly allocated nodes that holds a
+// (n GPUs of type typ).
+func mixedFit(p *report.Partition, typ string, n int, a ask) (report.Room, bool) {
+	for _, r := range p.Mixed {
+		gpuOK := n == 0 || r.GPUs >= n && (typ == "" || r.GPUType == typ)
+		memOK := a.mem <= 0 || r.MemMiB == 0 || r.MemMiB<<20 >= a.mem
+		if gpuOK && r.CPUs >= max(a.cpus, 1) && memOK {
+			return r, true
+		}
+	}
+	return report.Room{}, false
+}
+
+func roomText(r report.Room) string {
+	var parts []string
+	if r.GPUs > 0 {
+		g := "GPU"
+		if r.GPUType != "" {
+			g = r.GPUType + " GPU"
+		}
+		if r.GPUs > 1 {
+			g += "s"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", r.GPUs, g))
+	}
+	parts = append(parts, fmt.Sprintf("%d CPUs", r.CPUs))
+	if r.MemMiB > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f GiB", float64(r.MemMiB)/1024))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orUnknown(s string) string {

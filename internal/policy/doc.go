@@ -25,8 +25,10 @@
 //     never requeues). With AllowExtend the time limit is raised instead,
 //     before the deadline, up to the partition's MaxTime.
 //  2. Migrate to the ideal partition (running jobs on any other
-//     partition, plan.Migrate set). When the ideal partition has an idle
-//     node and enough idle GPUs, the time saved, remaining × (1 −
+//     partition, plan.Migrate set). When the ideal partition has room (an
+//     idle node with enough idle GPUs, or a partly allocated node with the
+//     GPUs, the CPUs the job will ask there and its memory free:
+//     report.Partition.Mixed), the time saved, remaining × (1 −
 //     speed(here)/speed(ideal)) (speeds learned for the job's model where
 //     measured, Config.Learned, else configured), must exceed MinGain × (MoveCost + the
 //     cheaper of a fresh checkpoint and redoing the work since the last

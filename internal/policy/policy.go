@@ -71,6 +71,9 @@ type Job struct {
 	// its owner's limit (QOSMaxGRESPerUser, ...).
 	QOS  string
 	CPUs int
+	// Mem is the memory the job asked per node (bytes; 0: unknown): a
+	// partly allocated node must have it free to take the job.
+	Mem int64
 	// PendingReason is Slurm's reason for a pending job ("Resources",
 	// "Priority", "Dependency", ...): rule 3 moves only jobs waiting for
 	// resources or priority.
@@ -238,7 +241,7 @@ func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		if snap == nil {
 			return abandon("checkpoint saved; no fresh cluster snapshot to confirm room on %s: staying on %s", pending.Target, j.Partition)
 		}
-		ok, r := room(partition(snap, pending.Target), pending.Gres)
+		ok, r := room(partition(snap, pending.Target), ask{pending.Gres, cpusOr(pending.CPUs, j.CPUs), j.Mem})
 		if !ok {
 			return abandon("checkpoint saved; %s has no room any more (%s): staying on %s", pending.Target, r, j.Partition)
 		}
@@ -424,7 +427,7 @@ func (v *view) continuation() (target, gres string, tl time.Duration, why string
 		case v.cfg.isDev(j.Partition):
 			target, where = p.Ideal, fmt.Sprintf("its ideal partition %s (end of a dev chunk)", p.Ideal)
 		case ideal != nil:
-			if ok, r := room(ideal, p.IdealGres); ok && ownerHeld(v.snap, &j, p.Ideal, p.IdealGres) == "" {
+			if ok, r := room(ideal, v.idealAsk()); ok && ownerHeld(v.snap, &j, p.Ideal, p.IdealGres) == "" {
 				target, where = p.Ideal, fmt.Sprintf("its ideal partition %s (%s)", p.Ideal, r)
 			}
 		}
@@ -486,7 +489,7 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 	if v.holdsGPUs() && !hasGPUs(ideal) {
 		return d, false, fmt.Sprintf("the job holds GPUs (%s) and %s has none; a GPU request cannot be dropped", j.Gres, p.Ideal)
 	}
-	hasRoom, roomWhy := room(ideal, p.IdealGres)
+	hasRoom, roomWhy := room(ideal, v.idealAsk())
 	if !hasRoom {
 		return d, false, "no room on the ideal partition: " + roomWhy
 	}
@@ -618,7 +621,7 @@ func (v *view) devChunkBlocked() string {
 			return "already queued on the dev partition " + q
 		}
 	}
-	if ok, r := room(partition(v.snap, p.Ideal), p.IdealGres); ok && strings.Contains(","+j.Partition+",", ","+p.Ideal+",") {
+	if ok, r := room(partition(v.snap, p.Ideal), v.idealAsk()); ok && strings.Contains(","+j.Partition+",", ","+p.Ideal+",") {
 		return fmt.Sprintf("%s: it should start there", r)
 	}
 	return ""
@@ -661,7 +664,8 @@ func (v *view) chunkOn(name string, windowEnd time.Time) (d Decision, why string
 	} else if _, n := gpuRequest(p.IdealGres); n > 0 && hasGPUs(dp) {
 		req, gres = p.IdealGres, p.IdealGres // a GPU plan gets its GPUs on a GPU dev partition
 	}
-	ok, r := room(dp, req)
+	cpus := devCPUs(dp, j.CPUs, req)
+	ok, r := room(dp, ask{req, cpusOr(cpus, j.CPUs), j.Mem})
 	if !ok {
 		return d, r
 	}
@@ -680,13 +684,26 @@ func (v *view) chunkOn(name string, windowEnd time.Time) (d Decision, why string
 	if tl > 0 {
 		tlText = fmt.Sprintf("time limit %s (%s)", dur(tl), limitWhy)
 	}
-	cpus := devCPUs(dp, j.CPUs, req)
 	if cpus > 0 {
 		tlText = fmt.Sprintf("%d CPUs per task (a %s node's share; it asked %d) and %s", cpus, name, j.CPUs, tlText)
 	}
 	return Decision{Kind: MovePending, Rule: RuleDevChunk, Target: name, Gres: gres, TimeLimit: tl, CPUs: cpus, Reason: fmt.Sprintf(
 		"dev chunk: pending on %s for %s (%s); %s: moving it to %s%s with %s; %s",
 		j.Partition, dur(v.now.Sub(j.PendingSince)), orUnknown(j.PendingReason), r, name, gresText(gres), tlText, then)}, ""
+}
+
+// idealAsk is what the job asks of a node of its ideal partition: the
+// plan's CPUs there (else its own) and its memory.
+func (v *view) idealAsk() ask {
+	return ask{v.j.Plan.IdealGres, cpusOr(v.j.Plan.IdealCPUs, v.j.CPUs), v.j.Mem}
+}
+
+// cpusOr is n, or else the job's CPUs.
+func cpusOr(n, job int) int {
+	if n > 0 {
+		return n
+	}
+	return job
 }
 
 // devCPUs is the CPUs per task a dev chunk on dp asks for when the job's

@@ -380,9 +380,20 @@ func TestDecideMigrate(t *testing.T) {
 		{
 			// the plan's CPUs per task on gpu go with the move: the job
 			// asked for a whole cpu node's
-			name: "cpu until gpu: with the plan's CPUs there",
-			job:  func(j *Job) { j.CPUs, j.Plan.IdealCPUs = 4, 2 },
+			name:  "cpu until gpu: with the plan's CPUs there",
+			job:   func(j *Job) { j.CPUs, j.Plan.IdealCPUs = 4, 2 },
 			check: check{want: func() Decision { d := migrate; d.CPUs = 2; return d }(), reason: []string{ckptThenGPU}},
+		},
+		{
+			// no idle node, but a node one job half fills has a GPU and
+			// the plan's 2 CPUs free (issue 29's lab replay)
+			name: "gpu full but for a partly used node with room",
+			job:  func(j *Job) { j.CPUs, j.Plan.IdealCPUs = 4, 2 },
+			snap: lab(full("gpu"), func(m map[string]*report.Partition) {
+				m["gpu"].Mixed = []report.Room{{GPUs: 1, CPUs: 2, MemMiB: 7000, Nodes: 1}}
+			}),
+			check: check{want: func() Decision { d := migrate; d.CPUs = 2; return d }(), reason: []string{
+				"gpu has no idle node for it, but 1 partly used node(s) with 1 GPU, 2 CPUs, 6.8 GiB free"}},
 		},
 		{
 			// one GPU left of her 2: the move fits; another user's limit,
@@ -1197,6 +1208,43 @@ func TestDevCPUs(t *testing.T) {
 	} {
 		if got := devCPUs(tc.p, tc.cpus, tc.gres); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRoom: an idle node, or a partly used one with what the job asks free.
+func TestRoom(t *testing.T) {
+	t.Parallel()
+	mixed := func(rs ...report.Room) *report.Partition {
+		p := partition(lab(full("gpu")), "gpu")
+		p.Mixed = rs
+		return p
+	}
+	half := report.Room{GPUs: 1, CPUs: 2, MemMiB: 4000, Nodes: 2}
+	typed := report.Room{GPUType: "a100", GPUs: 2, CPUs: 16, Nodes: 1}
+	for _, tc := range []struct {
+		name string
+		p    *report.Partition
+		a    ask
+		ok   bool
+		why  string
+	}{
+		{"idle node", partition(lab(), "gpu"), ask{gres: "gpu:1"}, true, "gpu has 2 idle node(s) and 4 of 4 GPUs idle"},
+		{"full", mixed(), ask{gres: "gpu:1"}, false, "gpu has no idle node (2 of 2 allocated)"},
+		{"a partly used node fits", mixed(half), ask{"gpu:1", 2, 1 << 30}, true, "2 partly used node(s) with 1 GPU, 2 CPUs, 3.9 GiB free"},
+		{"CPUs unknown: one will do", mixed(half), ask{gres: "gpu:1"}, true, "partly used"},
+		{"too many GPUs", mixed(half), ask{gres: "gpu:2", cpus: 2}, false, "no idle node"},
+		{"too many CPUs", mixed(half), ask{gres: "gpu:1", cpus: 4}, false, "no idle node"},
+		{"too much memory", mixed(half), ask{"gpu:1", 2, 8 << 30}, false, "no idle node"},
+		{"memory unknown on the node", mixed(report.Room{GPUs: 1, CPUs: 2, Nodes: 1}), ask{"gpu:1", 2, 8 << 30}, true, "partly used"},
+		{"the GPU type asked", mixed(half, typed), ask{gres: "gpu:a100:2", cpus: 8}, true, "2 a100 GPUs, 16 CPUs"},
+		{"another GPU type", mixed(typed), ask{gres: "gpu:v100:1", cpus: 2}, false, "no idle node"},
+		{"a CPU job on a GPU node's free CPUs", mixed(half), ask{cpus: 2}, true, "partly used"},
+		{"down", func() *report.Partition { p := mixed(half); p.State = "DOWN"; return p }(), ask{gres: "gpu:1"}, false, "partition gpu is DOWN"},
+	} {
+		ok, why := room(tc.p, tc.a)
+		if ok != tc.ok || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: %v %q, want %v ~%q", tc.name, ok, why, tc.ok, tc.why)
 		}
 	}
 }

@@ -1,5 +1,11 @@
 package report
 
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
+
 // The agent's view of the cluster. These bodies come from Slurm's own output,
 // so text is checked loosely (valid UTF-8, bounded): one odd job name must
 // not make a whole table undecodable. Numbers and identities stay strict.
@@ -64,6 +70,54 @@ type Partition struct {
 	MaxNodes       *int       `json:"max_nodes"`
 	PriorityTier   int        `json:"priority_tier"`
 	PreemptMode    string     `json:"preempt_mode"`
+	// Mixed is what is free on the partly allocated nodes: a one-node job
+	// that fits one of them starts without an idle node. One entry per
+	// distinct room, the largest first, at most MaxMixed.
+	Mixed []Room `json:"mixed,omitempty"`
+}
+
+// MaxMixed bounds Partition.Mixed.
+const MaxMixed = 64
+
+// Room is what is free on Nodes partly allocated nodes: GPUs (of GPUType,
+// "" untyped or none), CPUs and memory (0: unknown).
+type Room struct {
+	GPUType string `json:"gpu_type,omitempty"`
+	GPUs    int    `json:"gpus"`
+	CPUs    int    `json:"cpus"`
+	MemMiB  int64  `json:"mem_mib,omitempty"`
+	Nodes   int    `json:"nodes"`
+}
+
+// SortRooms lists rooms with their node counts, the largest first (GPUs,
+// then CPUs, then memory), at most MaxMixed; nil for none.
+func SortRooms(count map[Room]int) []Room {
+	if len(count) == 0 {
+		return nil
+	}
+	out := make([]Room, 0, len(count))
+	for r, n := range count {
+		r.Nodes = n
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b Room) int {
+		return cmp.Or(cmp.Compare(b.GPUs, a.GPUs), cmp.Compare(b.CPUs, a.CPUs), cmp.Compare(b.MemMiB, a.MemMiB),
+			strings.Compare(a.GPUType, b.GPUType))
+	})
+	return out[:min(len(out), MaxMixed)]
+}
+
+// Validate checks one room.
+func (r *Room) Validate() error {
+	if r.MemMiB < 0 {
+		return fail("mem_mib", "must not be negative (got %d)", r.MemMiB)
+	}
+	return first(
+		printable("gpu_type", r.GPUType, maxName, false),
+		nonNeg("gpus", r.GPUs),
+		nonNeg("cpus", r.CPUs),
+		nonNeg("nodes", r.Nodes),
+	)
 }
 
 // Validate checks one partition. Node and CPU counts are not required to
@@ -84,6 +138,14 @@ func (p *Partition) Validate() error {
 	}
 	for i := range p.GPUs {
 		if err := within(joinPath("gpus", index(i)), p.GPUs[i].Validate()); err != nil {
+			return err
+		}
+	}
+	if len(p.Mixed) > MaxMixed {
+		return fail("mixed", "at most %d entries (got %d)", MaxMixed, len(p.Mixed))
+	}
+	for i := range p.Mixed {
+		if err := within(joinPath("mixed", index(i)), p.Mixed[i].Validate()); err != nil {
 			return err
 		}
 	}

@@ -19,21 +19,21 @@ const MaxCPUs = 1 << 16
 
 // Plan says where a job would ideally run and what it may run on meanwhile.
 type Plan struct {
-	Lineage   string   `json:"lineage,omitempty"`            // lineage id chosen by `isched submit`
-	Cluster   string   `json:"cluster,omitempty"`            // isched cluster key the job reports to; empty: any
-	Ideal     string   `json:"ideal,omitempty"`              // ideal partition
-	IdealGres string   `json:"ideal_gres,omitempty"`         // GRES on the ideal partition, e.g. "gpu:1"; empty: none
-	IdealTime int64    `json:"ideal_time_minutes,omitempty"` // time limit on the ideal partition, minutes (0: partition default)
+	Lineage   string `json:"lineage,omitempty"`            // lineage id chosen by `isched submit`
+	Cluster   string `json:"cluster,omitempty"`            // isched cluster key the job reports to; empty: any
+	Ideal     string `json:"ideal,omitempty"`              // ideal partition
+	IdealGres string `json:"ideal_gres,omitempty"`         // GRES on the ideal partition, e.g. "gpu:1"; empty: none
+	IdealTime int64  `json:"ideal_time_minutes,omitempty"` // time limit on the ideal partition, minutes (0: partition default)
 	// IdealCPUs is the CPUs per task on the ideal partition (its node
 	// type's share per device); 0: keep the submission's. A move to the
 	// ideal partition sets it: a job started on a whole CPU node would
 	// otherwise hold every CPU of a GPU node, or not fit one at all.
-	IdealCPUs int `json:"ideal_cpus,omitempty"`
-	Fallbacks []string `json:"fallbacks,omitempty"`          // partitions it may start on while the ideal one is busy
-	Total     int64    `json:"total_iters,omitempty"`        // total iterations, 0 when unknown
-	Model     string   `json:"model,omitempty"`              // model fingerprint (for receipts), optional
-	Batch     int      `json:"batch,omitempty"`              // batch size (for receipts), optional
-	Migrate   bool     `json:"migrate,omitempty"`            // the user allows migration
+	IdealCPUs int      `json:"ideal_cpus,omitempty"`
+	Fallbacks []string `json:"fallbacks,omitempty"`   // partitions it may start on while the ideal one is busy
+	Total     int64    `json:"total_iters,omitempty"` // total iterations, 0 when unknown
+	Model     string   `json:"model,omitempty"`       // model fingerprint (for receipts), optional
+	Batch     int      `json:"batch,omitempty"`       // batch size (for receipts), optional
+	Migrate   bool     `json:"migrate,omitempty"`     // the user allows migration
 }
 
 // UnmarshalJSON reads a plan in either spelling: snake_case (what isched

@@ -1,7 +1,9 @@
 package slurm
 
 import (
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,9 +139,68 @@ func BuildSnapshot(cluster string, parts []PartitionInfo, nodes []Node, jobs []r
 		for _, typ := range types {
 			p.GPUs = append(p.GPUs, *gpus[typ])
 		}
+		p.Mixed = mixedRooms(byPart[pi.Name])
 		s.Partitions = append(s.Partitions, p)
 	}
 	return s
+}
+
+// mixedRooms is what is free on the partly allocated nodes among nodes
+// (allocated, not drained or completing, some CPU free): one entry per
+// distinct room with its node count, the largest first (GPUs, then CPUs,
+// then memory), at most report.MaxMixed. Memory is the TRES's minus the
+// TRES in use (0 when either is missing).
+func mixedRooms(nodes []Node) []report.Room {
+	count := map[report.Room]int{}
+	for _, n := range nodes {
+		free := n.CPUs - n.AllocCPUs
+		if nodeClass(n) != classAlloc || free <= 0 || slices.Contains(n.Flags, "COMPLETING") {
+			continue
+		}
+		r := report.Room{CPUs: free}
+		if total, ok := tresMemMiB(n.TRES); ok {
+			if used, ok := tresMemMiB(n.TRESUsed); ok || n.TRESUsed == "" {
+				r.MemMiB = max(total-used, 0)
+			}
+		}
+		used := nodeGPUs(n.GresUsed, n.TRESUsed)
+		for typ, t := range nodeGPUs(n.Gres, n.TRES) {
+			if g := t - min(used[typ], t); g > 0 {
+				gr := r
+				gr.GPUType, gr.GPUs = typ, g
+				count[gr]++
+			}
+		}
+		count[r]++ // a GPU-less job fits too
+	}
+	return report.SortRooms(count)
+}
+
+// tresMemMiB reads mem=N[KMGT] from a TRES string, in MiB.
+func tresMemMiB(tres string) (int64, bool) {
+	for _, item := range strings.Split(tres, ",") {
+		v, ok := strings.CutPrefix(item, "mem=")
+		if !ok || v == "" {
+			continue
+		}
+		mult := 1.0
+		switch v[len(v)-1] {
+		case 'K':
+			mult, v = 1.0/1024, v[:len(v)-1]
+		case 'M':
+			v = v[:len(v)-1]
+		case 'G':
+			mult, v = 1024, v[:len(v)-1]
+		case 'T':
+			mult, v = 1024*1024, v[:len(v)-1]
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return 0, false
+		}
+		return int64(f * mult), true
+	}
+	return 0, false
 }
 
 // nodeGPUs reads GPUs from a GRES string, falling back to the TRES string
