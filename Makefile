@@ -237,6 +237,11 @@ bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): t
 	  $(SIMFLAGS) --plots $(SIMOUT)/openb --csv $(SIMOUT)/openb.csv | tee $(SIMOUT)/openb.txt
 	$(GO) test -run '^$$' -bench 'Replay' -benchmem -benchtime 1x ./internal/sim/
 
+bench-lab-replay: build cluster-up ## issue 29 item 5: examples/trace-lab.sacct on the lab (real agent, coordinator, wrappers) and in the simulation, compared in bin/bench-lab/replay.txt (~8 min)
+	@mkdir -p $(BIN)/bench-lab
+	ISCHED_INTEGRATION=1 ISCHED_LABREPLAY_OUT=$(BIN)/bench-lab/replay.txt $(GO) test -count=1 -timeout 30m \
+	  -tags integration,labreplay,$(GOTAGS) -run '^TestLabReplay$$' -v ./internal/e2e/
+
 bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent (fake Slurm), 60 s each (~8 min)
 	$(GO) run ./scripts/bench/ingest -jobs 1000,5000,10000 -duration 60s
 

@@ -19,6 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/isched/isched/internal/atomicfile"
+	"github.com/isched/isched/internal/coordinator"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/sim"
 )
@@ -29,7 +30,7 @@ import (
 type simulateCmd struct {
 	app                        *App
 	trace, sacct, site, format string
-	mix                        string
+	mix, coordConf             string
 	loads, devParts, devWindow string
 	seeds, jobs, cores         int
 	adoption                   float64
@@ -42,6 +43,7 @@ func (c *simulateCmd) flags() *simulateCmd {
 	fs.StringVar(&c.trace, "trace", "", "workload trace: SWF (.swf), openb tasks (openb_pod_list*.csv) or run times (philly_runtime.csv)")
 	fs.StringVar(&c.sacct, "from-sacct", "", "a site's own history: sacct --parsable2 --allocations output with a header")
 	fs.StringVar(&c.site, "site", "", "site catalogue (site.json) the trace is replayed on")
+	fs.StringVar(&c.coordConf, "coordinator-config", "", "the site's coordinator config (coordinator.json): isched decides with its policy (default: the policy's defaults, speeds from the catalogue); its dev partitions and windows unless --dev is given")
 	fs.StringVar(&c.format, "format", "", "trace format: swf, openb or runtimes (default: from the file)")
 	fs.StringVar(&c.mix, "mix", "", "job shapes for a run-times trace: an openb task list (default: one GPU each)")
 	fs.StringVar(&c.loads, "loads", "0.5,0.7,0.9", "offered loads (fractions of the capacity users ask for); 0: the trace's own arrivals")
@@ -104,6 +106,14 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 	}
 	for s := range c.seeds {
 		e.Seeds = append(e.Seeds, uint64(s+1))
+	}
+	if c.coordConf != "" {
+		pol, err := coordinator.LoadPolicy(c.coordConf)
+		if err != nil {
+			return nil, "", fmt.Errorf("--coordinator-config: %w", err)
+		}
+		e.Base.Policy = &pol
+		e.DevPartitions, e.DevWindows = pol.DevPartitions, pol.DevWindows
 	}
 	if c.devParts != "" {
 		e.DevPartitions = strings.Split(c.devParts, ",")

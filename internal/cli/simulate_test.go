@@ -86,3 +86,25 @@ func TestSimulateJSON(t *testing.T) {
 		t.Errorf("simulate --json: %v\n%s", err, out)
 	}
 }
+
+// TestSimulateCoordinatorConfig: a site's own coordinator config sets the
+// policy of the replay; a bad one is named.
+func TestSimulateCoordinatorConfig(t *testing.T) {
+	h := newHarness(t)
+	code, out, errs := h.run("simulate", "--from-sacct", "../../examples/trace-lab.sacct", "--site", "../../examples/site-lab.json",
+		"--coordinator-config", "../../examples/coordinator-labreplay.json", "--loads", "0", "--seeds", "1", "--jobs", "0", "--adoption", "1", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "trace-lab.sacct") || !strings.Contains(out, "isched-nocont") {
+		t.Errorf("output:\n%s", out)
+	}
+	bad := filepath.Join(t.TempDir(), "coordinator.json")
+	if err := os.WriteFile(bad, []byte(`{"policy": {"speed": {"gpu": -1}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = h.run("simulate", "--from-sacct", "../../examples/trace-lab.sacct", "--site", "../../examples/site-lab.json", "--coordinator-config", bad)
+	if code == 0 || !strings.Contains(errs, "--coordinator-config") || !strings.Contains(errs, "policy.speed.gpu") {
+		t.Errorf("bad config: exit %d: %s", code, errs)
+	}
+}

@@ -109,6 +109,21 @@ func LoadSettings(path string, s *Settings) error {
 	return daemon.LoadJSON(path, s, ConfigVersion)
 }
 
+// LoadPolicy is the policy a coordinator started with the config file at
+// path runs (the defaults under the file's keys): what a simulation of
+// the site decides with (isched simulate --coordinator-config).
+func LoadPolicy(path string) (policy.Config, error) {
+	s := DefaultSettings()
+	if err := LoadSettings(path, &s); err != nil {
+		return policy.Config{}, err
+	}
+	c, err := s.config()
+	if err != nil {
+		return policy.Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c.Policy, nil
+}
+
 // Validate checks s; the error names the first bad field.
 func (s Settings) Validate() error {
 	if s.V != ConfigVersion {

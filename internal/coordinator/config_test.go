@@ -368,3 +368,23 @@ func TestMainFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadPolicy: a simulation of the site decides with what the
+// coordinator would: the file's policy over the defaults, in policy.Config's
+// spellings, and the file's errors by name.
+func TestLoadPolicy(t *testing.T) {
+	t.Parallel()
+	p := writeConfig(t, `{"tick": "1s", "policy": {"speed": {"gpu": 4, "cpu": 1}, "min_interval": "0s", "margin": "15s"}}`)
+	pol, err := LoadPolicy(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := policy.DefaultConfig()
+	if pol.Speed["gpu"] != 4 || pol.Speed["cpu"] != 1 || pol.MinInterval != -1 || pol.Margin != 15*time.Second || pol.MoveCost != def.MoveCost {
+		t.Errorf("policy %+v", pol)
+	}
+	bad := writeConfig(t, `{"policy": {"speed": {"gpu": 0}}}`)
+	if _, err := LoadPolicy(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "policy.speed.gpu") {
+		t.Errorf("bad speed: %v", err)
+	}
+}

@@ -110,8 +110,10 @@ func partitionHosts(ps *plan.PartitionSpec) ([]string, error) {
 // speed is the training throughput of one device of nt (the catalogue's
 // fp32 figure): what the planner scales run times by, and what the
 // coordinator is configured with per partition.
-func (c *cluster) speed(nt *plan.NodeType) float64 {
-	if s := c.site.Throughput(nt, plan.PrecFP32); s > 0 {
+func (c *cluster) speed(nt *plan.NodeType) float64 { return speedOf(c.site, nt) }
+
+func speedOf(site *plan.Site, nt *plan.NodeType) float64 {
+	if s := site.Throughput(nt, plan.PrecFP32); s > 0 {
 		return s
 	}
 	return 1

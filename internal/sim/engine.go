@@ -53,13 +53,41 @@ type Config struct {
 	CkptDur   float64 // seconds a requested checkpoint takes
 	UserDelay float64 // seconds before a user resubmits a run cut by its time limit
 	Depth     int     // jobs a scheduling pass tests (Slurm's queue depth)
+	// StepSeconds is how long one step of a trace job takes on the
+	// partition it asked for (0: 1 s): its run is Run/StepSeconds steps.
+	StepSeconds float64
+	// Start and Restart are the seconds before an attempt's first step:
+	// the first attempt's (the script's start-up), and a later one's
+	// (requeue, start-up and checkpoint loading).
+	Start, Restart float64
+	// Policy is the coordinator's policy configuration (a site's
+	// coordinator.json: coordinator.LoadPolicy); nil: the defaults with
+	// each partition's speed from the catalogue.
+	Policy *policy.Config
 	// Progress, when set, is called with the jobs done so far.
 	Progress func(done, total int)
 }
 
 // DefaultConfig is a replay of site with the defaults of docs/evaluation.md.
 func DefaultConfig(site *plan.Site) Config {
-	return Config{Site: site, Variant: Variants[0], Adoption: 0.5, Tick: 30, Poll: 30, CkptEvery: 1800, CkptDur: 30, UserDelay: 1800, Depth: 500}
+	return Config{Site: site, Variant: Variants[0], Adoption: 0.5, Tick: 30, Poll: 30, CkptEvery: 1800, CkptDur: 30, UserDelay: 1800, Depth: 500,
+		StepSeconds: 1, Restart: secs(policy.DefaultMoveCost)}
+}
+
+// LabConfig is a replay of the lab cluster (scripts/dev-cluster) as the
+// lab replay runs it (internal/e2e TestLabReplay, docs/evaluation.md
+// "Validation against the lab"): every one-GPU job through isched, the
+// coordinator's 1 s tick and the agent's 1 s poll, steps of 0.25 s on the
+// gpu partition, a periodic checkpoint every 30 s of run, and the lab's
+// measured delays (a requested checkpoint lands in about 1 s, a first
+// start takes 2 s, a restart 5 s). pol is the coordinator's policy.
+func LabConfig(site *plan.Site, pol *policy.Config) Config {
+	cfg := DefaultConfig(site)
+	cfg.Variant, cfg.Adoption, cfg.Policy = Variants[1], 1, pol
+	cfg.DevPartitions = pol.DevPartitions
+	cfg.Tick, cfg.Poll, cfg.StepSeconds, cfg.CkptEvery = 1, 1, 0.25, 30
+	cfg.CkptDur, cfg.Start, cfg.Restart = 1, 2, 5
+	return cfg
 }
 
 // Epoch is the wall-clock time of a trace's second 0 (a Monday, midnight
@@ -149,6 +177,10 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 	if cfg.Tick <= 0 || cfg.Poll <= 0 || cfg.CkptEvery <= 0 || cfg.CkptDur <= 0 || cfg.Depth <= 0 {
 		return nil, fmt.Errorf("sim: tick, poll, checkpoint period and duration and depth must be positive")
 	}
+	if cfg.StepSeconds < 0 || cfg.Start < 0 || cfg.Restart < 0 {
+		return nil, fmt.Errorf("sim: step seconds, start and restart must not be negative")
+	}
+	cfg.StepSeconds = cfg.stepSeconds()
 	dev := cfg.DevPartitions
 	cl, err := newCluster(cfg.Site, dev)
 	if err != nil {
@@ -161,7 +193,7 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 		s.pc[pi] = partCount{nodesIdle: len(cl.parts[pi].nodes), gpusIdle: cl.parts[pi].gpus, cpusIdle: cl.parts[pi].cpus}
 	}
 	s.pol = s.policyConfig()
-	s.planSite = plannerSite(cfg.Site, dev, cfg.Variant.Dev)
+	s.planSite = cfg.PlannerSite()
 	s.jobs = make([]jobState, 0, len(trace))
 	for k := range trace {
 		if _, err := s.askedPartition(&trace[k]); err != nil {
@@ -188,6 +220,14 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 // the defaults, speeds per partition from the catalogue (as a site
 // configures them), and the dev partitions and windows for Variant.Dev.
 func (s *sim) policyConfig() policy.Config {
+	if s.cfg.Policy != nil {
+		c := *s.cfg.Policy
+		c.NoContinuations = c.NoContinuations || s.cfg.Variant.NoContinue
+		if !s.cfg.Variant.Dev {
+			c.DevPartitions, c.DevWindows = nil, nil
+		}
+		return c
+	}
 	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
 		NoContinuations: s.cfg.Variant.NoContinue, Location: time.UTC}
 	for pi := range s.cl.parts {
@@ -200,17 +240,48 @@ func (s *sim) policyConfig() policy.Config {
 	return c
 }
 
-// plannerSite is site without its dev partitions unless dev is on: a
-// site that does not open them to isched lists them nowhere.
-func plannerSite(site *plan.Site, devParts []string, dev bool) *plan.Site {
-	if dev || len(devParts) == 0 {
-		return site
+// PlannerSite is the site as isched's planner sees it in this replay:
+// without its dev partitions unless the variant opens them (a site that
+// does not open them to isched lists them nowhere).
+func (c Config) PlannerSite() *plan.Site {
+	if c.Variant.Dev || len(c.DevPartitions) == 0 {
+		return c.Site
 	}
-	cp := *site
-	cp.Partitions = slices.DeleteFunc(slices.Clone(site.Partitions), func(p plan.PartitionSpec) bool {
-		return slices.Contains(devParts, p.Name)
+	cp := *c.Site
+	cp.Partitions = slices.DeleteFunc(slices.Clone(c.Site.Partitions), func(p plan.PartitionSpec) bool {
+		return slices.Contains(c.DevPartitions, p.Name)
 	})
 	return &cp
+}
+
+// RunSpec is trace job j as isched plans it: its run time in steps of
+// StepSeconds on the partition it asked for, whose node type's speed
+// gives a step's work. ok is false when the site has no such partition.
+func (c Config) RunSpec(j *Job) (r RunSpec, ok bool) {
+	ps := c.Site.Partition(j.Partition)
+	if ps == nil || len(ps.NodeTypes) == 0 {
+		return r, false
+	}
+	nt := c.Site.NodeType(ps.NodeTypes[0])
+	if nt == nil {
+		return r, false
+	}
+	iters, work := stepsOf(j.Run, c.stepSeconds(), speedOf(c.Site, nt))
+	return RunSpec{User: j.User, Total: iters, Left: iters, Work: work, MemMiB: j.MemMiB}, true
+}
+
+func (c Config) stepSeconds() float64 {
+	if c.StepSeconds > 0 {
+		return c.StepSeconds
+	}
+	return 1
+}
+
+// stepsOf is a run of run seconds as steps of step seconds on a device of
+// the given speed: how many, and each one's work (seconds at speed 1).
+func stepsOf(run, step, speed float64) (iters int64, work float64) {
+	run = max(run, step)
+	return int64(math.Ceil(run/step - 1e-9)), step * speed
 }
 
 func (s *sim) push(t float64, kind uint8, job, gen int) {
@@ -263,6 +334,11 @@ func (s *sim) handle(e event) {
 			s.ckptLanded(int(e.job))
 		}
 	case evTick:
+		if s.dirty {
+			// slurmctld schedules on a job's end at once; the agent's
+			// snapshot the coordinator decides on comes after that pass
+			s.schedule()
+		}
 		s.tick()
 		// nothing else left to happen: a job that can never start stays
 		// pending rather than ticking for ever

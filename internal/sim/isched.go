@@ -11,66 +11,89 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// submitPlanned plans job i's submission as `isched submit --policy
-// immediate` does (internal/cli decideFromEstimate): rows of the run on
-// every node type, waits from the cluster's state, the planner's plans
-// and choice. A job the planner cannot place goes where its user asked.
+// submitPlanned plans job i's submission as `isched submit` does
+// (PlanSubmission). A job the planner cannot place goes where its user
+// asked.
 func (s *sim) submitPlanned(i int) {
 	js := &s.jobs[i]
-	now := at(s.now)
-	rows := s.rows(js)
-	cs := s.clusterState()
+	r := RunSpec{User: js.j.User, Total: js.iters, Left: js.iters - js.lastCkpt, Work: js.work, MemMiB: js.j.MemMiB}
+	sub, err := PlanSubmission(s.planSite, s.clusterState(), r, s.cfg.Variant.Policy, at(s.now))
+	if err != nil {
+		return
+	}
+	sub.Plan.Lineage, sub.Plan.Model = "job-"+strconv.Itoa(js.j.ID), "trace"
+	js.plan = &sub.Plan
+	js.parts = js.parts[:0]
+	for _, name := range sub.Partitions {
+		js.parts = append(js.parts, s.cl.byName[name])
+	}
+	js.cpus, js.gpus, js.limit = sub.CPUs, gresGPUs(sub.Gres), sub.Limit.Seconds()
+}
+
+// RunSpec is a training run as isched plans it: steps whose cost is
+// known (a replayed run's is).
+type RunSpec struct {
+	User        string
+	Total, Left int64   // the run's steps, and those left to do
+	Work        float64 // seconds per step on a device of throughput 1 (Site.Throughput's units)
+	MemMiB      int64   // host memory per node; 0: unknown (taken to fit)
+}
+
+// Submission is what `isched submit` sends for a run: the plan comment,
+// the partitions, and the resources of the node type it starts on.
+type Submission struct {
+	Plan       report.Plan
+	Partitions []string
+	CPUs       int
+	Gres       string // "" on a CPU node type
+	Limit      time.Duration
+}
+
+// PlanSubmission plans run r as `isched submit --policy kind` does
+// (internal/cli decideFromEstimate): rows of the run on every node type
+// of site, waits from the cluster's state cs, the planner's plans and
+// choice. kind "" is --policy immediate. The lab replay
+// (internal/e2e TestLabReplay) submits through it too, so the simulation
+// and the lab plan alike.
+func PlanSubmission(site *plan.Site, cs plan.ClusterState, r RunSpec, kind string, now time.Time) (Submission, error) {
+	rows := knownRows(site, r)
 	wait := func(ps *plan.PartitionSpec, nt *plan.NodeType) plan.Wait {
 		n := plan.NeedOf(nt)
-		n.User = js.j.User
-		return s.planSite.EstimateWait(cs, ps.Name, n, now)
+		n.User = r.User
+		return site.EstimateWait(cs, ps.Name, n, now)
 	}
 	opts := plan.Options(rows, wait, plan.DefaultMigrationOverhead)
 	ps := plan.MakePlans(1, opts, plan.DefaultMigrationOverhead)
-	kind := s.cfg.Variant.Policy
 	if kind == "" {
 		kind = plan.PolicyImmediate
 	}
 	ch, err := ps.Choose(plan.Policy{Kind: kind}, now)
 	if err != nil {
-		return
+		return Submission{}, err
 	}
-	p, parts := submission(ch, js.iters)
-	p.Lineage, p.Model = "job-"+strconv.Itoa(js.j.ID), "trace"
-	js.plan = &p
-	js.parts = js.parts[:0]
-	for _, name := range parts {
-		js.parts = append(js.parts, s.cl.byName[name])
-	}
-	start := ch.Start[0].Row
-	js.cpus, js.gpus = start.NodeType.JobCPUs(), gresGPUs(start.NodeType.GresOne())
-	js.limit = plan.TimeLimit(time.Duration(float64(js.iters-js.lastCkpt)*start.IterSeconds*float64(time.Second)), ch.Start[0].Partition).Seconds()
-}
-
-// submission is the plan comment and partitions a choice submits, as
-// internal/cli's decideFromEstimate writes them.
-func submission(ch plan.Choice, iters int64) (report.Plan, []string) {
-	var parts []string
-	for _, o := range ch.Start {
-		parts = append(parts, o.Partition.Name)
-	}
-	return report.Plan{Ideal: ch.Ideal.Partition.Name, IdealGres: ch.Ideal.Row.NodeType.GresOne(),
+	sub := Submission{Plan: report.Plan{Ideal: ch.Ideal.Partition.Name, IdealGres: ch.Ideal.Row.NodeType.GresOne(),
 		IdealTime: int64(plan.TimeLimit(ch.Ideal.Row.Run(), ch.Ideal.Partition) / time.Minute),
-		Fallbacks: ch.FallbackList(nil), Total: iters, Migrate: ch.Migrate}, parts
+		IdealCPUs: ch.Ideal.Row.NodeType.JobCPUs(), Fallbacks: ch.FallbackList(nil), Total: r.Total, Migrate: ch.Migrate}}
+	for _, o := range ch.Start {
+		sub.Partitions = append(sub.Partitions, o.Partition.Name)
+	}
+	start := ch.Start[0]
+	sub.CPUs, sub.Gres = start.Row.NodeType.JobCPUs(), start.Row.NodeType.GresOne()
+	sub.Limit = plan.TimeLimit(time.Duration(float64(r.Left)*start.Row.IterSeconds*float64(time.Second)), start.Partition)
+	return sub, nil
 }
 
-// rows are the rest of job js's run on every node type of the planner's
-// site: its steps at its speed there (known, as a replayed trace's are).
-func (s *sim) rows(js *jobState) []plan.Row {
-	site := s.planSite
+// knownRows are the rest of run r on every node type of site: its steps
+// at the type's speed.
+func knownRows(site *plan.Site, r RunSpec) []plan.Row {
 	rows := make([]plan.Row, 0, len(site.NodeTypes))
 	for k := range site.NodeTypes {
 		nt := &site.NodeTypes[k]
 		var mem int64 // a GPU's memory need is unknown: taken to fit
 		if nt.Kind == plan.KindCPU {
-			mem = js.j.MemMiB << 20
+			mem = r.MemMiB << 20
 		}
-		rows = append(rows, site.KnownRow(nt, 1, js.iters-js.lastCkpt, js.work/s.cl.speed(nt), mem))
+		rows = append(rows, site.KnownRow(nt, 1, r.Left, r.Work/speedOf(site, nt), mem))
 	}
 	return rows
 }
@@ -108,15 +131,16 @@ func (s *sim) tick() {
 func (s *sim) candidate(js *jobState) bool {
 	switch js.state {
 	case stRunning:
-		lead := secs(js.ckptT.Estimate()) + secs(policy.DefaultMargin) + 2*s.cfg.Tick
+		lead := secs(js.ckptT.Estimate()) + secs(orDefault(s.pol.Margin, policy.DefaultMargin)) + 2*s.cfg.Tick
 		if l := s.limitOf(js, js.pi); s.now >= js.start+l-lead {
 			return true
 		}
 		if ideal, ok := s.cl.byName[js.plan.Ideal]; ok && js.plan.Migrate && ideal != js.pi {
-			return s.pc[ideal].nodesIdle > 0
+			c := &s.pc[ideal] // an idle node, or free GPUs and CPUs somewhere
+			return c.nodesIdle > 0 || c.gpusIdle >= gresGPUs(js.plan.IdealGres) && c.cpusIdle >= max(1, js.plan.IdealCPUs)
 		}
 	case stPending:
-		if !s.cfg.Variant.Dev || s.now-js.pendSin < secs(policy.DefaultMinPending) {
+		if !s.cfg.Variant.Dev || s.now-js.pendSin < secs(orDefault(s.pol.MinPending, policy.DefaultMinPending)) {
 			return false
 		}
 		for _, name := range s.cfg.DevPartitions {
@@ -188,7 +212,7 @@ func (s *sim) ckptLanded(i int) {
 func (s *sim) policyJob(js *jobState, step int64) policy.Job {
 	j := policy.Job{JobID: uint64(js.j.ID) + 1, User: js.j.User, Lineage: "job-" + strconv.Itoa(js.j.ID), Plan: js.plan,
 		Step: step, Total: js.iters, Moves: js.moves, Continuations: js.conts, Phase: js.phase,
-		Gres: gresOf(js.gpus), CPUs: js.cpus, TimeLimit: secDur(js.limit)}
+		Gres: gresOf(js.gpus), CPUs: js.cpus, Mem: js.j.MemMiB << 20, TimeLimit: secDur(js.limit)}
 	switch js.state {
 	case stRunning:
 		j.State, j.Partition, j.StartedAt = policy.StateRunning, s.cl.parts[js.pi].name, at(js.start)
@@ -211,6 +235,15 @@ func (s *sim) policyJob(js *jobState, step int64) policy.Job {
 		j.PhaseSince = at(js.phaseSince)
 	}
 	return j
+}
+
+// orDefault is d unless it is unset (a policy.Config's zero means the
+// default).
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 func (s *sim) partList(js *jobState) string {

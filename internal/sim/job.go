@@ -90,6 +90,13 @@ type jobState struct {
 	touched    bool // isched moved, checkpointed or continued it
 	onOther    bool // ran anywhere but the partition its user asked for
 	resubmits  int  // by the user, after a time limit
+	path       []Hop
+}
+
+// Hop is the start of one attempt of a job: when, and on which partition.
+type Hop struct {
+	At        float64 `json:"at"` // seconds from the trace's start
+	Partition string  `json:"partition"`
 }
 
 // stepAt is the steps done by t in the running attempt.

@@ -12,10 +12,6 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// stepSeconds is how long one step of a trace job takes on the partition
-// it ran on: a job's steps are its run time in seconds.
-const stepSeconds = 1.0
-
 // initJob sets up job i: its asked partition and time limit, its steps,
 // and whether it is one of isched's (drawn for every variant alike, so the
 // same jobs are adopted, and untouched, in every variant). isched plans
@@ -28,14 +24,13 @@ func (s *sim) initJob(i int, j *Job) error {
 	if err != nil {
 		return fmt.Errorf("sim: job %d: %w", j.ID, err)
 	}
-	run := max(j.Run, stepSeconds)
-	js.iters = int64(math.Ceil(run / stepSeconds))
-	js.work = stepSeconds * s.cl.partSpeed(pi)
-	js.ckptK = max(1, int64(s.cfg.CkptEvery/stepSeconds))
+	step := s.cfg.StepSeconds
+	js.iters, js.work = stepsOf(j.Run, step, s.cl.partSpeed(pi))
+	js.ckptK = max(1, int64(s.cfg.CkptEvery/step))
 	js.asked, js.parts, js.cpus, js.gpus = pi, []int{pi}, j.CPUs, j.GPUs
 	js.limit = j.Limit
 	if js.limit <= 0 {
-		js.limit = plan.TimeLimit(secDur(run), s.cl.parts[pi].spec).Seconds()
+		js.limit = plan.TimeLimit(secDur(max(j.Run, step)), s.cl.parts[pi].spec).Seconds()
 	}
 	if mt := s.cl.parts[pi].maxTime; mt > 0 && js.limit > mt {
 		js.limit = mt
@@ -113,10 +108,11 @@ func (s *sim) start(i, pi int, nodes []int) {
 	if s.cl.parts[pi].tier == 0 {
 		s.preempt++
 	}
-	js.startup = 0
+	js.startup = s.cfg.Start
 	if js.attempts > 0 {
-		js.startup = secs(policy.DefaultMoveCost) // restart and checkpoint loading
+		js.startup = s.cfg.Restart // requeue, start-up and checkpoint loading
 	}
+	js.path = append(js.path, Hop{At: s.now, Partition: s.cl.parts[pi].name})
 	nt := s.cl.nodes[nodes[0]].nt
 	js.iterSec = js.work / s.cl.speed(nt)
 	js.step0, js.ckptsAt = js.lastCkpt, js.ckpts
@@ -288,20 +284,22 @@ func (s *sim) moveQueued(i int, d policy.Decision) {
 	s.queue(i, s.now)
 }
 
-// retarget applies a decision's partition, GRES and time limit to a job's
-// request. The CPUs follow the target's node type (a device's share), as
-// a submission there would ask.
+// retarget applies a decision's partition, GRES, CPUs and time limit to a
+// job's request, as the agent's move does: the CPUs change only when the
+// decision says (a move onto the ideal partition, a dev chunk on smaller
+// nodes); a partition without GPUs drops the GPUs.
 func (s *sim) retarget(js *jobState, d policy.Decision) {
 	if pi, ok := s.cl.byName[d.Target]; ok {
 		js.parts = []int{pi}
-		nt := s.cl.nodes[s.cl.parts[pi].nodes[0]].nt
-		js.cpus = nt.JobCPUs()
-		if nt.Kind != plan.KindGPU {
+		if s.cl.parts[pi].gpus == 0 {
 			js.gpus = 0
 		}
 	}
 	if d.Gres != "" {
 		js.gpus = gresGPUs(d.Gres)
+	}
+	if d.CPUs > 0 {
+		js.cpus = d.CPUs
 	}
 	if d.TimeLimit > 0 {
 		js.limit = d.TimeLimit.Seconds()

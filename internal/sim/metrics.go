@@ -74,6 +74,7 @@ type JobResult struct {
 	Cost     float64
 	Touched  bool
 	OnOther  bool
+	Path     []Hop // its attempts' starts, in order
 }
 
 // Result is one replay's outcome.
@@ -104,7 +105,7 @@ func (s *sim) result() *Result {
 		j := js.j
 		jr := JobResult{ID: j.ID, Managed: js.managed, Isched: js.isched, GPUs: j.GPUs, Submit: j.Submit,
 			Run: j.Run, Done: js.lastCkpt >= js.iters, Moves: js.moves, Conts: js.conts, Lost: js.lost,
-			Attempts: js.attempts, Cost: js.cost, Touched: js.touched, OnOther: js.onOther}
+			Attempts: js.attempts, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
 		if js.firstStart >= 0 {
 			jr.Wait = js.firstStart - j.Submit
 		}

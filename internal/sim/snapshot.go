@@ -31,10 +31,33 @@ func (s *sim) snapshot() *report.Snapshot {
 		if p.tier == 0 {
 			rp.PreemptMode = "REQUEUE"
 		}
+		rp.Mixed = s.mixedRooms(pi)
 		snap.Partitions[pi] = rp
 	}
 	snap.Limits = s.limits()
 	return snap
+}
+
+// mixedRooms is what is free on partition pi's partly allocated nodes, as
+// the agent reports it (internal/slurm mixedRooms; memory is not
+// modelled).
+func (s *sim) mixedRooms(pi int) []report.Room {
+	var count map[report.Room]int
+	for _, ni := range s.cl.parts[pi].nodes {
+		n := &s.cl.nodes[ni]
+		if len(n.jobs) == 0 || n.freeCPU <= 0 {
+			continue
+		}
+		if count == nil {
+			count = map[report.Room]int{}
+		}
+		r := report.Room{CPUs: n.freeCPU}
+		if n.freeGPU > 0 {
+			count[report.Room{GPUs: n.freeGPU, CPUs: n.freeCPU}]++
+		}
+		count[r]++
+	}
+	return report.SortRooms(count)
 }
 
 // limits are the per-user limits in use, as the agent reads them from

@@ -1,0 +1,78 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/isched/isched/internal/coordinator"
+	"github.com/isched/isched/internal/plan"
+)
+
+// labReplayConfig is the simulation of the lab replay (issue 29 item 5,
+// internal/e2e TestLabReplay): examples/site-lab.json under the policy of
+// examples/coordinator-labreplay.json, with the lab's constants.
+func labReplayConfig(t *testing.T) (Config, []Job) {
+	t.Helper()
+	root := "../.."
+	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err := plan.DecodeSite(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := coordinator.LoadPolicy(filepath.Join(root, "examples/coordinator-labreplay.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(root, "examples/trace-lab.sacct"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := ReadSacct("trace-lab.sacct", f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := LabConfig(site, &pol)
+	return cfg, tr
+}
+
+// TestLabTrace: in the simulation of the lab replay, isched starts the
+// one-GPU jobs that find gpu full on cpu and moves them when gpu frees,
+// sooner on average than Slurm alone; the jobs isched does not plan are
+// not delayed.
+func TestLabTrace(t *testing.T) {
+	t.Parallel()
+	cfg, tr := labReplayConfig(t)
+	res := map[string]*Result{}
+	for _, v := range Variants[:2] {
+		cfg.Variant = v
+		r, err := Run(cfg, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res[v.Name] = r
+		for _, j := range r.Jobs {
+			t.Logf("%s: job %d isched=%v JCT %.0f s wait %.0f s path %v", v.Name, j.ID, j.Managed, j.JCT, j.Wait, j.Path)
+		}
+	}
+	is, sl := res["isched"], res["slurm"]
+	var moved []int
+	for _, j := range is.Jobs {
+		if len(j.Path) > 1 && j.Path[0].Partition == "cpu" && j.Path[len(j.Path)-1].Partition == "gpu" {
+			moved = append(moved, j.ID)
+		}
+	}
+	if len(moved) < 2 {
+		t.Errorf("jobs moved cpu -> gpu: %v, want at least two", moved)
+	}
+	if a, b := Summarize(is).MeanJCT, Summarize(sl).MeanJCT; a >= b {
+		t.Errorf("mean JCT isched %.4f h, Slurm alone %.4f h: want isched lower", a, b)
+	}
+	if a, b := Summarize(is).OtherWait, Summarize(sl).OtherWait; a > b {
+		t.Errorf("untouched jobs wait %.4f h with isched, %.4f h without", a, b)
+	}
+}
