@@ -154,10 +154,11 @@ stage-start:
 # after). TEST_PYTHON=/usr/bin/python3 runs them without the frameworks
 # (their tests skip; under CI=true a skip fails, see python/tests/run.py).
 TEST_PYTHON ?=
-test-python: ## the Python package's tests (python/tests, with the real Lightning and transformers) and gpu-check's CPU self-test
+test-python: ## the Python package's tests (python/tests, with the real Lightning and transformers), gpu-check's CPU self-test and its plain PyTorch cycle on the CPU
 	@py='$(TEST_PYTHON)'; if [ -z "$$py" ]; then py=$$(scripts/python-venv) || exit 1; fi; \
 	  echo "$$py python/tests/run.py"; "$$py" python/tests/run.py
 	scripts/gpu-check --self-test
+	scripts/gpu-check --cycle-on-cpu --python /usr/bin/python3
 
 test-notebook: build cluster-up ## run examples/table2.ipynb on the local cluster with its GPU partitions busy: Table 2 and both plans
 	scripts/notebook-test
