@@ -1,13 +1,11 @@
 package sim
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/isched/isched/internal/coordinator"
-	"github.com/isched/isched/internal/plan"
 )
 
 // labReplayConfig is the simulation of the lab replay (issue 29 item 5,
@@ -16,24 +14,12 @@ import (
 func labReplayConfig(t *testing.T) (Config, []Job) {
 	t.Helper()
 	root := "../.."
-	b, err := os.ReadFile(filepath.Join(root, "examples/site-lab.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	site, err := plan.DecodeSite(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	site := siteFile(t, filepath.Join(root, "examples/site-lab.json"))
 	pol, err := coordinator.LoadPolicy(filepath.Join(root, "examples/coordinator-labreplay.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(root, "examples/trace-lab.sacct"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr, err := ReadSacct("trace-lab.sacct", f)
+	tr, err := ReadSacct("trace-lab.sacct", open(t, filepath.Join(root, "examples/trace-lab.sacct")))
 	if err != nil {
 		t.Fatal(err)
 	}

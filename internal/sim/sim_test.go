@@ -9,9 +9,12 @@ import (
 	"github.com/isched/isched/internal/policy"
 )
 
-func tinySite(t *testing.T) *plan.Site {
+func tinySite(t *testing.T) *plan.Site { return siteFile(t, "testdata/site-tiny.json") }
+
+// siteFile reads a site catalogue.
+func siteFile(t *testing.T, path string) *plan.Site {
 	t.Helper()
-	b, err := os.ReadFile("testdata/site-tiny.json")
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
