@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -123,49 +124,102 @@ func TestIntegrationAgentResubmitsForgottenJob(t *testing.T) {
 	}
 }
 
-// TestIntegrationResubmitRefusesPrivilegedLinesAsBob (issue 26, item 6):
-// the agent resubmits a forgotten job's saved script as root for its
-// owner (sbatch --uid), and Slurm honours from root what it refuses or
-// ignores from bob: a negative nice, a priority (measured: both applied).
-// bob's saved script with such lines is refused, and no job is submitted.
+// privilegedSpellings are the ways a batch script asks for a priority or
+// a negative nice that sbatch reads (issue 26, item 6; issue 44, item 1),
+// with what Slurm then shows for the job.
+var privilegedSpellings = []struct {
+	name, lines, want, refusal string
+}{
+	{"plain", "#SBATCH --nice=-10000\n#SBATCH --priority=4000000\n", "Priority=4000000", "line 3: --nice=-10000; line 4: --priority=4000000"},
+	{"double-quoted", "#SBATCH \"--priority=4000000\"\n", "Priority=4000000", "line 3: --priority=4000000"},
+	{"single-quoted", "#SBATCH '--nice=-10000'\n", "Nice=-10000", "line 3: --nice=-10000"},
+	{"escaped", "#SBATCH --pr\\iority=3000000\n", "Priority=3000000", "line 3: --priority=3000000"},
+	{"pbs priority", "#PBS -p -10000\n", "Nice=-10000", "line 3: #PBS -p -10000"},
+	{"pbs resource nice", "#PBS -l nice=-9000\n", "Nice=-9000", "line 3: #PBS -l nice=-9000"},
+}
+
+// privilegedScript is bob's batch script with the lines of one spelling.
+func privilegedScript(lines string) string {
+	return "#!/bin/sh\n#SBATCH -J isched-slurm-test-agent-privileged -p cpu -t 1 -o /dev/null\n" + lines + "echo ran >> runs\n"
+}
+
+// slurmGrants submits script as root for bob, as the agent does, but
+// starting in an hour and without the agent's check, and returns what
+// scontrol shows of the job (cancelled at once): each spelling must be one
+// Slurm honours, or the refusal below proves nothing.
+func slurmGrants(t *testing.T, script, dir string) string {
+	t.Helper()
+	ctx := context.Background()
+	bob, err := user.Lookup("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "sbatch", "--parsable", "--uid=bob", "--gid="+bob.Gid, "--begin=now+3600", "--chdir="+dir)
+	cmd.Stdin = strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch --uid=bob: %v\n%s", err, out)
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
+	defer func() { _ = exec.CommandContext(ctx, "scancel", id).Run() }()
+	show, err := exec.CommandContext(ctx, "scontrol", "show", "job", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("scontrol show job %s: %v\n%s", id, err, show)
+	}
+	return string(show)
+}
+
+// TestIntegrationResubmitRefusesPrivilegedLinesAsBob (issue 26, item 6;
+// issue 44, item 1): the agent resubmits a forgotten job's saved script as
+// root for its owner (sbatch --uid), and Slurm honours from root what it
+// refuses or ignores from bob: a negative nice, a priority, in every
+// spelling sbatch reads (quoted, escaped, #PBS). Each spelling is first
+// shown to be granted by this Slurm to a submission by root for bob; then
+// bob's saved script with it is refused by the agent, and no job is
+// submitted.
 func TestIntegrationResubmitRefusesPrivilegedLinesAsBob(t *testing.T) {
 	c, sc, scripts := startScriptAgent(t)
 	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, "the agent's script store", func() bool {
 		_, err := os.Stat(scripts)
 		return err == nil
 	})
-
-	dir := testutil.WorkDir(t, "isched-slurm-test-agent-privileged-")
-	var lineage, comment string
-	const forgotten = "3999999998"
 	bob, err := user.Lookup("bob")
 	if err != nil {
 		t.Fatalf("test user bob: %v (scripts/dev-cluster up creates alice and bob)", err)
 	}
 	bobUID, _ := strconv.Atoi(bob.Uid)
-	lineage = fmt.Sprintf("lab-u%d-priv-%d", bobUID, time.Now().UnixNano()%1_000_000)
-	comment = (&report.Plan{Lineage: lineage, Ideal: "cpu", Total: 10}).FormatComment()
-	rec := map[string]any{"job_id": 3999999998, "user": "bob", "uid": bobUID, "lineage": lineage, "comment": comment, "work_dir": dir,
-		"partition": "cpu", "saved_ms": time.Now().UnixMilli(),
-		"script": "#!/bin/sh\n#SBATCH -J isched-slurm-test-agent-privileged -p cpu -t 1 -o /dev/null\n#SBATCH --nice=-10000\n#SBATCH --priority=4000000\necho ran >> runs\n"}
-	b, _ := json.Marshal(rec)
-	if err := os.WriteFile(filepath.Join(scripts, "job-"+forgotten+".json"), b, 0o600); err != nil {
-		t.Fatal(err)
+	dir := testutil.WorkDir(t, "isched-slurm-test-agent-privileged-")
+	for i, sp := range privilegedSpellings {
+		t.Run(sp.name, func(t *testing.T) {
+			script := privilegedScript(sp.lines)
+			if show := slurmGrants(t, script, dir); !strings.Contains(show, " "+sp.want+" ") && !strings.Contains(show, " "+sp.want+"\n") {
+				t.Fatalf("Slurm does not grant %s to root's submission for bob (want %s):\n%s", sp.name, sp.want, show)
+			}
+			forgotten := strconv.Itoa(3999999900 + i)
+			lineage := fmt.Sprintf("lab-u%d-priv-%d-%d", bobUID, i, time.Now().UnixNano()%1_000_000)
+			comment := (&report.Plan{Lineage: lineage, Ideal: "cpu", Total: 10}).FormatComment()
+			rec := map[string]any{"job_id": 3999999900 + i, "user": "bob", "uid": bobUID, "lineage": lineage, "comment": comment, "work_dir": dir,
+				"partition": "cpu", "saved_ms": time.Now().UnixMilli(), "script": script}
+			b, _ := json.Marshal(rec)
+			if err := os.WriteFile(filepath.Join(scripts, "job-"+forgotten+".json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			act := action(c.name, report.ActionResubmit, "resubmit-priv-"+lineage, forgotten, "bob", func(a *report.Action) { a.Lineage, a.TimeLimitMin = lineage, 1 })
+			c.send(t, act)
+			r := c.waitResult(t, act.ID, 30*time.Second)
+			if r.Status != report.StatusRefused || !strings.Contains(r.Message, "("+sp.refusal+")") || r.NewJobID != 0 {
+				t.Fatalf("bob's resubmit with %s: %+v, want refused naming %q", sp.name, r, sp.refusal)
+			}
+			jobs, err := sc.Jobs(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range jobs {
+				if strings.TrimSpace(j.Comment) == comment {
+					t.Errorf("a job was submitted for bob's lineage: %d %s", j.JobID, j.State)
+				}
+			}
+			t.Logf("refused: %s", r.Message)
+		})
 	}
-	act := action(c.name, report.ActionResubmit, "resubmit-priv-"+lineage, forgotten, "bob", func(a *report.Action) { a.Lineage, a.TimeLimitMin = lineage, 1 })
-	c.send(t, act)
-	r := c.waitResult(t, act.ID, 30*time.Second)
-	if r.Status != report.StatusRefused || !strings.Contains(r.Message, "--nice=-10000 --priority=4000000") || r.NewJobID != 0 {
-		t.Fatalf("bob's resubmit with privileged lines: %+v, want refused naming them", r)
-	}
-	jobs, err := sc.Jobs(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobs {
-		if strings.TrimSpace(j.Comment) == comment {
-			t.Errorf("a job was submitted for bob's lineage: %d %s", j.JobID, j.State)
-		}
-	}
-	t.Logf("refused: %s", r.Message)
 }

@@ -291,12 +291,21 @@ func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Resul
 		return refuse("resubmit as root refused (Config.AllowRootSubmit is off)")
 	}
 	// the agent submits as root for the user: Slurm would honour lines the
-	// user could not use (a negative nice, a priority)
-	if priv := slurm.PrivilegedDirectives([]byte(rec.Script)); len(priv) > 0 && !isRoot(rec.User) {
-		return refuse("job %d cannot be resubmitted: its script asks for what only a privileged user may (%s); Slurm would grant it to a submission by the agent", act.JobID, strings.Join(priv, " "))
+	// user could not use (a negative nice, a priority). A script without
+	// #PBS or #BSUB lines is submitted with --ignore-pbs, so that no
+	// reading of such lines matters; one with them is read as its first
+	// submission was (a script from Torque keeps its resources), and its
+	// privileged #PBS options are refused like #SBATCH ones.
+	pbs := slurm.HasPBSDirectives([]byte(rec.Script))
+	priv, err := slurm.PrivilegedDirectives([]byte(rec.Script), !pbs)
+	if err != nil {
+		return refuse("job %d cannot be resubmitted: %v", act.JobID, err)
+	}
+	if len(priv) > 0 && !isRoot(rec.User) {
+		return refuse("job %d cannot be resubmitted: its script asks for what only a privileged user may (%s); Slurm would grant it to a submission by the agent", act.JobID, strings.Join(priv, "; "))
 	}
 	spec := slurm.SubmitSpec{User: rec.User, Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
-		Comment: rec.Comment, Chdir: rec.WorkDir}
+		Comment: rec.Comment, Chdir: rec.WorkDir, IgnorePBS: !pbs}
 	newID, err := a.slurm.SubmitWith(ctx, []byte(rec.Script), spec)
 	if err != nil {
 		if slurmDown(err) {

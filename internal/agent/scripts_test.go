@@ -76,11 +76,31 @@ func TestResubmitForgottenJob(t *testing.T) {
 	e.slurm.mu.Lock()
 	spec, got := e.slurm.lastSubmit, e.slurm.lastScript
 	e.slurm.mu.Unlock()
-	if spec.User != "alice" || spec.Chdir != "/home/alice/run 1" || spec.Comment != planComment || spec.Partition != "cpu" || spec.TimeLimit != 20*time.Minute {
+	if spec.User != "alice" || spec.Chdir != "/home/alice/run 1" || spec.Comment != planComment || spec.Partition != "cpu" || spec.TimeLimit != 20*time.Minute || !spec.IgnorePBS {
 		t.Errorf("submitted with %+v", spec)
 	}
 	if got != string(script) {
 		t.Errorf("submitted script %q, want the saved %q", got, script)
+	}
+}
+
+// A script from Torque keeps its #PBS resources when resubmitted (no
+// --ignore-pbs); its privileged #PBS lines are refused (TestResubmitRefusals).
+func TestResubmitKeepsPBSResources(t *testing.T) {
+	e, a, dir := scriptEnv(t)
+	savedScript("#!/bin/bash\n#PBS -l walltime=1:00:00,nice=5 -p 10\nexec srun train\n")(t, e, dir)
+	act := e.resubmitAction()
+	e.send(act)
+	if _, err := drain(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusOK {
+		t.Fatalf("result %+v", r)
+	}
+	e.slurm.mu.Lock()
+	defer e.slurm.mu.Unlock()
+	if e.slurm.lastSubmit.IgnorePBS {
+		t.Errorf("submitted with --ignore-pbs: the script's #PBS resources would be lost")
 	}
 }
 
@@ -115,25 +135,12 @@ func TestResubmitRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, nil, "has no saved batch script"},
-		{"a script with lines only a privileged user may use", func(t *testing.T, e *env, dir string) {
-			e.slurm.mu.Lock()
-			delete(e.slurm.jobs, "12")
-			e.slurm.mu.Unlock()
-			p := filepath.Join(dir, "job-12.json")
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rec map[string]any
-			if err := json.Unmarshal(b, &rec); err != nil {
-				t.Fatal(err)
-			}
-			rec["script"] = "#!/bin/bash\n#SBATCH --nice=-10000\n#SBATCH --prio=4000000\nexec srun train\n"
-			b, _ = json.Marshal(rec)
-			if err := os.WriteFile(p, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}, nil, "only a privileged user may (--nice=-10000 --prio=4000000)"},
+		{"a script with lines only a privileged user may use", savedScript("#!/bin/bash\n#SBATCH --nice=-10000\n#SBATCH --prio=4000000\nexec srun train\n"), nil,
+			"only a privileged user may (line 2: --nice=-10000; line 3: --prio=4000000)"},
+		{"a quoted priority", savedScript("#!/bin/bash\n#SBATCH \"--priority=4000000\"\nexec srun train\n"), nil, "(line 2: --priority=4000000)"},
+		{"an escaped priority", savedScript("#!/bin/bash\n#SBATCH --pr\\iority=3000000\nexec srun train\n"), nil, "(line 2: --priority=3000000)"},
+		{"a #PBS priority", savedScript("#!/bin/bash\n#PBS -p -10000\nexec srun train\n"), nil, "(line 2: #PBS -p -10000)"},
+		{"an unmatched quote", savedScript("#!/bin/bash\n#SBATCH '--nice=-5\nexec srun train\n"), nil, "line 2: unmatched '"},
 		{"a saved file others may read is not trusted", func(t *testing.T, e *env, dir string) {
 			if err := os.Chmod(filepath.Join(dir, "job-12.json"), 0o644); err != nil {
 				t.Fatal(err)
@@ -163,6 +170,30 @@ func TestResubmitRefusals(t *testing.T) {
 				t.Errorf("sbatch ran %d times", n)
 			}
 		})
+	}
+}
+
+// savedScript replaces the saved script of job 12 (which slurmctld has
+// forgotten).
+func savedScript(script string) func(t *testing.T, e *env, dir string) {
+	return func(t *testing.T, e *env, dir string) {
+		e.slurm.mu.Lock()
+		delete(e.slurm.jobs, "12")
+		e.slurm.mu.Unlock()
+		p := filepath.Join(dir, "job-12.json")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec["script"] = script
+		b, _ = json.Marshal(rec)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -225,6 +225,8 @@ type SubmitSpec struct {
 	// Cluster submits to another cluster of the same slurmdbd (`sbatch
 	// --clusters`, Slurm's multi-cluster operation); empty: this one.
 	Cluster string
+	// IgnorePBS passes --ignore-pbs: sbatch reads no #PBS or #BSUB lines.
+	IgnorePBS bool
 }
 
 // SubmitWith submits a batch script read from stdin (`sbatch --parsable`)
@@ -277,6 +279,9 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 	}
 	if spec.Hold {
 		args = append(args, "--hold")
+	}
+	if spec.IgnorePBS {
+		args = append(args, "--ignore-pbs")
 	}
 	if spec.Cluster != "" {
 		if !clusterRE.MatchString(spec.Cluster) {

@@ -471,8 +471,8 @@ func TestSubmitWith(t *testing.T) {
 	if err != nil || id != "77" {
 		t.Fatalf("%q %v", id, err)
 	}
-	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --chdir=/home/alice/run 1", stdout: "78\n"})
-	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Chdir: "/home/alice/run 1"}); err != nil || id != "78" {
+	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --ignore-pbs --chdir=/home/alice/run 1", stdout: "78\n"})
+	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Chdir: "/home/alice/run 1", IgnorePBS: true}); err != nil || id != "78" {
 		t.Fatalf("with --chdir: %q %v", id, err)
 	}
 	// another cluster of the same slurmdbd: sbatch --clusters, whose
