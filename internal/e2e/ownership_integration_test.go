@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,6 +150,36 @@ func TestSquatAndPoisonAsBob(t *testing.T) {
 	}
 	if own := cpuRow(t, runCLI(t, w, cli, "bob", estimate...)); own.Source != plan.Measured || own.MemoryBytes >= static.MemoryBytes {
 		t.Errorf("bob's own estimate: %s %d bytes, want measured from his receipt (below the static %d)", own.Source, own.MemoryBytes, static.MemoryBytes)
+	}
+	poisonUp(t, w, cli, estimate, static, bobDir, bobUID, poison, exports)
+}
+
+// poisonUp (issue 44, item 3): bob's second run under the same plan
+// comment allocates 2.5 GB; his receipts' median is then far above alice's
+// static estimate, which one user may raise by at most
+// plan.MaxPooledRaise (before: 542.3 MiB static became 2.53 GiB).
+func poisonUp(t *testing.T, w *world, cli string, estimate []string, static estimateRow, bobDir string, bobUID int, poison report.Plan, exports string) {
+	t.Helper()
+	fake := filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")
+	wrapper := filepath.Join(binDir, "isched-wrapper")
+	poison.Lineage += "-up"
+	script := "#!/bin/bash\nexec srun " + shq(wrapper) + " --report-interval 1s -- /usr/bin/python3 " + shq(fake) + " --mb 2500 --steps 200 --period 0.02\n"
+	writeAs(t, filepath.Join(bobDir, "poison-up.sh"), []byte(script), 0o755, bobUID)
+	job := w.sbatchAs("bob", "-J", "bob-poison-up", "-D", bobDir, "-p", "cpu", "-n", "1", "-t", "5", "--mem=3500M",
+		"-o", filepath.Join(bobDir, "poison-up.out"), "--comment", poison.FormatComment(), exports+",ISCHED_LINEAGE="+poison.Lineage,
+		filepath.Join(bobDir, "poison-up.sh"))
+	rec := w.waitReceipt(3*time.Minute, "bob's 2.5 GB receipt", func(r report.Receipt) bool {
+		return r.Model == poison.Model && r.UID != nil && *r.UID == bobUID && r.PeakRSS > 2<<30
+	})
+	t.Logf("bob's job %s left receipt %+v", job, rec)
+	if !rec.Confirmed {
+		t.Fatalf("bob's 2.5 GB receipt is not confirmed by Slurm: the cap is not tested\n%s", w.logs())
+	}
+	top := int64(math.Ceil(float64(static.MemoryBytes) * plan.MaxPooledRaise))
+	got := cpuRow(t, runCLI(t, w, cli, "alice", estimate...))
+	if got.MemoryBytes > top || got.MemoryBytes < static.MemoryBytes || !strings.Contains(got.Basis, "not above 1.5x the static estimate") {
+		t.Errorf("alice's estimate after bob's 2.5 GB receipt: %s %d bytes, want within [%d, %d], capped (%s)", got.Source, got.MemoryBytes,
+			static.MemoryBytes, top, got.Basis)
 	}
 }
 

@@ -61,7 +61,8 @@ type Request struct {
 	// Pooled are other users' receipts that Slurm confirmed
 	// (SplitReceipts). A node type with no receipt of the user's own uses
 	// them robustly: the median of each user's median, and never below
-	// the static estimate unless MinPoolUsers distinct users agree.
+	// the static estimate, nor above MaxPooledRaise times it, unless
+	// MinPoolUsers distinct users agree.
 	Pooled []report.Receipt
 }
 
@@ -204,14 +205,14 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 		if r.Source != Static {
 			c.profiledNote(&r)
 		}
-		floorPooled(&r, c, r.Static.Total(), staticIter)
+		boundPooled(&r, c, r.Static.Total(), staticIter)
 	} else if c := s.donor(nt, cal); c != nil {
 		r.Whose = c.whose()
 		s.fromOther(&r, req, c)
 		if c.profiled > 0 && r.Source != Static {
 			r.Basis += fmt.Sprintf(" (%d of %d receipts profiled)", c.profiled, c.n)
 		}
-		floorPooled(&r, c, r.Static.Total(), staticIter)
+		boundPooled(&r, c, r.Static.Total(), staticIter)
 	}
 	// a figure changed after its band was made (a pooled row kept at the
 	// static estimate) has no measured band

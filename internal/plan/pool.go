@@ -9,12 +9,14 @@ import (
 )
 
 // MinPoolUsers is how many distinct users' receipts must agree before
-// pooled receipts may put an estimate below the static one. One user can
+// pooled receipts may put an estimate below the static one, or more than
+// MaxPooledRaise above it. One user can
 // run a job under any plan comment and report what they like about it
 // (within what Slurm saw: see report.Receipt.Confirmed); a tiny process
 // under a ResNet's comment once turned another user's 485.6 MiB static
 // estimate into 1.00 MiB "measured" and their --mem into 256M. With fewer
-// users the pooled figures only ever raise an estimate.
+// users the pooled figures only ever raise an estimate, and by at most
+// MaxPooledRaise.
 const MinPoolUsers = 3
 
 // SplitReceipts sorts receipts for uid's estimate: uid's own (used as
@@ -138,9 +140,22 @@ func (s *Site) calibratePooled(key string, receipts []report.Receipt) map[string
 	return out
 }
 
-// floorPooled keeps a row that other users' receipts made from going
-// below the static estimate unless MinPoolUsers of them agree.
-func floorPooled(r *Row, c *calibration, staticMem int64, staticIter float64) {
+// MaxPooledRaise bounds how far fewer than MinPoolUsers users' receipts
+// may raise an estimate above the static one: memory and iteration time
+// at most this factor of the static figures. One confirmed job of bob's
+// allocating 2.5 GB under a ResNet-18's plan once took alice's estimate
+// from 542.3 MiB (static) to 2.53 GiB and her hours from 0.01 to 0.08: her
+// submissions asked about 5x the memory, and a figure above a node's
+// memory would make the node type infeasible for her. The factor covers
+// what the static model is known to miss (host memory up to 21 % under,
+// GPU memory up to 30 % under: docs/evaluation.md, docs/gpu-check.md), so
+// one honest user's receipts still correct it; beyond it, as below the
+// static estimate, MinPoolUsers users must agree.
+const MaxPooledRaise = 1.5
+
+// boundPooled keeps a row that other users' receipts made within
+// [static, MaxPooledRaise x static] unless MinPoolUsers of them agree.
+func boundPooled(r *Row, c *calibration, staticMem int64, staticIter float64) {
 	if c == nil || !c.pooled {
 		return
 	}
@@ -149,15 +164,24 @@ func floorPooled(r *Row, c *calibration, staticMem int64, staticIter float64) {
 		r.Basis = joinBasis(r.Basis, note)
 		return
 	}
-	raised := false
+	var raised, capped bool
 	if r.Mem < staticMem {
 		r.Mem, raised = staticMem, true
+	}
+	if top := int64(math.Ceil(float64(staticMem) * MaxPooledRaise)); staticMem > 0 && r.Mem > top {
+		r.Mem, capped = top, true
 	}
 	if r.IterSeconds < staticIter {
 		r.IterSeconds, raised = staticIter, true
 	}
+	if top := staticIter * MaxPooledRaise; staticIter > 0 && r.IterSeconds > top {
+		r.IterSeconds, capped = top, true
+	}
 	if raised {
 		note += fmt.Sprintf("; not below the static estimate until %d users agree", MinPoolUsers)
+	}
+	if capped {
+		note += fmt.Sprintf("; not above %gx the static estimate until %d users agree", MaxPooledRaise, MinPoolUsers)
 	}
 	if r.Mem == staticMem && r.IterSeconds == staticIter {
 		r.Source = Static

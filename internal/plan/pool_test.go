@@ -2,6 +2,7 @@ package plan
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/isched/isched/internal/report"
@@ -72,6 +73,7 @@ func TestPooledReceipts(t *testing.T) {
 		}
 		return out
 	}
+	capMem := int64(math.Ceil(float64(st.Mem) * MaxPooledRaise))
 	low := st.Mem * 8 / 10          // below the static estimate, by honest users
 	lowIter := st.IterSeconds * 500 // ms: half the static time
 	for name, tc := range map[string]struct {
@@ -91,7 +93,13 @@ func TestPooledReceipts(t *testing.T) {
 		"three honest, one liar with many receipts": {nil,
 			append(append(append(many(1002, 1, low, lowIter), many(1003, 1, low, lowIter)...), many(1004, 1, low, lowIter)...), many(1005, 40, mib, 2)...),
 			low, lowIter / 1000, Measured},
-		"above static from one user: used": {nil, many(1002, 1, st.Mem*2, st.IterSeconds*2000), st.Mem * 2, st.IterSeconds * 2, Measured},
+		"above static from one user, within the factor: used": {nil, many(1002, 1, st.Mem*6/5, st.IterSeconds*1200), st.Mem * 6 / 5, st.IterSeconds * 1.2, Measured},
+		// issue 44: one user's confirmed 2.5 GB job raised alice's
+		// estimate 5x
+		"far above static from one user: capped": {nil, many(1002, 3, st.Mem*5, st.IterSeconds*8000), capMem, st.IterSeconds * MaxPooledRaise, Measured},
+		"two users far above: capped":            {nil, append(many(1002, 1, st.Mem*5, st.IterSeconds*8000), many(1003, 1, st.Mem*5, st.IterSeconds*8000)...), capMem, st.IterSeconds * MaxPooledRaise, Measured},
+		"three users far above: used":            {nil, append(append(many(1002, 1, st.Mem*5, st.IterSeconds*8000), many(1003, 1, st.Mem*5, st.IterSeconds*8000)...), many(1004, 1, st.Mem*5, st.IterSeconds*8000)...), st.Mem * 5, st.IterSeconds * 8, Measured},
+		"own far above static: used":             {many(1001, 1, st.Mem*5, st.IterSeconds*8000), nil, st.Mem * 5, st.IterSeconds * 8, Measured},
 	} {
 		rows, err := site.Estimate(Request{Model: m, Training: tr, Samples: 1000, Epochs: 1, Batches: []int{16}, Receipts: tc.own, Pooled: tc.pooled})
 		if err != nil {
@@ -101,9 +109,13 @@ func TestPooledReceipts(t *testing.T) {
 			if r.NodeType.Name != "lab-cpu" {
 				continue
 			}
-			if r.Mem-r.MemMargin != tc.mem || !near(r.IterSeconds, tc.iterS, 1e-9) || r.Source != tc.source || (r.MemMargin > 0) != (r.Source != Static) {
+			capped := tc.mem == capMem // a capped figure has no measured band
+			if r.Mem-r.MemMargin != tc.mem || !near(r.IterSeconds, tc.iterS, 1e-9) || r.Source != tc.source || (r.MemMargin > 0) != (r.Source != Static && !capped) {
 				t.Errorf("%s: %s mem %s iter %.4f s, want %s %s %.4f s (%s)", name, r.Source, FormatBytes(r.Mem), r.IterSeconds,
 					tc.source, FormatBytes(tc.mem), tc.iterS, r.Basis)
+			}
+			if capped && !strings.Contains(r.Basis, "not above 1.5x the static estimate until 3 users agree") {
+				t.Errorf("%s: the basis does not say the figure was capped: %s", name, r.Basis)
 			}
 			wantWhose := WhosePooled
 			switch {
