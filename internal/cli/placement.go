@@ -140,7 +140,7 @@ func (s *submission) fromEstimate(r placeRequest, est *placeEstimate, now time.T
 	s.gres = row.NodeType.GresOne()
 	s.cpus = row.NodeType.JobCPUs()
 	s.timeLimit = plan.TimeLimit(row.Run(), start.Partition)
-	s.memMiB = (plan.MemRequest(row) + (1<<20 - 1)) >> 20
+	s.memMiB = ceilMiB(plan.MemRequest(row))
 	if s.totalIters == 0 {
 		s.totalIters = row.Iters
 	}
@@ -384,3 +384,7 @@ func (s *submission) header(fallbacks []string, policy string) []string {
 	}
 	return h
 }
+
+// ceilMiB is b in MiB, rounded up: a request rounded down would ask Slurm
+// for less than the estimate (and be killed at its peak).
+func ceilMiB(b int64) int64 { return (b + (1<<20 - 1)) >> 20 }

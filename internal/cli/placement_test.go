@@ -243,3 +243,22 @@ func wantText(t *testing.T, got, want string) {
 		t.Errorf("%q does not say %q", got, want)
 	}
 }
+
+func TestCeilMiB(t *testing.T) {
+	t.Parallel()
+	for b, want := range map[int64]int64{0: 0, 1: 1, 1 << 20: 1, 1<<20 + 1: 2, 542*(1<<20) + 300*1024: 543} {
+		if got := ceilMiB(b); got != want {
+			t.Errorf("ceilMiB(%d) = %d, want %d", b, got, want)
+		}
+	}
+}
+
+// TestMemMiB: a --mem in KiB rounds up to whole MiB, never down.
+func TestMemMiB(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]int64{"1K": 1, "1024K": 1, "1025K": 2, "1500K": 2, "500": 500, "500M": 500, "2G": 2048, "1T": 1 << 20} {
+		if got := memMiB(s); got != want {
+			t.Errorf("memMiB(%q) = %d, want %d", s, got, want)
+		}
+	}
+}

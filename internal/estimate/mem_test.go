@@ -103,6 +103,16 @@ func TestMemTracker(t *testing.T) {
 			},
 			total: 0, wantGrowing: true, wantRSS: gib / 10, slopeTol: 0.01,
 		},
+		{
+			// a run past its total (a total that was too low) has no
+			// steps left to grow in: its peak is not lowered either
+			name: "past its total predicts the current peak",
+			samples: []memSample{
+				{0, gib, 0}, {1, gib, 0}, {2, gib, 0}, {3, gib, 0}, {4, gib, 0}, {5, gib, 0},
+				{10, 2 * gib, 0}, {20, 3 * gib, 0}, {30, 4 * gib, 0}, {40, 5 * gib, 0}, {50, 6 * gib, 0}, {60, 7 * gib, 0}, {70, 8 * gib, 0}, {80, 9 * gib, 0},
+			},
+			total: 40, wantGrowing: true, wantRSS: gib / 10, slopeTol: 0.01,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -283,6 +293,40 @@ func TestTrendCacheFollowsThePoints(t *testing.T) {
 			if got := back.Trend(); got != want {
 				t.Fatalf("add %d: trend after a JSON round trip %+v, want %+v", i, got, want)
 			}
+		}
+	}
+}
+
+// TestGrowingClauses pins each clause of the leak verdict on a series that
+// only it decides: Kendall's tau exactly at GrowthMinTau counts as
+// sustained, and a series whose later half is flat is no leak however it
+// grew before.
+func TestGrowingClauses(t *testing.T) {
+	t.Parallel()
+	points := func(units ...int64) []MemPoint {
+		var pts []MemPoint
+		for i, u := range units {
+			pts = append(pts, MemPoint{Step: int64(10 * (i + 1)), RSS: gib + u*100*mib})
+		}
+		return pts
+	}
+	for _, tc := range []struct {
+		name    string
+		pts     []MemPoint
+		tau     float64 // -1: any
+		growing bool
+	}{
+		// 7 of 28 pairs go down: tau = (21 - 7) / 28
+		{"tau at the threshold", points(3, 0, 2, 1, 7, 4, 5, 6), GrowthMinTau, true},
+		{"later half flat", points(0, 1, 2, 3, 8, 8, 8, 8), -1, false},
+		{"later half still grows", points(0, 1, 2, 3, 8, 9, 10, 11), -1, true},
+	} {
+		tr := trendOf(tc.pts)
+		if tc.tau >= 0 && tr.RSSTau != tc.tau {
+			t.Errorf("%s: tau %v, want %v (the case no longer tests its clause)", tc.name, tr.RSSTau, tc.tau)
+		}
+		if tr.RSSGrowing != tc.growing {
+			t.Errorf("%s: growing %v, want %v (%+v)", tc.name, tr.RSSGrowing, tc.growing, tr)
 		}
 	}
 }

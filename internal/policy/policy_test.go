@@ -436,6 +436,19 @@ func TestDecideMigrate(t *testing.T) {
 				"10 iterations left take ~8s here, saving 7s, not more than 1.5 × the cost 35s"}},
 		},
 		{
+			// 75 steps left save 75 × 800 ms × (1 - 1/8) = 52.5 s, exactly
+			// 1.5 × the cost: a gain must exceed it
+			name: "a gain equal to the bound is not enough",
+			job:  func(j *Job) { j.Step = 99925 },
+			check: check{want: Decision{Kind: None}, reason: []string{
+				"75 iterations left take ~1m here, saving 53s, not more than 1.5 × the cost 35s"}},
+		},
+		{
+			name:  "a gain just above the bound migrates",
+			job:   func(j *Job) { j.Step = 99924 },
+			check: check{want: func() Decision { d := migrate; d.TimeLimit = 2 * time.Minute; return d }()},
+		},
+		{
 			name:  "hysteresis",
 			job:   func(j *Job) { j.LastMoveAt = now.Add(-5 * time.Minute) },
 			check: check{want: Decision{Kind: None}, reason: []string{"moved 5m ago, no migration within 10m of a move"}},
