@@ -284,9 +284,13 @@ func linePlot(path, title, xl, yl string, series []sim.Series, logX bool) error 
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	}
 	for i, s := range series {
-		xy := make(plotter.XYs, len(s.X))
+		xy := make(plotter.XYs, 0, len(s.X))
 		for k := range s.X {
-			xy[k].X, xy[k].Y = s.X[k], s.Y[k]
+			// a log axis has no place for 0 (a job that completed in no
+			// time): gonum panics on it
+			if !logX || s.X[k] > 0 {
+				xy = append(xy, plotter.XY{X: s.X[k], Y: s.Y[k]})
+			}
 		}
 		if len(xy) == 0 {
 			continue
