@@ -148,10 +148,10 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "isched submit: %s\n", d)
 	}
 	if o.dryRun {
-		fmt.Fprintf(a.stdout, "%s", script)
+		fmt.Fprintf(a.stdout, "%s", maskScript(script))
 		with := ""
 		if len(env) > 0 {
-			with = ", with " + strings.Join(env, " ") + " from your environment"
+			with = ", with " + strings.Join(maskEnv(env), " ") + " from your environment"
 		}
 		clusters := ""
 		if sub.cluster != "" {
