@@ -123,7 +123,7 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 		}
 		e.DevWindows = []policy.Window{w}
 	}
-	if !c.quiet {
+	if !c.quiet && c.app.Terminal(c.app.stderr) { // no bar's escape codes in a pipe or a log
 		e.Base.Progress = c.progress
 	}
 	path := c.trace

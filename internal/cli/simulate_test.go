@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,6 +36,29 @@ func TestSimulate(t *testing.T) {
 	for _, f := range []string{"jct-cdf.svg", "wait-over-time.svg", "utilisation.svg", "t.csv"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestSimulateProgressOnlyOnATerminal: the progress bar's carriage
+// returns and escape codes went into a pipe; the bar is drawn on a
+// terminal only.
+func TestSimulateProgressOnlyOnATerminal(t *testing.T) {
+	h := newHarness(t)
+	trace := filepath.Join(t.TempDir(), "runtimes.csv")
+	if err := os.WriteFile(trace, []byte("runtime\n60\n600\n1800\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"simulate", "--trace", trace, "--site", "../sim/testdata/site-tiny.json", "--jobs", "10", "--seeds", "1", "--loads", "0.5"}
+	for _, terminal := range []bool{false, true} {
+		app := h.app()
+		app.Terminal = func(io.Writer) bool { return terminal }
+		var out, errb bytes.Buffer
+		if code := app.Run(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		if drawn := strings.Contains(errb.String(), "\r["); drawn != terminal || (!terminal && strings.ContainsAny(errb.String(), "\r\033")) {
+			t.Errorf("terminal %v: stderr %q", terminal, errb.String())
 		}
 	}
 }
