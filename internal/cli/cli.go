@@ -233,8 +233,9 @@ func isHelpArg(s string) bool {
 }
 
 // exitCode prints what a command's error means to the user and returns
-// the exit code: the command's help on stdout for -h; its flags, the
-// mistake and a suggestion on stderr for a flag the command does not have.
+// the exit code: the command's help on stdout for -h; the mistake, a
+// suggestion and a short usage line on stderr for a flag the command does
+// not have.
 func (a *App) exitCode(cmd string, err error) int {
 	switch {
 	case err == nil:
@@ -244,12 +245,15 @@ func (a *App) exitCode(cmd string, err error) int {
 		return ExitOK
 	case errors.Is(err, errUsage):
 		hint := ""
-		if a.flags != nil && a.flags.failed {
-			a.printFlags(a.stderr) // the listing the flag package prints after a mistake
+		failed := a.flags != nil && a.flags.failed
+		if failed {
 			hint = flagSuggestion(a.flags.fs, err)
 		}
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
 			fmt.Fprintf(a.stderr, "isched %s: %s%s\n", cmd, msg, hint)
+		}
+		if failed { // the mistake first, then a short usage line, not every flag
+			fmt.Fprintf(a.stderr, "usage: isched %s %s (isched %s --help lists the flags)\n", a.flags.name, a.flags.synopsis, a.flags.name)
 		}
 		return ExitUsage
 	}

@@ -357,6 +357,10 @@ func TestUsageAndInputErrors(t *testing.T) {
 		{nil, ExitUsage, "usage: isched <command>"},
 		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
 		{[]string{"estimate", "--samples", "10", "--batch", "8"}, ExitUsage, "--model is required"},
+		{[]string{"estimate", "--model", "nosuch.json", "--samples", "10", "--batch", "8", "--site", "../../examples/site-lab.json"}, ExitError,
+			"--model: open nosuch.json: no such file"},
+		{[]string{"estimate", "--model", "../plan/testdata/resnet50.json", "--samples", "-100", "--batch", "8"}, ExitUsage,
+			"--samples -100: want the training samples per epoch, a positive number"},
 		{[]string{"estimate", "--model", bad, "--samples", "10", "--batch", "8", "--site", "../../examples/site-lab.json"}, ExitError,
 			`field parameters: want an integer, got a string`},
 		{[]string{"estimate", "--model", "../plan/testdata/resnet50.json", "--samples", "10", "--batch", "8,x", "--site", "../../examples/site-lab.json"},
@@ -408,7 +412,9 @@ func TestHelpAndMistakes(t *testing.T) {
 			"isched submit: flag provided but not defined: -parition-ideal (did you mean --partition-ideal?)\n"},
 		{[]string{"submit", "--partiton-ideal=gpu", "--", "python3", "x.py"}, ExitUsage, "", "(did you mean --partition-ideal?)\n"},
 		{[]string{"stop", "42", "--wiat", "1s"}, ExitUsage, "", "isched stop: flag provided but not defined: -wiat (did you mean --wait?)\n"},
-		{[]string{"status", "--jsn"}, ExitUsage, "", "usage: isched status"}, // the flags, as the flag package listed them
+		// the mistake first, then one usage line, not every flag (issue 43)
+		{[]string{"status", "--jsn"}, ExitUsage, "", "isched status: flag provided but not defined: -jsn (did you mean --json?)\n" +
+			"usage: isched status [JOB|LINEAGE] [--json] [--watch] (isched status --help lists the flags)\n"},
 		{[]string{"site", "probe", "--loacl"}, ExitUsage, "", "(did you mean --local?)\n"},
 		{[]string{"stop", "--wait", "soon", "42"}, ExitUsage, "", "isched stop: invalid value \"soon\" for flag -wait: parse error\n"},
 		{[]string{"stop"}, ExitUsage, "", "isched stop: want one job id or lineage"},
@@ -418,6 +424,9 @@ func TestHelpAndMistakes(t *testing.T) {
 		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errOut, c.errOut) ||
 			(c.out == "") != (out == "") || (c.errOut == "") != (errOut == "") {
 			t.Errorf("isched %q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q", c.args, code, out, errOut, c.code, c.out, c.errOut)
+		}
+		if strings.Contains(errOut, "flag provided but not defined") && strings.Contains(errOut, "flags:") {
+			t.Errorf("isched %q: every flag listed after a mistake:\n%s", c.args, errOut)
 		}
 		if strings.Count(errOut, "flag provided but not defined") > 1 {
 			t.Errorf("isched %q: the mistake is printed twice:\n%s", c.args, errOut)

@@ -135,7 +135,7 @@ func (a *App) sitePath(flagValue string) (string, error) {
 func loadModel(path string) (*plan.Model, error) {
 	b, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--model: %w", err)
 	}
 	m, err := plan.DecodeModel(b)
 	if err != nil {
@@ -175,11 +175,14 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	if in.model == "" {
 		return nil, usageErr("--model is required (make one with scripts/model_summary.py)")
 	}
-	if in.samples <= 0 {
+	if in.samples == 0 {
 		return nil, usageErr("--samples is required: training samples per epoch")
 	}
+	if in.samples < 0 {
+		return nil, usageErr("--samples %d: want the training samples per epoch, a positive number", in.samples)
+	}
 	if in.epochs <= 0 {
-		return nil, usageErr("--epochs must be positive")
+		return nil, usageErr("--epochs %d: must be positive", in.epochs)
 	}
 	batches, err := parseBatches(in.batches)
 	if err != nil {

@@ -17,6 +17,11 @@ const masked = "'********'"
 // secretName says whether an environment variable's name marks a secret.
 func secretName(name string) bool {
 	up := strings.ToUpper(name)
+	for _, path := range []string{"_FILE", "_DIR", "_PATH"} {
+		if strings.HasSuffix(up, path) {
+			return false // where a secret is, not the secret (ISCHED_REDIS_PASSWORD_DIR)
+		}
+	}
 	for _, w := range secretWords {
 		if strings.Contains(up, w) {
 			return true

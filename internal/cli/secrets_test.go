@@ -40,7 +40,7 @@ func TestMaskScript(t *testing.T) {
 	if got := string(maskScript([]byte(in))); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	if got := maskEnv([]string{"SBATCH_ACCOUNT=phys", "SBATCH_X_KEY=k"}); got[0] != "SBATCH_ACCOUNT=phys" || got[1] != "SBATCH_X_KEY='********'" {
+	if got := maskEnv([]string{"SBATCH_ACCOUNT=phys", "SBATCH_X_KEY=k", "ISCHED_REDIS_PASSWORD_FILE=/etc/p"}); got[0] != "SBATCH_ACCOUNT=phys" || got[1] != "SBATCH_X_KEY='********'" || got[2] != "ISCHED_REDIS_PASSWORD_FILE=/etc/p" {
 		t.Errorf("maskEnv: %q", got)
 	}
 }

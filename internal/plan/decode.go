@@ -77,7 +77,7 @@ func decodeStrict(b []byte, v any, required ...string) error {
 				return problemErr(p)
 			}
 		}
-		return syntaxErr(sp)
+		return syntaxErr(b, sp)
 	}
 	if p := strictjson.Walk(b, n); p != nil {
 		return problemErr(p)
@@ -90,8 +90,14 @@ func decodeStrict(b []byte, v any, required ...string) error {
 	return nil
 }
 
+// where is a byte offset of b as a person finds it in an editor.
+func where(b []byte, off int) string {
+	line, col := strictjson.LineCol(b, off)
+	return fmt.Sprintf("line %d, column %d (byte %d)", line, col, off)
+}
+
 // syntaxErr words why a document (valid UTF-8) is not one JSON value.
-func syntaxErr(p *strictjson.SyntaxProblem) error {
+func syntaxErr(b []byte, p *strictjson.SyntaxProblem) error {
 	if p == nil {
 		return fieldErr("", "not one JSON value") // unreachable: json.Valid said it is not
 	}
@@ -99,9 +105,9 @@ func syntaxErr(p *strictjson.SyntaxProblem) error {
 	var se *json.SyntaxError
 	switch {
 	case p.Trailing:
-		return fieldErr("", "trailing data after the JSON object at byte %d", p.Offset)
+		return fieldErr("", "trailing data after the JSON object at %s", where(b, int(p.Offset)))
 	case errors.As(p.Err, &se):
-		return fieldErr(path, "JSON syntax error at byte %d: %v", se.Offset, se)
+		return fieldErr(path, "JSON syntax error at %s: %v", where(b, int(se.Offset)), se)
 	case p.Err == io.EOF || errors.Is(p.Err, io.ErrUnexpectedEOF):
 		return fieldErr(path, "unexpected end of the document")
 	}

@@ -40,6 +40,7 @@ func TestDecodeModel(t *testing.T) {
 		{"nested unknown", edit(`"output_bytes": 40`, `"output_bytes": 40, "dtype": "f32"`), "layers[0].dtype", "unknown field"},
 		{"duplicate", edit(`"name": "tiny",`, `"name": "tiny", "name": "other",`), "name", "duplicate"},
 		{"trailing", validModel + ` {}`, "", "trailing data"},
+		{"syntax error: line and column", "{\"v\": 1,\n \"name\": \"x\",\n \"parameters\": 5,,\n}", "", "JSON syntax error at line 3, column 18 (byte 40)"},
 		{"version", edit(`"v": 1`, `"v": 2`), "v", "want 1"},
 		{"trainable above total", edit(`"trainable_parameters": 900`, `"trainable_parameters": 2000`), "trainable_parameters", "between 0 and parameters"},
 		{"param bytes", edit(`"param_bytes": 4`, `"param_bytes": 3`), "param_bytes", "want 1, 2, 4 or 8"},
