@@ -58,7 +58,11 @@ func (l *loaded) plans() []plan.Plans {
 			}
 		}
 		opts := plan.Options(rows, l.wait, l.in.overhead)
-		out = append(out, plan.MakePlans(b, opts, l.in.overhead))
+		p := plan.MakePlans(b, opts, l.in.overhead)
+		if len(opts) == 0 {
+			p.Reason += ": " + plan.WhyNot(rows)
+		}
+		out = append(out, p)
 	}
 	return out
 }

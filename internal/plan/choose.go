@@ -76,6 +76,9 @@ type Choice struct {
 // Choose applies a policy to the plans of one batch size.
 func (p Plans) Choose(pol Policy, now time.Time) (Choice, error) {
 	if len(p.Options) == 0 {
+		if p.Reason != "" {
+			return Choice{}, fmt.Errorf("batch size %d: %s", p.Batch, p.Reason)
+		}
 		return Choice{}, fmt.Errorf("no partition can run batch size %d", p.Batch)
 	}
 	c := Choice{Ideal: p.Ideal}

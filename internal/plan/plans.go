@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -107,6 +108,24 @@ func Options(rows []Row, wait func(*PartitionSpec, *NodeType) Wait, overhead tim
 		return cmp.Compare(a.Cost, b.Cost)
 	})
 	return out
+}
+
+// WhyNot says why none of rows (one batch size) can run anywhere: each
+// partition's reason, with the node type it was judged on, e.g.
+// "cpu (lab-cpu): memory: needs 1.36 TiB, has 7.81 GiB".
+func WhyNot(rows []Row) string {
+	var why []string
+	for _, r := range rows {
+		for _, f := range r.Partitions {
+			if !f.OK {
+				why = append(why, fmt.Sprintf("%s (%s): %s", f.Partition.Name, r.NodeType.Name, f.Why))
+			}
+		}
+	}
+	if len(why) == 0 {
+		return "no partition of the site catalogue has a node type for it"
+	}
+	return strings.Join(why, "; ")
 }
 
 // MakePlans compares the options of one batch size and recommends one.
