@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,7 +154,8 @@ func (h *harness) app() *App {
 		Now:        func() time.Time { return now },
 		Slurm:      h.slurm,
 		Executable: func() (string, error) { return "/opt/isched/bin/isched", nil },
-		Getwd:      func() (string, error) { return "/home/alice/proj", nil },
+		Getwd:      func() (string, error) { return harnessCwd, nil },
+		Stat:       harnessStat,
 		Username:   func() string { return "alice" },
 		UID:        func() int { return 1001 },
 		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
@@ -167,6 +169,34 @@ func (h *harness) app() *App {
 		},
 	}
 }
+
+// harnessCwd is where the harness's alice works: her training scripts are
+// there (harnessStat), whatever this machine's /home holds.
+const harnessCwd = "/home/alice/proj"
+
+// harnessStat is os.Stat, but for harnessCwd and the files in it, which
+// it says are there (alice's directory, her scripts: 0644 regular files).
+func harnessStat(p string) (fs.FileInfo, error) {
+	switch {
+	case p == harnessCwd:
+		return fakeInfo{name: "proj", mode: fs.ModeDir | 0o755}, nil
+	case strings.HasPrefix(p, harnessCwd+"/"):
+		return fakeInfo{name: filepath.Base(p), mode: 0o644}, nil
+	}
+	return os.Stat(p)
+}
+
+type fakeInfo struct {
+	name string
+	mode fs.FileMode
+}
+
+func (f fakeInfo) Name() string       { return f.name }
+func (f fakeInfo) Size() int64        { return 0 }
+func (f fakeInfo) Mode() fs.FileMode  { return f.mode }
+func (f fakeInfo) ModTime() time.Time { return time.Time{} }
+func (f fakeInfo) IsDir() bool        { return f.mode.IsDir() }
+func (f fakeInfo) Sys() any           { return nil }
 
 // run runs the CLI and returns exit code, stdout and stderr.
 func (h *harness) run(args ...string) (int, string, string) {

@@ -30,7 +30,7 @@ func TestJobPathsInSharedDirectory(t *testing.T) {
 		app.Getwd = func() (string, error) { return cwd, nil }
 		var out, errb bytes.Buffer
 		base := []string{"submit", "--partition-ideal", "cpu", "--time", "30", "--wrapper", "/opt/isched/bin/isched-wrapper"}
-		code := app.Run(context.Background(), append(append(base, args...), "--", "/usr/bin/python3", "train.py"), &out, &errb)
+		code := app.Run(context.Background(), append(append(base, args...), "--", "/usr/bin/python3", filepath.Join(harnessCwd, "train.py")), &out, &errb)
 		return code, out.String(), errb.String()
 	}
 	code, out, errOut := run(shared)

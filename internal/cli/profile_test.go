@@ -212,6 +212,9 @@ func (s *submitHook) SubmitWith(ctx context.Context, script []byte, spec slurm.S
 func TestProfileSlurmScript(t *testing.T) {
 	h := newHarness(t)
 	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "train.py"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var scripts []string
 	hook := &submitHook{fakeSlurm: h.slurm}
 	summaryFor := func(script string) string {

@@ -453,7 +453,7 @@ func (a *App) jobEnv(o *submitOpts, s *Script, cwd string) error {
 	default:
 		fmt.Fprintf(a.stderr, "isched: warning: the command's program: %v here; the job resolves it in your login environment (--export=%s)\n", err, spec)
 	}
-	return nil
+	return checkScriptArg(o.argv, cwd, a.Stat)
 }
 
 func orNone(s string) string {

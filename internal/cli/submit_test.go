@@ -222,14 +222,14 @@ func TestSubmitReportPath(t *testing.T) {
 	}
 }
 
-// fileAt is an os.Stat that finds the regular files in files, and
+// fileAt is harnessStat that finds the regular files in files too, and
 // nothing else.
 func fileAt(files ...string) func(string) (fs.FileInfo, error) {
 	return func(p string) (fs.FileInfo, error) {
 		if slices.Contains(files, p) {
 			return os.Stat("submit_test.go") // any regular file
 		}
-		return os.Stat(p)
+		return harnessStat(p)
 	}
 }
 
