@@ -77,8 +77,13 @@ type App struct {
 	ConfigErr error
 	Now       func() time.Time
 	// OpenStore connects to Redis (default: stream.Open with
-	// stream.ConfigFromEnv(Getenv, "viewer")).
+	// stream.ConfigFromEnv(Getenv, "viewer"); where the site keeps jobs
+	// private, isched-relay's status queries: openDefault).
 	OpenStore func(ctx context.Context) (Store, error)
+	// RelayCred makes the MUNGE credential of a status-query connection
+	// to the relay of cluster, restricted to relayUID (default:
+	// relay.Credential with libmunge or the munge command).
+	RelayCred func(ctx context.Context, cluster string, relayUID int) (string, error)
 	Slurm     Slurm
 	// Executable is this program's path, to find isched-wrapper beside it.
 	Executable func() (string, error)
@@ -281,7 +286,7 @@ func (a *App) defaults() {
 		a.Slurm = &slurm.Client{}
 	}
 	if a.OpenStore == nil {
-		a.OpenStore = a.openViewer
+		a.OpenStore = a.openDefault
 	}
 	if a.Executable == nil {
 		a.Executable = os.Executable

@@ -127,6 +127,14 @@ func checkUID(v string) error {
 
 func checkAny(string) error { return nil }
 
+func checkPrivateData(v string) error {
+	switch v {
+	case "auto", "jobs", "none":
+		return nil
+	}
+	return errors.New("want auto, jobs or none")
+}
+
 // checkClusters checks NAME=CONF[,NAME=CONF…] (ParseClusters).
 func checkClusters(v string) error {
 	_, err := ParseClusters(v)
@@ -172,6 +180,7 @@ var Keys = []Key{
 	{"relay_uid", "ISCHED_RELAY_UID", "uid isched-relay runs as", checkUID},
 	{"report_direct", "ISCHED_REPORT_DIRECT", "1: jobs report straight to Redis with the reporter password, not through isched-relay (an opt-in: every job user then holds that password)", checkBool},
 	{"coordinator_uid", "ISCHED_COORDINATOR_UID", "uid the coordinator runs as", checkUID},
+	{"private_data", "ISCHED_PRIVATE_DATA", "auto (Slurm's PrivateData decides), jobs or none: with jobs private, isched status reads only your own records, through isched-relay (relay_addr), and needs no Redis password", checkPrivateData},
 	{"redis_addr", "ISCHED_REDIS_ADDR", "Redis host:port (several: Redis Cluster or Sentinel)", checkAddrs},
 	{"redis_master", "ISCHED_REDIS_MASTER", "Sentinel master name", checkName},
 	{"redis_ca", "ISCHED_REDIS_CA", "CA file for Redis over TLS", checkAbs},

@@ -30,15 +30,22 @@ type Settings struct {
 	// $ISCHED_CLUSTER does; "": stream's default.
 	Cluster string `json:"cluster"`
 	// MetricsListen: address of /metrics; "" turns it off.
-	MetricsListen string          `json:"metrics_listen"`
-	Tick          daemon.Duration `json:"tick"`
-	StaleAfter    daemon.Duration `json:"stale_after"`
-	LeaderTTL     daemon.Duration `json:"leader_ttl"`
-	EndGrace      daemon.Duration `json:"end_grace"`
-	EndedTTL      daemon.Duration `json:"ended_ttl"`
-	MaxJobSeries  int             `json:"max_job_series"`
-	AdminComment  bool            `json:"admin_comment"`
-	Policy        PolicySettings  `json:"policy"`
+	MetricsListen string `json:"metrics_listen"`
+	// JobMetricsFrom are the addresses (CIDR prefixes, or single
+	// addresses) whose /metrics scrapes get the per-job series
+	// (isched_job_*: every user's lineages, progress, memory and ETA);
+	// loopback always does. Others get the aggregate metrics only, as
+	// Slurm's PrivateData=jobs hides other users' jobs. Empty: loopback
+	// only.
+	JobMetricsFrom []string        `json:"job_metrics_from"`
+	Tick           daemon.Duration `json:"tick"`
+	StaleAfter     daemon.Duration `json:"stale_after"`
+	LeaderTTL      daemon.Duration `json:"leader_ttl"`
+	EndGrace       daemon.Duration `json:"end_grace"`
+	EndedTTL       daemon.Duration `json:"ended_ttl"`
+	MaxJobSeries   int             `json:"max_job_series"`
+	AdminComment   bool            `json:"admin_comment"`
+	Policy         PolicySettings  `json:"policy"`
 }
 
 // PolicySettings is the policy part of Settings: one field per knob of
@@ -146,6 +153,9 @@ func (s Settings) Validate() error {
 		case d.v == 0 && !d.zero:
 			return daemon.Errorf(d.field, "must be positive (leave it out for the default)")
 		}
+	}
+	if _, err := ParseJobMetricsFrom(s.JobMetricsFrom); err != nil {
+		return daemon.Errorf("job_metrics_from", "%w", err)
 	}
 	if s.MaxJobSeries <= 0 {
 		return daemon.Errorf("max_job_series", "must be positive (leave it out for the default %d)", DefaultMaxJobSeries)

@@ -60,6 +60,9 @@ func noEmpty(s Settings) Settings {
 	if len(s.Policy.DevWindows) == 0 {
 		s.Policy.DevWindows = nil
 	}
+	if len(s.JobMetricsFrom) == 0 {
+		s.JobMetricsFrom = nil
+	}
 	return s
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -28,6 +29,8 @@ type options struct {
 	tick            time.Duration
 	pprofOnMetrics  bool // -pprof, deprecated
 	fs              *flag.FlagSet
+	// jobMetricsFrom: who may read the per-job series (job_metrics_from)
+	jobMetricsFrom []netip.Prefix
 }
 
 // parseOptions reads the command line; ok false: return code at once.
@@ -103,6 +106,9 @@ func (o *options) configure(getenv func(string) string, log *slog.Logger) (Confi
 	}
 	cfg.Logger = log
 	o.cluster, o.MetricsListen = s.Cluster, s.MetricsListen
+	if o.jobMetricsFrom, err = ParseJobMetricsFrom(s.JobMetricsFrom); err != nil {
+		return Config{}, stream.Config{}, err // Validate checked it
+	}
 	rcfg, err := stream.ConfigFromEnv(func(k string) string {
 		if k == "ISCHED_CLUSTER" && o.cluster != "" {
 			return o.cluster
@@ -129,7 +135,7 @@ func (o options) serve(m *Metrics, log *slog.Logger) (stop func(), err error) {
 	}
 	if o.MetricsListen != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", m.Handler())
+		mux.Handle("/metrics", m.AccessHandler(o.jobMetricsFrom))
 		if o.pprofOnMetrics {
 			profiling.Handle(mux)
 		}

@@ -17,7 +17,11 @@ import (
 // running lineages (jobMetrics: labels lineage, user and partition only, at
 // most DefaultMaxJobSeries lineages, ended ones removed).
 type Metrics struct {
-	Registry      *prometheus.Registry
+	Registry *prometheus.Registry
+	// aggregate holds every collector of Registry but the per-job series:
+	// what /metrics shows a client outside job_metrics_from
+	// (AccessHandler).
+	aggregate     *prometheus.Registry
 	reports       *prometheus.CounterVec
 	rejected      *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
@@ -78,8 +82,11 @@ func NewMetrics() *Metrics {
 			[]string{"model", "partition"}),
 		jobs: newJobMetrics(DefaultMaxJobSeries),
 	}
-	r.MustRegister(m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency, m.pollAge, m.pollSuccess,
-		m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN, m.jobs, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	shared := []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency,
+		m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	r.MustRegister(append(shared, m.jobs)...)
+	m.aggregate = newAggregate(shared...)
 	for _, r := range RejectReasons {
 		m.rejected.WithLabelValues(r)
 	}
@@ -95,7 +102,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Handler serves /metrics.
+// Handler serves every metric, the per-job series with them, to anyone:
+// tests and in-process readers; the listener uses AccessHandler.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }

@@ -39,6 +39,7 @@ type options struct {
 	maxUnauth, maxUnauthSource   int
 	inFlight, inFlightPerUID     int64
 	readablePassword             bool
+	query                        queryOptions
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (o options, code int, ok bool) {
@@ -65,6 +66,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Int64Var(&o.inFlight, "in-flight-bytes", d.InFlightBytes, "memory lent to frames being read, in all (a frame's buffer grows as its bytes arrive; over this, its connection is refused)")
 	fs.Int64Var(&o.inFlightPerUID, "uid-in-flight-bytes", d.InFlightBytesPerUID, "memory lent to one uid's frames being read (before authentication: one source's)")
 	fs.BoolVar(&o.readablePassword, "allow-readable-password", false, "accept a reporter password file readable by others (a site still giving it to jobs, the dev cluster); by default it must be private")
+	o.query.register(fs, getenv)
 	if code, ok := daemon.Parse(fs, args); !ok {
 		return o, code, false
 	}
@@ -147,6 +149,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		log.Error("configuration", "err", err)
 		return daemon.ExitUsage
 	}
+	stopQueries, code, ok := o.serveQueries(ctx, srv, keys, getenv, log)
+	if !ok {
+		return code
+	}
+	defer stopQueries()
 	logCap(log, "relay stream cap", sc)
 	stopWatch := watchCap(ctx, srv, rdb, req, sc, metrics, log)
 	defer stopWatch()

@@ -11,6 +11,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	conns    *prometheus.CounterVec
 	entries  *prometheus.CounterVec
+	queries  *prometheus.CounterVec
 	inflight prometheus.Gauge
 	maxLen   prometheus.Gauge
 	budget   prometheus.Gauge
@@ -25,6 +26,8 @@ func NewMetrics() *Metrics {
 			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit), evicted (closed unauthenticated to make room for a source holding fewer)."}, []string{"verdict"}),
 		entries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_entries_total",
 			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, busy (over the in-flight frame budget), unavailable (Redis failed)."}, []string{"verdict"}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_queries_total",
+			Help: "Status queries by verdict: ok (answered, found or not), bad-query, throttled, busy, unavailable (Redis failed)."}, []string{"verdict"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_frame_bytes_in_flight",
 			Help: "Memory lent to frames being read (the in-flight budget's use)."}),
 		maxLen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_stream_max_len",
@@ -32,7 +35,7 @@ func NewMetrics() *Metrics {
 		budget: prometheus.NewGauge(prometheus.GaugeOpts{Name: "isched_relay_stream_budget_bytes",
 			Help: "The share of Redis's maxmemory the ingest stream may take at worst (0: Redis has no maxmemory)."}),
 	}
-	r.MustRegister(m.conns, m.entries, m.inflight, m.maxLen, m.budget, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.conns, m.entries, m.queries, m.inflight, m.maxLen, m.budget, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -51,6 +54,17 @@ func (m *Metrics) entry(code string) {
 		code = "ok"
 	}
 	m.entries.WithLabelValues(code).Inc()
+}
+
+// query counts a status query's reply by its code ("" is ok).
+func (m *Metrics) query(code string) {
+	if m == nil {
+		return
+	}
+	if code == "" {
+		code = "ok"
+	}
+	m.queries.WithLabelValues(code).Inc()
 }
 
 func (m *Metrics) inFlight(bytes int64) {

@@ -21,6 +21,9 @@ const Version = 1
 type Hello struct {
 	V    int    `json:"v"`
 	Cred string `json:"cred"` // a MUNGE credential of Credential's claims
+	// Mode is what the connection's frames are: "" Entry frames (a
+	// wrapper's reports), ModeQuery Query frames (isched status).
+	Mode string `json:"mode,omitempty"`
 }
 
 // Entry is one report to append: its exact bytes and their MAC (the

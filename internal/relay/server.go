@@ -97,6 +97,7 @@ type Server struct {
 	pool    *unauthPool
 	peers   peerUIDs
 	maxLen  atomic.Int64
+	queries *queryService // nil: no status queries (ServeQueries)
 
 	mu      sync.Mutex
 	perUID  map[int]int
@@ -219,8 +220,9 @@ func (s *Server) release(uid int) {
 // conn is one client's connection.
 type conn struct {
 	net.Conn
-	fr  *frameReader
-	out []byte
+	fr   *frameReader
+	out  []byte
+	mode string // the Hello's: ModeQuery, or "" for reports
 }
 
 func (c *conn) reply(r Reply, timeout time.Duration) error {
@@ -253,6 +255,11 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	if !ok {
 		return
 	}
+	if r := s.modeRefusal(c.mode); r != nil {
+		s.metrics.conn(r.Code)
+		_ = c.reply(*r, time.Second)
+		return
+	}
 	if !s.admit(uid) {
 		s.metrics.conn("busy")
 		s.warns.warn(log, "relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
@@ -266,6 +273,10 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	s.metrics.conn("ok")
 	c.fr.release()
 	c.fr.key = "uid " + strconv.Itoa(uid)
+	if c.mode == ModeQuery {
+		s.queryLoop(ctx, c, uid, log.With("uid", uid))
+		return
+	}
 	s.entries(ctx, c, uid, log.With("uid", uid))
 }
 
@@ -342,6 +353,7 @@ func (s *Server) hello(ctx context.Context, c *conn, p *pending, log *slog.Logge
 	}
 	var h Hello
 	err = decodeStrict(b, &h)
+	c.mode = h.Mode
 	if err == nil && h.V != Version {
 		err = fmt.Errorf("protocol version %d, want %d", h.V, Version)
 	}
