@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,7 @@ func TestEstimateShowsBands(t *testing.T) {
 		if r.NodeType != "lab-cpu" {
 			continue
 		}
-		if r.MemoryBand == nil || *r.MemoryBand != (jsonBand{mem * cal.MemLow, mem * cal.MemHigh}) ||
+		if r.MemoryBand == nil || *r.MemoryBand != (jsonBand{math.Floor(mem * cal.MemLow), math.Ceil(mem * cal.MemHigh)}) ||
 			r.IterBand != nil || r.RunBand != nil || !r.TimeUnmeasured {
 			t.Errorf("static lab-cpu row: want the grid's memory band %+v, no time band and time_unmeasured:\n%s", cal, out)
 		}

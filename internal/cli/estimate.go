@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -288,6 +289,15 @@ type jsonBand struct {
 	High float64 `json:"high"`
 }
 
+// byteBand is a band of bytes in whole bytes, widened to them (issue 43:
+// "5258209983.360001" bytes).
+func byteBand(b *jsonBand) *jsonBand {
+	if b == nil {
+		return nil
+	}
+	return &jsonBand{Low: math.Floor(b.Low), High: math.Ceil(b.High)}
+}
+
 // bandOf is b times unit (3600: a band of hours in seconds); nil for none.
 func bandOf(b plan.Band, unit float64) *jsonBand {
 	if b.High <= 0 {
@@ -372,7 +382,7 @@ func (l *loaded) jsonRows() []jsonRow {
 			MarginBytes: r.MemMargin, MarginSD: r.MemSD,
 			Fits: r.Fits, HostBytes: r.HostMem, IterSeconds: r.IterSeconds, Iterations: r.Iters, RunS: r.Hours * 3600, Cost: r.Cost,
 			Source: r.Source, Whose: r.Whose, Basis: r.Basis, Static: r.Static, Partitions: []jsonPartition{},
-			MemoryBand: bandOf(r.MemBand, 1), IterBand: bandOf(r.IterBand, 1), RunBand: bandOf(r.HoursBand(), 3600),
+			MemoryBand: byteBand(bandOf(r.MemBand, 1)), IterBand: bandOf(r.IterBand, 1), RunBand: bandOf(r.HoursBand(), 3600),
 			TimeUnmeasured: r.TimeUnmeasured}
 		for _, f := range r.Partitions {
 			jp := jsonPartition{Name: f.Partition.Name, OK: f.OK, Why: f.Why}
