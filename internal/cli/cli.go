@@ -206,6 +206,11 @@ func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // mistyped command's suggestion.
 var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "simulate", "site", "config", "version", "help"}
 
+// CommandNames are isched's commands in the usage's order, "version" and
+// "help" included (scripts/genman's man page and completions must cover
+// each).
+func CommandNames() []string { return slices.Clone(commandNames) }
+
 // commands maps each command (not version and help) to its method.
 func (a *App) commands() map[string]func(context.Context, []string) error {
 	return map[string]func(context.Context, []string) error{

@@ -439,7 +439,7 @@ func runHelp(bin string, merge bool, args ...string) (string, string, error) {
 
 // Commands are isched's commands, in the order of its usage; a two-word
 // command ("site probe") is one command.
-var Commands = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "site probe", "config"}
+var Commands = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "simulate", "site probe", "config"}
 
 // flagless are the commands that take no flags (their -h lists none).
 var flagless = []string{"stop"}

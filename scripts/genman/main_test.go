@@ -5,8 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/isched/isched/internal/cli"
 )
 
 // a flag.PrintDefaults listing as isched-agent prints it (captured)
@@ -33,6 +36,19 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestEveryCommandDocumented: the man page and the completions cover every
+// command isched has (simulate was missing from both).
+func TestEveryCommandDocumented(t *testing.T) {
+	for _, c := range cli.CommandNames() {
+		if c == "help" || c == "version" {
+			continue // no flags of their own
+		}
+		if !slices.ContainsFunc(Commands, func(d string) bool { return d == c || strings.HasPrefix(d, c+" ") }) {
+			t.Errorf("isched %s is missing from genman's Commands: no man page section, no completion", c)
+		}
 	}
 }
 
