@@ -115,8 +115,11 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 	if at := kill1.UnixMilli(); at <= mw.signalMS || at >= mw.requeueMS {
 		t.Errorf("first kill at %d, not between the checkpoint request (%d) and the requeue (%d)", at, mw.signalMS, mw.requeueMS)
 	}
-	if at := kill2.UnixMilli(); at <= mw.requeueMS {
-		t.Errorf("second kill at %d, not after the requeue (%d)", at, mw.requeueMS)
+	// kill2 is taken once the requeue action is seen, so "after it" alone
+	// could not fail (and held with no requeue recorded, at 0): the kill
+	// must follow the recorded action closely, as the test claims
+	if at := kill2.UnixMilli(); mw.requeueMS == 0 || at <= mw.requeueMS || at-mw.requeueMS > 30_000 {
+		t.Errorf("second kill at %d, not within 30 s after the requeue action (issued at %d)", at, mw.requeueMS)
 	}
 	// each action id executed once by the agent (re-sent ids are fine)
 	ids := map[string]report.ActionType{}

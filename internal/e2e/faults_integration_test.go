@@ -179,6 +179,9 @@ func checkNoStaleDecisions(t *testing.T, w *world, m *snapMonitor, fromMS, after
 	for _, lin := range lineages {
 		st, ok := w.status(lin)
 		if !ok {
+			// every lineage passed ran: one whose decisions cannot be read
+			// would pass the check unchecked
+			t.Errorf("%s: no status to check its decisions against the snapshots", lin)
 			continue
 		}
 		for _, d := range st.Decisions {
