@@ -62,7 +62,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Float64Var(&o.ration.ByteBurst, "uid-byte-burst", d.Ration.ByteBurst, "report bytes one uid may send at once above its rate")
 	fs.IntVar(&o.maxConnsPerUID, "uid-max-conns", d.MaxConnsPerUID, "open connections one uid may hold")
 	fs.IntVar(&o.maxUnauth, "max-unauthenticated", d.MaxUnauthenticated, "connections that have not yet sent their credential, in all (when full, a source holding fewer takes the place of the one holding the most)")
-	fs.IntVar(&o.maxUnauthSource, "source-max-unauthenticated", d.MaxUnauthenticatedPerSource, "connections that have not yet sent their credential from one source: a uid on the relay's own host (from the kernel's socket table), else an IP")
+	fs.IntVar(&o.maxUnauthSource, "source-max-unauthenticated", d.MaxUnauthenticatedPerSource, "connections that have not yet sent their credential from one source: a uid on the relay's own host (from the kernel's socket table), else an IP; a new one from a source at this share closes that source's oldest connection that has sent nothing yet (else its oldest)")
 	fs.Int64Var(&o.inFlight, "in-flight-bytes", d.InFlightBytes, "memory lent to frames being read, in all (a frame's buffer grows as its bytes arrive; over this, its connection is refused)")
 	fs.Int64Var(&o.inFlightPerUID, "uid-in-flight-bytes", d.InFlightBytesPerUID, "memory lent to one uid's frames being read (before authentication: one source's)")
 	fs.BoolVar(&o.readablePassword, "allow-readable-password", false, "accept a reporter password file readable by others (a site still giving it to jobs, the dev cluster); by default it must be private")

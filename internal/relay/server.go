@@ -244,7 +244,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	p := &pending{nc: nc, src: sourceOf(nc, s.peers)}
 	// until it authenticates, a connection's frame bytes are lent to its
 	// source
-	c := &conn{Conn: nc, fr: &frameReader{r: nc, budget: s.frames, key: p.src}}
+	c := &conn{Conn: nc, fr: &frameReader{r: speaking{r: nc, p: p}, budget: s.frames, key: p.src}}
 	defer c.fr.release()
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	if !s.admitPending(c, p, log) {
@@ -287,7 +287,7 @@ func (s *Server) admitPending(c *conn, p *pending, log *slog.Logger) bool {
 	if evicted != nil {
 		_ = evicted.nc.Close()
 		s.metrics.conn("evicted")
-		s.warns.warn(log, "relay unauthenticated connection closed: the pool is full and its source holds the most",
+		s.warns.warn(log, "relay unauthenticated connection closed to make room: its source was at its share, or held the most of a full pool",
 			"evicted_remote", evicted.nc.RemoteAddr().String(), "evicted_source", evicted.src)
 	}
 	if why == "" {

@@ -41,8 +41,9 @@ func clientFrom(e *relayEnv, ip, cred string) *Client {
 // TestOneSourceCannotTakeTheUnauthenticatedPool: issue 26's lock-out. Bob
 // (uid 1002, on the relay's host, from two addresses) opens idle
 // connections: he is held to his source's share, counted by his uid
-// whatever address he uses; when others fill the pool, alice's
-// connection takes the place of bob's oldest and authenticates.
+// whatever address he uses (a fifth takes the place of his oldest); when
+// others fill the pool, alice's connection takes the place of bob's oldest
+// and authenticates.
 func TestOneSourceCannotTakeTheUnauthenticatedPool(t *testing.T) {
 	peers := fakePeers{netip.MustParseAddr("127.0.0.2"): 1002, netip.MustParseAddr("127.0.0.4"): 1002,
 		netip.MustParseAddr("127.0.0.3"): 1001, netip.MustParseAddr("127.0.0.5"): 1003}
@@ -55,9 +56,12 @@ func TestOneSourceCannotTakeTheUnauthenticatedPool(t *testing.T) {
 		bob = append(bob, dialFrom(t, []string{"127.0.0.2", "127.0.0.4"}[i%2], e.addr))
 		waitFor(t, "bob's connection counted", func() bool { _, n := e.srv.pool.count(bobSrc); return n == i+1 })
 	}
-	// two from each address, four of his uid: his share is spent
-	if rep, ok := dialFrom(t, "127.0.0.4", e.addr).reply(); !ok || rep.Code != CodeBusy || rep.Err != fullSource {
-		t.Fatalf("bob's fifth: %+v %v, want busy: %s", rep, ok, fullSource)
+	// two from each address, four of his uid: his share is spent, and his
+	// fifth replaces his oldest
+	bob = append(bob, dialFrom(t, "127.0.0.4", e.addr))
+	waitFor(t, "bob's oldest closed for his fifth", func() bool { return bob[0].closed() })
+	if _, n := e.srv.pool.count(bobSrc); n != 4 {
+		t.Fatalf("bob holds %d, want his share, 4", n)
 	}
 	for i := range 2 { // carol fills the pool
 		dialFrom(t, "127.0.0.5", e.addr)
@@ -69,11 +73,11 @@ func TestOneSourceCannotTakeTheUnauthenticatedPool(t *testing.T) {
 	if _, err := clientFrom(e, "127.0.0.3", "uid:1001").Append(ctx5(t), "", []byte(`{"alice":1}`), testMAC, 0); err != nil {
 		t.Fatalf("alice locked out: %v", err)
 	}
-	if !bob[0].closed() {
+	if !bob[1].closed() {
 		t.Error("bob's oldest connection still open: alice's should have taken its place")
 	}
-	if got := counterValue(t, e.m, "isched_relay_connections_total", "verdict", "evicted"); got != 1 {
-		t.Errorf("evicted connections counted %v, want 1", got)
+	if got := counterValue(t, e.m, "isched_relay_connections_total", "verdict", "evicted"); got != 2 {
+		t.Errorf("evicted connections counted %v, want 2", got)
 	}
 	if _, n := e.srv.pool.count(bobSrc); n != 3 {
 		t.Errorf("bob holds %d, want 3", n)
@@ -81,17 +85,26 @@ func TestOneSourceCannotTakeTheUnauthenticatedPool(t *testing.T) {
 }
 
 // TestSourceIsTheAddressWhenTheUIDIsUnknown: without the kernel's word a
-// connection counts by its IP: bob's address is capped, alice's another.
+// connection counts by its IP, which every user of a compute node shares
+// (issue 44: bob's idle sockets from c1 kept alice's job on c1 from
+// reporting). Bob holds his address's whole share; alice, from the same
+// address, takes the place of his oldest idle connection and
+// authenticates; from another address she is not counted against his.
 func TestSourceIsTheAddressWhenTheUIDIsUnknown(t *testing.T) {
+	const share = 8
 	e := startRelayPeers(t, func(c *Config) {
-		c.MaxUnauthenticated, c.MaxUnauthenticatedPerSource, c.AuthTimeout = 512, 2, time.Minute
+		c.MaxUnauthenticated, c.MaxUnauthenticatedPerSource, c.AuthTimeout = 512, share, time.Minute
 	}, fakePeers{})
-	for i := range 2 {
-		dialFrom(t, "127.0.0.2", e.addr)
+	var bob []*rawConn
+	for i := range share {
+		bob = append(bob, dialFrom(t, "127.0.0.2", e.addr))
 		waitFor(t, "bob's connection counted", func() bool { _, n := e.srv.pool.count("ip 127.0.0.2"); return n == i+1 })
 	}
-	if rep, ok := dialFrom(t, "127.0.0.2", e.addr).reply(); !ok || rep.Code != CodeBusy {
-		t.Fatalf("bob's third: %+v %v, want busy", rep, ok)
+	if err := clientFrom(e, "127.0.0.2", "uid:1001").Connect(ctx5(t)); err != nil {
+		t.Fatalf("alice from bob's address, while he holds its share: %v", err)
+	}
+	if !bob[0].closed() {
+		t.Error("bob's oldest idle connection still open: alice's should have taken its place")
 	}
 	if err := clientFrom(e, "127.0.0.3", "uid:1001").Connect(ctx5(t)); err != nil {
 		t.Fatalf("alice from another address: %v", err)
@@ -107,16 +120,17 @@ func TestUnauthPool(t *testing.T) {
 		return p, ev, why
 	}
 	b1, _, _ := add("bob")
-	add("bob")
+	b2, _, _ := add("bob")
 	if _, ev, why := add("bob"); ev != nil || why != "" {
 		t.Fatalf("bob's third: evicted %v, %q", ev, why)
 	}
-	if _, _, why := add("bob"); why != fullSource {
-		t.Fatalf("bob's fourth: %q, want %q", why, fullSource)
+	// at his share: his fourth takes the place of his oldest
+	if _, ev, why := add("bob"); ev != b1 || why != "" || !b1.evicted {
+		t.Fatalf("bob's fourth: evicted %v, %q; want his oldest", ev, why)
 	}
 	c1, _, _ := add("carol")
 	// full: alice (0) takes bob's oldest (3 > 0+1)
-	if _, ev, why := add("alice"); ev != b1 || why != "" || !b1.evicted {
+	if _, ev, why := add("alice"); ev != b2 || why != "" || !b2.evicted {
 		t.Fatalf("alice: evicted %v, %q; want bob's oldest", ev, why)
 	}
 	// full again: bob 2, carol 1, alice 1; carol (1) may not take from bob (2 is not > 2)
@@ -130,6 +144,40 @@ func TestUnauthPool(t *testing.T) {
 	u.release(c1)
 	if all, n := u.count("carol"); all != 3 || n != 0 {
 		t.Fatalf("after carol left: %d in all, carol %d; want 3, 0", all, n)
+	}
+}
+
+// TestUnauthPoolSilentGoFirst (issue 44): on a shared address, a holder
+// reopening idle sockets replaces his own silent ones, never a connection
+// whose Hello has begun to arrive, however many times he reconnects; only
+// a source whose every place has spoken loses its oldest.
+func TestUnauthPoolSilentGoFirst(t *testing.T) {
+	u := newUnauthPool(100, 4)
+	const c1 = "ip 10.77.0.11"
+	alice := &pending{src: c1}
+	if ev, why := u.admit(alice); ev != nil || why != "" {
+		t.Fatalf("alice: %v %q", ev, why)
+	}
+	alice.spoke.Store(true)
+	for i := range 1000 { // bob's reconnect loop on the same host
+		bob := &pending{src: c1}
+		ev, why := u.admit(bob)
+		if why != "" || (i >= 3 && ev == nil) {
+			t.Fatalf("bob's connection %d: evicted %v, %q; want admitted in the place of another", i, ev, why)
+		}
+		if ev == alice {
+			t.Fatalf("bob's connection %d took the place of alice's, which had spoken", i)
+		}
+	}
+	if _, n := u.count(c1); n != 4 {
+		t.Fatalf("c1 holds %d, want its share, 4", n)
+	}
+	// every place spoken: the oldest goes
+	for _, p := range u.by[c1] {
+		p.spoke.Store(true)
+	}
+	if ev, _ := u.admit(&pending{src: c1}); ev != alice {
+		t.Fatalf("with every place spoken, evicted %v; want the oldest, alice's", ev)
 	}
 }
 

@@ -1,0 +1,42 @@
+"""Bob's socket holder for the site lab's relay test (stdlib only).
+
+Opens N TCP connections to HOST:PORT and sends nothing on them; each one
+the other end closes is opened again at once. Prints "holding N" when all
+are open, "reopened K" every second, and exits after SECONDS.
+Usage: holder.py HOST PORT N SECONDS
+"""
+import selectors
+import socket
+import sys
+import time
+
+host, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+sel = selectors.DefaultSelector()
+
+
+def open_one():
+    s = socket.create_connection((host, port), timeout=5)
+    s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ)
+
+
+for _ in range(n):
+    open_one()
+print("holding %d" % n, flush=True)
+end, reopened, said = time.time() + secs, 0, time.time()
+while time.time() < end:
+    for key, _ in sel.select(timeout=0.2):
+        s = key.fileobj
+        try:
+            data = s.recv(4096)
+        except OSError:
+            data = b""
+        if not data:  # closed by the relay (evicted, or its Hello deadline): take the place again
+            sel.unregister(s)
+            s.close()
+            open_one()
+            reopened += 1
+    if time.time() - said >= 1:
+        print("reopened %d" % reopened, flush=True)
+        said = time.time()
+print("done, reopened %d" % reopened, flush=True)
