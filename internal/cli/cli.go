@@ -91,6 +91,9 @@ type App struct {
 	Getwd func() (string, error)
 	// Stat is the file system, to find the command's program (default os.Stat).
 	Stat func(string) (fs.FileInfo, error)
+	// Lstat is Stat not following a final link (default os.Lstat): the
+	// job's output and checkpoint directory as they are.
+	Lstat func(string) (fs.FileInfo, error)
 	// Username is who runs the CLI (default: os/user, else $USER).
 	Username func() string
 	// UID is the uid that runs the CLI (default os.Getuid): the namespace
@@ -298,6 +301,9 @@ func (a *App) defaults() {
 	}
 	if a.Stat == nil {
 		a.Stat = os.Stat
+	}
+	if a.Lstat == nil {
+		a.Lstat = os.Lstat
 	}
 	if a.Prober == nil {
 		a.Prober = execProbe{}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,6 +100,56 @@ type harness struct {
 	// no time passes
 	onSleep func(n int)
 	slept   int
+	// homes is the app's /home (Stat and Lstat): alice's working
+	// directory, and what a test adds
+	homes fakeHomes
+}
+
+// fakeHomes is a test's /home, with owners: the directories in it are
+// these (harnessStat's files in harnessCwd aside). The harness works in
+// harnessCwd as uid 1001; the real /home/alice, where there is one,
+// belongs to whichever uid useradd gave alice, and the submissions of
+// earlier tests may have left directories of root's in it.
+type fakeHomes map[string]ownedFile
+
+// ownedFile is a file of mode owned by uid.
+type ownedFile struct {
+	mode fs.FileMode
+	uid  int
+}
+
+func (f ownedFile) Name() string       { return "f" }
+func (f ownedFile) Size() int64        { return 1 }
+func (f ownedFile) Mode() fs.FileMode  { return f.mode }
+func (f ownedFile) ModTime() time.Time { return time.Time{} }
+func (f ownedFile) IsDir() bool        { return f.mode.IsDir() }
+func (f ownedFile) Sys() any           { return &syscall.Stat_t{Uid: uint32(f.uid)} }
+
+func aliceHome() fakeHomes {
+	return fakeHomes{"/home/alice": {fs.ModeDir | 0o755, 1001}, "/home/alice/proj": {fs.ModeDir | 0o755, 1001}}
+}
+
+// stat is harnessStat, but for the entries of f (a link there leads
+// nowhere) and the rest of /home, where nothing else exists.
+func (f fakeHomes) stat(p string) (fs.FileInfo, error) {
+	if fi, ok := f[p]; ok && fi.mode&fs.ModeSymlink == 0 {
+		return fi, nil
+	}
+	if strings.HasPrefix(p, "/home/") && !strings.HasPrefix(p, harnessCwd+"/") {
+		return nil, &fs.PathError{Op: "stat", Path: p, Err: fs.ErrNotExist}
+	}
+	return harnessStat(p)
+}
+
+// lstat is os.Lstat, but for /home, where only the entries of f exist.
+func (f fakeHomes) lstat(p string) (fs.FileInfo, error) {
+	if fi, ok := f[p]; ok {
+		return fi, nil
+	}
+	if strings.HasPrefix(p, "/home/") {
+		return nil, &fs.PathError{Op: "lstat", Path: p, Err: fs.ErrNotExist}
+	}
+	return os.Lstat(p)
 }
 
 // newHarness starts miniredis with the viewer user and an app environment
@@ -113,7 +164,7 @@ func newHarness(t *testing.T) *harness {
 	if err := os.WriteFile(pw, []byte("viewer-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, mr: mr, slurm: &fakeSlurm{}, dir: dir, env: map[string]string{
+	return &harness{t: t, mr: mr, slurm: &fakeSlurm{}, dir: dir, homes: aliceHome(), env: map[string]string{
 		"ISCHED_REDIS_ADDR":          mr.Addr(),
 		"ISCHED_REDIS_PASSWORD_FILE": pw,
 		"ISCHED_RELAY_ADDR":          "relay.lab.example:6395", // the default path: jobs report through it
@@ -155,7 +206,8 @@ func (h *harness) app() *App {
 		Slurm:      h.slurm,
 		Executable: func() (string, error) { return "/opt/isched/bin/isched", nil },
 		Getwd:      func() (string, error) { return harnessCwd, nil },
-		Stat:       harnessStat,
+		Stat:       h.homes.stat,
+		Lstat:      h.homes.lstat,
 		Username:   func() string { return "alice" },
 		UID:        func() int { return 1001 },
 		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },

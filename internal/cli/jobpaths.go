@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/isched/isched/internal/ownership"
 )
 
 // The job's files out of shared directories (docs/threat-model.md,
@@ -19,6 +22,13 @@ import (
 // So, submitted from such a directory, the defaults go to a private
 // directory of the user's instead, and an --output or --checkpoint-dir
 // there is refused.
+//
+// The same holds in a directory of another user, shared or not (issue 44,
+// item 5): its owner can create, replace or link any entry in it. So the
+// checkpoint directory must be the user's own (checkOwnDir), and the
+// directory holding it or the output file (the nearest existing one) the
+// user's or root's; an existing output file must not be a link, nor
+// another user's (ownPaths).
 
 // sharedDir reports whether dir is writable by every user.
 func (a *App) sharedDir(dir string) bool {
@@ -80,6 +90,54 @@ func (a *App) jobPaths(o *submitOpts, cwd string) error {
 		}
 		*p.path = abs(cwd, *p.path)
 	}
+	return a.ownPaths(o)
+}
+
+// ownPaths refuses a checkpoint directory or output file (given or by
+// default) that another user could replace before or while the job runs:
+// see the comment at the top of this file.
+func (a *App) ownPaths(o *submitOpts) error {
+	if o.asUser != "" {
+		return nil // root's choice for another user (as send's checkOwnDir)
+	}
+	uid := a.UID()
+	for _, p := range []struct {
+		flag, path string
+		leaf       func(string, fs.FileInfo, int) error
+	}{
+		{"--checkpoint-dir", o.ckptDir, ownDir},
+		{"--output", o.output, ownOutput},
+	} {
+		fi, err := a.Lstat(p.path)
+		switch {
+		case err == nil:
+			if err := p.leaf(p.path, fi, uid); err != nil {
+				return usageErr("%s %s: %v", p.flag, p.path, err)
+			}
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission):
+			return fmt.Errorf("%s %s: %w", p.flag, p.path, err)
+		}
+		holder, hfi, err := ownership.Holder(p.path, a.Stat)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.flag, err)
+		}
+		if owner, foreign := ownership.Foreign(hfi, uid); foreign {
+			return usageErr("%s %s: %s is owned by %s, not by you (uid %d): its owner can replace or link any entry in it before or while the job runs; choose a directory of yours",
+				p.flag, p.path, holder, ownership.Name(owner), uid)
+		}
+	}
+	return nil
+}
+
+// ownOutput says why the existing output file (fi, not followed) is not to
+// be appended to: a link (Slurm follows it), or a file of another user's.
+func ownOutput(path string, fi fs.FileInfo, uid int) error {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link: Slurm would write where it points; give the file itself", path)
+	}
+	if owner, foreign := ownership.Foreign(fi, uid); foreign {
+		return fmt.Errorf("%s is owned by %s, not by you (uid %d): choose another --output", path, ownership.Name(owner), uid)
+	}
 	return nil
 }
 
@@ -98,12 +156,17 @@ func checkOwnDir(dir string, uid int) error {
 	if err != nil {
 		return err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ownDir(dir, fi, uid)
+}
+
+// ownDir is checkOwnDir on dir's Lstat fi.
+func ownDir(dir string, fi fs.FileInfo, uid int) error {
+	owner, ok := ownership.Of(fi)
 	switch {
 	case !fi.IsDir():
 		return fmt.Errorf("%s is not a directory (a symlink?)", dir)
-	case ok && int(st.Uid) != uid:
-		return fmt.Errorf("%s belongs to uid %d, not to you (uid %d): choose another --checkpoint-dir", dir, st.Uid, uid)
+	case ok && owner != uid:
+		return fmt.Errorf("%s belongs to %s, not to you (uid %d): its owner can replace or plant checkpoints in it; choose another --checkpoint-dir", dir, ownership.Name(owner), uid)
 	case fi.Mode().Perm()&0o002 != 0:
 		return fmt.Errorf("%s is writable by every user: choose another --checkpoint-dir", dir)
 	}

@@ -3,8 +3,11 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -114,5 +117,56 @@ func TestLineageOutsideNamespaceWarns(t *testing.T) {
 	}
 	if _, _, errOut := h.run(append(base, "--lineage", "lab-u1001-resnet-run", "--", "/usr/bin/python3", "x.py")...); strings.Contains(errOut, "namespace") {
 		t.Errorf("a namespaced lineage warned: %q", errOut)
+	}
+}
+
+// TestJobPathsOfAnotherUser (issue 44, item 5): alice (uid 1001) may not
+// put her checkpoints, nor her output, in a directory of bob's (1002), even
+// one every user may not write to: bob can replace or link any entry in it.
+// The dry run refuses, naming the flag, the path and bob's uid; a
+// directory of hers or root's is fine. The files are fakes (App.Stat and
+// Lstat), so no second user is needed.
+func TestJobPathsOfAnotherUser(t *testing.T) {
+	dir, bob := fs.ModeDir|0o755, 4242
+	for _, tt := range []struct {
+		name string
+		add  fakeHomes
+		args []string
+		want []string // none: accepted; else each in the refusal
+	}{
+		{"checkpoints to be made in bob's directory", fakeHomes{"/home/bob/shared": {dir, bob}},
+			[]string{"--checkpoint-dir", "/home/bob/shared/ckpt"}, []string{"--checkpoint-dir /home/bob/shared/ckpt: /home/bob/shared is owned by", "uid 4242"}},
+		{"deeper: the nearest existing directory is bob's", fakeHomes{"/home/bob/shared": {dir, bob}},
+			[]string{"--checkpoint-dir", "/home/bob/shared/a/b/ckpt"}, []string{"/home/bob/shared is owned by", "uid 4242"}},
+		{"bob's existing checkpoint directory", fakeHomes{"/home/alice/proj/ck": {dir, bob}},
+			[]string{"--checkpoint-dir", "ck"}, []string{"/home/alice/proj/ck belongs to", "uid 4242", ", not to you (uid 1001)"}},
+		{"a link at the checkpoint directory", fakeHomes{"/home/alice/proj/ck": {fs.ModeSymlink | 0o777, 1001}},
+			[]string{"--checkpoint-dir", "ck"}, []string{"not a directory"}},
+		{"alice's checkpoint directory", fakeHomes{"/home/alice/proj/ck": {dir, 1001}},
+			[]string{"--checkpoint-dir", "ck"}, nil},
+		{"output in bob's directory", fakeHomes{"/home/bob/shared": {dir, bob}},
+			[]string{"--output", "/home/bob/shared/x.out"}, []string{"--output /home/bob/shared/x.out: /home/bob/shared is owned by", "uid 4242"}},
+		{"bob's existing output file", fakeHomes{"/home/alice/proj/x.out": {0o666, bob}},
+			[]string{"--output", "x.out"}, []string{"/home/alice/proj/x.out is owned by", "uid 4242", ", not by you (uid 1001)"}},
+		{"a link at the output", fakeHomes{"/home/alice/proj/x.out": {fs.ModeSymlink | 0o777, 1001}},
+			[]string{"--output", "x.out"}, []string{"/home/alice/proj/x.out is a symbolic link"}},
+		{"alice's and root's files and directories", fakeHomes{"/home/alice/proj/x.out": {0o644, 0}, "/home/root": {dir, 0}},
+			[]string{"--output", "x.out", "--checkpoint-dir", "/home/root/ck"}, nil},
+		{"the defaults, from bob's directory", fakeHomes{"/home/alice/proj": {dir, bob}},
+			nil, []string{"--checkpoint-dir /home/alice/proj/checkpoints/lab-u1001-train-abababab: /home/alice/proj is owned by", "uid 4242"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.labState()
+			maps.Copy(h.homes, tt.add)
+			args := append([]string{"submit", "--dry-run", "--partition-ideal", "cpu", "--time", "30", "--wrapper", "/w"}, tt.args...)
+			code, _, errOut := h.run(append(args, "--", "/usr/bin/python3", "train.py")...)
+			switch {
+			case tt.want == nil && code != 0:
+				t.Errorf("exit %d: %s", code, errOut)
+			case tt.want != nil && (code != ExitUsage || slices.ContainsFunc(tt.want, func(w string) bool { return !strings.Contains(errOut, w) })):
+				t.Errorf("exit %d %q, want %d and each of %q", code, errOut, ExitUsage, tt.want)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -415,4 +416,62 @@ func aliceCLI(t *testing.T, home, cli string) func(args ...string) string {
 		}
 		return string(out)
 	}
+}
+
+// TestDirsOfAnotherUserRefusedAsAlice (issue 44, item 5): bob makes a
+// directory of his, 0755 (not writable by alice, not by every user); alice's
+// `isched submit --dry-run` from her login shell with a --checkpoint-dir or
+// an --output in it is refused, exit 2, naming the flag, the directory and
+// bob; the same submission with her own directory is accepted (so the
+// refusals are not some other failure of the dry run).
+func TestDirsOfAnotherUserRefusedAsAlice(t *testing.T) {
+	besideOthers(t)
+	testutil.NeedSlurm(t)
+	cli := testutil.Binary(t, "isched", "./isched")
+	wrapper := testutil.Binary(t, "isched-wrapper", "./wrapper")
+	base := testutil.WorkDir(t, "isched-owndirs-")
+	home, _ := userDir(t, base, "alice")
+	bobHome, bobUID := userDir(t, base, "bob")
+	shared := filepath.Join(bobHome, "shared")
+	if out, err := exec.Command("runuser", "-u", "bob", "--", "mkdir", "-m", "0755", shared).CombinedOutput(); err != nil {
+		t.Fatalf("bob's mkdir: %v %s", err, out)
+	}
+	submit := func(flags string) (int, string) {
+		t.Helper()
+		line := "cd " + shq(home) + " && " + shq(cli) + " submit --dry-run --partition-ideal cpu --time 5 --mem 500M --wrapper " +
+			shq(wrapper) + " " + flags + " -- /bin/true"
+		out, err := exec.Command("runuser", "-l", "alice", "-c", line).CombinedOutput()
+		code := exitCode(err)
+		if code < 0 {
+			t.Fatalf("runuser: %v %s", err, out)
+		}
+		return code, string(out)
+	}
+	bob := "bob (uid " + strconv.Itoa(bobUID) + ")"
+	for _, tc := range []struct{ flags, want string }{
+		{"--checkpoint-dir " + shq(filepath.Join(shared, "ckpt")), "--checkpoint-dir " + filepath.Join(shared, "ckpt") + ": " + shared + " is owned by " + bob},
+		{"--output " + shq(filepath.Join(shared, "run.out")), "--output " + filepath.Join(shared, "run.out") + ": " + shared + " is owned by " + bob},
+	} {
+		code, out := submit(tc.flags)
+		t.Logf("alice: isched submit --dry-run %s: exit %d\n%s", tc.flags, code, out)
+		if code != 2 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d, want 2 and %q", tc.flags, code, tc.want)
+		}
+	}
+	code, out := submit("--checkpoint-dir " + shq(filepath.Join(home, "ckpt")) + " --output " + shq(filepath.Join(home, "run.out")))
+	if code != 0 || !strings.Contains(out, "dry run, not submitted") {
+		t.Errorf("alice's own directory: exit %d\n%s", code, out)
+	}
+}
+
+// exitCode is the exit status err (from exec's Run) stands for: 0 for nil.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/isched/isched/internal/atomicfile"
@@ -202,6 +203,10 @@ func checkpointSeen(ev CheckpointEvent, st *state, rep *reporter, opts Options, 
 	st.mu.Unlock()
 	if ev.Existing {
 		return // there before this attempt started: not this run's checkpoint
+	}
+	if d := st.untrustedDir; d != "" && (ev.Path == d || strings.HasPrefix(ev.Path, d+string(filepath.Separator))) {
+		log.Warn("checkpoint in the refused checkpoint directory: not recorded", "path", ev.Path, "dir", d)
+		return
 	}
 	if opts.CheckpointDir != "" && job.Lineage != "" && filepath.Dir(ev.Path) == opts.CheckpointDir &&
 		!recordResume(opts.CheckpointDir, ev, st, job, log) {

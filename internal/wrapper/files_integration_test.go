@@ -288,3 +288,40 @@ func TestBobsTmpDirRefused(t *testing.T) {
 	}
 	t.Logf("alice's progress went to %s", progress)
 }
+
+// TestBobsCheckpointDirRefused (issue 44, item 5): alice's job is given a
+// checkpoint directory of bob's (0777, so her training can write there;
+// bob can rename, replace or link anything in it). Her first attempt saves
+// a checkpoint there, her second would resume from it: the wrapper refuses
+// the directory in both, logged at error level with bob's uid, records
+// nothing and hands the second no resume point; both run to the end.
+func TestBobsCheckpointDirRefused(t *testing.T) {
+	alice, bob := lookupUser(t, "alice"), lookupUser(t, "bob")
+	work := testutil.WorkDir(t, "isched-bobsdir")
+	bobs := bob.dirOf(t, filepath.Join(work, "bob", "ckpt"), 0o777)
+	home := alice.dirOf(t, filepath.Join(work, "alice"), 0o755)
+	lineage := fmt.Sprintf("bobsdir-%d", time.Now().UnixNano()%1e9)
+	args := []string{"--checkpoint-dir", bobs, "--lineage", lineage}
+	log1 := srunAs(t, alice, nil, args, "/bin/sh", "-c", `printf weights > "$ISCHED_CHECKPOINT_DIR/c10.pt"; sleep 2`)
+	if _, err := os.Stat(filepath.Join(bobs, "c10.pt")); err != nil {
+		t.Fatalf("alice's training did not write its checkpoint: %v\n%s", err, log1)
+	}
+	out := filepath.Join(home, "resume")
+	log2 := srunAs(t, alice, nil, args, "/bin/sh", "-c", `printf '%s' "${ISCHED_RESUME_FROM:-}" > "$0"`, out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log2)
+	}
+	if len(b) != 0 {
+		t.Errorf("alice's second attempt resumed from %s in bob's directory\n%s\n%s", b, log1, log2)
+	}
+	for _, log := range []string{log1, log2} {
+		if !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "checkpoint directory refused") ||
+			!strings.Contains(log, "uid "+strconv.Itoa(bob.uid)) {
+			t.Errorf("refusal not logged at error level with bob's uid:\n%s", log)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(bobs, ".isched-lineage-"+lineage+".json")); err == nil {
+		t.Errorf("a resume file was written in bob's directory")
+	}
+}

@@ -138,10 +138,28 @@ func (r *run) prepare() (code int, ok bool) {
 	}
 	if r.opts.CheckpointDir != "" {
 		r.setenv("ISCHED_CHECKPOINT_DIR", r.opts.CheckpointDir)
+		r.refuseForeignCkptDir()
 	}
 	r.resumePoint()
 	r.chooseDevice()
 	return 0, true
+}
+
+// refuseForeignCkptDir stops trusting a checkpoint directory of another
+// user (foreignCkptDir): it is not watched, no resume point comes from it
+// and no checkpoint in it is recorded or reported (the start report says
+// no directory is watched). The command still gets ISCHED_CHECKPOINT_DIR
+// and runs as it would: monitoring never stops the training, and its
+// checkpoints are its own business; isched just does not vouch for them.
+func (r *run) refuseForeignCkptDir() {
+	err := foreignCkptDir(r.opts.CheckpointDir, r.job.UID)
+	if err == nil {
+		return
+	}
+	r.log.Error("checkpoint directory refused: not watched, no resume point taken from it, no checkpoint in it recorded; the training runs as it would",
+		"dir", r.opts.CheckpointDir, "err", err)
+	r.st.untrustedDir = r.opts.CheckpointDir
+	r.opts.CheckpointDir = ""
 }
 
 // resumePoint finds the lineage's newest intact checkpoint and tells the

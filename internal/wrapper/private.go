@@ -11,21 +11,13 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/isched/isched/internal/ownership"
 	"github.com/isched/isched/internal/report"
 )
 
 // Files and directories the wrapper trusts must be the job user's: a second
 // user on the node can pre-create a predictable name in a shared directory
 // (/tmp, a 1777 checkpoint directory) and wait (issue 18, items 6 and 7).
-
-// ownerOf is the uid owning fi; ok is false where the platform does not say.
-func ownerOf(fi fs.FileInfo) (int, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return int(st.Uid), true
-}
 
 // checkOwned says why fi (of path, not followed: from Lstat or an
 // O_NOFOLLOW open) is not to be trusted: not of kind want (fs.ModeDir, or
@@ -38,7 +30,7 @@ func checkOwned(path string, fi fs.FileInfo, want fs.FileMode, uid int, forbid f
 	case fi.Mode().Type() != want:
 		return fmt.Errorf("%s is a %s, want a %s", path, kindName(fi.Mode().Type()), kindName(want))
 	}
-	owner, ok := ownerOf(fi)
+	owner, ok := ownership.Of(fi)
 	if !ok {
 		return fmt.Errorf("%s: owner unknown", path)
 	}
@@ -135,4 +127,27 @@ func readOwnedFile(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %d bytes, more than %d", path, fi.Size(), max)
 	}
 	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// foreignCkptDir says why the checkpoint directory dir is not to be
+// trusted with the lineage's resume points (issue 44, item 5): it, or the
+// directory holding it (the nearest existing one above it), belongs to a
+// user other than uid and root, who can rename, replace or link any entry
+// in it. Nil when it is the job user's or root's, or cannot be seen (the
+// watcher then says so).
+func foreignCkptDir(dir string, uid int) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if owner, foreign := ownership.Foreign(fi, uid); foreign {
+			return fmt.Errorf("%s is owned by %s, not by this job's user (uid %d) or root: its owner can replace, rename or link any entry in it", dir, ownership.Name(owner), uid)
+		}
+	}
+	holder, hfi, err := ownership.Holder(dir, os.Stat)
+	if err != nil {
+		return nil
+	}
+	if owner, foreign := ownership.Foreign(hfi, uid); foreign {
+		return fmt.Errorf("%s is in %s, owned by %s, not by this job's user (uid %d) or root: its owner can replace, rename or link any entry in it", dir, holder, ownership.Name(owner), uid)
+	}
+	return nil
 }

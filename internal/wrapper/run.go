@@ -213,6 +213,10 @@ type state struct {
 	par         parallelism // cores busy at once, per sample
 	loopClocked bool
 	prof        *profileWindow // --profile-window; nil: not profiling
+
+	// untrustedDir is the checkpoint directory refused as another user's
+	// (set before the workers start): nothing in it is a checkpoint.
+	untrustedDir string
 }
 
 func buildSignalMap(opts Options, control string) (map[os.Signal]child.Delivery, error) {
