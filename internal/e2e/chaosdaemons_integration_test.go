@@ -32,7 +32,13 @@ func TestChaosSlurmctldRestart(t *testing.T) {
 	blocker := w.blockGPU(t, 3*time.Minute)
 
 	lineage := fmt.Sprintf("ctld%d", time.Now().UnixNano()%1e6)
-	const total = 500
+	// The move must still pay when the gpu frees: with no checkpoint
+	// measured it costs 1.5 × (3 s + 30 s) = 49.5 s, saved by more than 283
+	// steps left at 0.2 s (1/8 of it on gpu). 500 steps left that margin to
+	// slurmctld's restart: in one CI run it came back 11 s late, the gpu
+	// freed with about 150 steps left, and the job rightly stayed on cpu.
+	// 1000 steps leave about two minutes of slack.
+	const total = 1000
 	plan := report.Plan{Lineage: lineage, Ideal: "gpu", IdealGres: "gpu:1", Fallbacks: []string{"cpu"}, Total: total, Migrate: true}
 	job := w.submitTrainer(plan, []string{"-p", "cpu", "-t", "10"},
 		"--steps", fmt.Sprint(total), "--period", "0.2", "--ckpt-every", "0", "--gpu-speedup", "8")
