@@ -23,7 +23,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: r,
 		conns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_connections_total",
-			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit), evicted (closed unauthenticated to make room for a source holding fewer)."}, []string{"verdict"}),
+			Help: "Connections by outcome: ok (authenticated), auth (credential refused or none sent), busy (over a connection limit), evicted (closed unauthenticated to make room: the oldest of its source when a new connection came from that source at its share, or of the sources holding the most when the pool was full)."}, []string{"verdict"}),
 		entries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_entries_total",
 			Help: "Entries by verdict: ok (appended), throttled (the uid's ration spent), oversize, bad-entry, busy (over the in-flight frame budget), unavailable (Redis failed)."}, []string{"verdict"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_relay_queries_total",

@@ -1,10 +1,8 @@
 package relay
 
 import (
-	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 )
 
 // pending is a connection that has not authenticated yet, counted against
@@ -12,25 +10,12 @@ import (
 type pending struct {
 	nc      net.Conn
 	src     string
+	seq     uint64 // admission order, over the whole pool
 	evicted bool
-	// spoke: its first bytes have arrived (a client sends its Hello at
-	// once after connecting; a socket held open to take a place sends
-	// nothing)
-	spoke atomic.Bool
-}
-
-// speaking is a connection's reader that marks p once bytes arrive.
-type speaking struct {
-	r io.Reader
-	p *pending
-}
-
-func (s speaking) Read(b []byte) (int, error) {
-	n, err := s.r.Read(b)
-	if n > 0 {
-		s.p.spoke.Store(true)
-	}
-	return n, err
+	// verifying: its Hello was read whole and its credential is being
+	// checked; it leaves the pool within AuthTimeout, so it is never
+	// evicted
+	verifying bool
 }
 
 // unauthPool bounds connections that have not authenticated: max in all,
@@ -41,23 +26,33 @@ func (s speaking) Read(b []byte) (int, error) {
 // connections of bob's locked alice out).
 //
 // A source at its share takes a new connection too, in the place of that
-// source's oldest silent one (none of its bytes arrived yet), else its
-// oldest: off the relay's host a source is an address, which every user
-// of a compute node shares (issue 44: bob's 70 idle sockets from c1 kept
-// alice's job on c1 from reporting for as long as he held them). A client
-// that sends its Hello as it connects is silent for one round trip; a
-// holder must open a new connection for each one of the share's places it
-// takes back, and each new one replaces a silent one first, so the
-// holder cannot push out a client that has spoken unless every place of
-// the source is taken by connections that have spoken too, and then only
-// after as many new connections as the share holds (AuthTimeout closes
-// each one that never completes its Hello).
+// source's oldest: off the relay's host a source is an address, which
+// every user of a compute node shares (issue 44: bob's 70 idle sockets
+// from c1 kept alice's job on c1 from reporting for as long as he held
+// them). The bound against a holder who reconnects as fast as he can: a
+// client sends its Hello as it connects, so its connection is its
+// source's newest while the Hello is read, and once the Hello is read
+// whole the connection is being verified and is never evicted. To close
+// it before then, perSource other connections of its source must be
+// admitted after it (each eviction takes the oldest; it starts newest)
+// in the time between its admission and the reading of its Hello, which
+// is microseconds when the Hello came with the connection, as it does.
+//
+// Age, not silence, picks the one to close: whether a connection has sent
+// a byte is the holder's to fake (one byte on each of his sockets), and a
+// pool that spared connections that had spoken would make a newcomer,
+// silent for its first round trip, the next to go at his first
+// reconnect. Only a whole Hello protects, and it cannot hold a place: a
+// bad credential closes the connection at once, a good one leaves the
+// pool for its uid's limit (MaxConnsPerUID). A source whose every place
+// is being verified refuses the newcomer (busy; the client retries).
 type unauthPool struct {
 	max, perSource int
 
-	mu sync.Mutex
-	n  int
-	by map[string][]*pending
+	mu  sync.Mutex
+	n   int
+	seq uint64
+	by  map[string][]*pending
 }
 
 func newUnauthPool(max, perSource int) *unauthPool {
@@ -65,57 +60,83 @@ func newUnauthPool(max, perSource int) *unauthPool {
 }
 
 // Why a connection was not admitted.
-const fullPool = "too many unauthenticated connections"
+const (
+	fullSource = "too many connections from this source are being authenticated"
+	fullPool   = "too many unauthenticated connections"
+)
 
 // admit counts p; why says why not. When it made room, evicted is the
-// connection p replaced: the caller closes it.
+// connection p replaced (of p's own source when that was at its share,
+// else of the largest): the caller closes it.
 func (u *unauthPool) admit(p *pending) (evicted *pending, why string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	mine := len(u.by[p.src])
-	if mine >= u.perSource {
-		evicted = oldest(u.by[p.src])
-		evicted.evicted = true
-		u.removeLocked(evicted)
-		mine--
-	}
-	if evicted == nil && u.n >= u.max {
-		evicted = u.largestBeyond(mine + 1)
-		if evicted == nil {
+	mine := u.by[p.src]
+	switch {
+	case len(mine) >= u.perSource:
+		if evicted = oldestEvictable(mine); evicted == nil {
+			return nil, fullSource
+		}
+	case u.n >= u.max:
+		if evicted = u.largestBeyond(len(mine) + 1); evicted == nil {
 			return nil, fullPool
 		}
+	}
+	if evicted != nil {
 		evicted.evicted = true
 		u.removeLocked(evicted)
 	}
+	u.seq++
+	p.seq = u.seq
 	u.by[p.src] = append(u.by[p.src], p)
 	u.n++
 	return evicted, ""
 }
 
-// largestBeyond is the oldest connection (silent first) of the source
-// holding the most, if that is more than n.
+// largestBeyond is the oldest evictable connection of the sources holding
+// the most, if that is more than n. Among sources that hold as many, the
+// oldest connection goes: a newcomer is the last of them to.
 func (u *unauthPool) largestBeyond(n int) *pending {
-	var most []*pending
+	most := 0
 	for _, ps := range u.by {
-		if len(ps) > len(most) {
-			most = ps
-		}
+		most = max(most, len(ps))
 	}
-	if len(most) <= n {
+	if most <= n {
 		return nil
 	}
-	return oldest(most)
+	var victim *pending
+	for _, ps := range u.by {
+		if len(ps) != most {
+			continue
+		}
+		if p := oldestEvictable(ps); p != nil && (victim == nil || p.seq < victim.seq) {
+			victim = p
+		}
+	}
+	return victim
 }
 
-// oldest is the oldest of ps (in arrival order) that has not spoken, else
-// the oldest; ps is not empty.
-func oldest(ps []*pending) *pending {
+// oldestEvictable is the oldest of ps (kept in admission order) that is
+// not being verified.
+func oldestEvictable(ps []*pending) *pending {
 	for _, p := range ps {
-		if !p.spoke.Load() {
+		if !p.verifying {
 			return p
 		}
 	}
-	return ps[0]
+	return nil
+}
+
+// verify marks p as being verified (its Hello read whole); false when it
+// was evicted first.
+func (u *unauthPool) verify(p *pending) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if p.evicted {
+		return false
+	}
+	p.verifying = true
+	return true
 }
 
 // release uncounts p (once it authenticated or ended); an evicted one was

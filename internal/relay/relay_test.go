@@ -89,6 +89,12 @@ func startRelay(t testing.TB, mod func(*Config)) *relayEnv {
 // (nil: the kernel's tables).
 func startRelayPeers(t testing.TB, mod func(*Config), peers peerUIDs) *relayEnv {
 	t.Helper()
+	return startRelayVerifier(t, mod, peers, fakeVerifier{})
+}
+
+// startRelayVerifier is startRelayPeers with credentials checked by v.
+func startRelayVerifier(t testing.TB, mod func(*Config), peers peerUIDs, v Verifier) *relayEnv {
+	t.Helper()
 	cfg := DefaultConfig("isched:lab:ingest")
 	cfg.Ration = Ration{EntriesPerSec: 10, EntryBurst: 5, BytesPerSec: 1 << 20, ByteBurst: 1 << 20}
 	cfg.AuthTimeout = 300 * time.Millisecond
@@ -96,7 +102,7 @@ func startRelayPeers(t testing.TB, mod func(*Config), peers peerUIDs) *relayEnv 
 		mod(&cfg)
 	}
 	e := &relayEnv{t: t, redis: &fakeRedis{}, clk: &clock{t: time.Unix(1_800_000_000, 0)}, cfg: cfg, m: NewMetrics()}
-	s, err := NewServer(cfg, fakeVerifier{}, e.redis, e.clk.now, e.m, nil)
+	s, err := NewServer(cfg, v, e.redis, e.clk.now, e.m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

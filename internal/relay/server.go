@@ -34,8 +34,10 @@ type Config struct {
 	MaxEntry int
 	Ration   Ration
 	// AuthTimeout: a connection that has not sent its Hello by then is
-	// closed. IdleTimeout: an authenticated one that sends nothing for
-	// that long is closed.
+	// closed (a client sends it as it connects: a few seconds cover a
+	// slow network and MUNGE's check, and bound how long a socket held
+	// open to take a place keeps it). IdleTimeout: an authenticated one
+	// that sends nothing for that long is closed.
 	AuthTimeout, IdleTimeout time.Duration
 	// AppendTimeout bounds one XADD.
 	AppendTimeout time.Duration
@@ -54,7 +56,7 @@ type Config struct {
 // DefaultConfig is the relay's configuration for stream.
 func DefaultConfig(stream string) Config {
 	return Config{Stream: stream, MaxLen: 100000, MaxEntry: report.MaxPayload, Ration: DefaultRation,
-		AuthTimeout: 10 * time.Second, IdleTimeout: 10 * time.Minute, AppendTimeout: 5 * time.Second,
+		AuthTimeout: 3 * time.Second, IdleTimeout: 10 * time.Minute, AppendTimeout: 5 * time.Second,
 		MaxConnsPerUID: 1024, MaxUnauthenticated: 512, MaxUnauthenticatedPerSource: 64,
 		InFlightBytes: 64 << 20, InFlightBytesPerUID: 8 << 20}
 }
@@ -244,7 +246,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	p := &pending{nc: nc, src: sourceOf(nc, s.peers)}
 	// until it authenticates, a connection's frame bytes are lent to its
 	// source
-	c := &conn{Conn: nc, fr: &frameReader{r: speaking{r: nc, p: p}, budget: s.frames, key: p.src}}
+	c := &conn{Conn: nc, fr: &frameReader{r: nc, budget: s.frames, key: p.src}}
 	defer c.fr.release()
 	log := s.log.With("remote", nc.RemoteAddr().String())
 	if !s.admitPending(c, p, log) {
@@ -287,8 +289,11 @@ func (s *Server) admitPending(c *conn, p *pending, log *slog.Logger) bool {
 	if evicted != nil {
 		_ = evicted.nc.Close()
 		s.metrics.conn("evicted")
-		s.warns.warn(log, "relay unauthenticated connection closed to make room: its source was at its share, or held the most of a full pool",
-			"evicted_remote", evicted.nc.RemoteAddr().String(), "evicted_source", evicted.src)
+		msg := "relay unauthenticated connection closed: the pool is full and its source holds the most"
+		if evicted.src == p.src {
+			msg = "relay unauthenticated connection closed: its source is at its share and it was the oldest"
+		}
+		s.warns.warn(log, msg, "evicted_remote", evicted.nc.RemoteAddr().String(), "evicted_source", evicted.src)
 	}
 	if why == "" {
 		return true
@@ -350,6 +355,9 @@ func (s *Server) hello(ctx context.Context, c *conn, p *pending, log *slog.Logge
 			_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
 		}
 		return -1, false
+	}
+	if !s.pool.verify(p) {
+		return -1, false // evicted as its last bytes came: counted as evicted
 	}
 	var h Hello
 	err = decodeStrict(b, &h)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -147,37 +149,203 @@ func TestUnauthPool(t *testing.T) {
 	}
 }
 
-// TestUnauthPoolSilentGoFirst (issue 44): on a shared address, a holder
-// reopening idle sockets replaces his own silent ones, never a connection
-// whose Hello has begun to arrive, however many times he reconnects; only
-// a source whose every place has spoken loses its oldest.
-func TestUnauthPoolSilentGoFirst(t *testing.T) {
-	u := newUnauthPool(100, 4)
-	const c1 = "ip 10.77.0.11"
-	alice := &pending{src: c1}
-	if ev, why := u.admit(alice); ev != nil || why != "" {
-		t.Fatalf("alice: %v %q", ev, why)
-	}
-	alice.spoke.Store(true)
-	for i := range 1000 { // bob's reconnect loop on the same host
-		bob := &pending{src: c1}
-		ev, why := u.admit(bob)
-		if why != "" || (i >= 3 && ev == nil) {
-			t.Fatalf("bob's connection %d: evicted %v, %q; want admitted in the place of another", i, ev, why)
+// TestUnauthPoolNewcomerOutlastsTheShare (issue 44): on a shared address,
+// a holder's reconnect loop takes his own oldest places first. A
+// newcomer (alice, whose Hello is on its way) goes only once as many
+// connections as the share holds were admitted after it; once her Hello
+// is read whole (verifying) no reconnect takes her place, and a source
+// whose every place is being verified refuses the next.
+func TestUnauthPoolNewcomerOutlastsTheShare(t *testing.T) {
+	const share, c1 = 4, "ip 10.77.0.11"
+	u := newUnauthPool(100, share)
+	admit := func(what string) (*pending, *pending) {
+		t.Helper()
+		p := &pending{src: c1}
+		ev, why := u.admit(p)
+		if why != "" {
+			t.Fatalf("%s refused: %q", what, why)
 		}
-		if ev == alice {
-			t.Fatalf("bob's connection %d took the place of alice's, which had spoken", i)
+		return p, ev
+	}
+	var bob []*pending
+	for range share {
+		p, _ := admit("bob's holder")
+		bob = append(bob, p)
+	}
+	alice, ev := admit("alice")
+	if ev != bob[0] {
+		t.Fatalf("alice took the place of %v, want bob's oldest", ev)
+	}
+	for i := range share - 1 { // bob reconnects: his own oldest go
+		if _, ev := admit("bob's reconnect"); ev != bob[i+1] {
+			t.Fatalf("bob's reconnect %d took the place of %v, want his own oldest", i, ev)
 		}
 	}
-	if _, n := u.count(c1); n != 4 {
-		t.Fatalf("c1 holds %d, want its share, 4", n)
+	// the share's worth of newer ones later, she is the oldest: the bound
+	if _, ev := admit("bob's reconnect"); ev != alice {
+		t.Fatalf("after %d newer admissions evicted %v, want alice's (the oldest)", share, ev)
 	}
-	// every place spoken: the oldest goes
+
+	alice, _ = admit("alice again")
+	if !u.verify(alice) {
+		t.Fatal("alice evicted before her Hello was read")
+	}
+	for i := range 1000 {
+		if _, ev := admit("bob's reconnect"); ev == nil || ev == alice {
+			t.Fatalf("bob's reconnect %d evicted %v; want one of his own, never alice's while verified", i, ev)
+		}
+	}
 	for _, p := range u.by[c1] {
-		p.spoke.Store(true)
+		u.verify(p)
 	}
-	if ev, _ := u.admit(&pending{src: c1}); ev != alice {
-		t.Fatalf("with every place spoken, evicted %v; want the oldest, alice's", ev)
+	if ev, why := u.admit(&pending{src: c1}); ev != nil || why != fullSource {
+		t.Fatalf("every place verifying: evicted %v, %q; want refused: %q", ev, why, fullSource)
+	}
+	if u.verify(bob[0]) {
+		t.Error("an evicted connection was marked verifying")
+	}
+}
+
+// TestUnauthPoolFullTakesTheOldestOfTheLargest: with the pool full and
+// several sources holding the most, the oldest of their connections goes
+// (a newcomer on one of them is the last to), never one being verified.
+func TestUnauthPoolFullTakesTheOldestOfTheLargest(t *testing.T) {
+	u := newUnauthPool(5, 10)
+	add := func(src string) *pending {
+		p := &pending{src: src}
+		if ev, why := u.admit(p); ev != nil || why != "" {
+			t.Fatalf("%s: evicted %v, %q", src, ev, why)
+		}
+		return p
+	}
+	b1 := add("b")
+	a1 := add("a")
+	b2 := add("b")
+	add("a")
+	add("c") // full: a 2, b 2, c 1
+	u.verify(b1)
+	// b1 is the oldest but verifying: a1, the next oldest of a largest source
+	if ev, why := u.admit(&pending{src: "d"}); ev != a1 || why != "" {
+		t.Fatalf("d: evicted %v, %q; want a's oldest", ev, why)
+	}
+	// full: a 1, b 2, c 1, d 1: b is the largest; b1 is verifying, so b2
+	if ev, why := u.admit(&pending{src: "e"}); ev != b2 || why != "" {
+		t.Fatalf("e: evicted %v, %q; want b's oldest not verifying", ev, why)
+	}
+}
+
+// TestReconnectLoopCannotEvictANewcomer (issue 44): bob's connections
+// from alice's address have each sent a byte (a frame's header), and he
+// reconnects; alice's connection, silent while her Hello is on its way,
+// keeps its place through as many of his reconnects as the share holds
+// less one (they take his own oldest) and then authenticates. A pool that
+// spared connections that had spoken closed hers at his first reconnect.
+func TestReconnectLoopCannotEvictANewcomer(t *testing.T) {
+	const share = 4
+	e := startRelayPeers(t, func(c *Config) { c.MaxUnauthenticatedPerSource, c.AuthTimeout = share, time.Minute }, fakePeers{})
+	evicted := func(n float64) func() bool {
+		return func() bool { return counterValue(t, e.m, "isched_relay_connections_total", "verdict", "evicted") == n }
+	}
+	spoken := 0
+	bobSpeaks := func() { // a frame's header and its first byte
+		r := dialFrom(t, "127.0.0.2", e.addr)
+		r.sendHeader(100)
+		if _, err := r.Write([]byte{'{'}); err != nil {
+			t.Fatal(err)
+		}
+		spoken++
+		waitFor(t, "bob's first bytes read", func() bool { return e.srv.frames.received.Load() == int64(spoken) })
+	}
+	for range share {
+		bobSpeaks()
+	}
+	alice := dialFrom(t, "127.0.0.2", e.addr)
+	waitFor(t, "alice admitted in the place of bob's oldest", evicted(1))
+	for i := range share - 1 {
+		bobSpeaks()
+		waitFor(t, "bob's reconnect admitted", evicted(float64(i+2)))
+	}
+	alice.send(hello1001)
+	if rep, ok := alice.reply(); !ok || !rep.OK {
+		t.Fatalf("alice's hello after %d reconnects of bob: %+v (ok %v), want authenticated", share-1, rep, ok)
+	}
+}
+
+// gatedVerifier is fakeVerifier holding uid 1001's check until gate
+// returns (MUNGE's decoding, made slow).
+type gatedVerifier struct{ gate func(ctx context.Context) }
+
+func (g gatedVerifier) Verify(ctx context.Context, cred string) (int, error) {
+	uid, err := fakeVerifier{}.Verify(ctx, cred)
+	if err == nil && uid == 1001 {
+		g.gate(ctx)
+	}
+	return uid, err
+}
+
+// holdFrom is one of bob's sockets from ip, opened again as soon as the
+// relay closes it (or answers), each time sending a frame's header and no
+// more, until ctx ends; reopened counts the reopenings.
+func holdFrom(ctx context.Context, ip, addr string, reopened *atomic.Int64) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	for ctx.Err() == nil {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+		_, _ = c.Write([]byte{0, 0, 0, 100})
+		_, _ = c.Read(make([]byte, 1))
+		stop()
+		_ = c.Close()
+		reopened.Add(1)
+	}
+}
+
+// TestReconnectLoopCannotStarveAHello (issue 44): bob keeps share+2
+// sockets open from alice's address, each reopened the moment the relay
+// closes it: his reconnect loop turns the address's share over as fast as
+// the relay admits. Alice's clients from that address still authenticate
+// and append, one after another, even with each credential's check held
+// until bob's loop has turned the share over twice: a connection whose
+// Hello was read is never evicted, and before that it is the newest.
+func TestReconnectLoopCannotStarveAHello(t *testing.T) {
+	const share, reports = 8, 10
+	var reopened atomic.Int64
+	gate := func(ctx context.Context) {
+		for from := reopened.Load(); reopened.Load() < from+2*share && ctx.Err() == nil; {
+			time.Sleep(time.Millisecond) // a slow credential check, not an assertion
+		}
+	}
+	e := startRelayVerifier(t, func(c *Config) {
+		c.MaxUnauthenticatedPerSource, c.AuthTimeout = share, 10*time.Second
+		c.Ration.EntryBurst = reports // her ration is not what is tested
+	}, fakePeers{}, gatedVerifier{gate})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for range share + 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); holdFrom(ctx, "127.0.0.2", e.addr, &reopened) }()
+	}
+	waitFor(t, "bob's loop turning the share over", func() bool { return reopened.Load() >= 4*share })
+	tries := 0
+	for i := range reports {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			tries++
+			_, err := clientFrom(e, "127.0.0.2", "uid:1001").Append(ctx5(t), "", []byte(`{"alice":1}`), testMAC, 0)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("alice's report %d not through within 5 s (%d tries) while bob reconnects: %v", i, tries, err)
+			}
+		}
+	}
+	t.Logf("alice's %d reports took %d tries; bob reopened %d sockets", reports, tries, reopened.Load())
+	if got := len(e.redis.entries()); got != reports {
+		t.Errorf("%d reports appended, want %d", got, reports)
 	}
 }
 

@@ -102,9 +102,16 @@ func (r *reporter) wake() {
 }
 
 // run sends queued reports every interval and on kicks until ctx ends.
+// A failed delivery is tried again when its backoff ends, not at the next
+// tick: a connection the relay refused or closed (busy, or taken by
+// another's socket on this node, issue 44) costs the first report 0.5 s,
+// then 1 s, 2 s..., not a report interval (5 s) each.
 func (r *reporter) run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	again := time.NewTimer(interval)
+	again.Stop()
+	defer again.Stop()
 	b := retry.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second, Log: r.log, What: "report delivery", Now: r.now}
 	var retryAt time.Time
 	for {
@@ -113,12 +120,15 @@ func (r *reporter) run(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		case <-r.kick:
+		case <-again.C:
 		}
 		if r.now().Before(retryAt) {
 			continue
 		}
 		if err := r.flush(ctx); err != nil {
-			retryAt = r.now().Add(b.Failed(err))
+			wait := b.Failed(err)
+			retryAt = r.now().Add(wait)
+			again.Reset(wait)
 			continue
 		}
 		if r.hasLeftovers() {

@@ -70,6 +70,45 @@ func TestReporterDeliversInOrderAfterAnOutage(t *testing.T) {
 	}
 }
 
+// TestReporterRetriesAFailedConnectAtOnce (issue 44): a connection the
+// relay refused or closed is tried again after the backoff (0.5 s at
+// first), not at the next report tick, so the start report of a job whose
+// first connection was taken by another's socket still arrives within
+// seconds.
+func TestReporterRetriesAFailedConnectAtOnce(t *testing.T) {
+	t.Parallel()
+	sess, _ := auth.NewSession()
+	sink := &flakySink{}
+	out := spool.NewQueue(1000, 1<<20, filepath.Join(t.TempDir(), "spool"), quiet)
+	job := report.JobRef{Cluster: "lab", JobID: 6, Lineage: "lab-6", User: "u"}
+	var mu sync.Mutex
+	tries := 0
+	connect := func(context.Context) (appender, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tries++; tries == 1 {
+			return nil, errors.New("relay: refused (busy): too many unauthenticated connections from this source")
+		}
+		return sink, nil
+	}
+	r := newReporter(job, sess, out, connect, "isched:lab:ingest", quiet)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(ctx, time.Hour) }() // no tick within the test
+	t.Cleanup(func() { cancel(); <-done })
+	t0 := time.Now()
+	emitKind(r, report.KindStart)
+	for r.delivered() == 0 {
+		if time.Since(t0) > 5*time.Second {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("start report not delivered within 5 s of a refused connect (%d connects)", tries)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("delivered %.2f s after a refused first connect", time.Since(t0).Seconds())
+}
+
 func TestIdentityFromSlurmEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"SLURM_JOB_ID": "42", "SLURM_CLUSTER_NAME": "lab", "SLURM_JOB_USER": "alice", "SLURM_JOB_UID": "1001",

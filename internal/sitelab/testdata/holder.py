@@ -1,9 +1,11 @@
 """Bob's socket holder for the site lab's relay test (stdlib only).
 
-Opens N TCP connections to HOST:PORT and sends nothing on them; each one
-the other end closes is opened again at once. Prints "holding N" when all
-are open, "reopened K" every second, and exits after SECONDS.
-Usage: holder.py HOST PORT N SECONDS
+Opens N TCP connections to HOST:PORT and sends nothing on them (with
+"speak", a frame's header and its first byte, as if a Hello were on its
+way, and no more); each one the other end closes is opened again at once.
+Prints "holding N" when all are open, "reopened K" every second, and
+exits after SECONDS.
+Usage: holder.py HOST PORT N SECONDS [speak]
 """
 import selectors
 import socket
@@ -11,11 +13,14 @@ import sys
 import time
 
 host, port, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+speak = sys.argv[5:] == ["speak"]
 sel = selectors.DefaultSelector()
 
 
 def open_one():
     s = socket.create_connection((host, port), timeout=5)
+    if speak:
+        s.sendall(b"\x00\x00\x01\x00{")  # a 256-byte frame begun
     s.setblocking(False)
     sel.register(s, selectors.EVENT_READ)
 
