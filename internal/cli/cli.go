@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/clientconfig"
-	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
@@ -500,16 +499,4 @@ func clean(s string) string {
 	}
 	q := strconv.QuoteToGraphic(s)
 	return q[1 : len(q)-1]
-}
-
-// decodeEnvelope reads an agent-published key (snapshot, jobs).
-func decodeEnvelope(b []byte, kind report.Kind) (*report.Envelope, error) {
-	env, err := report.DecodeTable(b)
-	if err != nil {
-		return nil, err
-	}
-	if env.Kind != kind {
-		return nil, fmt.Errorf("want a %s envelope, got %s", kind, env.Kind)
-	}
-	return env, nil
 }

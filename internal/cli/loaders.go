@@ -324,7 +324,7 @@ func (a *App) stateFromStore(ctx context.Context, st Store, now time.Time) (clus
 		}
 		return clusterView{}, err
 	}
-	env, err := decodeEnvelope(b, report.KindSnapshot)
+	env, err := report.DecodeTableOf(b, report.KindSnapshot)
 	if err != nil {
 		return clusterView{}, fmt.Errorf("snapshot %s: %w", k.Snapshot(), err)
 	}
@@ -332,7 +332,7 @@ func (a *App) stateFromStore(ctx context.Context, st Store, now time.Time) (clus
 	age := now.Sub(time.UnixMilli(env.Snapshot.TakenMS)).Round(time.Second)
 	v.source = fmt.Sprintf("agent snapshot in Redis, %s old", age)
 	if b, err := st.Get(ctx, k.Jobs()); err == nil {
-		if env, err := decodeEnvelope(b, report.KindJobs); err == nil {
+		if env, err := report.DecodeTableOf(b, report.KindJobs); err == nil {
 			v.state.Jobs = env.Jobs
 			v.state.PredictedEnd = a.predictedEnds(ctx, st, env.Jobs)
 		} else {

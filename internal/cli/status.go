@@ -239,7 +239,7 @@ func jobTableIn(ctx context.Context, st Store) (*report.JobTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := decodeEnvelope(b, report.KindJobs)
+	env, err := report.DecodeTableOf(b, report.KindJobs)
 	if err != nil {
 		return nil, fmt.Errorf("job table: %w", err)
 	}

@@ -58,7 +58,7 @@ func (q *queryService) owner(ctx context.Context, lineage string) (uid int, foun
 // jobTable is the agent's job table with uid's jobs only.
 func (q *queryService) jobTable(ctx context.Context, uid int, all bool) (QueryReply, error) {
 	return q.get(ctx, q.cfg.Keys.Jobs(), func(b []byte) ([]byte, error) {
-		env, err := decodeTable(b, report.KindJobs)
+		env, err := report.DecodeTableOf(b, report.KindJobs)
 		if err != nil || all {
 			return b, err
 		}
@@ -77,7 +77,7 @@ func (q *queryService) jobTable(ctx context.Context, uid int, all bool) (QueryRe
 // user's limits carry their use now (running jobs, CPUs, GPUs).
 func (q *queryService) snapshot(ctx context.Context, uid int, all bool) (QueryReply, error) {
 	return q.get(ctx, q.cfg.Keys.Snapshot(), func(b []byte) ([]byte, error) {
-		env, err := decodeTable(b, report.KindSnapshot)
+		env, err := report.DecodeTableOf(b, report.KindSnapshot)
 		if err != nil || all || len(env.Snapshot.Limits) == 0 {
 			return b, err
 		}
@@ -91,17 +91,6 @@ func (q *queryService) snapshot(ctx context.Context, uid int, all bool) (QueryRe
 		env.Snapshot.Limits = mine
 		return report.Encode(env)
 	})
-}
-
-func decodeTable(b []byte, kind report.Kind) (*report.Envelope, error) {
-	env, err := report.DecodeTable(b)
-	if err != nil {
-		return nil, err
-	}
-	if env.Kind != kind {
-		return nil, fmt.Errorf("want a %s envelope, got %s", kind, env.Kind)
-	}
-	return env, nil
 }
 
 // receipts are the coordinator's receipts: uid's own as they are, and of

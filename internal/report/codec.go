@@ -63,6 +63,19 @@ func DecodeTable(b []byte) (*Envelope, error) {
 	return e, nil
 }
 
+// DecodeTableOf is DecodeTable for one kind of table (KindSnapshot or
+// KindJobs): an envelope of the other kind is an error.
+func DecodeTableOf(b []byte, kind Kind) (*Envelope, error) {
+	env, err := DecodeTable(b)
+	if err != nil {
+		return nil, err
+	}
+	if env.Kind != kind {
+		return nil, fmt.Errorf("want a %s envelope, got %s", kind, env.Kind)
+	}
+	return env, nil
+}
+
 // Decode parses and validates one envelope. It never panics and never
 // returns a partly filled envelope: on error the envelope is nil and the
 // error wraps [ErrTooLarge], [ErrVersion] or [ErrInvalid] (see the package
