@@ -374,16 +374,19 @@ func TestHostileFrames(t *testing.T) {
 // TestClientThatNeverAuthenticates: silent connections are closed after
 // AuthTimeout and count against a bound, so they cannot pile up.
 func TestClientThatNeverAuthenticates(t *testing.T) {
-	e := startRelay(t, func(c *Config) { c.MaxUnauthenticated = 2; c.AuthTimeout = 2 * time.Second })
-	a, b := dialRaw(t, e.addr), dialRaw(t, e.addr)
-	_ = a
-	// the third silent connection is refused at once, once the relay has
-	// counted the first two (each connection's goroutine counts it)
-	waitFor(t, "two unauthenticated connections counted", func() bool { n, _ := e.srv.pool.count(""); return n == 2 })
-	if rep, ok := dialRaw(t, e.addr).reply(); !ok || rep.Code != CodeBusy {
+	// the bound: with a deadline no slow machine reaches, the third
+	// silent connection is refused at once, once the relay has counted
+	// the first two (each connection's goroutine counts it)
+	bound := startRelay(t, func(c *Config) { c.MaxUnauthenticated = 2; c.AuthTimeout = time.Hour })
+	_, _ = dialRaw(t, bound.addr), dialRaw(t, bound.addr)
+	waitFor(t, "two unauthenticated connections counted", func() bool { n, _ := bound.srv.pool.count(""); return n == 2 })
+	if rep, ok := dialRaw(t, bound.addr).reply(); !ok || rep.Code != CodeBusy {
 		t.Fatalf("third unauthenticated connection not refused: %+v %v", rep, ok)
 	}
-	// the silent ones are closed after AuthTimeout (the deadline is the relay's)
+	// the deadline: silent ones are closed after AuthTimeout (the
+	// deadline is the relay's; the client's own is only a backstop)
+	e := startRelay(t, func(c *Config) { c.MaxUnauthenticated = 2; c.AuthTimeout = 300 * time.Millisecond })
+	_, b := dialRaw(t, e.addr), dialRaw(t, e.addr)
 	_ = b.SetDeadline(time.Now().Add(10 * time.Second))
 	if !b.closed() {
 		t.Fatal("silent connection not closed")

@@ -156,6 +156,10 @@ func TestRefusalsAreCountedNotAllLogged(t *testing.T) {
 	var out logBuffer
 	cfg := DefaultConfig("isched:lab:ingest")
 	cfg.MaxUnauthenticated = 1
+	// the holder must outlive 10 000 refusals on a slow machine: closed
+	// after AuthTimeout, it would free its slot and connection n would be
+	// admitted, then dropped silently (CI saw this at connection 5409)
+	cfg.AuthTimeout = time.Hour
 	m := NewMetrics()
 	s, err := NewServer(cfg, fakeVerifier{}, &fakeRedis{}, nil, m, out.logger())
 	if err != nil {
