@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 )
@@ -34,7 +35,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		if cp.Complete {
 			st.LastCheckpoint = &cp
 			l.Ckpts++
-			if l.Phase == policy.PhaseAwaitingCheckpoint {
+			if l.Phase == lifecycle.AwaitingCheckpoint {
 				c.kick = true // decide now: the move waits for this
 				if _, measured := l.Ckpt.Completed(at); measured {
 					st.CkptMS = float64(l.Ckpt.Estimate()) / float64(time.Millisecond)
@@ -210,7 +211,6 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		st.StartedMS = env.TimeMS
 	}
 	st.State, st.EndedMS, st.ExitStatus = "RUNNING", 0, nil
-	l.Ended = false
 	if env.Start.TotalIters > 0 {
 		st.PlanTotal = env.Start.TotalIters
 	}
@@ -220,7 +220,8 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	startStep := resumeStep(st.LastCheckpoint, env.Start.ResumeFrom)
 	l.openAttempt(span, job, env.TimeMS, startStep)
 	moved := l.leftPartition(prevPartition, job.Partition)
-	if l.Phase == policy.PhaseRequeueIssued {
+	landed := l.Phase == lifecycle.RequeueIssued
+	if c.to(l, lifecycle.AttemptStarted, now) && landed {
 		l.requeueLanded(now)
 	}
 	if env.Start.ResumeFrom != "" && job.Rank == 0 {
@@ -314,7 +315,6 @@ func (l *lineage) leftPartition(from, to string) bool {
 // attempt: a move, or a continuation.
 func (l *lineage) requeueLanded(now time.Time) {
 	st := &l.Status
-	l.Phase, l.PhaseMS = policy.PhaseNone, now.UnixMilli()
 	if l.RequeueRule == policy.RuleMigrate {
 		l.Moves++
 	} else {
@@ -350,7 +350,7 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 	if job.JobID != st.JobID || job.Attempt != st.Attempt {
 		return // a late end of an attempt the lineage has left behind
 	}
-	if l.Ended {
+	if l.ended() {
 		// Slurm's final state came first (the report was delayed): it
 		// still tells how the run exited
 		if st.ExitStatus == nil {
@@ -360,7 +360,7 @@ func (c *Coordinator) applyEnd(l *lineage, env *report.Envelope, now time.Time) 
 		return
 	}
 	// A requeue or a move ends an attempt with a signal; the lineage goes on.
-	if l.Phase == policy.PhaseRequeueIssued || end.Signal == "SIGTERM" && l.Phase != policy.PhaseNone {
+	if l.Phase == lifecycle.RequeueIssued || end.Signal == "SIGTERM" && l.Phase != lifecycle.Idle {
 		return
 	}
 	if end.ExitCode == 0 && st.TotalIters > 0 && st.Step >= st.TotalIters {
@@ -440,7 +440,8 @@ func (c *Coordinator) finish(l *lineage, state string, atMS int64, exit *int) {
 	st := &l.Status
 	l.closeOpenSpan(atMS, strings.ToLower(state))
 	st.State, st.EndedMS, st.ExitStatus = state, atMS, exit
-	l.Ended, l.End, l.dirty = true, nil, true
+	c.to(l, lifecycle.Finished, time.UnixMilli(atMS))
+	l.End, l.dirty = nil, true
 	l.judge()
 	c.metrics.jobs.remove(st.Lineage)
 	if state != "ENDED" {

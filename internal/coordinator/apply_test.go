@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -94,8 +94,8 @@ func TestPreemptedAttemptDoesNotEndTheLineage(t *testing.T) {
 	if slices.Contains(seen, "ENDED") {
 		t.Fatalf("lineage states %v: ENDED while Slurm requeued the job", seen)
 	}
-	if l := e.lineage("P1"); l.End != nil || l.Ended || l.Moves != 0 {
-		t.Errorf("after the requeue: end %+v ended %v moves %d", l.End, l.Ended, l.Moves)
+	if l := e.lineage("P1"); l.End != nil || l.ended() || l.Moves != 0 {
+		t.Errorf("after the requeue: end %+v ended %v moves %d", l.End, l.ended(), l.Moves)
 	}
 
 	j.State, j.StartMS = "RUNNING", e.now.UnixMilli()
@@ -185,8 +185,8 @@ func TestSlurmEndAfterAnUnfinishedAttemptKeepsItsExit(t *testing.T) {
 	if st.State != "TIMEOUT" || st.ExitStatus == nil || *st.ExitStatus != 0 || st.EndedMS == 0 {
 		t.Fatalf("state %s exit %v ended %d, want TIMEOUT with exit 0", st.State, st.ExitStatus, st.EndedMS)
 	}
-	if l := e.lineage("P3"); !l.Ended || l.End != nil {
-		t.Errorf("ended %v end %+v", l.Ended, l.End)
+	if l := e.lineage("P3"); !l.ended() || l.End != nil {
+		t.Errorf("ended %v end %+v", l.ended(), l.End)
 	}
 }
 
@@ -277,7 +277,7 @@ func TestCkptDurUnsetUntilMeasured(t *testing.T) {
 	if d := e.c.policyJob(l, e.now).CkptDur; d != 0 {
 		t.Errorf("CkptDur %s before any measurement, want 0 (the policy's default_ckpt)", d)
 	}
-	l.Phase = policy.PhaseAwaitingCheckpoint
+	l.Phase = lifecycle.AwaitingCheckpoint
 	ck := report.NewEnvelope(report.KindCheckpoint, e.now)
 	ck.Checkpoint = &report.Checkpoint{Path: "/ck/a.pt", Size: 1, MTimeMS: e.now.UnixMilli(), Complete: true}
 	e.c.lineages["C1"] = l
@@ -380,7 +380,7 @@ func TestCompletedWithoutEndReportEndsAfterGrace(t *testing.T) {
 		if withEnd != (st.ExitStatus != nil) || withEnd && *st.ExitStatus != 0 {
 			t.Errorf("end report %v: exit status %v", withEnd, st.ExitStatus)
 		}
-		if l := e.lineage("P9"); !l.Ended {
+		if l := e.lineage("P9"); !l.ended() {
 			t.Errorf("end report %v: lineage not ended", withEnd)
 		}
 	}

@@ -234,7 +234,7 @@ func (c *Coordinator) admitLineage(ctx context.Context, s *session) (bool, error
 		if l.Status.JobID == s.JobID {
 			perJob++
 		}
-		if uid, ok := l.owner(); ok && uid == s.UID && !l.Ended {
+		if uid, ok := l.owner(); ok && uid == s.UID && !l.ended() {
 			perUID++
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -126,7 +126,7 @@ func TestContinueAfterAnEndWithWorkLeft(t *testing.T) {
 		e.startResumed(w1, "/ck/ckpt-294.pt")
 		e.sampleTotal(w1, 295, 10, 3000)
 		e.rounds(1)
-		if l := e.lineage(lin); l.Conts != 1 || l.Phase != policy.PhaseNone {
+		if l := e.lineage(lin); l.Conts != 1 || l.Phase != lifecycle.Idle {
 			t.Errorf("%s: continuations %d phase %q after the new attempt started", slurmState, l.Conts, l.Phase)
 		}
 		// attempt 1 crashes with no new checkpoint: not continued blindly
@@ -191,7 +191,7 @@ func TestContinuedJobCancelledBeforeItStarts(t *testing.T) {
 	if n := len(e.actions()); n != 1 {
 		t.Errorf("%d actions, want only the first requeue", n)
 	}
-	if l := e.lineage(lin); l.Phase != policy.PhaseNone {
+	if l := e.lineage(lin); l.Phase != lifecycle.Ended {
 		t.Errorf("phase %q after the end", l.Phase)
 	}
 }
@@ -348,7 +348,7 @@ func TestResubmitWhenSlurmForgotTheJob(t *testing.T) {
 		e.sampleTotal(w2, 295, 10, 3000)
 		e.rounds(3)
 		l := e.lineage(lin)
-		if l.Conts != 1 || l.Phase != policy.PhaseNone || len(e.actions()) != 1 {
+		if l.Conts != 1 || l.Phase != lifecycle.Idle || len(e.actions()) != 1 {
 			t.Errorf("continuations %d phase %q actions %d after the new job started", l.Conts, l.Phase, len(e.actions()))
 		}
 		st = e.status(lin)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/policy"
@@ -84,6 +86,9 @@ type env struct {
 	c     *Coordinator
 	m     *fakeMunger
 	now   time.Time
+	// metrics are every coordinator's of this env, one per start: the
+	// test fails if any of them refused a lifecycle transition
+	metrics []*Metrics
 }
 
 func newEnv(t testing.TB) *env {
@@ -101,13 +106,20 @@ func newEnv(t testing.TB) *env {
 	t.Cleanup(func() { _ = st.Close() })
 	e := &env{t: t, mr: mr, store: st, m: &fakeMunger{}, now: time.Now().Truncate(time.Millisecond)}
 	e.c = e.newCoordinator()
+	t.Cleanup(func() {
+		if n := refusedTransitions(e.metrics...); n != 0 {
+			t.Errorf("%g lifecycle transitions refused (the coordinator's log says which)", n)
+		}
+	})
 	return e
 }
 
 // newCoordinator is the env's coordinator, started afresh on its store
 // (what a restart finds in Redis).
 func (e *env) newCoordinator() *Coordinator {
-	return New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, e.store, e.m, nil)
+	m := NewMetrics()
+	e.metrics = append(e.metrics, m)
+	return New(Config{ID: "c1", Tick: 50 * time.Millisecond, Now: func() time.Time { return e.now }, Policy: policy.Config{Speed: map[string]float64{"gpu": 8, "cpu": 1}}}, e.store, e.m, m)
 }
 
 // wrapperSession is a fake wrapper run of one job.
@@ -810,4 +822,21 @@ func TestNoMoveOnAStaleSnapshot(t *testing.T) {
 	if len(acts) != 1 || acts[0].Type != report.ActionSignal || acts[0].JobID != 47 {
 		t.Fatalf("with a fresh snapshot: want the checkpoint request of the move, got %+v", acts)
 	}
+}
+
+// refusedTransitions is how many lifecycle transitions ms counted as
+// refused.
+func refusedTransitions(ms ...*Metrics) float64 {
+	var n float64
+	for _, m := range ms {
+		ch := make(chan prometheus.Metric, 64)
+		go func() { m.refusedTransitions.Collect(ch); close(ch) }()
+		for metric := range ch {
+			var pb dto.Metric
+			if metric.Write(&pb) == nil {
+				n += pb.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"testing"
 
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 )
@@ -94,14 +95,14 @@ func TestCancelledBeforeRestart(t *testing.T) {
 	tests := []struct {
 		name    string
 		state   string
-		phase   string
+		phase   lifecycle.State
 		pending bool
 		want    bool
 	}{
-		{"cancelled while requeued", "CANCELLED", policy.PhaseRequeueIssued, false, true},
-		{"cancelled while the requeue is still pending", "CANCELLED", policy.PhaseRequeueIssued, true, false},
-		{"cancelled, no requeue of ours", "CANCELLED", policy.PhaseNone, false, false},
-		{"requeued, pending", "PENDING", policy.PhaseRequeueIssued, false, false},
+		{"cancelled while requeued", "CANCELLED", lifecycle.RequeueIssued, false, true},
+		{"cancelled while the requeue is still pending", "CANCELLED", lifecycle.RequeueIssued, true, false},
+		{"cancelled, no requeue of ours", "CANCELLED", lifecycle.Idle, false, false},
+		{"requeued, pending", "PENDING", lifecycle.RequeueIssued, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,8 +129,8 @@ func TestEndedUnreported(t *testing.T) {
 		{"failed, idle", "NODE_FAIL", lineage{}, true},
 		{"completed: settleCompleted waits for its report", "COMPLETED", lineage{}, false},
 		{"still running", "RUNNING", lineage{}, false},
-		{"an action of ours under way", "CANCELLED", lineage{Phase: policy.PhaseRequeueIssued}, false},
-		{"already ended", "FAILED", lineage{Ended: true}, false},
+		{"an action of ours under way", "CANCELLED", lineage{Phase: lifecycle.RequeueIssued}, false},
+		{"already ended", "FAILED", lineage{Phase: lifecycle.Ended}, false},
 		{"its end report came", "FAILED", lineage{End: &attemptEnd{}}, false},
 	}
 	for _, tt := range tests {

@@ -124,7 +124,7 @@ func jobRowOf(st *report.JobStatus, now time.Time) jobRow {
 // exportJob updates a lineage's series after its status changed.
 func (c *Coordinator) exportJob(l *lineage, now time.Time) {
 	st := &l.Status
-	if l.Ended || st.State != "RUNNING" {
+	if l.ended() || st.State != "RUNNING" {
 		c.metrics.jobs.remove(st.Lineage)
 		return
 	}

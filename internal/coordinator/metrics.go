@@ -21,24 +21,27 @@ type Metrics struct {
 	// aggregate holds every collector of Registry but the per-job series:
 	// what /metrics shows a client outside job_metrics_from
 	// (AccessHandler).
-	aggregate     *prometheus.Registry
-	reports       *prometheus.CounterVec
-	rejected      *prometheus.CounterVec
-	decisions     *prometheus.CounterVec
-	actions       *prometheus.CounterVec
-	estimateError prometheus.Histogram
-	ingestLatency prometheus.Histogram
-	writeLatency  prometheus.Histogram
-	pollAge       *prometheus.GaugeVec
-	pollSuccess   *prometheus.GaugeVec
-	leader        prometheus.Gauge
-	tracked       prometheus.Gauge
-	ingestLag     prometheus.Gauge
-	trimmed       prometheus.Counter
-	repairs       *prometheus.CounterVec
-	learnedSpeed  *prometheus.GaugeVec
-	learnedN      *prometheus.GaugeVec
-	jobs          *jobMetrics
+	aggregate *prometheus.Registry
+	reports   *prometheus.CounterVec
+	rejected  *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	actions   *prometheus.CounterVec
+	// refusedTransitions counts lifecycle transitions the table refused
+	// (a protocol bug: the tests fail on any).
+	refusedTransitions *prometheus.CounterVec
+	estimateError      prometheus.Histogram
+	ingestLatency      prometheus.Histogram
+	writeLatency       prometheus.Histogram
+	pollAge            *prometheus.GaugeVec
+	pollSuccess        *prometheus.GaugeVec
+	leader             prometheus.Gauge
+	tracked            prometheus.Gauge
+	ingestLag          prometheus.Gauge
+	trimmed            prometheus.Counter
+	repairs            *prometheus.CounterVec
+	learnedSpeed       *prometheus.GaugeVec
+	learnedN           *prometheus.GaugeVec
+	jobs               *jobMetrics
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -54,6 +57,9 @@ func NewMetrics() *Metrics {
 			Help: "Decisions taken, by kind."}, []string{"kind"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_actions_total",
 			Help: "Action results from the agent, by type and status."}, []string{"type", "status"}),
+		refusedTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "isched_coordinator_refused_transitions_total",
+			Help: "Lineage lifecycle transitions refused as illegal (internal/lifecycle), by state and event: a protocol bug, logged as an error."},
+			[]string{"state", "event"}),
 		estimateError: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "isched_coordinator_estimate_error_seconds",
 			Help:    "Actual minus first predicted end of finished jobs.",
 			Buckets: []float64{-3600, -600, -120, -30, -5, 0, 5, 30, 120, 600, 3600}}),
@@ -82,7 +88,7 @@ func NewMetrics() *Metrics {
 			[]string{"model", "partition"}),
 		jobs: newJobMetrics(DefaultMaxJobSeries),
 	}
-	shared := []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency, m.writeLatency,
+	shared := []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.refusedTransitions, m.estimateError, m.ingestLatency, m.writeLatency,
 		m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	r.MustRegister(append(shared, m.jobs)...)
@@ -96,7 +102,7 @@ func NewMetrics() *Metrics {
 // Describe sends the descriptions of the coordinator's own metrics and the
 // per-job gauges (not the Go and process collectors).
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.estimateError, m.ingestLatency,
+	for _, c := range []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.refusedTransitions, m.estimateError, m.ingestLatency,
 		m.writeLatency, m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN, m.jobs} {
 		c.Describe(ch)
 	}

@@ -213,7 +213,7 @@ func (c *Coordinator) learnSpeeds() {
 	models := map[string]bool{}
 	for _, l := range c.lineages {
 		st := &l.Status
-		if l.Ended || st.Plan == nil || st.Plan.Model == "" {
+		if l.ended() || st.Plan == nil || st.Plan.Model == "" {
 			continue
 		}
 		models[st.Plan.Model] = true
@@ -242,7 +242,7 @@ func (c *Coordinator) learnSpeeds() {
 		byModel[model] = statusSpeeds(c.speeds.learned[model], c.cfg.Policy.Speed)
 	}
 	for _, l := range c.lineages {
-		if st := &l.Status; !l.Ended && st.Plan != nil && st.Plan.Model != "" {
+		if st := &l.Status; !l.ended() && st.Plan != nil && st.Plan.Model != "" {
 			if sp := byModel[st.Plan.Model]; !slices.Equal(sp, st.Speeds) {
 				st.Speeds, l.dirty = sp, true
 			}

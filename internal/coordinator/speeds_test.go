@@ -350,7 +350,7 @@ func TestReceiptWaitsForNewerJobTable(t *testing.T) {
 			if rs := e.receipts(); len(rs) != 0 {
 				t.Fatalf("receipt written on a job table older than the run's end: %v", rs)
 			}
-			if !e.lineage(lin).Ended {
+			if !e.lineage(lin).ended() {
 				t.Fatal("the run that reached its total did not end")
 			}
 			switch tc.next {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
@@ -29,7 +30,7 @@ type lineage struct {
 	Iter         estimate.IterEstimator `json:"iter"`
 	Mem          estimate.MemTracker    `json:"mem"`
 	Ckpt         estimate.CkptTimer     `json:"ckpt"`
-	Phase        string                 `json:"phase"`
+	Phase        lifecycle.State        `json:"phase"` // changed only by to (lifecycle.Next)
 	PhaseMS      int64                  `json:"phase_ms"`
 	Pending      *pending               `json:"pending,omitempty"`
 	Actions      int                    `json:"actions"` // issued so far: part of deterministic ids
@@ -45,9 +46,11 @@ type lineage struct {
 	Ckpts        int64                  `json:"ckpts"`
 	PeakETA      int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
 	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
-	Ended        bool                   `json:"ended"`
-	End          *attemptEnd            `json:"end,omitempty"`           // the current attempt's end, until settled
-	CkptDecision *policy.Decision       `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
+	// WasEnded is how a state saved before the lifecycle's Ended state
+	// said the run was over; read once (getLineage), never written.
+	WasEnded     bool             `json:"ended,omitempty"`
+	End          *attemptEnd      `json:"end,omitempty"`           // the current attempt's end, until settled
+	CkptDecision *policy.Decision `json:"ckpt_decision,omitempty"` // what follows the requested checkpoint
 	// Resuming is the attempt that was given a checkpoint to resume from,
 	// until its first step says whether it did (checkResume).
 	Resuming *resumeCheck `json:"resuming,omitempty"`
@@ -167,6 +170,9 @@ func (c *Coordinator) getLineage(ctx context.Context, name string) (*lineage, er
 		if err := json.Unmarshal(b, l); err != nil {
 			return nil, fmt.Errorf("coordinator: state of lineage %s: %w", name, err)
 		}
+		if err := l.upgrade(); err != nil {
+			return nil, fmt.Errorf("coordinator: state of lineage %s: %w", name, err)
+		}
 	}
 	c.lineages[name] = l
 	c.touched[name] = l
@@ -205,7 +211,7 @@ func (c *Coordinator) queueSave(name string, l *lineage) error {
 		return err
 	}
 	ttl := time.Duration(0)
-	if l.Ended {
+	if l.ended() {
 		ttl = c.cfg.EndedTTL
 	}
 	c.batch.Set(c.keys.JobState(name), b, ttl)
@@ -313,7 +319,7 @@ const endedLinger = 10 * time.Minute
 func (c *Coordinator) evictEnded(ctx context.Context, now time.Time) error {
 	var gone []string
 	for name, l := range c.lineages {
-		if l.Ended && !l.dirty && l.Status.EndedMS > 0 && now.UnixMilli()-l.Status.EndedMS > endedLinger.Milliseconds() {
+		if l.ended() && !l.dirty && l.Status.EndedMS > 0 && now.UnixMilli()-l.Status.EndedMS > endedLinger.Milliseconds() {
 			gone = append(gone, name)
 		}
 	}
@@ -327,4 +333,39 @@ func (c *Coordinator) evictEnded(ctx context.Context, now time.Time) error {
 		delete(c.lineages, name)
 	}
 	return nil
+}
+
+// ended says whether the run is over (the lifecycle's Ended state).
+func (l *lineage) ended() bool { return l.Phase == lifecycle.Ended }
+
+// upgrade brings a state read back from Redis to this version's form: a
+// run a coordinator before the lifecycle's Ended state recorded as ended
+// is in that state now. A state this version does not know is refused:
+// guessing would act on a run whose protocol step is unknown.
+func (l *lineage) upgrade() error {
+	if l.WasEnded {
+		l.Phase, l.WasEnded = lifecycle.Ended, false
+	}
+	if !l.Phase.Valid() {
+		return fmt.Errorf("unknown lifecycle state %q", l.Phase)
+	}
+	return nil
+}
+
+// to moves the lineage's lifecycle on ev (lifecycle.Next) and says
+// whether the table allowed it. A refused transition leaves the state as
+// it was, is logged as the error it is and counted
+// (isched_coordinator_refused_transitions_total): the coordinator's tests
+// fail on any.
+func (c *Coordinator) to(l *lineage, ev lifecycle.Event, now time.Time) bool {
+	next, err := lifecycle.Next(l.Phase, ev)
+	if err != nil {
+		c.log.Error("lineage transition refused", "lineage", l.Status.Lineage, "job", l.Status.JobID, "err", err)
+		c.metrics.refusedTransitions.WithLabelValues(l.Phase.String(), string(ev)).Inc()
+		return false
+	}
+	if next != l.Phase {
+		l.Phase, l.PhaseMS, l.dirty = next, now.UnixMilli(), true
+	}
+	return true
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
-	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -213,9 +213,9 @@ func TestEncodeStateIsMarshal(t *testing.T) {
 	warm := warmLineage()
 	pend := warmLineage()
 	pend.Pending = &pending{ID: "a1", Type: "requeue", IssuedMS: 5, Action: json.RawMessage(`{"v":1}`)}
-	pend.Phase, pend.RankRSS = policy.PhaseRequeueIssued, map[string]int64{"0": 1, "1": 2}
+	pend.Phase, pend.RankRSS = lifecycle.RequeueIssued, map[string]int64{"0": 1, "1": 2}
 	ended := warmLineage()
-	ended.Ended, ended.End = true, &attemptEnd{JobID: 1, AtMS: 9, ExitCode: 1, Signal: "SIGTERM"}
+	ended.Phase, ended.End = lifecycle.Ended, &attemptEnd{JobID: 1, AtMS: 9, ExitCode: 1, Signal: "SIGTERM"}
 	ended.Status.Node, ended.Status.Events[0].Message = hostile, hostile
 	ended.Status.GPUBytes = map[string]int64{`iter":null,"mem`: 1}
 	uid := 1001

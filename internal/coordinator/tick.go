@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -111,7 +111,7 @@ func (c *Coordinator) syncState(ctx context.Context, now time.Time) error {
 func (c *Coordinator) decideAll(ctx context.Context, now time.Time) error {
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
-		if l.Ended || l.End != nil && l.Phase == policy.PhaseNone {
+		if l.ended() || l.End != nil && l.Phase == lifecycle.Idle {
 			continue // ended, or its attempt did and Slurm has the next word
 		}
 		if err := c.decide(ctx, name, l, fresh, now); err != nil {

@@ -158,7 +158,7 @@ func TestChaosCoordinatorKilledDuringMigration(t *testing.T) {
 			t.Errorf("the move was abandoned: %s", d.Reason)
 		}
 	}
-	if ls, _ := w.lineageState(lineage); ls.Moves != 1 || ls.Phase != "" || ls.Pending != nil {
+	if ls, _ := w.lineageState(lineage); ls.Moves != 1 || ls.underWay() || ls.Pending != nil {
 		t.Errorf("lineage bookkeeping at the end: moves %d phase %q pending %+v", ls.Moves, ls.Phase, ls.Pending)
 	}
 	if st.ExitStatus == nil || *st.ExitStatus != 0 || st.Step != total {

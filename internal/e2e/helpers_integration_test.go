@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/testutil"
 )
@@ -57,7 +58,13 @@ type lineageState struct {
 	Conts   int              `json:"continuations"`
 	Ckpts   int64            `json:"ckpts"`
 	RankRSS map[string]int64 `json:"rank_rss"`
-	Ended   bool             `json:"ended"`
+}
+
+// underWay says whether a move or continuation of isched's is still
+// under way (internal/lifecycle: awaiting a checkpoint or a requeue's
+// start); idle and ended are not.
+func (s lineageState) underWay() bool {
+	return s.Phase == string(lifecycle.AwaitingCheckpoint) || s.Phase == string(lifecycle.RequeueIssued)
 }
 
 func (w *world) lineageState(lineage string) (lineageState, bool) {

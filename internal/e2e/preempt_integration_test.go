@@ -155,7 +155,7 @@ func checkPreempted(t *testing.T, w *world, job trainJob, lineage string, total 
 			t.Errorf("the coordinator acted on a job only Slurm moved: %+v", d)
 		}
 	}
-	if ls, ok := w.lineageState(lineage); ok && (ls.Moves != 0 || ls.Conts != 0 || ls.Phase != "") {
+	if ls, ok := w.lineageState(lineage); ok && (ls.Moves != 0 || ls.Conts != 0 || ls.underWay()) {
 		t.Errorf("lineage bookkeeping after a preemption: moves %d continuations %d phase %q", ls.Moves, ls.Conts, ls.Phase)
 	}
 	if ids := jobsOfLineage(lineage); len(ids) != 1 || ids[0] != job.id {

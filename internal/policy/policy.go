@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/isched/isched/internal/lifecycle"
 	"math"
 	"strings"
 	"time"
@@ -39,14 +40,6 @@ const (
 	RuleTimeLimit = "time-limit" // 1: allocation left vs progress left
 	RuleMigrate   = "migrate"    // 2 and 4: to the ideal partition
 	RuleDevChunk  = "dev-chunk"  // 3: idle dev nodes for pending jobs
-)
-
-// Phases of a lineage's move: the coordinator saves them with the lineage
-// (so they outlive a restart) and hands them to Decide in Job.Phase.
-const (
-	PhaseNone               = ""
-	PhaseAwaitingCheckpoint = "awaiting-checkpoint" // a checkpoint request is out
-	PhaseRequeueIssued      = "requeue-issued"      // a requeue/move action is out
 )
 
 // Slurm job states the policy acts on.
@@ -111,7 +104,9 @@ type Job struct {
 	ResumeFailures int
 	NoExtend       bool // an Extend was refused: do not ask again
 
-	Phase      string // PhaseNone, PhaseAwaitingCheckpoint or PhaseRequeueIssued
+	// Phase is what isched has under way for the run (the lifecycle's
+	// state; the coordinator and the replay keep it), since PhaseSince.
+	Phase      lifecycle.State
 	PhaseSince time.Time
 }
 
@@ -160,7 +155,7 @@ func withIdealCPUs(d Decision, j *Job) Decision {
 
 func decide(cfg Config, j Job, snap *report.Snapshot, now time.Time) Decision {
 	v := newView(cfg, j, snap, now)
-	if j.Phase == PhaseAwaitingCheckpoint {
+	if j.Phase == lifecycle.AwaitingCheckpoint {
 		return v.awaiting()
 	}
 	switch j.State {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -738,7 +739,7 @@ func TestDecideDevChunk(t *testing.T) {
 func TestDecideOther(t *testing.T) {
 	t.Parallel()
 	awaiting := func(since time.Duration) func(*Job) {
-		return func(j *Job) { j.Phase, j.PhaseSince = PhaseAwaitingCheckpoint, now.Add(-since) }
+		return func(j *Job) { j.Phase, j.PhaseSince = lifecycle.AwaitingCheckpoint, now.Add(-since) }
 	}
 	tests := []struct {
 		name string
@@ -1006,7 +1007,7 @@ func TestScenarios(t *testing.T) {
 				}
 				var d Decision
 				if s.landed {
-					j.Phase = PhaseNone
+					j.Phase = lifecycle.Idle
 					d = AfterCheckpoint(cfg, j, s.snap, at, pending)
 				} else {
 					d = Decide(cfg, j, s.snap, at)
@@ -1021,7 +1022,7 @@ func TestScenarios(t *testing.T) {
 					j.State, j.StartedAt = StateRunning, at.Add(time.Second) // dev was idle: starts at once
 				case Checkpoint:
 					pending = d
-					j.Phase, j.PhaseSince = PhaseAwaitingCheckpoint, at
+					j.Phase, j.PhaseSince = lifecycle.AwaitingCheckpoint, at
 					if d.Rule == RuleMigrate {
 						j.LastMoveAt = at // an attempt counts for hysteresis, landed or not
 					}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/policy"
 )
@@ -158,6 +159,24 @@ type sim struct {
 	resvCache map[resvKey]reservation
 	preempt   int   // running jobs on preemptible partitions
 	active    []int // isched jobs submitted and not done
+	// refused is the first lifecycle transition the table refused: a
+	// protocol bug, which fails the replay (Run's error).
+	refused error
+}
+
+// to moves an isched job's lifecycle on ev, as the coordinator's to
+// does; a refused transition leaves it as it was and fails the replay.
+func (s *sim) to(js *jobState, ev lifecycle.Event) {
+	next, err := lifecycle.Next(js.phase, ev)
+	if err != nil {
+		if s.refused == nil {
+			s.refused = fmt.Errorf("sim: job %d at %.0f s: %w", js.j.ID, s.now, err)
+		}
+		return
+	}
+	if next != js.phase {
+		js.phase, js.phaseSince = next, s.now
+	}
 }
 
 // Run replays trace (sorted by submission) under cfg.
@@ -167,6 +186,9 @@ func Run(cfg Config, trace []Job) (*Result, error) {
 		return nil, err
 	}
 	s.loop()
+	if s.refused != nil {
+		return nil, s.refused
+	}
 	return s.result(), nil
 }
 

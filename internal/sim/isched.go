@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
@@ -106,7 +107,7 @@ func (s *sim) tick() {
 	s.active = slices.DeleteFunc(s.active, func(i int) bool { return s.jobs[i].state == stDone })
 	for _, i := range s.active {
 		js := &s.jobs[i]
-		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != policy.PhaseNone {
+		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != lifecycle.Idle {
 			continue
 		}
 		if !s.candidate(js) {
@@ -157,7 +158,8 @@ func (s *sim) apply(i int, d policy.Decision) {
 	js := &s.jobs[i]
 	switch d.Kind {
 	case policy.Checkpoint:
-		js.phase, js.phaseSince, js.pendingDec = policy.PhaseAwaitingCheckpoint, s.now, d
+		s.to(js, lifecycle.CheckpointAsked)
+		js.pendingDec = d
 		if d.Rule == policy.RuleMigrate {
 			js.lastMove = s.now
 		}
@@ -200,8 +202,8 @@ func (s *sim) ckptLanded(i int) {
 	js.ckpts++
 	js.ckptT.Completed(at(s.now))
 	d := policy.AfterCheckpoint(s.pol, s.policyJob(js, js.stepAt(s.now)), s.snapshot(), at(s.now), js.pendingDec)
-	js.phase = policy.PhaseNone
 	if d.Kind == policy.None || d.Abandoned {
+		s.to(js, lifecycle.MoveAbandoned)
 		js.lastMove = s.now
 		return
 	}
@@ -231,7 +233,7 @@ func (s *sim) policyJob(js *jobState, step int64) policy.Job {
 	if js.lastMove >= 0 {
 		j.LastMoveAt = at(js.lastMove)
 	}
-	if js.phase != policy.PhaseNone {
+	if js.phase != lifecycle.Idle {
 		j.PhaseSince = at(js.phaseSince)
 	}
 	return j

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 )
@@ -74,8 +75,8 @@ type jobState struct {
 	plan       *report.Plan
 	est        estimate.IterEstimator
 	ckptT      estimate.CkptTimer
-	estOn      string // node type the estimator measured
-	phase      string
+	estOn      string          // node type the estimator measured
+	phase      lifecycle.State // changed only by sim.to (lifecycle.Next), as the coordinator changes it
 	phaseSince float64
 	lastMove   float64 // -1: never
 	moves      int

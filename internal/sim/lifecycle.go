@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
@@ -125,7 +126,13 @@ func (s *sim) start(i, pi int, nodes []int) {
 		js.onOther = true
 	}
 	if js.managed {
-		js.phase = policy.PhaseNone
+		if js.phase == lifecycle.AwaitingCheckpoint {
+			// the checkpoint asked for died with the attempt before it
+			// landed: the coordinator's policy gives the move up
+			// (policy's awaiting: the job is not running)
+			s.to(js, lifecycle.MoveAbandoned)
+		}
+		s.to(js, lifecycle.AttemptStarted)
 		s.feedEstimator(js, nt)
 	}
 	s.push(js.timeOfStep(js.iters), evEnd, i, js.gen)
@@ -222,6 +229,9 @@ func (s *sim) finish(i int) {
 	s.stop(i)
 	js.lastCkpt = js.iters
 	js.state, js.end = stDone, s.now
+	if js.managed {
+		s.to(js, lifecycle.Finished)
+	}
 	s.jobDone()
 }
 
@@ -266,6 +276,9 @@ func (s *sim) attemptEnded(i int, state string, step, resume int64) {
 	}
 	if js.lastCkpt <= resume {
 		js.state, js.end = stDone, s.now
+		if js.managed {
+			s.to(js, lifecycle.Finished)
+		}
 		s.jobDone()
 		return
 	}
@@ -280,7 +293,10 @@ func (s *sim) moveQueued(i int, d policy.Decision) {
 	js := &s.jobs[i]
 	s.retarget(js, d)
 	js.touched = true
-	js.phase, js.phaseSince, js.lastMove = policy.PhaseRequeueIssued, s.now, s.now
+	if js.managed {
+		s.to(js, lifecycle.RequeueSent)
+	}
+	js.lastMove = s.now
 	s.queue(i, s.now)
 }
 
