@@ -82,6 +82,11 @@ type PolicySettings struct {
 	CkptTimeoutFactor float64         `json:"ckpt_timeout_factor"`
 	MinCkptTimeout    daemon.Duration `json:"min_ckpt_timeout"`
 	MinPending        daemon.Duration `json:"min_pending"`
+	// TrimTimeLimits: rule 6 lowers a running job's time limit to its
+	// predicted end at worst plus a margin when that frees at least
+	// trim_min (for backfill; a miss is continued from the checkpoint).
+	TrimTimeLimits bool            `json:"trim_time_limits"`
+	TrimMin        daemon.Duration `json:"trim_min"`
 }
 
 // DefaultSettings are the defaults: the coordinator's (Config's) and
@@ -101,7 +106,7 @@ func DefaultSettings() Settings {
 			MinInterval: daemon.Duration(p.MinInterval), MaxMoves: daemon.Limit(p.MaxMoves),
 			MaxContinuations: daemon.Limit(p.MaxContinuations), DefaultCkpt: daemon.Duration(p.DefaultCkpt),
 			CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: daemon.Duration(p.MinCkptTimeout),
-			MinPending: daemon.Duration(p.MinPending),
+			MinPending: daemon.Duration(p.MinPending), TrimMin: daemon.Duration(p.TrimMin),
 		},
 	}
 }
@@ -146,6 +151,7 @@ func (s Settings) Validate() error {
 		{"policy.margin", s.Policy.Margin, false}, {"policy.move_cost", s.Policy.MoveCost, false},
 		{"policy.min_interval", s.Policy.MinInterval, true}, {"policy.default_ckpt", s.Policy.DefaultCkpt, false},
 		{"policy.min_ckpt_timeout", s.Policy.MinCkptTimeout, false}, {"policy.min_pending", s.Policy.MinPending, false},
+		{"policy.trim_min", s.Policy.TrimMin, false},
 	} {
 		switch {
 		case d.v < 0:
@@ -251,6 +257,7 @@ func (p PolicySettings) config() (policy.Config, error) {
 		MaxMoves: bound(p.MaxMoves), MaxContinuations: bound(p.MaxContinuations), Speed: p.Speed, DevPartitions: p.DevPartitions,
 		DevWindows: ws, Location: loc, AllowExtend: p.AllowExtend, DefaultCkpt: p.DefaultCkpt.D(),
 		CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: p.MinCkptTimeout.D(), MinPending: p.MinPending.D(),
+		TrimLimits: p.TrimTimeLimits, TrimMin: p.TrimMin.D(),
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = -1

@@ -48,6 +48,9 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 	if l.PhaseMS > 0 {
 		j.PhaseSince = time.UnixMilli(l.PhaseMS)
 	}
+	if st.ETAHighMS > 0 {
+		j.ETAHigh = time.UnixMilli(st.ETAHighMS)
+	}
 	return j
 }
 
@@ -174,7 +177,7 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	case policy.MovePending:
 		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionUpdate, d.Target, d.Gres, d.CPUs
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
-	case policy.Extend:
+	case policy.Extend, policy.Shorten:
 		a.Type = report.ActionUpdate
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 	case policy.Resubmit:

@@ -101,10 +101,13 @@ func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now t
 	switch report.ActionType(p.Type) {
 	case report.ActionUpdate:
 		c.to(l, lifecycle.UpdateDone, now)
-		if p.Decision.Rule == policy.RuleContinue {
+		switch {
+		case p.Decision.Rule == policy.RuleContinue:
 			l.Conts++ // a self-requeued job's longer time limit
 			l.Status.Continuations = l.Conts
-		} else {
+		case p.Decision.Kind == policy.Shorten:
+			// a limit from the prediction: the job did not move
+		default:
 			l.Moves++
 		}
 		l.LastMoveMS = now.UnixMilli()

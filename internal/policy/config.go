@@ -19,6 +19,7 @@ const (
 	DefaultMinCkptTimeout    = 30 * time.Second
 	DefaultMaxContinuations  = 20
 	DefaultMinPending        = 60 * time.Second
+	DefaultTrimMin           = 10 * time.Minute
 )
 
 // Config holds the policy's knobs. Zero values mean the defaults above;
@@ -80,6 +81,12 @@ type Config struct {
 	// MinPending: rule 3 leaves a job alone until it has been pending this
 	// long (the scheduler gets a chance to start it where it is).
 	MinPending time.Duration
+	// TrimLimits lets rule 6 lower a running job's time limit to its
+	// predicted end at worst plus a margin, when that frees at least
+	// TrimMin and a fifth of the limit (coordinator config
+	// "trim_time_limits"; off by default).
+	TrimLimits bool
+	TrimMin    time.Duration
 }
 
 // DefaultConfig is the defaults. They name no partition: no speeds (every
@@ -121,6 +128,9 @@ func (c Config) normalized() Config {
 	}
 	if c.MaxContinuations == 0 {
 		c.MaxContinuations = DefaultMaxContinuations
+	}
+	if c.TrimMin <= 0 {
+		c.TrimMin = DefaultTrimMin
 	}
 	if c.MinPending <= 0 {
 		c.MinPending = DefaultMinPending

@@ -29,6 +29,9 @@ const (
 	MovePending Kind = "move-pending"
 	// Extend: raise a running job's time limit to TimeLimit.
 	Extend Kind = "extend"
+	// Shorten: lower a running job's time limit to TimeLimit (rule 6:
+	// the limit from the prediction, for backfill).
+	Shorten Kind = "shorten"
 	// Resubmit: submit the ended job's batch script again, as its owner,
 	// onto Target with Gres and TimeLimit (a new job id, the same
 	// lineage): rule 5's continuation of a job slurmctld no longer holds.
@@ -40,6 +43,7 @@ const (
 	RuleTimeLimit = "time-limit" // 1: allocation left vs progress left
 	RuleMigrate   = "migrate"    // 2 and 4: to the ideal partition
 	RuleDevChunk  = "dev-chunk"  // 3: idle dev nodes for pending jobs
+	RuleTrimLimit = "trim-limit" // 6: a time limit from the prediction
 )
 
 // Slurm job states the policy acts on.
@@ -108,6 +112,10 @@ type Job struct {
 	// state; the coordinator and the replay keep it), since PhaseSince.
 	Phase      lifecycle.State
 	PhaseSince time.Time
+
+	// ETAHigh is the end of the coordinator's calibrated ETA band (zero:
+	// none): rule 6 trims a limit to the later of it and the estimate's.
+	ETAHigh time.Time
 }
 
 // Decision is what to do, and why.
@@ -164,8 +172,10 @@ func decide(cfg Config, j Job, snap *report.Snapshot, now time.Time) Decision {
 			return d
 		} else if d, ok, s2 := v.migrate(); ok {
 			return d
+		} else if d, ok, s6 := v.trimLimit(); ok {
+			return d
 		} else {
-			return Decision{Kind: None, Reason: "time limit: " + s1 + "; migration: " + s2}
+			return Decision{Kind: None, Reason: "time limit: " + s1 + "; migration: " + s2 + "; trim limit: " + s6}
 		}
 	case StatePending:
 		d, ok, s := v.devChunk()

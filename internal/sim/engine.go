@@ -26,6 +26,9 @@ type Variant struct {
 	Dev bool
 	// NoContinue: continuations are off (coordinator max_continuations 0).
 	NoContinue bool
+	// Trim: rule 6 lowers running jobs' time limits to their predicted
+	// end at worst (coordinator trim_time_limits).
+	Trim bool
 }
 
 // Variants are the baselines of docs/evaluation.md, Slurm alone first.
@@ -35,6 +38,7 @@ var Variants = []Variant{
 	{Name: "isched+dev", Isched: true, Dev: true},
 	{Name: "isched-nocont", Isched: true, NoContinue: true},
 	{Name: "isched-auto", Isched: true, Policy: plan.PolicyAuto},
+	{Name: "isched+trim", Isched: true, Trim: true},
 }
 
 // Config is one replay.
@@ -245,13 +249,14 @@ func (s *sim) policyConfig() policy.Config {
 	if s.cfg.Policy != nil {
 		c := *s.cfg.Policy
 		c.NoContinuations = c.NoContinuations || s.cfg.Variant.NoContinue
+		c.TrimLimits = c.TrimLimits || s.cfg.Variant.Trim
 		if !s.cfg.Variant.Dev {
 			c.DevPartitions, c.DevWindows = nil, nil
 		}
 		return c
 	}
 	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
-		NoContinuations: s.cfg.Variant.NoContinue, Location: time.UTC}
+		NoContinuations: s.cfg.Variant.NoContinue, TrimLimits: s.cfg.Variant.Trim, Location: time.UTC}
 	for pi := range s.cl.parts {
 		c.Speed[s.cl.parts[pi].name] = s.cl.partSpeed(pi)
 	}

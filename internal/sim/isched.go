@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -136,6 +137,9 @@ func (s *sim) candidate(js *jobState) bool {
 		if l := s.limitOf(js, js.pi); s.now >= js.start+l-lead {
 			return true
 		}
+		if s.pol.TrimLimits && s.trimDue(js, lead) {
+			return true
+		}
 		if ideal, ok := s.cl.byName[js.plan.Ideal]; ok && js.plan.Migrate && ideal != js.pi {
 			c := &s.pc[ideal] // an idle node, or free GPUs and CPUs somewhere
 			return c.nodesIdle > 0 || c.gpusIdle >= gresGPUs(js.plan.IdealGres) && c.cpusIdle >= max(1, js.plan.IdealCPUs)
@@ -176,10 +180,12 @@ func (s *sim) apply(i int, d policy.Decision) {
 		s.countMove(js, d)
 		js.touched, js.lastMove = true, s.now
 		s.dirty = true
-	case policy.Extend:
+	case policy.Extend, policy.Shorten:
 		js.limit = d.TimeLimit.Seconds()
 		js.limitEnd = js.start + s.limitOf(js, js.pi)
 		s.push(js.limitEnd, evLimit, i, js.gen)
+		s.limitChanged(js)
+		js.lastMove = s.now // the coordinator's hysteresis counts every action
 	}
 }
 
@@ -290,4 +296,29 @@ func (s *sim) predictedEnd(js *jobState) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return estimate.PredictEnd(at(s.now), js.stepAt(s.now), js.iters, e, 0).End, true
+}
+
+// trimDue says whether rule 6 (policy's trimLimit) may lower a running
+// job's time limit: a loose test, a superset of the policy's (the job's
+// true step time stands for the estimate's end at worst), so that the
+// policy is asked only about jobs whose limit lies far beyond their end.
+func (s *sim) trimDue(js *jobState, lead float64) bool {
+	l := s.limitOf(js, js.pi)
+	if math.IsInf(l, 1) || js.lastCkptAt < 0 {
+		return false
+	}
+	need := s.now - js.start + float64(js.iters-js.stepAt(s.now))*js.iterSec + lead
+	return l-need >= secs(orDefault(s.pol.TrimMin, policy.DefaultTrimMin))/2 && need <= 0.9*l
+}
+
+// limitChanged: a running job's time limit moved, so its partitions'
+// reservations are stale and the scheduler looks again (a shorter limit
+// opens a hole that backfill may use at once).
+func (s *sim) limitChanged(js *jobState) {
+	for _, ni := range js.alloc {
+		for _, pi := range s.cl.nodes[ni].parts {
+			s.pver[pi]++
+		}
+	}
+	s.dirty = true
 }
