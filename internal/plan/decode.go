@@ -38,6 +38,30 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
+// fieldCheck is one check of a validator's table: when bad, the error
+// names field, with the reason format and args.
+type fieldCheck struct {
+	bad    bool
+	field  string
+	format string
+	args   []any
+}
+
+// firstBad is the error of the first bad check, in table order; nil when
+// none is bad. Every check's condition is evaluated, so none may depend
+// on an earlier one passing.
+func firstBad(cs []fieldCheck) error {
+	for _, c := range cs {
+		if c.bad {
+			return fieldErr(c.field, c.format, c.args...)
+		}
+	}
+	return nil
+}
+
+// within says lo <= v <= hi.
+func within[T int | int64](v, lo, hi T) bool { return v >= lo && v <= hi }
+
 func joinField(prefix, elem string) string { return strictjson.Join(prefix, elem) }
 
 // maxDocument bounds an input file: a model summary with one line per
