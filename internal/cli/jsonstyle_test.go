@@ -220,7 +220,6 @@ func TestJSONViewsCoverRecords(t *testing.T) {
 		{report.Span{}, attemptJSON{}, map[string]string{"start_ms": "start", "end_ms": "end"}},
 		{report.Verdict{}, verdictJSON{}, map[string]string{"cpu_seconds": "cpu_s"}},
 		{report.Checkpoint{}, checkpointJSON{}, map[string]string{"size": "size_bytes", "mtime_ms": "mtime"}},
-		{report.PartitionSpeed{}, speedJSON{}, nil},
 		{report.StatusEvent{}, eventJSON{}, at},
 		{report.Decision{}, decisionJSON{}, at},
 	} {

@@ -19,7 +19,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/isched/isched/internal/atomicfile"
-	"github.com/isched/isched/internal/coordinator"
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/sim"
 )
@@ -108,7 +108,7 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 		e.Seeds = append(e.Seeds, uint64(s+1))
 	}
 	if c.coordConf != "" {
-		pol, err := coordinator.LoadPolicy(c.coordConf)
+		pol, err := coordconfig.LoadPolicy(c.coordConf)
 		if err != nil {
 			return nil, "", fmt.Errorf("--coordinator-config: %w", err)
 		}

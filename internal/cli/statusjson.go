@@ -59,13 +59,13 @@ type statusJSON struct {
 	PeakPageCacheBytes int64            `json:"peak_page_cache_bytes"`
 	CgroupPeakBytes    int64            `json:"cgroup_peak_bytes"`
 
-	Verdict        *verdictJSON    `json:"verdict"`         // null while it runs
-	LastCheckpoint *checkpointJSON `json:"last_checkpoint"` // null: none seen
-	CkptS          float64         `json:"ckpt_s"`          // learned checkpoint duration
-	Speeds         []speedJSON     `json:"speeds"`
-	Events         []eventJSON     `json:"events"`
-	Decisions      []decisionJSON  `json:"decisions"`
-	Updated        *jsonTime       `json:"updated"`
+	Verdict        *verdictJSON            `json:"verdict"`         // null while it runs
+	LastCheckpoint *checkpointJSON         `json:"last_checkpoint"` // null: none seen
+	CkptS          float64                 `json:"ckpt_s"`          // learned checkpoint duration
+	Speeds         []report.PartitionSpeed `json:"speeds"`          // every key present, as stored
+	Events         []eventJSON             `json:"events"`
+	Decisions      []decisionJSON          `json:"decisions"`
+	Updated        *jsonTime               `json:"updated"`
 }
 
 // statusPlan is the plan in the job's comment (report.Plan).
@@ -105,15 +105,6 @@ type checkpointJSON struct {
 	SHA256    string   `json:"sha256,omitempty"`
 }
 
-// speedJSON is report.PartitionSpeed with every key present.
-type speedJSON struct {
-	Partition string  `json:"partition"`
-	Speed     float64 `json:"speed"`
-	Prior     float64 `json:"prior"`        // the configured speed (1 when none)
-	N         int     `json:"measurements"` // 0: Speed is the prior
-	Users     int     `json:"users"`
-}
-
 type eventJSON struct {
 	At      jsonTime `json:"at"`
 	Kind    string   `json:"kind"`
@@ -145,11 +136,8 @@ func statusView(s *report.JobStatus) statusJSON {
 		UnreclaimBytes: s.UnreclaimBytes, PageCacheBytes: s.PageCacheBytes, PeakUnreclaimBytes: s.PeakUnreclaimBytes,
 		PeakPageCacheBytes: s.PeakPageCacheBytes, CgroupPeakBytes: s.CgroupPeakBytes,
 		Verdict: verdictView(s.Verdict), LastCheckpoint: checkpointView(s.LastCheckpoint), CkptS: msSeconds(s.CkptMS),
-		Speeds: make([]speedJSON, len(s.Speeds)), Events: make([]eventJSON, len(s.Events)), Decisions: make([]decisionJSON, len(s.Decisions)),
+		Speeds: append([]report.PartitionSpeed{}, s.Speeds...), Events: make([]eventJSON, len(s.Events)), Decisions: make([]decisionJSON, len(s.Decisions)),
 		Updated: msTimeOrNil(s.UpdatedMS),
-	}
-	for i, p := range s.Speeds {
-		v.Speeds[i] = speedJSON(p)
 	}
 	for i, e := range s.Events {
 		v.Events[i] = eventJSON{At: msTime(e.AtMS), Kind: e.Kind, Message: e.Message}

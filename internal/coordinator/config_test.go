@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/daemon"
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/policy"
 )
 
@@ -26,7 +25,7 @@ func writeConfig(t *testing.T, body string) string {
 
 // settingsFrom builds Settings as Main does: defaults, the file at path
 // (none if ""), the command line args and environment env.
-func settingsFrom(t *testing.T, path string, args []string, env map[string]string) (Settings, error) {
+func settingsFrom(t *testing.T, path string, args []string, env map[string]string) (coordconfig.Settings, error) {
 	t.Helper()
 	if path != "" {
 		args = append([]string{"-config", path}, args...)
@@ -45,12 +44,12 @@ func loadConfig(t *testing.T, body string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	return s.config()
+	return configOf(s)
 }
 
 // noEmpty is s with empty maps and slices nil, for comparing a file that
 // writes "speed": {} with the defaults, which leave it out.
-func noEmpty(s Settings) Settings {
+func noEmpty(s coordconfig.Settings) coordconfig.Settings {
 	if len(s.Policy.Speed) == 0 {
 		s.Policy.Speed = nil
 	}
@@ -74,10 +73,10 @@ func TestPackagedConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("systemd/coordinator.json: %v", err)
 	}
-	if got, want := noEmpty(s), DefaultSettings(); !reflect.DeepEqual(got, want) {
+	if got, want := noEmpty(s), coordconfig.DefaultSettings(); !reflect.DeepEqual(got, want) {
 		t.Errorf("systemd/coordinator.json differs from the defaults:\n got %+v\nwant %+v", got, want)
 	}
-	if _, err := s.config(); err != nil {
+	if _, err := configOf(s); err != nil {
 		t.Fatal(err)
 	}
 	// the lab's, every field set (examples/coordinator-lab.json)
@@ -85,7 +84,7 @@ func TestPackagedConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("examples/coordinator-lab.json: %v", err)
 	}
-	cfg, err := s.config()
+	cfg, err := configOf(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +113,7 @@ func TestSettingsOverlay(t *testing.T) {
 		metrics string
 		tick    time.Duration
 	}{
-		{name: "defaults", metrics: DefaultMetricsListen, tick: 2 * time.Second},
+		{name: "defaults", metrics: coordconfig.DefaultMetricsListen, tick: 2 * time.Second},
 		{name: "file", file: file, cluster: "file", metrics: "127.0.0.1:1", tick: 3 * time.Second},
 		{name: "flags over defaults", args: []string{"-cluster", "flag", "-metrics-listen", "", "-tick", "5s"}, cluster: "flag", tick: 5 * time.Second},
 		{name: "flags over file", file: file, args: []string{"-cluster", "flag", "-metrics-listen", "127.0.0.1:2", "-tick", "5s"},
@@ -163,55 +162,6 @@ func configArgs(path string) []string {
 		return nil
 	}
 	return []string{"-config", path}
-}
-
-// TestSettingsValidate: every error names its field.
-func TestSettingsValidate(t *testing.T) {
-	t.Parallel()
-	if err := DefaultSettings().Validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
-	for _, tc := range []struct {
-		field string
-		set   func(*Settings)
-	}{
-		{"v", func(s *Settings) { s.V = 0 }},
-		{"tick", func(s *Settings) { s.Tick = 0 }},
-		{"stale_after", func(s *Settings) { s.StaleAfter = -1 }},
-		{"leader_ttl", func(s *Settings) { s.LeaderTTL = 0 }},
-		{"end_grace", func(s *Settings) { s.EndGrace = 0 }},
-		{"ended_ttl", func(s *Settings) { s.EndedTTL = -1 }},
-		{"max_job_series", func(s *Settings) { s.MaxJobSeries = 0 }},
-		{"policy.margin", func(s *Settings) { s.Policy.Margin = 0 }},
-		{"policy.min_gain", func(s *Settings) { s.Policy.MinGain = 0 }},
-		{"policy.move_cost", func(s *Settings) { s.Policy.MoveCost = -1 }},
-		{"policy.min_interval", func(s *Settings) { s.Policy.MinInterval = -1 }},
-		{"policy.max_moves", func(s *Settings) { s.Policy.MaxMoves = daemon.Limit(0) }},
-		{"policy.speed.gpu", func(s *Settings) { s.Policy.Speed = map[string]float64{"gpu": 0} }},
-		{"policy.dev_windows[1]", func(s *Settings) { s.Policy.DevWindows = []string{"18:00-08:00", "8-9"} }},
-		{"policy.time_zone", func(s *Settings) { s.Policy.TimeZone = "Mars/Olympus" }},
-		{"policy.default_ckpt", func(s *Settings) { s.Policy.DefaultCkpt = 0 }},
-		{"policy.ckpt_timeout_factor", func(s *Settings) { s.Policy.CkptTimeoutFactor = -1 }},
-		{"policy.min_ckpt_timeout", func(s *Settings) { s.Policy.MinCkptTimeout = 0 }},
-		{"policy.min_pending", func(s *Settings) { s.Policy.MinPending = 0 }},
-		{"policy.trim_min", func(s *Settings) { s.Policy.TrimMin = 0 }},
-	} {
-		t.Run(tc.field, func(t *testing.T) {
-			t.Parallel()
-			s := DefaultSettings()
-			tc.set(&s)
-			err := s.Validate()
-			if fe := (*daemon.FieldError)(nil); err == nil || !errors.As(err, &fe) || fe.Field != tc.field {
-				t.Errorf("error %v, want one naming %s", err, tc.field)
-			}
-		})
-	}
-	// these are settings, not mistakes
-	s := DefaultSettings()
-	s.Policy.MinInterval, s.Policy.MaxMoves, s.Policy.MaxContinuations = 0, daemon.Unbounded(), daemon.Limit(0)
-	if err := s.Validate(); err != nil {
-		t.Error(err)
-	}
 }
 
 // TestSettingsFileErrors: a file's error names the file, the field and,
@@ -321,7 +271,7 @@ func TestFileConfigKnobs(t *testing.T) {
 	def := policy.DefaultConfig()
 	if p := cfg.Policy; p.Speed != nil || len(p.DevPartitions) != 0 || p.Margin != def.Margin || p.MaxMoves != def.MaxMoves ||
 		p.CkptTimeoutFactor != def.CkptTimeoutFactor || p.MinCkptTimeout != def.MinCkptTimeout || p.MinPending != def.MinPending ||
-		cfg.Tick != 2*time.Second || cfg.MaxJobSeries != DefaultMaxJobSeries || cfg.EndedTTL != 7*24*time.Hour {
+		cfg.Tick != 2*time.Second || cfg.MaxJobSeries != coordconfig.DefaultMaxJobSeries || cfg.EndedTTL != 7*24*time.Hour {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	// every knob written out reaches policy.Config
@@ -370,25 +320,5 @@ func TestMainFlags(t *testing.T) {
 		if code != c.code || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("Main(%q) = %d, %q; want %d ~%q", c.args, code, stderr.String(), c.code, c.want)
 		}
-	}
-}
-
-// TestLoadPolicy: a simulation of the site decides with what the
-// coordinator would: the file's policy over the defaults, in policy.Config's
-// spellings, and the file's errors by name.
-func TestLoadPolicy(t *testing.T) {
-	t.Parallel()
-	p := writeConfig(t, `{"tick": "1s", "policy": {"speed": {"gpu": 4, "cpu": 1}, "min_interval": "0s", "margin": "15s"}}`)
-	pol, err := LoadPolicy(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	def := policy.DefaultConfig()
-	if pol.Speed["gpu"] != 4 || pol.Speed["cpu"] != 1 || pol.MinInterval != -1 || pol.Margin != 15*time.Second || pol.MoveCost != def.MoveCost {
-		t.Errorf("policy %+v", pol)
-	}
-	bad := writeConfig(t, `{"policy": {"speed": {"gpu": 0}}}`)
-	if _, err := LoadPolicy(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "policy.speed.gpu") {
-		t.Errorf("bad speed: %v", err)
 	}
 }

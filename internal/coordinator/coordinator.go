@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/retry"
@@ -46,7 +47,7 @@ type Config struct {
 	// one; off by default; config "admin_comment".
 	AdminComment bool
 	// MaxJobSeries caps the lineages exported as per-job metrics
-	// (isched_job_*); default DefaultMaxJobSeries; config "max_job_series".
+	// (isched_job_*); default coordconfig.DefaultMaxJobSeries; config "max_job_series".
 	MaxJobSeries int
 	// EndGrace: after an attempt's end report, how long the job may be
 	// missing from the job table (or preempted) before the lineage is
@@ -71,13 +72,13 @@ type Config struct {
 
 func (c *Config) defaults() {
 	if c.Tick <= 0 {
-		c.Tick = 2 * time.Second
+		c.Tick = coordconfig.DefaultTick
 	}
 	if c.StaleAfter <= 0 {
-		c.StaleAfter = 20 * time.Second
+		c.StaleAfter = coordconfig.DefaultStaleAfter
 	}
 	if c.LeaderTTL <= 0 {
-		c.LeaderTTL = 5 * time.Second
+		c.LeaderTTL = coordconfig.DefaultLeaderTTL
 	}
 	if c.DeferLimit <= 0 {
 		c.DeferLimit = 2 * time.Minute
@@ -98,10 +99,10 @@ func (c *Config) defaults() {
 		c.SessionRetention = 25 * time.Hour
 	}
 	if c.EndGrace <= 0 {
-		c.EndGrace = time.Minute
+		c.EndGrace = coordconfig.DefaultEndGrace
 	}
 	if c.EndedTTL <= 0 {
-		c.EndedTTL = 7 * 24 * time.Hour
+		c.EndedTTL = coordconfig.DefaultEndedTTL
 	}
 	c.Limits.defaults()
 	if c.Logger == nil {

@@ -9,11 +9,6 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// DefaultMaxJobSeries bounds the per-job series: at most this many running
-// lineages are exported (5 gauges each); the rest are counted in
-// isched_coordinator_job_series_dropped.
-const DefaultMaxJobSeries = 500
-
 // jobRow is one running lineage's exported values.
 type jobRow struct {
 	user, partition string

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/daemon"
 	"github.com/isched/isched/internal/profiling"
 	"github.com/isched/isched/internal/report"
@@ -37,7 +38,7 @@ type options struct {
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (o options, code int, ok bool) {
 	o.fs = flag.NewFlagSet("isched-coordinator", flag.ContinueOnError)
 	o.fs.SetOutput(stderr)
-	o.Register(o.fs, DefaultMetricsListen)
+	o.Register(o.fs, coordconfig.DefaultMetricsListen)
 	o.fs.StringVar(&o.config, "config", getenv("ISCHED_COORDINATOR_CONFIG"), "config file (JSON; see /etc/isched/coordinator.json)")
 	o.fs.StringVar(&o.cluster, "cluster", getenv("ISCHED_CLUSTER"), "cluster name in every Redis key (default: the config file's)")
 	o.fs.DurationVar(&o.tick, "tick", 0, "decision interval (default: the config file's, else 2s)")
@@ -62,10 +63,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 
 // settings builds the coordinator's Settings: the defaults, then the
 // config file, then the flags; then Validate.
-func (o *options) settings() (Settings, error) {
-	s := DefaultSettings()
+func (o *options) settings() (coordconfig.Settings, error) {
+	s := coordconfig.DefaultSettings()
 	if o.config != "" {
-		if err := LoadSettings(o.config, &s); err != nil {
+		if err := coordconfig.Load(o.config, &s); err != nil {
 			return s, err
 		}
 	}
@@ -81,7 +82,7 @@ func (o *options) settings() (Settings, error) {
 
 // overlay puts the command line (and $ISCHED_CLUSTER, -cluster's default)
 // over s.
-func (o *options) overlay(s *Settings) {
+func (o *options) overlay(s *coordconfig.Settings) {
 	if o.cluster != "" {
 		s.Cluster = o.cluster
 	}
@@ -100,13 +101,13 @@ func (o *options) configure(getenv func(string) string, log *slog.Logger) (Confi
 	if err != nil {
 		return Config{}, stream.Config{}, err
 	}
-	cfg, err := s.config()
+	cfg, err := configOf(s)
 	if err != nil {
 		return Config{}, stream.Config{}, err
 	}
 	cfg.Logger = log
 	o.cluster, o.MetricsListen = s.Cluster, s.MetricsListen
-	if o.jobMetricsFrom, err = ParseJobMetricsFrom(s.JobMetricsFrom); err != nil {
+	if o.jobMetricsFrom, err = coordconfig.ParseJobMetricsFrom(s.JobMetricsFrom); err != nil {
 		return Config{}, stream.Config{}, err // Validate checked it
 	}
 	rcfg, err := stream.ConfigFromEnv(func(k string) string {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/policy"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,7 @@ import (
 // Metrics are the coordinator's Prometheus metrics, on their own registry,
 // prefixed isched_coordinator_, and the per-job gauges isched_job_* of the
 // running lineages (jobMetrics: labels lineage, user and partition only, at
-// most DefaultMaxJobSeries lineages, ended ones removed).
+// most coordconfig.DefaultMaxJobSeries lineages, ended ones removed).
 type Metrics struct {
 	Registry *prometheus.Registry
 	// aggregate holds every collector of Registry but the per-job series:
@@ -86,7 +87,7 @@ func NewMetrics() *Metrics {
 		learnedN: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "isched_coordinator_learned_speed_measurements",
 			Help: "Measurements (confirmed receipts and running jobs) behind isched_coordinator_learned_speed."},
 			[]string{"model", "partition"}),
-		jobs: newJobMetrics(DefaultMaxJobSeries),
+		jobs: newJobMetrics(coordconfig.DefaultMaxJobSeries),
 	}
 	shared := []prometheus.Collector{m.reports, m.rejected, m.decisions, m.actions, m.refusedTransitions, m.estimateError, m.ingestLatency, m.writeLatency,
 		m.pollAge, m.pollSuccess, m.leader, m.tracked, m.ingestLag, m.trimmed, m.repairs, m.learnedSpeed, m.learnedN,
@@ -121,7 +122,7 @@ func (m *Metrics) setLearnedSpeeds(ls policy.LearnedSpeeds, models map[string]bo
 	m.learnedSpeed.Reset()
 	m.learnedN.Reset()
 	if max <= 0 {
-		max = DefaultMaxJobSeries
+		max = coordconfig.DefaultMaxJobSeries
 	}
 	names := slices.Sorted(maps.Keys(models))
 	n := 0

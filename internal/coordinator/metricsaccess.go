@@ -1,11 +1,9 @@
 package coordinator
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -18,25 +16,6 @@ import (
 // job_metrics_from); any other client of the same /metrics gets the
 // aggregate metrics alone. The choice is by the connection's remote
 // address only: no header (X-Forwarded-For and the like) is trusted.
-
-// ParseJobMetricsFrom parses job_metrics_from: CIDR prefixes
-// ("10.77.0.0/24") or single addresses ("10.77.0.5").
-func ParseJobMetricsFrom(list []string) ([]netip.Prefix, error) {
-	out := make([]netip.Prefix, 0, len(list))
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("%q: want a CIDR prefix (10.0.0.0/24) or an address", s)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
-}
 
 // jobSeriesAllowed says whether a client at remoteAddr (an http.Request's
 // RemoteAddr, "ip:port") may read the per-job series.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -20,7 +21,7 @@ func TestMetricsJobSeriesOnlyToAllowedClients(t *testing.T) {
 	m.jobs.set("site-u1001-resnet-ab12", jobRowOf(&report.JobStatus{Lineage: "site-u1001-resnet-ab12", User: "alice",
 		Partition: "gpu", State: "RUNNING", Step: 5, TotalIters: 10, RSSBytes: 1 << 20}, now))
 	m.reports.WithLabelValues("ok").Inc()
-	from, err := ParseJobMetricsFrom([]string{"10.77.0.0/30", "192.0.2.9"})
+	from, err := coordconfig.ParseJobMetricsFrom([]string{"10.77.0.0/30", "192.0.2.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,23 +57,5 @@ func TestMetricsJobSeriesOnlyToAllowedClients(t *testing.T) {
 				t.Errorf("alice's name served: %v, want %v", got, tc.jobs)
 			}
 		})
-	}
-}
-
-func TestParseJobMetricsFrom(t *testing.T) {
-	t.Parallel()
-	for _, bad := range []string{"", "10.77.0.0/33", "host.example.org", "10.77.0.0/24,10.0.0.1"} {
-		if _, err := ParseJobMetricsFrom([]string{bad}); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	s := DefaultSettings()
-	s.JobMetricsFrom = []string{"10.77.0.0/24", "nope"}
-	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "job_metrics_from") {
-		t.Errorf("Validate: %v, want an error naming job_metrics_from", err)
-	}
-	got, err := ParseJobMetricsFrom([]string{"10.77.0.7/24", "::1"})
-	if err != nil || len(got) != 2 || got[0].String() != "10.77.0.0/24" || got[1].String() != "::1/128" {
-		t.Errorf("got %v %v", got, err)
 	}
 }

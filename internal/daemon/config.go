@@ -239,9 +239,13 @@ func problemErr(b []byte, p *strictjson.Problem) error {
 	fe := &FieldError{Field: path, Line: line, Col: col}
 	switch p.Code {
 	case strictjson.Mismatch:
-		fe.Err = fmt.Errorf("want %s, got %s", p.Want.Want(), got(p.Got, p.Lit))
+		g := strictjson.Got(p.Got, p.Lit)
+		if g == "null" {
+			g += " (leave the field out for its default)"
+		}
+		fe.Err = fmt.Errorf("want %s, got %s", p.Want.Want(), g)
 	case strictjson.UnknownField:
-		fe.Err = errors.New("unknown field" + suggest(p.Path[len(p.Path)-1].Key, p.Node))
+		fe.Err = errors.New("unknown field" + strictjson.Suggest(p.Path[len(p.Path)-1].Key, p.Node))
 	case strictjson.DuplicateField:
 		fe.Err = errors.New("given twice")
 	case strictjson.DuplicateKey:
@@ -294,29 +298,4 @@ func syntaxErr(b []byte, p *strictjson.SyntaxProblem) error {
 		fe.Err = errors.New("unexpected end of the file")
 	}
 	return fe
-}
-
-func got(c byte, lit string) string {
-	switch k := strictjson.GotKind(c); k {
-	case "null":
-		return "null (leave the field out for its default)"
-	case "number":
-		return "the number " + lit
-	case "object", "array":
-		return "an " + k
-	default:
-		return "a " + k
-	}
-}
-
-// suggest names the field an unknown key probably meant (the same but
-// for case, or a plural/singular slip).
-func suggest(key string, n *strictjson.Node) string {
-	k := strings.TrimSuffix(strings.ToLower(key), "s")
-	for _, f := range n.Order {
-		if strings.TrimSuffix(strings.ToLower(f.Name), "s") == k {
-			return fmt.Sprintf(" (did you mean %q?)", f.Name)
-		}
-	}
-	return ""
 }

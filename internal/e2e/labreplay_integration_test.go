@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/coordinator"
+	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/sim"
@@ -40,7 +40,7 @@ func TestLabReplay(t *testing.T) {
 	site := readSite(t, filepath.Join(root, "examples/site-lab.json"))
 	trace := readSacctTrace(t, filepath.Join(root, "examples/trace-lab.sacct"))
 	w := newWorld(t, policyOf(t, filepath.Join(root, "examples/coordinator-labreplay.json")))
-	pol, err := coordinator.LoadPolicy(w.config) // the running coordinator's
+	pol, err := coordconfig.LoadPolicy(w.config) // the running coordinator's
 	if err != nil {
 		t.Fatal(err)
 	}

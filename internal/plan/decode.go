@@ -8,7 +8,6 @@ import (
 	"io"
 	"reflect"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/isched/isched/internal/strictjson"
@@ -38,6 +37,30 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
+
+// fieldCheck is one check of a validator's table: when bad, the error
+// names field, with the reason format and args.
+type fieldCheck struct {
+	bad    bool
+	field  string
+	format string
+	args   []any
+}
+
+// firstBad is the error of the first bad check, in table order; nil when
+// none is bad. Every check's condition is evaluated, so none may depend
+// on an earlier one passing.
+func firstBad(cs []fieldCheck) error {
+	for _, c := range cs {
+		if c.bad {
+			return fieldErr(c.field, c.format, c.args...)
+		}
+	}
+	return nil
+}
+
+// within says lo <= v <= hi.
+func within[T int | int64](v, lo, hi T) bool { return v >= lo && v <= hi }
 
 func joinField(prefix, elem string) string { return strictjson.Join(prefix, elem) }
 
@@ -132,9 +155,9 @@ func problemErr(p *strictjson.Problem) error {
 	path := pathString(p.Path)
 	switch p.Code {
 	case strictjson.Mismatch:
-		return fieldErr(path, "want %s, got %s", p.Want.Want(), got(p.Got, p.Lit))
+		return fieldErr(path, "want %s, got %s", p.Want.Want(), strictjson.Got(p.Got, p.Lit))
 	case strictjson.UnknownField:
-		return fieldErr(path, "unknown field%s", suggest(p.Path[len(p.Path)-1].Key, p.Node))
+		return fieldErr(path, "unknown field%s", strictjson.Suggest(p.Path[len(p.Path)-1].Key, p.Node))
 	case strictjson.DuplicateField:
 		return fieldErr(path, "duplicate field")
 	case strictjson.DuplicateKey:
@@ -154,30 +177,4 @@ func problemErr(p *strictjson.Problem) error {
 		return fieldErr(path, "integer out of range: %s", p.Lit)
 	}
 	return fieldErr(path, "%s", p.Lit)
-}
-
-// got names the JSON value that starts with c (lit: a number's literal).
-func got(c byte, lit string) string {
-	switch k := strictjson.GotKind(c); k {
-	case "null":
-		return k
-	case "number":
-		return "the number " + lit
-	case "object", "array":
-		return "an " + k
-	default:
-		return "a " + k
-	}
-}
-
-// suggest names the known field an unknown key probably meant (same
-// letters but for case, or a plural/singular slip).
-func suggest(key string, n *strictjson.Node) string {
-	k := strings.TrimSuffix(strings.ToLower(key), "s")
-	for _, f := range n.Order {
-		if strings.TrimSuffix(strings.ToLower(f.Name), "s") == k {
-			return fmt.Sprintf(" (did you mean %q?)", f.Name)
-		}
-	}
-	return ""
 }

@@ -149,6 +149,8 @@ func TestDecodeSite(t *testing.T) {
 		{"gpu without gpus", edit(`"gpus_per_node": 2, `, ``), "node_types[1].gpus_per_node", "required"},
 		{"cpu with gpus", edit(`"cores": 4,`, `"cores": 4, "gpus_per_node": 1,`), "node_types[0].kind", "no GPUs"},
 		{"bad kind", edit(`"kind": "cpu"`, `"kind": "tpu"`), "node_types[0].kind", "want \"cpu\" or \"gpu\""},
+		{"no cores", edit(`"cores": 4,`, `"cores": 0,`), "node_types[0].cores", "required, must be positive"},
+		{"negative cost", edit(`"cost_per_gpu_hour"`, `"cost_per_node_hour": -1, "cost_per_gpu_hour"`), "node_types[1].cost_per_node_hour", "costs must be non-negative numbers"},
 		{"no speed", edit(`"peak_flops": {"fp32": 1e11}, `, ``), "node_types[0].peak_flops.fp32", "required unless relative_throughput"},
 		{"efficiency above 1", edit(`"efficiency": {"fp32": 0.3}`, `"efficiency": {"fp32": 3}`), "node_types[0].efficiency", "between 0 and 1"},
 		{"node count vs list", edit(`"nodes": "c[1-2]"`, `"nodes": "c[1-2]", "node_count": 3`), "partitions[0].node_count", "lists 2"},

@@ -97,39 +97,55 @@ func DecodeModel(b []byte) (*Model, error) {
 
 // Validate checks a summary's values.
 func (m *Model) Validate() error {
-	switch {
-	case m.V != ModelVersion:
-		return fieldErr("v", "want %d (this build reads model summary version %d), got %d", ModelVersion, ModelVersion, m.V)
-	case strings.TrimSpace(m.Name) == "":
-		return fieldErr("name", "required")
-	case !printable(m.Name, 128):
-		return fieldErr("name", "want up to 128 printable characters")
-	case !printable(m.Framework, 128):
-		return fieldErr("framework", "want up to 128 printable characters")
-	case m.Parameters <= 0:
-		return fieldErr("parameters", "required, must be positive")
-	case m.TrainableParameters < 0 || m.TrainableParameters > m.Parameters:
-		return fieldErr("trainable_parameters", "must be between 0 and parameters (%d), got %d", m.Parameters, m.TrainableParameters)
-	case m.ParamBytes != 1 && m.ParamBytes != 2 && m.ParamBytes != 4 && m.ParamBytes != 8:
-		return fieldErr("param_bytes", "want 1, 2, 4 or 8 (bytes per parameter), got %d", m.ParamBytes)
-	case m.ActivationBytesPerSample <= 0:
-		return fieldErr("activation_bytes_per_sample", "required, must be positive")
-	case m.SavedBytesPerSample < 0:
-		return fieldErr("saved_bytes_per_sample", "must not be negative")
-	case m.FLOPsPerSample < 0:
-		// 0 is possible (a model of embeddings only): its static time is 0
-		return fieldErr("flops_per_sample", "must not be negative")
-	case m.ActivationsCounted != "" && m.ActivationsCounted != "aten-outputs" && m.ActivationsCounted != "leaf-outputs":
-		return fieldErr("activations_counted", "want \"aten-outputs\" or \"leaf-outputs\", got %q", m.ActivationsCounted)
-	case len(m.InputShape) == 0 || len(m.InputShape) > 8:
-		return fieldErr("input_shape", "want 1 to 8 dimensions")
+	if err := firstBad(m.checks()); err != nil {
+		return err
 	}
+	if err := m.validateFLOPsByKind(); err != nil {
+		return err
+	}
+	for i, d := range m.InputShape {
+		if d <= 0 {
+			return fieldErr(fmt.Sprintf("input_shape[%d]", i), "must be positive, got %d", d)
+		}
+	}
+	for i := range m.Layers {
+		if err := m.Layers[i].validate(fmt.Sprintf("layers[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checks are the summary's own fields' checks, in the order Validate
+// reports them.
+func (m *Model) checks() []fieldCheck {
+	return []fieldCheck{
+		{m.V != ModelVersion, "v", "want %d (this build reads model summary version %d), got %d", []any{ModelVersion, ModelVersion, m.V}},
+		{strings.TrimSpace(m.Name) == "", "name", "required", nil},
+		{!printable(m.Name, 128), "name", "want up to 128 printable characters", nil},
+		{!printable(m.Framework, 128), "framework", "want up to 128 printable characters", nil},
+		{m.Parameters <= 0, "parameters", "required, must be positive", nil},
+		{!within(m.TrainableParameters, 0, m.Parameters), "trainable_parameters", "must be between 0 and parameters (%d), got %d",
+			[]any{m.Parameters, m.TrainableParameters}},
+		{!slices.Contains([]int{1, 2, 4, 8}, m.ParamBytes), "param_bytes", "want 1, 2, 4 or 8 (bytes per parameter), got %d", []any{m.ParamBytes}},
+		{m.ActivationBytesPerSample <= 0, "activation_bytes_per_sample", "required, must be positive", nil},
+		{m.SavedBytesPerSample < 0, "saved_bytes_per_sample", "must not be negative", nil},
+		// 0 is possible (a model of embeddings only): its static time is 0
+		{m.FLOPsPerSample < 0, "flops_per_sample", "must not be negative", nil},
+		{!slices.Contains([]string{"", "aten-outputs", "leaf-outputs"}, m.ActivationsCounted), "activations_counted",
+			"want \"aten-outputs\" or \"leaf-outputs\", got %q", []any{m.ActivationsCounted}},
+		{!within(len(m.InputShape), 1, 8), "input_shape", "want 1 to 8 dimensions", nil},
+	}
+}
+
+// validateFLOPsByKind checks flops_by_kind against flops_per_sample.
+func (m *Model) validateFLOPsByKind() error {
 	var kinded int64
 	for k, f := range m.FLOPsByKind {
 		switch {
 		case !slices.Contains(flopKinds, k):
 			return fieldErr(joinField("flops_by_kind", k), "unknown kind (want %s)", strings.Join(flopKinds, ", "))
-		case f < 0 || f > m.FLOPsPerSample:
+		case !within(f, 0, m.FLOPsPerSample):
 			return fieldErr(joinField("flops_by_kind", k), "must be between 0 and flops_per_sample (%d), got %d", m.FLOPsPerSample, f)
 		}
 		kinded += f
@@ -137,31 +153,24 @@ func (m *Model) Validate() error {
 	if kinded > m.FLOPsPerSample {
 		return fieldErr("flops_by_kind", "adds up to %d, more than flops_per_sample (%d)", kinded, m.FLOPsPerSample)
 	}
-	for i, d := range m.InputShape {
-		if d <= 0 {
-			return fieldErr(fmt.Sprintf("input_shape[%d]", i), "must be positive, got %d", d)
-		}
+	return nil
+}
+
+// validate checks one layer; p is its path ("layers[3]").
+func (l *Layer) validate(p string) error {
+	if err := firstBad([]fieldCheck{
+		{!printable(l.Name, 1024), p + ".name", "want up to 1024 printable characters", nil},
+		{l.Type == "" || !printable(l.Type, 128), p + ".type", "required, up to 128 printable characters", nil},
+		{l.Params < 0, p + ".params", "must not be negative", nil},
+		{l.OutputBytes < 0, p + ".output_bytes", "must not be negative", nil},
+		{l.Kind != "" && l.Kind != "other" && !slices.Contains(flopKinds, l.Kind), p + ".kind", "want conv, depthwise, linear or other, got %q", []any{l.Kind}},
+		{l.FLOPs < 0, p + ".flops", "must not be negative", nil},
+	}); err != nil {
+		return err
 	}
-	for i, l := range m.Layers {
-		p := fmt.Sprintf("layers[%d]", i)
-		switch {
-		case !printable(l.Name, 1024):
-			return fieldErr(p+".name", "want up to 1024 printable characters")
-		case l.Type == "" || !printable(l.Type, 128):
-			return fieldErr(p+".type", "required, up to 128 printable characters")
-		case l.Params < 0:
-			return fieldErr(p+".params", "must not be negative")
-		case l.OutputBytes < 0:
-			return fieldErr(p+".output_bytes", "must not be negative")
-		case l.Kind != "" && l.Kind != "other" && !slices.Contains(flopKinds, l.Kind):
-			return fieldErr(p+".kind", "want conv, depthwise, linear or other, got %q", l.Kind)
-		case l.FLOPs < 0:
-			return fieldErr(p+".flops", "must not be negative")
-		}
-		for j, d := range l.OutputShape {
-			if d < 0 {
-				return fieldErr(fmt.Sprintf("%s.output_shape[%d]", p, j), "must not be negative")
-			}
+	for j, d := range l.OutputShape {
+		if d < 0 {
+			return fieldErr(fmt.Sprintf("%s.output_shape[%d]", p, j), "must not be negative")
 		}
 	}
 	return nil

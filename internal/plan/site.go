@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,31 +280,8 @@ func (s *Site) Validate() error {
 }
 
 func (nt *NodeType) validate(p string) error {
-	switch {
-	case !validName(nt.Name):
-		return fieldErr(p+".name", "want 1-64 of [A-Za-z0-9._-], got %q", nt.Name)
-	case nt.Kind != KindCPU && nt.Kind != KindGPU:
-		return fieldErr(p+".kind", "want \"cpu\" or \"gpu\", got %q", nt.Kind)
-	case nt.Cores <= 0:
-		return fieldErr(p+".cores", "required, must be positive")
-	case nt.HostMemoryBytes <= 0:
-		return fieldErr(p+".host_memory_bytes", "required, must be positive")
-	case !printable(nt.CPUModel, 128):
-		return fieldErr(p+".cpu_model", "want up to 128 printable characters")
-	case !printable(nt.GPUModel, 128):
-		return fieldErr(p+".gpu_model", "want up to 128 printable characters")
-	case !printable(nt.Note, 1024):
-		return fieldErr(p+".note", "want up to 1024 printable characters")
-	case !finiteNonNeg(nt.PeakFLOPS.FP32) || !finiteNonNeg(nt.PeakFLOPS.FP16) || !finiteNonNeg(nt.PeakFLOPS.BF16):
-		return fieldErr(p+".peak_flops", "must be non-negative numbers")
-	case nt.PeakFLOPS.FP32 == 0 && nt.RelativeThroughput == 0:
-		return fieldErr(p+".peak_flops.fp32", "required unless relative_throughput is given")
-	case !finiteNonNeg(nt.RelativeThroughput):
-		return fieldErr(p+".relative_throughput", "must be a non-negative number")
-	case !finiteNonNeg(nt.HalfBatch):
-		return fieldErr(p+".half_batch", "must be a non-negative number")
-	case !finiteNonNeg(nt.CostPerNodeHour) || !finiteNonNeg(nt.CostPerGPUHour):
-		return fieldErr(p+".cost_per_node_hour", "costs must be non-negative numbers")
+	if err := firstBad(nt.checks(p)); err != nil {
+		return err
 	}
 	for _, e := range []float64{nt.Efficiency.FP32, nt.Efficiency.FP16, nt.Efficiency.BF16} {
 		if !finiteNonNeg(e) || e > 1 {
@@ -311,18 +289,38 @@ func (nt *NodeType) validate(p string) error {
 		}
 	}
 	if nt.Kind == KindGPU {
-		switch {
-		case nt.GPUsPerNode <= 0:
-			return fieldErr(p+".gpus_per_node", "required for a gpu node type")
-		case nt.DeviceMemoryBytes <= 0 && !nt.Emulated:
-			return fieldErr(p+".device_memory_bytes", "required for a gpu node type")
-		case nt.Gres != "" && !validGres(nt.Gres):
-			return fieldErr(p+".gres", "want a GRES name such as \"gpu\" or \"gpu:v100\", got %q", nt.Gres)
-		}
-	} else if nt.GPUsPerNode != 0 || nt.DeviceMemoryBytes != 0 || nt.Gres != "" || nt.Emulated {
+		return firstBad([]fieldCheck{
+			{nt.GPUsPerNode <= 0, p + ".gpus_per_node", "required for a gpu node type", nil},
+			{nt.DeviceMemoryBytes <= 0 && !nt.Emulated, p + ".device_memory_bytes", "required for a gpu node type", nil},
+			{nt.Gres != "" && !validGres(nt.Gres), p + ".gres", "want a GRES name such as \"gpu\" or \"gpu:v100\", got %q", []any{nt.Gres}},
+		})
+	}
+	if nt.GPUsPerNode != 0 || nt.DeviceMemoryBytes != 0 || nt.Gres != "" || nt.Emulated {
 		return fieldErr(p+".kind", "a cpu node type has no GPUs (gpus_per_node, device_memory_bytes, gres, emulated)")
 	}
 	return nil
+}
+
+// checks are a node type's field checks, in the order validate reports
+// them; p is its path ("node_types[2]").
+func (nt *NodeType) checks(p string) []fieldCheck {
+	allFinite := func(vs ...float64) bool {
+		return !slices.ContainsFunc(vs, func(v float64) bool { return !finiteNonNeg(v) })
+	}
+	return []fieldCheck{
+		{!validName(nt.Name), p + ".name", "want 1-64 of [A-Za-z0-9._-], got %q", []any{nt.Name}},
+		{nt.Kind != KindCPU && nt.Kind != KindGPU, p + ".kind", "want \"cpu\" or \"gpu\", got %q", []any{nt.Kind}},
+		{nt.Cores <= 0, p + ".cores", "required, must be positive", nil},
+		{nt.HostMemoryBytes <= 0, p + ".host_memory_bytes", "required, must be positive", nil},
+		{!printable(nt.CPUModel, 128), p + ".cpu_model", "want up to 128 printable characters", nil},
+		{!printable(nt.GPUModel, 128), p + ".gpu_model", "want up to 128 printable characters", nil},
+		{!printable(nt.Note, 1024), p + ".note", "want up to 1024 printable characters", nil},
+		{!allFinite(nt.PeakFLOPS.FP32, nt.PeakFLOPS.FP16, nt.PeakFLOPS.BF16), p + ".peak_flops", "must be non-negative numbers", nil},
+		{nt.PeakFLOPS.FP32 == 0 && nt.RelativeThroughput == 0, p + ".peak_flops.fp32", "required unless relative_throughput is given", nil},
+		{!finiteNonNeg(nt.RelativeThroughput), p + ".relative_throughput", "must be a non-negative number", nil},
+		{!finiteNonNeg(nt.HalfBatch), p + ".half_batch", "must be a non-negative number", nil},
+		{!allFinite(nt.CostPerNodeHour, nt.CostPerGPUHour), p + ".cost_per_node_hour", "costs must be non-negative numbers", nil},
+	}
 }
 
 func validGres(s string) bool {

@@ -110,9 +110,9 @@ type JobStatus struct {
 type PartitionSpeed struct {
 	Partition string  `json:"partition"`
 	Speed     float64 `json:"speed"`
-	Prior     float64 `json:"prior"`                  // the configured speed (1 when none)
-	N         int     `json:"measurements,omitempty"` // 0: Speed is the prior
-	Users     int     `json:"users,omitempty"`
+	Prior     float64 `json:"prior"`        // the configured speed (1 when none)
+	N         int     `json:"measurements"` // 0: Speed is the prior
+	Users     int     `json:"users"`
 }
 
 // Verdict is the seff-like summary of an ended run: what it used against

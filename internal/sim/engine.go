@@ -66,7 +66,7 @@ type Config struct {
 	// (requeue, start-up and checkpoint loading).
 	Start, Restart float64
 	// Policy is the coordinator's policy configuration (a site's
-	// coordinator.json: coordinator.LoadPolicy); nil: the defaults with
+	// coordinator.json: coordconfig.LoadPolicy); nil: the defaults with
 	// each partition's speed from the catalogue.
 	Policy *policy.Config
 	// Progress, when set, is called with the jobs done so far.

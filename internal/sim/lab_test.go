@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/isched/isched/internal/coordinator"
+	"github.com/isched/isched/internal/coordconfig"
 )
 
 // labReplayConfig is the simulation of the lab replay (issue 29 item 5,
@@ -15,7 +15,7 @@ func labReplayConfig(t *testing.T) (Config, []Job) {
 	t.Helper()
 	root := "../.."
 	site := siteFile(t, filepath.Join(root, "examples/site-lab.json"))
-	pol, err := coordinator.LoadPolicy(filepath.Join(root, "examples/coordinator-labreplay.json"))
+	pol, err := coordconfig.LoadPolicy(filepath.Join(root, "examples/coordinator-labreplay.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -240,6 +240,35 @@ func GotKind(c byte) string {
 	return "number"
 }
 
+// Got names the JSON value that starts with c for a "want ..., got ..."
+// error: "an object", "a string", "the number 1.5" (lit: the number's
+// literal), "null".
+func Got(c byte, lit string) string {
+	switch k := GotKind(c); k {
+	case "null":
+		return k
+	case "number":
+		return "the number " + lit
+	case "object", "array":
+		return "an " + k
+	default:
+		return "a " + k
+	}
+}
+
+// Suggest names the field of n that an unknown key probably meant (the
+// same letters but for case, or a plural/singular slip), as
+// ` (did you mean "name"?)`; "" when none is close.
+func Suggest(key string, n *Node) string {
+	k := strings.TrimSuffix(strings.ToLower(key), "s")
+	for _, f := range n.Order {
+		if strings.TrimSuffix(strings.ToLower(f.Name), "s") == k {
+			return fmt.Sprintf(" (did you mean %q?)", f.Name)
+		}
+	}
+	return ""
+}
+
 // Join appends a JSON path element ("name" or "[i]") to prefix.
 func Join(prefix, elem string) string {
 	switch {

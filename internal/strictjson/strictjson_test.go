@@ -158,3 +158,31 @@ func TestCustomAny(t *testing.T) {
 		}
 	}
 }
+
+// TestGotAndSuggest: the two phrases every strict decoder's errors use.
+func TestGotAndSuggest(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		c    byte
+		lit  string
+		want string
+	}{
+		{'{', "", "an object"}, {'[', "", "an array"}, {'"', "", "a string"}, {'t', "", "a boolean"},
+		{'f', "", "a boolean"}, {'n', "", "null"}, {'-', "-1.5", "the number -1.5"}, {'7', "7", "the number 7"},
+	} {
+		if got := Got(tc.c, tc.lit); got != tc.want {
+			t.Errorf("Got(%q, %q) = %q, want %q", tc.c, tc.lit, got, tc.want)
+		}
+	}
+	n := Schema(reflect.TypeOf(doc{}), Options{})
+	for key, want := range map[string]string{
+		"Name":  ` (did you mean "name"?)`,  // case
+		"item":  ` (did you mean "items"?)`, // singular
+		"rates": ` (did you mean "rate"?)`,  // plural
+		"nope":  "",
+	} {
+		if got := Suggest(key, n); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -98,6 +98,9 @@ func TestRun(t *testing.T) {
 		{args: []string{"-cyclo", "1", "-lines", "6", dir}, code: 0, want: []string{"branches", "(*T).method", "(T).value"}},
 		{args: []string{"-fail", "-cyclo", "5", dir}, code: 1, want: []string{"branches"}},
 		{args: []string{"-fail", "-lines", "20", dir}, code: 1, want: []string{"branches"}},
+		{args: []string{"-fail", "-cyclo", "5", "-allow", allow(t, dir+" branches"), dir}, code: 0},
+		{args: []string{"-fail", "-cyclo", "5", "-allow", allow(t, "# known\n"+dir+" branches\n"+dir+" straight"), dir}, code: 1, want: []string{"straight"}},
+		{args: []string{"-fail", "-allow", filepath.Join(dir, "none.txt"), dir}, code: 2},
 		{args: []string{}, code: 2},
 		{args: []string{filepath.Join(dir, "missing")}, code: 2},
 	}
@@ -116,4 +119,14 @@ func TestRun(t *testing.T) {
 			t.Errorf("run(%q) listed %q, want %q", tt.args, names, tt.want)
 		}
 	}
+}
+
+// allow writes an -allow file and returns its path.
+func allow(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "allow.txt")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

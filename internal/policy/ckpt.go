@@ -1,0 +1,102 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/isched/isched/internal/estimate"
+	"github.com/isched/isched/internal/report"
+)
+
+// A requested checkpoint: what follows once it lands (AfterCheckpoint, for
+// rules 1 and 2), and waiting for it until it is given up (awaiting).
+
+// AfterCheckpoint is called when the checkpoint asked for by pending (a
+// Checkpoint decision) has landed. It confirms the requeue, re-checking
+// what may have changed meanwhile, or gives it up with a reason. Either
+// way the awaiting-checkpoint phase is over.
+func AfterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pending Decision) Decision {
+	return withIdealCPUs(afterCheckpoint(cfg, j, snap, now, pending), &j)
+}
+
+func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pending Decision) Decision {
+	v := newView(cfg, j, snap, now)
+	abandon := func(format string, a ...any) Decision {
+		return Decision{Kind: None, Rule: pending.Rule, Reason: fmt.Sprintf(format, a...), Abandoned: true}
+	}
+	switch {
+	case pending.Kind != Checkpoint:
+		return abandon("no checkpoint was pending (%s)", pending.Kind)
+	case j.State != StateRunning:
+		return abandon("checkpoint saved; the job is %s now, nothing to requeue", orUnknown(j.State))
+	case pending.Then != Requeue:
+		return Decision{Kind: None, Rule: pending.Rule, Reason: "checkpoint saved; nothing follows: " + pending.Reason}
+	}
+	// The requeued job resumes from the checkpoint that landed, not from
+	// the last step reported (iterations arrive in batches, a checkpoint
+	// at once; a periodic checkpoint may be older): the rest of the run,
+	// its time limit and the reason count from there.
+	resume := j
+	if !j.LastCkptAt.IsZero() && j.LastCkptStep > 0 {
+		resume.Step = j.LastCkptStep
+	}
+	rv := newView(cfg, resume, snap, now)
+	if rv.total > 0 && resume.Step >= rv.total {
+		// the loop's last step was saved (its final save can answer the
+		// request): the run is done, a requeue would only start an
+		// attempt with nothing left to do
+		return abandon("checkpoint at step %d saved, the run's last of %d: the run is done, not requeued", resume.Step, rv.total)
+	}
+	switch pending.Rule {
+	case RuleTimeLimit:
+		if j.TimeLimit > 0 && !j.StartedAt.IsZero() && v.known {
+			limitAt := j.StartedAt.Add(j.TimeLimit)
+			eta := estimate.PredictEnd(now, j.Step, v.total, j.Iter, 0)
+			if !eta.High.After(limitAt.Add(-v.cfg.Margin)) {
+				return abandon("checkpoint saved; the job now ends by %s (at worst), before its time limit %s: not requeued",
+					v.at(eta.High), v.at(limitAt))
+			}
+		}
+		target, gres, tl, why := pending.Target, pending.Gres, pending.TimeLimit, "as decided at the checkpoint request"
+		if snap != nil {
+			var ok bool
+			if target, gres, tl, why, ok = rv.continuation(); !ok {
+				return abandon("checkpoint saved; %s", why)
+			}
+		}
+		return Decision{Kind: Requeue, Rule: RuleTimeLimit, Target: target, Gres: gres, TimeLimit: tl,
+			Reason: fmt.Sprintf("time limit: checkpoint at step %d saved; requeueing onto %s", resume.Step, why)}
+	case RuleMigrate:
+		if snap == nil {
+			return abandon("checkpoint saved; no fresh cluster snapshot to confirm room on %s: staying on %s", pending.Target, j.Partition)
+		}
+		ok, r := room(partition(snap, pending.Target), ask{pending.Gres, cpusOr(pending.CPUs, j.CPUs), j.Mem})
+		if !ok {
+			return abandon("checkpoint saved; %s has no room any more (%s): staying on %s", pending.Target, r, j.Partition)
+		}
+		if held := ownerHeld(snap, &j, pending.Target, pending.Gres); held != "" {
+			return abandon("checkpoint saved; on %s %s: staying on %s", pending.Target, held, j.Partition)
+		}
+		tl, tlWhy := rv.limitFor(j.Partition, pending.Target)
+		return Decision{Kind: Requeue, Rule: RuleMigrate, Target: pending.Target, Gres: pending.Gres, TimeLimit: tl,
+			Reason: fmt.Sprintf("migrate: checkpoint at step %d saved and %s still; requeueing onto %s%s, %s",
+				resume.Step, r, pending.Target, gresText(pending.Gres), tlWhy)}
+	}
+	return abandon("checkpoint saved; unknown rule %q: nothing follows", pending.Rule)
+}
+
+// awaiting handles a job whose checkpoint was requested and has not landed.
+func (v *view) awaiting() Decision {
+	timeout := max(time.Duration(v.cfg.CkptTimeoutFactor*float64(v.ckpt)), v.cfg.MinCkptTimeout)
+	waited := v.now.Sub(v.j.PhaseSince)
+	if v.j.State != StateRunning {
+		return Decision{Kind: None, Abandoned: true,
+			Reason: fmt.Sprintf("checkpoint requested %s ago, but the job is %s now: move abandoned", dur(waited), orUnknown(v.j.State))}
+	}
+	if waited > timeout {
+		return Decision{Kind: None, Abandoned: true, Reason: fmt.Sprintf(
+			"checkpoint did not arrive within %s of the request at %s (%g × the expected %s, at least %s): move abandoned, the job stays on %s",
+			dur(waited), v.at(v.j.PhaseSince), v.cfg.CkptTimeoutFactor, dur(v.ckpt), dur(v.cfg.MinCkptTimeout), v.j.Partition)}
+	}
+	return Decision{Kind: None, Reason: fmt.Sprintf("awaiting the checkpoint requested %s ago (given up after %s)", dur(waited), dur(timeout))}
+}

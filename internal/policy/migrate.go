@@ -1,0 +1,99 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// Rules 2 and 4: migrate a running job to its ideal partition.
+
+// migrate is rule 2 (and 4): to the ideal partition when it has room and
+// the move pays.
+func (v *view) migrate() (d Decision, ok bool, status string) {
+	j, p := v.j, v.j.Plan
+	switch {
+	case p == nil:
+		return d, false, "no isched plan"
+	case j.Partition == p.Ideal:
+		return d, false, "on its ideal partition " + p.Ideal
+	case !p.Migrate:
+		return d, false, "the plan does not allow migration"
+	case v.snap == nil:
+		return d, false, "no fresh cluster snapshot"
+	case v.cfg.MaxMoves > 0 && j.Moves >= v.cfg.MaxMoves:
+		return d, false, fmt.Sprintf("already migrated %d times (max %d)", j.Moves, v.cfg.MaxMoves)
+	case resumeBroken(&j) != "":
+		return d, false, resumeBroken(&j) + ": a move would lose the work"
+	case !j.LastMoveAt.IsZero() && v.now.Sub(j.LastMoveAt) < v.cfg.MinInterval:
+		return d, false, fmt.Sprintf("moved %s ago, no migration within %s of a move", dur(v.now.Sub(j.LastMoveAt)), dur(v.cfg.MinInterval))
+	}
+	ideal := partition(v.snap, p.Ideal)
+	if ideal == nil {
+		return d, false, fmt.Sprintf("ideal partition %s is not in the cluster snapshot", p.Ideal)
+	}
+	if v.holdsGPUs() && !hasGPUs(ideal) {
+		return d, false, fmt.Sprintf("the job holds GPUs (%s) and %s has none; a GPU request cannot be dropped", j.Gres, p.Ideal)
+	}
+	hasRoom, roomWhy := room(ideal, v.idealAsk())
+	if !hasRoom {
+		return d, false, "no room on the ideal partition: " + roomWhy
+	}
+	if held := ownerHeld(v.snap, &j, p.Ideal, p.IdealGres); held != "" {
+		return d, false, fmt.Sprintf("%s has room, but %s", p.Ideal, held)
+	}
+	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
+	if sIdeal <= sHere {
+		return d, false, fmt.Sprintf("%s; but %s (%s) is not faster than %s (%s)", roomWhy, p.Ideal, v.speedText(p.Ideal), j.Partition, v.speedText(j.Partition))
+	}
+	var remMS float64
+	var basis string
+	switch {
+	case v.known && !j.Iter.Provisional:
+		remMS = float64(v.rem) * v.per
+		basis = fmt.Sprintf("%d iterations left take ~%s here", v.rem, dur(msDur(remMS)))
+	case !j.StartedAt.IsZero() && v.now.After(j.StartedAt):
+		remMS = toMS(v.now.Sub(j.StartedAt))
+		why := v.unknownWhy()
+		if v.known {
+			why = "iteration time still provisional"
+		}
+		basis = fmt.Sprintf("remaining time unknown (%s), taken to be as long as it has run so far, %s", why, dur(msDur(remMS)))
+	default:
+		return d, false, "remaining time unknown and the start time too"
+	}
+	savedMS := remMS * (1 - sHere/sIdeal)
+	ckptMS := toMS(v.ckpt)
+	lostMS, lostWhy := math.Inf(1), "no checkpoint yet"
+	if !j.LastCkptAt.IsZero() {
+		if v.per > 0 && j.Step >= j.LastCkptStep {
+			lostMS = float64(j.Step-j.LastCkptStep) * v.per
+			lostWhy = fmt.Sprintf("%d iterations since the last checkpoint, %s", j.Step-j.LastCkptStep, dur(msDur(lostMS)))
+		} else {
+			lostMS = toMS(v.now.Sub(j.LastCkptAt))
+			lostWhy = fmt.Sprintf("last checkpoint %s ago", dur(msDur(lostMS)))
+		}
+	}
+	direct := lostMS < ckptMS
+	costMS := toMS(v.cfg.MoveCost) + min(ckptMS, lostMS)
+	costText := fmt.Sprintf("%s (restart %s + checkpoint %s)", dur(msDur(costMS)), dur(v.cfg.MoveCost), dur(v.ckpt))
+	if direct {
+		costText = fmt.Sprintf("%s (restart %s + redoing %s)", dur(msDur(costMS)), dur(v.cfg.MoveCost), lostWhy)
+	}
+	gain := fmt.Sprintf("%s; on %s (%s) vs %s (%s) %s, saving %s",
+		roomWhy, j.Partition, v.speedText(j.Partition), p.Ideal, v.speedText(p.Ideal), basis, dur(msDur(savedMS)))
+	if savedMS <= v.cfg.MinGain*costMS {
+		return d, false, fmt.Sprintf("%s, not more than %g × the cost %s", gain, v.cfg.MinGain, costText)
+	}
+	tl, tlWhy := v.limitFor(j.Partition, p.Ideal)
+	d = Decision{Rule: RuleMigrate, Target: p.Ideal, Gres: p.IdealGres, TimeLimit: tl}
+	head := fmt.Sprintf("migrate: %s > %g × the cost %s", gain, v.cfg.MinGain, costText)
+	if direct {
+		d.Kind = Requeue
+		d.Reason = fmt.Sprintf("%s; the last checkpoint is recent (%s), so requeueing now onto %s%s, %s",
+			head, lostWhy, p.Ideal, gresText(p.IdealGres), tlWhy)
+	} else {
+		d.Kind, d.Then = Checkpoint, Requeue
+		d.Reason = fmt.Sprintf("%s; checkpointing, then requeue onto %s%s, %s", head, p.Ideal, gresText(p.IdealGres), tlWhy)
+	}
+	return d, true, ""
+}
