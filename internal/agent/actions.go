@@ -426,7 +426,8 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 	case report.ActionRequeue:
 		return a.move(ctx, act)
 	case report.ActionUpdate:
-		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, CPUsPerTask: cpusFor(act, j)}
+		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, CPUsPerTask: cpusFor(act, j),
+			Nice: act.Nice}
 		return a.outcome(act, a.slurm.Update(ctx, id, u), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
 	case report.ActionCancel:
 		return a.outcome(act, a.slurm.Cancel(ctx, id), "cancelled job "+id)
@@ -520,6 +521,9 @@ func describe(act *report.Action) string {
 	}
 	if act.TimeLimitMin != 0 {
 		parts = append(parts, fmt.Sprintf("time limit %d min", act.TimeLimitMin))
+	}
+	if act.Nice != nil {
+		parts = append(parts, fmt.Sprintf("nice %d", *act.Nice))
 	}
 	if len(parts) == 0 {
 		return "no change"

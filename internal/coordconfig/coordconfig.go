@@ -95,6 +95,12 @@ type PolicySettings struct {
 	// trim_min (for backfill; a miss is continued from the checkpoint).
 	TrimTimeLimits bool            `json:"trim_time_limits"`
 	TrimMin        daemon.Duration `json:"trim_min"`
+	// OrderByRemaining: rule 7 exchanges the priorities of isched's
+	// pending jobs (through their nice values) so that the least
+	// predicted run left goes first; a job pending order_max_wait keeps
+	// its place.
+	OrderByRemaining bool            `json:"order_by_remaining"`
+	OrderMaxWait     daemon.Duration `json:"order_max_wait"`
 }
 
 // The coordinator's defaults for the settings that are its own (its
@@ -127,6 +133,7 @@ func DefaultSettings() Settings {
 			MaxContinuations: daemon.Limit(p.MaxContinuations), DefaultCkpt: daemon.Duration(p.DefaultCkpt),
 			CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: daemon.Duration(p.MinCkptTimeout),
 			MinPending: daemon.Duration(p.MinPending), TrimMin: daemon.Duration(p.TrimMin),
+			OrderMaxWait: daemon.Duration(p.OrderMaxWait),
 		},
 	}
 }
@@ -175,6 +182,7 @@ func (s Settings) Validate() error {
 		{"policy.min_interval", s.Policy.MinInterval, true}, {"policy.default_ckpt", s.Policy.DefaultCkpt, false},
 		{"policy.min_ckpt_timeout", s.Policy.MinCkptTimeout, false}, {"policy.min_pending", s.Policy.MinPending, false},
 		{"policy.trim_min", s.Policy.TrimMin, false},
+		{"policy.order_max_wait", s.Policy.OrderMaxWait, false},
 	} {
 		switch {
 		case d.v < 0:
@@ -263,6 +271,7 @@ func (p PolicySettings) Config() (policy.Config, error) {
 		DevWindows: ws, Location: loc, AllowExtend: p.AllowExtend, DefaultCkpt: p.DefaultCkpt.D(),
 		CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: p.MinCkptTimeout.D(), MinPending: p.MinPending.D(),
 		TrimLimits: p.TrimTimeLimits, TrimMin: p.TrimMin.D(),
+		OrderByRemaining: p.OrderByRemaining, OrderMaxWait: p.OrderMaxWait.D(),
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = -1

@@ -52,6 +52,7 @@ func TestSettingsValidate(t *testing.T) {
 		{"policy.min_ckpt_timeout", func(s *Settings) { s.Policy.MinCkptTimeout = 0 }},
 		{"policy.min_pending", func(s *Settings) { s.Policy.MinPending = 0 }},
 		{"policy.trim_min", func(s *Settings) { s.Policy.TrimMin = 0 }},
+		{"policy.order_max_wait", func(s *Settings) { s.Policy.OrderMaxWait = 0 }},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			t.Parallel()

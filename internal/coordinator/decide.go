@@ -177,6 +177,8 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	case policy.MovePending:
 		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionUpdate, d.Target, d.Gres, d.CPUs
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.Reorder:
+		a.Type, a.Nice = report.ActionUpdate, d.Nice
 	case policy.Extend, policy.Shorten:
 		a.Type = report.ActionUpdate
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)

@@ -102,6 +102,8 @@ func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now t
 	case report.ActionUpdate:
 		c.to(l, lifecycle.UpdateDone, now)
 		switch {
+		case p.Decision.Kind == policy.Reorder:
+			return // a place in the queue: no move, and no hysteresis for one
 		case p.Decision.Rule == policy.RuleContinue:
 			l.Conts++ // a self-requeued job's longer time limit
 			l.Status.Continuations = l.Conts

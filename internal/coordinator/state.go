@@ -26,26 +26,28 @@ type pending struct {
 
 // lineage is everything the coordinator keeps about one lineage.
 type lineage struct {
-	Status       report.JobStatus       `json:"status"`
-	Iter         estimate.IterEstimator `json:"iter"`
-	Mem          estimate.MemTracker    `json:"mem"`
-	Ckpt         estimate.CkptTimer     `json:"ckpt"`
-	Phase        lifecycle.State        `json:"phase"` // changed only by to (lifecycle.Next)
-	PhaseMS      int64                  `json:"phase_ms"`
-	Pending      *pending               `json:"pending,omitempty"`
-	Actions      int                    `json:"actions"` // issued so far: part of deterministic ids
-	LastMoveMS   int64                  `json:"last_move_ms"`
-	Moves        int                    `json:"moves"`
-	Conts        int                    `json:"continuations"`
-	RequeueRule  string                 `json:"requeue_rule,omitempty"` // rule of the requeue in flight
-	NoExtend     bool                   `json:"no_extend,omitempty"`
-	LastIterMS   int64                  `json:"last_iter_ms"`
-	NonFinite    bool                   `json:"nonfinite"`
-	CkptAtReq    int64                  `json:"ckpt_at_req"`              // checkpoints seen when the request went out
-	CkptsAtStart int64                  `json:"ckpts_at_start,omitempty"` // checkpoints seen when the current attempt began
-	Ckpts        int64                  `json:"ckpts"`
-	PeakETA      int64                  `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
-	RankRSS      map[string]int64       `json:"rank_rss,omitempty"`
+	Status     report.JobStatus       `json:"status"`
+	Iter       estimate.IterEstimator `json:"iter"`
+	Mem        estimate.MemTracker    `json:"mem"`
+	Ckpt       estimate.CkptTimer     `json:"ckpt"`
+	Phase      lifecycle.State        `json:"phase"` // changed only by to (lifecycle.Next)
+	PhaseMS    int64                  `json:"phase_ms"`
+	Pending    *pending               `json:"pending,omitempty"`
+	Actions    int                    `json:"actions"` // issued so far: part of deterministic ids
+	LastMoveMS int64                  `json:"last_move_ms"`
+	// LastOrderMS is when rule 7 last set the pending job's nice value.
+	LastOrderMS  int64            `json:"last_order_ms,omitempty"`
+	Moves        int              `json:"moves"`
+	Conts        int              `json:"continuations"`
+	RequeueRule  string           `json:"requeue_rule,omitempty"` // rule of the requeue in flight
+	NoExtend     bool             `json:"no_extend,omitempty"`
+	LastIterMS   int64            `json:"last_iter_ms"`
+	NonFinite    bool             `json:"nonfinite"`
+	CkptAtReq    int64            `json:"ckpt_at_req"`              // checkpoints seen when the request went out
+	CkptsAtStart int64            `json:"ckpts_at_start,omitempty"` // checkpoints seen when the current attempt began
+	Ckpts        int64            `json:"ckpts"`
+	PeakETA      int64            `json:"first_eta_ms"` // first known ETA, for the estimate-error metric
+	RankRSS      map[string]int64 `json:"rank_rss,omitempty"`
 	// WasEnded is how a state saved before the lifecycle's Ended state
 	// said the run was over; read once (getLineage), never written.
 	WasEnded     bool             `json:"ended,omitempty"`

@@ -20,6 +20,7 @@ const (
 	DefaultMaxContinuations  = 20
 	DefaultMinPending        = 60 * time.Second
 	DefaultTrimMin           = 10 * time.Minute
+	DefaultOrderMaxWait      = 24 * time.Hour
 )
 
 // Config holds the policy's knobs. Zero values mean the defaults above;
@@ -87,6 +88,12 @@ type Config struct {
 	// "trim_time_limits"; off by default).
 	TrimLimits bool
 	TrimMin    time.Duration
+	// OrderByRemaining lets rule 7 (Order) exchange the Slurm priorities
+	// of isched's pending jobs so that the least predicted run left goes
+	// first (coordinator config "order_by_remaining"; off by default).
+	// A job pending OrderMaxWait or longer keeps its place.
+	OrderByRemaining bool
+	OrderMaxWait     time.Duration
 }
 
 // DefaultConfig is the defaults. They name no partition: no speeds (every
@@ -131,6 +138,9 @@ func (c Config) normalized() Config {
 	}
 	if c.TrimMin <= 0 {
 		c.TrimMin = DefaultTrimMin
+	}
+	if c.OrderMaxWait <= 0 {
+		c.OrderMaxWait = DefaultOrderMaxWait
 	}
 	if c.MinPending <= 0 {
 		c.MinPending = DefaultMinPending

@@ -51,6 +51,21 @@
 //     continuation target, unless it was CANCELLED, crashed without a new
 //     checkpoint, made no progress since it resumed, or MaxContinuations
 //     is reached.
+//  6. Trim the time limit (running jobs, TrimLimits; issue 41's lever d,
+//     EASY++): a job whose limit lies far beyond its predicted end at worst
+//     (the estimate's, or the coordinator's calibrated band where later)
+//     gets that end plus a tenth, a checkpoint and Margin as its limit,
+//     when that frees TrimMin and a fifth of it; only with a steady
+//     estimate, a confirmed checkpoint and continuations on, so a miss is
+//     rule 1's or rule 5's to handle. Slurm's backfill then plans the jobs
+//     waiting for the node at the job's real end.
+//  7. Order (isched's pending jobs, OrderByRemaining; lever a, as Helios's
+//     QSSF and Tiresias): Order exchanges the priorities isched's pending
+//     jobs hold in a queue so that the least predicted run left goes
+//     first, through their nice values; the set of priorities held stays
+//     the same, so no job outside isched has more of isched's jobs ahead
+//     of it than under Slurm alone. A job pending OrderMaxWait keeps its
+//     place (the starvation guard).
 //
 // Rule 1 sends no checkpoint request before the current attempt's first
 // step (Job.NoStepYet), until half its time limit has passed.

@@ -31,6 +31,9 @@ const (
 	// Shorten: lower a running job's time limit to TimeLimit (rule 6:
 	// the limit from the prediction, for backfill).
 	Shorten Kind = "shorten"
+	// Reorder: set a pending job's nice value to Nice (rule 7, Order: its
+	// place among isched's pending jobs).
+	Reorder Kind = "reorder"
 	// Resubmit: submit the ended job's batch script again, as its owner,
 	// onto Target with Gres and TimeLimit (a new job id, the same
 	// lineage): rule 5's continuation of a job slurmctld no longer holds.
@@ -43,6 +46,7 @@ const (
 	RuleMigrate   = "migrate"    // 2 and 4: to the ideal partition
 	RuleDevChunk  = "dev-chunk"  // 3: idle dev nodes for pending jobs
 	RuleTrimLimit = "trim-limit" // 6: a time limit from the prediction
+	RuleOrder     = "order"      // 7: isched's pending jobs, shortest remaining first
 )
 
 // Slurm job states the policy acts on.
@@ -139,6 +143,8 @@ type Decision struct {
 	// Abandoned: a move in progress is given up (the checkpoint did not
 	// arrive, or the target has no room any more). The job stays where it is.
 	Abandoned bool `json:"abandoned,omitempty"`
+	// Nice is Reorder's new nice value for the pending job.
+	Nice *int64 `json:"nice,omitempty"`
 }
 
 // Decide applies the rules (see the package documentation) to one job. A

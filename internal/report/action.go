@@ -23,6 +23,10 @@ const (
 	ActionResubmit ActionType = "resubmit"
 )
 
+// MaxNice bounds an update's nice value: Slurm takes
+// -2147483645..2147483645 (NICE_OFFSET - 3).
+const MaxNice = 2147483645
+
 // MaxAdminComment bounds an annotate action's text.
 const MaxAdminComment = 1024
 
@@ -54,6 +58,9 @@ type Action struct {
 	// CPUs (requeue, update): CPUs per task on the new partition, for a
 	// one-task job; 0: leave the job's request unchanged.
 	CPUs int `json:"cpus,omitempty"`
+	// Nice (update only): the job's new nice value (scontrol update
+	// Nice=), rule 7's exchange of priorities among isched's pending jobs.
+	Nice *int64 `json:"nice,omitempty"`
 
 	Hold bool `json:"hold,omitempty"` // requeue, submit: keep the job held
 	// Ended (requeue only): the job may have ended by the time the agent
@@ -83,12 +90,13 @@ type actionRule struct {
 	script    bool // required
 	ended     bool // permitted
 	comment   bool // admin_comment required
+	nice      bool // permitted
 }
 
 var actionRules = map[ActionType]actionRule{
 	ActionSignal:   {jobID: true, signal: true, steps: true},
 	ActionRequeue:  {jobID: true, placement: true, cpus: true, hold: true, ended: true},
-	ActionUpdate:   {jobID: true, placement: true, cpus: true},
+	ActionUpdate:   {jobID: true, placement: true, cpus: true, nice: true},
 	ActionCancel:   {jobID: true},
 	ActionSubmit:   {placement: true, hold: true, script: true},
 	ActionRelease:  {jobID: true},
@@ -126,6 +134,9 @@ func (a *Action) Validate() error {
 	if a.CPUs < 0 || a.CPUs > MaxCPUs {
 		return fail("cpus", "must be within [1, %d] when set (got %d)", MaxCPUs, a.CPUs)
 	}
+	if a.Nice != nil && (*a.Nice > MaxNice || *a.Nice < -MaxNice) {
+		return fail("nice", "must be within [%d, %d] (Slurm's range; got %d)", -MaxNice, MaxNice, *a.Nice)
+	}
 	rule := actionRules[a.Type]
 	absent := func(field string, set, permitted bool) error {
 		if set && !permitted {
@@ -144,6 +155,7 @@ func (a *Action) Validate() error {
 		absent("ended", a.Ended, rule.ended),
 		absent("script", a.Script != "", rule.script),
 		absent("admin_comment", a.AdminComment != "", rule.comment),
+		absent("nice", a.Nice != nil, rule.nice),
 	); err != nil {
 		return err
 	}
@@ -163,8 +175,8 @@ func (a *Action) Validate() error {
 			return oneOf("steps", a.Steps, StepsBatch, StepsAll)
 		}
 	case ActionUpdate:
-		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 {
-			return fail("time_limit_min", "update needs time_limit_min, partition, gres or cpus")
+		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 && a.Nice == nil {
+			return fail("time_limit_min", "update needs time_limit_min, partition, gres, cpus or nice")
 		}
 	case ActionAnnotate:
 		// one argv element of scontrol: printable, one line

@@ -234,6 +234,11 @@ type Job struct {
 	// MemPerNodeBytes is the memory the job asked per node (--mem, or
 	// --mem-per-cpu times its CPUs on a node); 0 when unknown or "all".
 	MemPerNodeBytes int64 `json:"mem_per_node_bytes,omitempty"`
+	// Priority is Slurm's priority of the job (its nice value included),
+	// Nice its nice value: rule 7 (policy.Order) exchanges the priorities
+	// of isched's pending jobs through their nice values.
+	Priority int64 `json:"priority,omitempty"`
+	Nice     int64 `json:"nice,omitempty"`
 }
 
 // Validate checks one job row.

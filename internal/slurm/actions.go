@@ -120,10 +120,16 @@ type UpdateSpec struct {
 	// StartIn sets StartTime=now+N seconds on the controller's clock, which
 	// avoids clock skew between this host and slurmctld.
 	StartIn time.Duration
+	// Nice sets the job's nice value (Nice=; a negative one only as root
+	// or a Slurm operator); nil: unchanged.
+	Nice *int64
 }
 
+// maxNice is Slurm's bound on a nice value (NICE_OFFSET - 3).
+const maxNice = 2147483645
+
 func (u UpdateSpec) empty() bool {
-	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.CPUsPerTask == 0 && u.StartTime.IsZero() && u.StartIn == 0
+	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.CPUsPerTask == 0 && u.StartTime.IsZero() && u.StartIn == 0 && u.Nice == nil
 }
 
 // args renders the spec as scontrol update arguments, validating each value
@@ -159,6 +165,12 @@ func (u UpdateSpec) args() ([]string, error) {
 		}
 		n := strconv.Itoa(u.CPUsPerTask)
 		out = append(out, "CPUsPerTask="+n, "MinCPUsNode="+n)
+	}
+	if u.Nice != nil {
+		if *u.Nice > maxNice || *u.Nice < -maxNice {
+			return nil, fmt.Errorf("%w: nice %d", ErrInvalid, *u.Nice)
+		}
+		out = append(out, "Nice="+strconv.FormatInt(*u.Nice, 10))
 	}
 	switch {
 	case !u.StartTime.IsZero() && u.StartIn != 0:

@@ -90,6 +90,10 @@ func TestActionsArgv(t *testing.T) {
 		{"update start time", func(c *Client) error {
 			return c.Update(ctx, "12", UpdateSpec{StartTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
 		}, "scontrol update JobId=12 StartTime=2026-01-02T03:04:05"},
+		{"update nice only", func(c *Client) error {
+			n := int64(-1000)
+			return c.Update(ctx, "12", UpdateSpec{Nice: &n})
+		}, "scontrol update JobId=12 Nice=-1000"},
 		{"custom binary", func(c *Client) error { c.Scontrol = "/opt/slurm/bin/scontrol"; return c.Release(ctx, "7") }, "/opt/slurm/bin/scontrol release 7"},
 	}
 	for _, tc := range cases {
@@ -123,6 +127,7 @@ func TestRefusedBeforeRunning(t *testing.T) {
 		{"gres smuggles a key", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Gres: "gpu:1=TimeLimit"}) }},
 		{"empty update", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{}) }},
 		{"negative time", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{TimeLimit: -time.Minute}) }},
+		{"nice past Slurm's range", func(c *Client) error { n := int64(maxNice + 1); return c.Update(ctx, "12", UpdateSpec{Nice: &n}) }},
 		{"submit user", func(c *Client) error {
 			_, err := c.SubmitWith(ctx, []byte("#!/bin/sh\n"), SubmitSpec{User: "--uid=0"})
 			return err

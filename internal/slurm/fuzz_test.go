@@ -51,7 +51,7 @@ func referenceSqueue(b []byte) ([]report.Job, error) {
 			"tres_per_job": &sj.TresPerJob, "time_limit": &sj.TimeLimit, "submit_time": &sj.SubmitTime,
 			"start_time": &sj.StartTime, "end_time": &sj.EndTime, "restart_cnt": &sj.RestartCount,
 			"requeue": &sj.Requeue, "comment": &sj.Comment, "gres_detail": &sj.GresDetail,
-			"memory_per_node": &sj.MemPerNode, "memory_per_cpu": &sj.MemPerCPU,
+			"memory_per_node": &sj.MemPerNode, "memory_per_cpu": &sj.MemPerCPU, "priority": &sj.Priority, "nice": &sj.Nice,
 		}
 		for k, dst := range fields {
 			if v, ok := m[k]; ok {

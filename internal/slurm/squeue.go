@@ -39,6 +39,8 @@ type squeueJob struct {
 	GresDetail   []string `json:"gres_detail"`
 	MemPerNode   num      `json:"memory_per_node"`
 	MemPerCPU    num      `json:"memory_per_cpu"`
+	Priority     num      `json:"priority"`
+	Nice         num      `json:"nice"`
 }
 
 // ParseSqueue parses `squeue --json` output into job table rows. Fields
@@ -216,6 +218,10 @@ func (sj *squeueJob) member(s *scanner, key []byte) error {
 		err = s.num(&sj.MemPerNode)
 	case "memory_per_cpu":
 		err = s.num(&sj.MemPerCPU)
+	case "priority":
+		err = s.num(&sj.Priority)
+	case "nice":
+		err = s.num(&sj.Nice)
 	default:
 		return s.skip()
 	}
@@ -393,6 +399,8 @@ func (sj *squeueJob) job() (report.Job, error) {
 		RestartCount: int(sj.RestartCount.int(0)),
 		Requeue:      sj.Requeue != nil && *sj.Requeue,
 		Comment:      sj.Comment,
+		Priority:     sj.Priority.int(0),
+		Nice:         niceOf(sj.Nice),
 	}
 	if sj.ArrayJobID.Set && sj.ArrayJobID.V > 0 && sj.ArrayTaskID.Set && !sj.ArrayTaskID.Inf {
 		// A pending array remainder ("11_[2-3%2]") has array_job_id but no
@@ -471,4 +479,13 @@ func memPerNode(perNode, perCPU num, cpus, nodes int) int64 {
 		return perCPU.V << 20 * int64(cpus) / int64(max(nodes, 1))
 	}
 	return 0
+}
+
+// niceOf reads squeue --json's nice: Slurm 22.05 prints the job's nice as
+// an unsigned 32-bit number (-50 is 4294967246) and null for none.
+func niceOf(n num) int64 {
+	if !n.Set || n.Inf {
+		return 0
+	}
+	return int64(int32(uint32(n.V)))
 }
