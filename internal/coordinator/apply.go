@@ -130,39 +130,12 @@ func (c *Coordinator) applyGPU(st *report.JobStatus, gpu *report.GPUStat, stale 
 // point, if any.
 func applyIters(l *lineage, env *report.Envelope, stale bool, gpuUsed int64) (pts [][]byte) {
 	st, job, smp := &l.Status, env.Job, env.Sample
-	var last int64
-	for _, it := range smp.Iters {
-		if !stale { // an old process's steps would read as a restart
-			l.Iter.Add(it)
-		}
-		if it.Total > 0 && it.Total != st.LoopTotal {
-			st.LoopTotal = it.Total
-			l.setTotal()
-		}
-		if it.Step > st.Step {
-			st.Step = it.Step
-		}
-		last = max(last, it.Step)
-		l.LastIterMS = max(l.LastIterMS, it.AtMS)
-		if it.LossNonFinite {
-			l.NonFinite = true
-		}
-	}
+	last := l.takeIters(smp.Iters, stale)
 	// one point per sample report (the median iteration of its
 	// batch), not per iteration: Redis memory per job stays bounded
 	// by SeriesLen points whatever the iteration rate
 	if (len(smp.Iters) > 0 || smp.CPU != nil) && !stale {
-		p := report.SeriesPoint{TMS: env.TimeMS, Step: max(st.Step, 0), RSS: st.RSSBytes, GPU: gpuUsed}
-		if n := len(smp.Iters); n > 0 {
-			d := make([]float64, n)
-			for i, it := range smp.Iters {
-				d[i] = it.DurMS
-			}
-			slices.Sort(d)
-			p.IterMS, p.TMS = d[n/2], smp.Iters[n-1].AtMS
-		}
-		b, _ := json.Marshal(p)
-		pts = append(pts, b)
+		pts = append(pts, seriesPoint(env.TimeMS, max(st.Step, 0), st.RSSBytes, gpuUsed, smp.Iters))
 	}
 	if len(smp.Iters) > 0 && !stale && job.Rank == 0 {
 		l.checkResume(job, smp.Iters, env.TimeMS)
@@ -176,6 +149,43 @@ func applyIters(l *lineage, env *report.Envelope, stale bool, gpuUsed int64) (pt
 		l.Mem.Add(max(st.Step, 0), st.RSSBytes, gpuUsed)
 	}
 	return pts
+}
+
+// takeIters takes a sample's iterations into the lineage's progress,
+// total and (unless stale: an old process's steps would read as a
+// restart) its iteration estimator; it returns the last step among them.
+func (l *lineage) takeIters(iters []report.Iter, stale bool) (last int64) {
+	st := &l.Status
+	for _, it := range iters {
+		if !stale {
+			l.Iter.Add(it)
+		}
+		if it.Total > 0 && it.Total != st.LoopTotal {
+			st.LoopTotal = it.Total
+			l.setTotal()
+		}
+		st.Step = max(st.Step, it.Step)
+		last = max(last, it.Step)
+		l.LastIterMS = max(l.LastIterMS, it.AtMS)
+		l.NonFinite = l.NonFinite || it.LossNonFinite
+	}
+	return last
+}
+
+// seriesPoint encodes a sample's point of the job's series: at the
+// sample's time, or its last iteration's with the median iteration time.
+func seriesPoint(atMS, step, rss, gpu int64, iters []report.Iter) []byte {
+	p := report.SeriesPoint{TMS: atMS, Step: step, RSS: rss, GPU: gpu}
+	if n := len(iters); n > 0 {
+		d := make([]float64, n)
+		for i, it := range iters {
+			d[i] = it.DurMS
+		}
+		slices.Sort(d)
+		p.IterMS, p.TMS = d[n/2], iters[n-1].AtMS
+	}
+	b, _ := json.Marshal(p)
+	return b
 }
 
 // newProcess: a new process of the job runs (a new attempt, another job

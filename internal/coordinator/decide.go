@@ -164,29 +164,8 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	id := name + ":" + strconv.Itoa(st.Attempt) + ":" + strconv.Itoa(l.Actions)
 	a := report.Action{ID: id, Cluster: c.keys.Cluster, JobID: st.JobID, Lineage: name, User: st.User,
 		Reason: report.TruncateText(d.Reason, report.MaxText), IssuedMS: now.UnixMilli()}
-	switch d.Kind {
-	case policy.Checkpoint:
-		a.Type, a.Signal, a.Steps = report.ActionSignal, "SIGUSR1", report.StepsAll
-	case policy.Requeue:
-		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionRequeue, d.Target, d.Gres, d.CPUs
-		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
-		// a continuation follows an attempt that ended, or one whose script
-		// may exit right after the checkpoint it was asked for (USR1 ->
-		// save -> exit 0): the agent requeues the job from its final state
-		a.Ended = d.Rule == policy.RuleContinue || d.Rule == policy.RuleTimeLimit
-	case policy.MovePending:
-		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionUpdate, d.Target, d.Gres, d.CPUs
-		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
-	case policy.Reorder:
-		a.Type, a.Nice = report.ActionUpdate, d.Nice
-	case policy.Extend, policy.Shorten:
-		a.Type = report.ActionUpdate
-		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
-	case policy.Resubmit:
-		a.Type, a.Partition, a.Gres = report.ActionResubmit, d.Target, d.Gres
-		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
-	default:
-		return fmt.Errorf("coordinator: unknown decision kind %q", d.Kind)
+	if err := actionFor(d, &a); err != nil {
+		return err
 	}
 	env := report.NewEnvelope(report.KindAction, now)
 	env.Action = &a
@@ -238,4 +217,33 @@ func issueEvent(k policy.Kind) lifecycle.Event {
 		return lifecycle.RequeueSent
 	}
 	return ""
+}
+
+// actionFor fills in the action that carries out decision d.
+func actionFor(d policy.Decision, a *report.Action) error {
+	switch d.Kind {
+	case policy.Checkpoint:
+		a.Type, a.Signal, a.Steps = report.ActionSignal, "SIGUSR1", report.StepsAll
+	case policy.Requeue:
+		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionRequeue, d.Target, d.Gres, d.CPUs
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+		// a continuation follows an attempt that ended, or one whose script
+		// may exit right after the checkpoint it was asked for (USR1 ->
+		// save -> exit 0): the agent requeues the job from its final state
+		a.Ended = d.Rule == policy.RuleContinue || d.Rule == policy.RuleTimeLimit
+	case policy.MovePending:
+		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionUpdate, d.Target, d.Gres, d.CPUs
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.Reorder:
+		a.Type, a.Nice = report.ActionUpdate, d.Nice
+	case policy.Extend, policy.Shorten:
+		a.Type = report.ActionUpdate
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.Resubmit:
+		a.Type, a.Partition, a.Gres = report.ActionResubmit, d.Target, d.Gres
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	default:
+		return fmt.Errorf("coordinator: unknown decision kind %q", d.Kind)
+	}
+	return nil
 }
