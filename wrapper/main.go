@@ -30,6 +30,11 @@ func run(args []string) int {
 	// where to report, from isched.conf where the environment says nothing
 	getenv, confErr := wrapper.ConfigEnv(os.Getenv)
 	opts, err := wrapper.ParseArgs(args, getenv, os.Stderr)
+	var help *wrapper.ErrHelp
+	if errors.As(err, &help) {
+		fmt.Print(help.Usage)
+		return 0
+	}
 	if err != nil {
 		if !errors.Is(err, wrapper.ErrUsage) || len(args) > 0 {
 			fmt.Fprintf(os.Stderr, "isched-wrapper: %v\n", err)

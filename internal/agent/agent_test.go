@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/daemon"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 )
@@ -641,6 +642,10 @@ func TestRunStopsMidStream(t *testing.T) {
 
 func TestMainFlags(t *testing.T) {
 	var out strings.Builder
+	// -h prints on stdout (daemon.HelpOut), the rest on stderr: both here
+	old := daemon.HelpOut
+	daemon.HelpOut = &out
+	t.Cleanup(func() { daemon.HelpOut = old })
 	cases := []struct {
 		args []string
 		code int

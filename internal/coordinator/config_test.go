@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/coordconfig"
+	"github.com/isched/isched/internal/daemon"
 	"github.com/isched/isched/internal/policy"
 )
 
@@ -316,7 +317,10 @@ func TestMainFlags(t *testing.T) {
 		{[]string{"-h"}, 0, "-pprof-listen"},
 	} {
 		var stderr strings.Builder
+		old := daemon.HelpOut
+		daemon.HelpOut = &stderr // -h prints on stdout: here, beside the errors
 		code := Main(t.Context(), c.args, func(string) string { return "" }, &stderr)
+		daemon.HelpOut = old
 		if code != c.code || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("Main(%q) = %d, %q; want %d ~%q", c.args, code, stderr.String(), c.code, c.want)
 		}

@@ -6,6 +6,7 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/isched/isched/internal/profiling"
@@ -64,14 +66,26 @@ func (f Flags) Logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format %q: want json or text", f.LogFormat)
 }
 
+// HelpOut is where Parse prints the usage asked for with -h or --help
+// (os.Stdout; tests replace it).
+var HelpOut io.Writer = os.Stdout
+
 // Parse parses args into fs. It returns ok false with the exit code when
-// the caller must return at once: -h (ExitOK) or a bad flag (ExitUsage,
-// the flag package has printed why).
+// the caller must return at once: -h or --help (ExitOK, the usage printed
+// on HelpOut, as every GNU tool does) or a bad flag (ExitUsage, the flag
+// package's error and the usage printed on fs's output).
 func Parse(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK, false
-		}
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = buf.WriteTo(HelpOut)
+		return ExitOK, false
+	case err != nil:
+		_, _ = buf.WriteTo(out)
 		return ExitUsage, false
 	}
 	return 0, true

@@ -65,13 +65,20 @@ type Options struct {
 // ErrUsage marks a command-line error (exit status 2).
 var ErrUsage = errors.New("usage")
 
+// ErrHelp: -h or --help was given; the error's text is the usage, which
+// main prints on stdout and exits 0 (as isched --help and every GNU tool
+// do).
+type ErrHelp struct{ Usage string }
+
+func (e *ErrHelp) Error() string { return e.Usage }
+
 // ParseArgs parses `isched-wrapper [flags] -- command args...`.
 func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Options, error) {
 	var o Options
 	fs := flag.NewFlagSet("isched-wrapper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: isched-wrapper [flags] -- command [args...]")
+		fmt.Fprintln(fs.Output(), "usage: isched-wrapper [flags] -- command [args...]")
 		fs.PrintDefaults()
 	}
 	fs.DurationVar(&o.Interval, "interval", time.Second, "sampling interval of memory, CPU and GPU")
@@ -113,8 +120,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 	fs.DurationVar(&o.ProfileWindow, "profile-window", 0, "measure this long after the warm-up iterations, then stop the child (SIGTERM, --grace, SIGKILL); the summary's iteration times leave the warm-up out (isched profile)")
 	fs.Int64Var(&o.ProfileWarmup, "profile-warmup", 5, "with --profile-window: iterations not measured at the start (data loader start, allocator growth, first-iteration set-up)")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return o, fmt.Errorf("%w: %w", ErrUsage, err)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return o, err
 	}
 	if o.RelayUID < 0 {
 		o.RelayUID = o.CoordinatorUID
@@ -310,4 +317,30 @@ func envUID(getenv func(string) string, name string, def int) (int, error) {
 		return 0, fmt.Errorf("%w: %s=%q: want a uid", ErrUsage, name, s)
 	}
 	return n, nil
+}
+
+// parseFlags parses args into fs. What the flag package writes (a bad
+// flag's error and the usage) goes to stderr, except the usage asked for
+// with -h or --help: that is returned as *ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	var out strings.Builder
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return &ErrHelp{Usage: out.String()}
+	case err != nil:
+		_, _ = io.WriteString(orDiscard(stderr), out.String())
+		return fmt.Errorf("%w: %w", ErrUsage, err)
+	}
+	return nil
+}
+
+// orDiscard is w, or io.Discard for nil.
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
 }
