@@ -147,8 +147,20 @@ func (o *Queue) StartSpooling() {
 		o.spoolFailed(err)
 		return
 	}
+	o.mirror(f)
+}
+
+// mirror writes the queue to the spool file f just opened, and keeps it
+// as the spool. A failed write (disk full) closes the spool: the records
+// after it are not written (issue 45's CI run: the loop went on writing
+// through the closed spool's nil buffer and the wrapper panicked, taking
+// the training with it).
+func (o *Queue) mirror(f *os.File) {
 	o.spool, o.spoolBuf = f, bufio.NewWriter(f)
 	for _, r := range o.q {
+		if o.spool == nil {
+			return
+		}
 		o.writeSpool(r)
 	}
 }
@@ -157,6 +169,9 @@ func (o *Queue) StartSpooling() {
 func (o *Queue) Path() string { return o.spoolPath }
 
 func (o *Queue) writeSpool(r Record) {
+	if o.spoolBuf == nil {
+		return // closed after a failed write: memory only
+	}
 	b, err := spoolLine(r)
 	if err == nil {
 		_, err = o.spoolBuf.Write(b)

@@ -1,10 +1,12 @@
 package spool
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/isched/isched/internal/report"
@@ -144,5 +146,35 @@ func TestQueueSpoolsWhileUndeliveredAndSurvivesDiskErrors(t *testing.T) {
 		if !f.spoolErr || f.Len() != 2 {
 			t.Errorf("/dev/full: spool error %v, queued %d", f.spoolErr, f.Len())
 		}
+	}
+}
+
+// TestSpoolFullDiskKeepsMemory: a spool whose writes fail (the disk is
+// full: /dev/full answers every write with ENOSPC) is given up at the
+// first failed write while the queue is mirrored to it; the records stay
+// in memory and later pushes do not touch the closed spool. Before the
+// fix the mirror loop wrote the second record through the closed spool's
+// nil buffer and panicked, and the wrapper's panic killed the training
+// (TestSpoolDiskFull on CI).
+func TestSpoolFullDiskKeepsMemory(t *testing.T) {
+	f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatalf("/dev/full: %v", err)
+	}
+	var logs strings.Builder
+	q := NewQueue(100, 1<<20, filepath.Join(t.TempDir(), "never.spool"), slog.New(slog.NewTextHandler(&logs, nil)))
+	for i := range 3 {
+		q.Push(Record{Seq: uint64(i + 1), Kind: report.KindSample, Payload: bytes.Repeat([]byte("x"), 3000)})
+	}
+	q.mirror(f)
+	q.Push(Record{Seq: 4, Kind: report.KindEnd, Payload: []byte("{}")})
+	if n := q.Len(); n != 4 {
+		t.Errorf("%d records in memory, want 4", n)
+	}
+	if !strings.Contains(logs.String(), "report spool unavailable") || !strings.Contains(logs.String(), "no space left on device") {
+		t.Errorf("no warning of the full disk: %q", logs.String())
+	}
+	if q.spool != nil || q.spoolBuf != nil {
+		t.Error("the failed spool is still open")
 	}
 }
