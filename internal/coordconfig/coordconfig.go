@@ -101,6 +101,11 @@ type PolicySettings struct {
 	// its place.
 	OrderByRemaining bool            `json:"order_by_remaining"`
 	OrderMaxWait     daemon.Duration `json:"order_max_wait"`
+	// PreemptForShort: rule 8 checkpoints and requeues (held) one of
+	// isched's running jobs so that a much shorter one of isched's waiting
+	// behind it runs first, at most max_preemptions times per run.
+	PreemptForShort bool `json:"preempt_for_short"`
+	MaxPreemptions  int  `json:"max_preemptions"`
 }
 
 // The coordinator's defaults for the settings that are its own (its
@@ -133,7 +138,7 @@ func DefaultSettings() Settings {
 			MaxContinuations: daemon.Limit(p.MaxContinuations), DefaultCkpt: daemon.Duration(p.DefaultCkpt),
 			CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: daemon.Duration(p.MinCkptTimeout),
 			MinPending: daemon.Duration(p.MinPending), TrimMin: daemon.Duration(p.TrimMin),
-			OrderMaxWait: daemon.Duration(p.OrderMaxWait),
+			OrderMaxWait: daemon.Duration(p.OrderMaxWait), MaxPreemptions: p.MaxPreemptions,
 		},
 	}
 }
@@ -209,6 +214,9 @@ func (p PolicySettings) validate() error {
 			return daemon.Errorf(f.field, "must be positive")
 		}
 	}
+	if p.MaxPreemptions <= 0 {
+		return daemon.Errorf("policy.max_preemptions", "must be positive (leave it out for the default %d)", policy.DefaultMaxPreemptions)
+	}
 	if p.MaxMoves == daemon.Limit(0) {
 		return daemon.Errorf("policy.max_moves", `0 is not a bound: leave it out for the default %d, or write "unbounded"`, policy.DefaultMaxMoves)
 	}
@@ -272,6 +280,7 @@ func (p PolicySettings) Config() (policy.Config, error) {
 		CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: p.MinCkptTimeout.D(), MinPending: p.MinPending.D(),
 		TrimLimits: p.TrimTimeLimits, TrimMin: p.TrimMin.D(),
 		OrderByRemaining: p.OrderByRemaining, OrderMaxWait: p.OrderMaxWait.D(),
+		PreemptForShort: p.PreemptForShort, MaxPreemptions: p.MaxPreemptions,
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = -1

@@ -53,6 +53,7 @@ func TestSettingsValidate(t *testing.T) {
 		{"policy.min_pending", func(s *Settings) { s.Policy.MinPending = 0 }},
 		{"policy.trim_min", func(s *Settings) { s.Policy.TrimMin = 0 }},
 		{"policy.order_max_wait", func(s *Settings) { s.Policy.OrderMaxWait = 0 }},
+		{"policy.max_preemptions", func(s *Settings) { s.Policy.MaxPreemptions = 0 }},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			t.Parallel()

@@ -230,7 +230,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	startStep := resumeStep(st.LastCheckpoint, env.Start.ResumeFrom)
 	l.openAttempt(span, job, env.TimeMS, startStep)
 	moved := l.leftPartition(prevPartition, job.Partition)
-	landed := l.Phase == lifecycle.RequeueIssued
+	landed := l.Phase == lifecycle.RequeueIssued || l.Phase == lifecycle.Yielding
 	if c.to(l, lifecycle.AttemptStarted, now) && landed {
 		l.requeueLanded(now)
 	}
@@ -325,9 +325,12 @@ func (l *lineage) leftPartition(from, to string) bool {
 // attempt: a move, or a continuation.
 func (l *lineage) requeueLanded(now time.Time) {
 	st := &l.Status
-	if l.RequeueRule == policy.RuleMigrate {
+	switch l.RequeueRule {
+	case policy.RuleMigrate:
 		l.Moves++
-	} else {
+	case policy.RulePreempt:
+		l.Preempts++
+	default:
 		l.Conts++
 		st.Continuations = l.Conts
 	}

@@ -68,6 +68,9 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		}
 		return nil
 	}
+	if l.Phase == lifecycle.Yielding {
+		return nil // held until the job it yields to starts (preempt.go)
+	}
 	if l.Phase == lifecycle.RequeueIssued {
 		// the job was requeued: nothing more until its next attempt starts
 		if now.Sub(time.UnixMilli(l.PhaseMS)) > c.cfg.RequeueWait {
@@ -225,7 +228,7 @@ func actionFor(d policy.Decision, a *report.Action) error {
 	case policy.Checkpoint:
 		a.Type, a.Signal, a.Steps = report.ActionSignal, "SIGUSR1", report.StepsAll
 	case policy.Requeue:
-		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionRequeue, d.Target, d.Gres, d.CPUs
+		a.Type, a.Partition, a.Gres, a.CPUs, a.Hold = report.ActionRequeue, d.Target, d.Gres, d.CPUs, d.Hold
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 		// a continuation follows an attempt that ended, or one whose script
 		// may exit right after the checkpoint it was asked for (USR1 ->
@@ -236,6 +239,8 @@ func actionFor(d policy.Decision, a *report.Action) error {
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 	case policy.Reorder:
 		a.Type, a.Nice = report.ActionUpdate, d.Nice
+	case policy.Release:
+		a.Type = report.ActionRelease
 	case policy.Extend, policy.Shorten:
 		a.Type = report.ActionUpdate
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)

@@ -141,7 +141,7 @@ func (c *Coordinator) followJob(ctx context.Context, name string, l *lineage, no
 // cancelledBeforeRestart: the job a requeue or resubmission of ours
 // continued was cancelled before its next attempt started.
 func cancelledBeforeRestart(l *lineage, j report.Job) bool {
-	return j.State == "CANCELLED" && l.Phase == lifecycle.RequeueIssued && l.Pending == nil
+	return j.State == "CANCELLED" && (l.Phase == lifecycle.RequeueIssued || l.Phase == lifecycle.Yielding) && l.Pending == nil
 }
 
 // endedUnreported: Slurm ended the job (not COMPLETED: settleCompleted

@@ -114,7 +114,15 @@ func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now t
 		}
 		l.LastMoveMS = now.UnixMilli()
 	case report.ActionRequeue:
-		// stays requeue-issued until the new attempt's start report
+		// stays requeue-issued until the new attempt's start report, or
+		// yields (held) until the job it yields to has started
+		if p.Decision.Hold && c.to(l, lifecycle.Yielded, now) {
+			l.YieldTo, l.YieldSinceMS = p.Decision.YieldTo, now.UnixMilli()
+		}
+	case report.ActionRelease:
+		if c.to(l, lifecycle.Released, now) {
+			l.YieldTo, l.YieldSinceMS = 0, 0
+		}
 	case report.ActionResubmit:
 		// the new job's: stays requeue-issued until its start report
 		if r.NewJobID != 0 {

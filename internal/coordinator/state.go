@@ -36,7 +36,13 @@ type lineage struct {
 	Actions    int                    `json:"actions"` // issued so far: part of deterministic ids
 	LastMoveMS int64                  `json:"last_move_ms"`
 	// LastOrderMS is when rule 7 last set the pending job's nice value.
-	LastOrderMS  int64            `json:"last_order_ms,omitempty"`
+	LastOrderMS int64 `json:"last_order_ms,omitempty"`
+	// Preempts counts rule 8's preemptions of the run; while it yields
+	// (lifecycle.Yielding) YieldTo is the job it yields to, since
+	// YieldSinceMS.
+	Preempts     int              `json:"preemptions,omitempty"`
+	YieldTo      uint64           `json:"yield_to,omitempty"`
+	YieldSinceMS int64            `json:"yield_since_ms,omitempty"`
 	Moves        int              `json:"moves"`
 	Conts        int              `json:"continuations"`
 	RequeueRule  string           `json:"requeue_rule,omitempty"` // rule of the requeue in flight

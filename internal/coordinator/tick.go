@@ -51,6 +51,9 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	if err := c.orderQueued(ctx, now); err != nil {
 		return err
 	}
+	if err := c.preemptForShort(ctx, now); err != nil {
+		return err
+	}
 	if err := c.flush(ctx, true); err != nil {
 		return err
 	}

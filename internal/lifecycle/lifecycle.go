@@ -36,6 +36,10 @@ const (
 	// continuation after the attempt ended); the next attempt's start
 	// settles it.
 	RequeueIssued State = "requeue-issued"
+	// Yielding: the run was checkpointed and requeued held so that a
+	// shorter run of isched's starts in its place (rule 8, preemption);
+	// isched releases it once that run has started.
+	Yielding State = "yielding"
 	// Ended: the run is over (its work done, or nothing can continue it).
 	// A new job of the same lineage (its user submitted it again) or a
 	// late start report brings it back.
@@ -43,7 +47,7 @@ const (
 )
 
 // States lists every state, in the diagram's order.
-var States = []State{Idle, AwaitingCheckpoint, RequeueIssued, Ended}
+var States = []State{Idle, AwaitingCheckpoint, RequeueIssued, Yielding, Ended}
 
 // String names the state ("idle" for Idle, whose persisted spelling is
 // empty).
@@ -91,11 +95,16 @@ const (
 	// Finished: the run ended (its work done, or it ended with nothing to
 	// continue it from, or its continuation could not be done).
 	Finished Event = "finished"
+	// Yielded: the agent requeued the run held, yielding its place.
+	Yielded Event = "yielded"
+	// Released: the agent released the held run (the run it yielded to
+	// has started, or isched stopped waiting for it).
+	Released Event = "released"
 )
 
 // Events lists every event, in the table's order.
 var Events = []Event{CheckpointAsked, RequeueSent, MoveAbandoned, UpdateDone, ActionFailed, AttemptStarted,
-	RequeueSlow, CancelledBeforeRestart, Adopted, Finished}
+	RequeueSlow, CancelledBeforeRestart, Adopted, Finished, Yielded, Released}
 
 // transition is one row of the table.
 type transition struct {
@@ -132,6 +141,13 @@ var table = []transition{
 	{Idle, Finished, Ended, "work done, or nothing to continue from"},
 	{AwaitingCheckpoint, Finished, Ended, "the run reached its total while its checkpoint was awaited"},
 	{RequeueIssued, Finished, Ended, "the continuation could not be done"},
+	{RequeueIssued, Yielded, Yielding, "rule 8's requeue done: held until the run it yields to starts"},
+	{Yielding, Released, RequeueIssued, "released: its next attempt's start settles the requeue"},
+	{Yielding, ActionFailed, Yielding, "the release refused: tried again"},
+	{Yielding, AttemptStarted, Idle, "released by someone else, and started"},
+	{Yielding, CancelledBeforeRestart, Idle, "cancelled while held: the end is settled next"},
+	{Yielding, Adopted, Yielding, "its held job taken up from the job table"},
+	{Yielding, Finished, Ended, "ended while held"},
 }
 
 // TransitionError is a transition the table does not list.

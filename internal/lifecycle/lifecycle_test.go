@@ -17,22 +17,27 @@ func TestEveryTransition(t *testing.T) {
 		Idle: {
 			CheckpointAsked: AwaitingCheckpoint, RequeueSent: RequeueIssued, MoveAbandoned: refused,
 			UpdateDone: Idle, ActionFailed: Idle, AttemptStarted: Idle, RequeueSlow: refused,
-			CancelledBeforeRestart: refused, Adopted: Idle, Finished: Ended,
+			CancelledBeforeRestart: refused, Adopted: Idle, Finished: Ended, Yielded: refused, Released: refused,
 		},
 		AwaitingCheckpoint: {
 			CheckpointAsked: refused, RequeueSent: RequeueIssued, MoveAbandoned: Idle,
 			UpdateDone: refused, ActionFailed: Idle, AttemptStarted: AwaitingCheckpoint, RequeueSlow: refused,
-			CancelledBeforeRestart: refused, Adopted: AwaitingCheckpoint, Finished: Ended,
+			CancelledBeforeRestart: refused, Adopted: AwaitingCheckpoint, Finished: Ended, Yielded: refused, Released: refused,
 		},
 		RequeueIssued: {
 			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
 			UpdateDone: refused, ActionFailed: Idle, AttemptStarted: Idle, RequeueSlow: Idle,
-			CancelledBeforeRestart: Idle, Adopted: RequeueIssued, Finished: Ended,
+			CancelledBeforeRestart: Idle, Adopted: RequeueIssued, Finished: Ended, Yielded: Yielding, Released: refused,
+		},
+		Yielding: {
+			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
+			UpdateDone: refused, ActionFailed: Yielding, AttemptStarted: Idle, RequeueSlow: refused,
+			CancelledBeforeRestart: Idle, Adopted: Yielding, Finished: Ended, Yielded: refused, Released: RequeueIssued,
 		},
 		Ended: {
 			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
 			UpdateDone: Ended, ActionFailed: Ended, AttemptStarted: Idle, RequeueSlow: refused,
-			CancelledBeforeRestart: refused, Adopted: Idle, Finished: refused,
+			CancelledBeforeRestart: refused, Adopted: Idle, Finished: refused, Yielded: refused, Released: refused,
 		},
 	}
 	if len(want) != len(States) {

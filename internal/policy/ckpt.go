@@ -48,6 +48,14 @@ func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		return abandon("checkpoint at step %d saved, the run's last of %d: the run is done, not requeued", resume.Step, rv.total)
 	}
 	switch pending.Rule {
+	case RulePreempt:
+		if pending.YieldTo == 0 {
+			return abandon("checkpoint saved; no job to yield to: staying on %s", j.Partition)
+		}
+		tl, tlWhy := rv.limitFor(j.Partition, j.Partition)
+		return Decision{Kind: Requeue, Rule: RulePreempt, Target: j.Partition, Gres: pending.Gres, TimeLimit: tl, Hold: true, YieldTo: pending.YieldTo,
+			Reason: fmt.Sprintf("preempt: checkpoint at step %d saved; requeueing onto %s, held until job %d has started, %s",
+				resume.Step, j.Partition, pending.YieldTo, tlWhy)}
 	case RuleTimeLimit:
 		if j.TimeLimit > 0 && !j.StartedAt.IsZero() && v.known {
 			limitAt := j.StartedAt.Add(j.TimeLimit)

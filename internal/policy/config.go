@@ -21,6 +21,7 @@ const (
 	DefaultMinPending        = 60 * time.Second
 	DefaultTrimMin           = 10 * time.Minute
 	DefaultOrderMaxWait      = 24 * time.Hour
+	DefaultMaxPreemptions    = 2
 )
 
 // Config holds the policy's knobs. Zero values mean the defaults above;
@@ -94,6 +95,13 @@ type Config struct {
 	// A job pending OrderMaxWait or longer keeps its place.
 	OrderByRemaining bool
 	OrderMaxWait     time.Duration
+	// PreemptForShort lets rule 8 (Preempt) checkpoint and requeue one of
+	// isched's running jobs, held, so that a much shorter one of isched's
+	// waiting behind it runs first (coordinator config
+	// "preempt_for_short"; off by default); MaxPreemptions bounds it per
+	// run.
+	PreemptForShort bool
+	MaxPreemptions  int
 }
 
 // DefaultConfig is the defaults. They name no partition: no speeds (every
@@ -141,6 +149,9 @@ func (c Config) normalized() Config {
 	}
 	if c.OrderMaxWait <= 0 {
 		c.OrderMaxWait = DefaultOrderMaxWait
+	}
+	if c.MaxPreemptions <= 0 {
+		c.MaxPreemptions = DefaultMaxPreemptions
 	}
 	if c.MinPending <= 0 {
 		c.MinPending = DefaultMinPending

@@ -66,6 +66,14 @@
 //     the same, so no job outside isched has more of isched's jobs ahead
 //     of it than under Slurm alone. A job pending OrderMaxWait keeps its
 //     place (the starvation guard).
+//  8. Preempt (PreemptForShort; lever b, as Tiresias and Gandiva): when
+//     one of isched's jobs waits on a partition behind one of isched's
+//     running jobs whose predicted run left is longer by more than
+//     MinGain × (checkpoint + MoveCost), Preempt names the running one:
+//     it checkpoints (AfterCheckpoint's RulePreempt), is requeued held
+//     (lifecycle.Yielding) and released once the waiting one has
+//     started. At most MaxPreemptions per run, never within MinInterval
+//     of its start or last move.
 //
 // Rule 1 sends no checkpoint request before the current attempt's first
 // step (Job.NoStepYet), until half its time limit has passed.

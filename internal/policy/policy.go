@@ -34,6 +34,9 @@ const (
 	// Reorder: set a pending job's nice value to Nice (rule 7, Order: its
 	// place among isched's pending jobs).
 	Reorder Kind = "reorder"
+	// Release: release a job isched requeued held (rule 8, once the job
+	// it yielded to has started).
+	Release Kind = "release"
 	// Resubmit: submit the ended job's batch script again, as its owner,
 	// onto Target with Gres and TimeLimit (a new job id, the same
 	// lineage): rule 5's continuation of a job slurmctld no longer holds.
@@ -47,6 +50,7 @@ const (
 	RuleDevChunk  = "dev-chunk"  // 3: idle dev nodes for pending jobs
 	RuleTrimLimit = "trim-limit" // 6: a time limit from the prediction
 	RuleOrder     = "order"      // 7: isched's pending jobs, shortest remaining first
+	RulePreempt   = "preempt"    // 8: a long run yields to a much shorter one
 )
 
 // Slurm job states the policy acts on.
@@ -145,6 +149,10 @@ type Decision struct {
 	Abandoned bool `json:"abandoned,omitempty"`
 	// Nice is Reorder's new nice value for the pending job.
 	Nice *int64 `json:"nice,omitempty"`
+	// Hold: the Requeue leaves the job held (rule 8: until YieldTo, the
+	// job it yields to, has started); Release lets it go.
+	Hold    bool   `json:"hold,omitempty"`
+	YieldTo uint64 `json:"yield_to,omitempty"`
 }
 
 // Decide applies the rules (see the package documentation) to one job. A
