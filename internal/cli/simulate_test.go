@@ -28,7 +28,7 @@ func TestSimulate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"trace runtimes.csv", "0.9   slurm", "isched+dev", "isched-nocont", "Δ untouched wait"} {
+	for _, want := range []string{"trace runtimes.csv", "\n0.9 ", "isched+dev", "isched-nocont", "slurm-multi", "Δ untouched wait", "ceiling"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
