@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -38,6 +40,7 @@ type simulateCmd struct {
 	adoption, oversub          float64
 	plots, csv                 string
 	asJSON, quiet, censored    bool
+	loadsSet                   bool // --loads given
 }
 
 func (c *simulateCmd) flags() *simulateCmd {
@@ -75,6 +78,10 @@ func (c *simulateCmd) run(ctx context.Context, args []string) error {
 	}
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q", pos[0])
+	}
+	c.app.flags.fs.Visit(func(f *flag.Flag) { c.loadsSet = c.loadsSet || f.Name == "loads" })
+	if c.trace != "" && c.formatOf(c.trace) == "curie" {
+		return c.curieFidelity()
 	}
 	e, name, err := c.experiment()
 	if err != nil {
@@ -312,13 +319,57 @@ func (c *simulateCmd) philly(path string, r io.Reader, e *sim.Experiment) (func(
 	if jobs, err = c.windowOf(jobs); err != nil {
 		return nil, err
 	}
+	if c.loadsSet {
+		return nil, usageErr("philly traces replay their own arrivals: use --load factors (1,1.2,1.5), not --loads")
+	}
 	if c.load == "" {
 		e.Loads, e.Factors = []float64{1}, true
 	}
-	if !e.Factors {
-		return nil, usageErr("philly traces replay their own arrivals: use --load factors (1,1.2,1.5), not --loads")
-	}
 	return func(uint64) []sim.Job { return jobs }, nil
+}
+
+// curieFidelity replays a Curie log (sim.ReadCurie) under Slurm alone,
+// each job where it ran with its requested time as its limit, and prints
+// how close the replayed waits come to those the log recorded.
+func (c *simulateCmd) curieFidelity() error {
+	if c.site == "" {
+		return usageErr("want --site (examples/site-sim-curie.json)")
+	}
+	site, err := loadSite(c.site)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(c.trace)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cores := func(part string) int {
+		if ps := site.Partition(part); ps != nil && len(ps.NodeTypes) > 0 {
+			if nt := site.NodeType(ps.NodeTypes[0]); nt != nil {
+				return nt.Cores
+			}
+		}
+		return 0
+	}
+	jobs, rec, err := sim.ReadCurie(c.trace, f, cores)
+	if err != nil {
+		return err
+	}
+	if jobs, err = c.windowOf(jobs); err != nil {
+		return err
+	}
+	cfg := sim.DefaultConfig(site)
+	cfg.Seed, cfg.Sched = 1, sim.SlurmSched()
+	if c.scheduler == "easy" {
+		cfg.Sched = sim.Sched{}
+	}
+	r, err := sim.Run(cfg, jobs)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("trace %s under Slurm alone (%s): waits replayed against recorded", filepath.Base(c.trace), cmp.Or(c.scheduler, "backfill"))
+	return sim.WriteFidelity(c.app.stdout, name, sim.WaitFidelity(rec, r))
 }
 
 // windowOf is the jobs of --window.
@@ -349,8 +400,12 @@ func guessFormat(path string) string {
 		defer f.Close()
 		head := make([]byte, len(sim.PhillyHeader)+2)
 		n, _ := io.ReadFull(f, head)
-		if first, _, _ := strings.Cut(string(head[:n]), "\n"); strings.TrimRight(first, "\r") == sim.PhillyHeader {
+		first, _, _ := strings.Cut(string(head[:n]), "\n")
+		switch {
+		case strings.TrimRight(first, "\r") == sim.PhillyHeader:
 			return "philly"
+		case strings.HasPrefix(first, sim.CurieHeaderPrefix):
+			return "curie"
 		}
 	}
 	base := strings.ToLower(filepath.Base(path))

@@ -28,6 +28,7 @@ type Job struct {
 	Partition string
 	// Censored: still running when the trace ended; Run is cut there.
 	Censored bool
+	recorded float64 // the wait a log recorded (ReadCurie)
 }
 
 // Job states.
