@@ -31,7 +31,13 @@ func (s *sim) initJob(i int, j *Job) error {
 	js.acct = s.accts.id[j.account()]
 	js.limit = j.Limit
 	if js.limit <= 0 {
-		js.limit = plan.TimeLimit(secDur(max(j.Run, step)), s.cl.parts[pi].spec).Seconds()
+		// a user listing several partitions asks for the time the run
+		// takes on the slowest of them
+		run := max(j.Run, step)
+		for _, p := range js.parts[1:] {
+			run = max(run, max(j.Run, step)*s.cl.partSpeed(pi)/s.cl.partSpeed(p))
+		}
+		js.limit = plan.TimeLimit(secDur(run), s.cl.parts[pi].spec).Seconds()
 	}
 	if mt := s.cl.parts[pi].maxTime; mt > 0 && js.limit > mt {
 		js.limit = mt
