@@ -231,14 +231,20 @@ TRACES ?= ../shared/traces
 SIMOUT ?= $(BIN)/bench-sim
 SIMFLAGS ?= --site examples/site-sim-gpu.json --dev gpu-dev --seeds 5 --loads 0.5,0.7,0.9
 
-bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): tables, CSV and SVG plots in bin/bench-sim, then the replay benchmarks (~10 min)
+bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): tables, CSV and SVG plots in bin/bench-sim, Philly at its own arrivals, Curie's fidelity, then the replay benchmarks (long: see docs/evaluation.md)
 	@mkdir -p $(SIMOUT)
 	$(GO) build -o $(SIMOUT)/isched ./isched
 	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_runtime.csv --mix $(TRACES)/openb_pod_list_default.csv --jobs 5000 \
 	  $(SIMFLAGS) --plots $(SIMOUT)/philly --csv $(SIMOUT)/philly.csv | tee $(SIMOUT)/philly.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/openb_pod_list_default.csv --jobs 1500 \
 	  $(SIMFLAGS) --plots $(SIMOUT)/openb --csv $(SIMOUT)/openb.csv | tee $(SIMOUT)/openb.txt
-	$(GO) test -run '^$$' -bench 'Replay' -benchmem -benchtime 1x ./internal/sim/
+	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_pollux_82k.csv --site examples/site-sim-philly.json --seeds 1 \
+	  --variants slurm-multi,isched-auto,isched --load 1,1.2,1.5 --csv $(SIMOUT)/philly-arrivals.csv | tee $(SIMOUT)/philly-arrivals.txt
+	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_pollux_82k.csv --site examples/site-sim-philly.json --seeds 3 \
+	  --variants slurm-multi,isched-auto,isched --window busiest-week --load 1,1.2,1.5 --csv $(SIMOUT)/philly-week.csv | tee $(SIMOUT)/philly-week.txt
+	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_slurm_busiest28d.csv --site examples/site-sim-curie.json | tee $(SIMOUT)/curie-fidelity.txt
+	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_hybrid_gpu_partition_all.csv --site examples/site-sim-curie.json | tee $(SIMOUT)/curie-hybrid-fidelity.txt
+	ISCHED_TRACES=$(abspath $(TRACES)) $(GO) test -run '^$$' -bench 'Replay' -benchmem -benchtime 1x -timeout 60m ./internal/sim/
 
 bench-lab-replay: build cluster-up ## issue 29 item 5: examples/trace-lab.sacct on the lab (real agent, coordinator, wrappers) and in the simulation, compared in bin/bench-lab/replay.txt (~8 min)
 	@mkdir -p $(BIN)/bench-lab

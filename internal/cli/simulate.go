@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -32,19 +34,27 @@ type simulateCmd struct {
 	trace, sacct, site, format string
 	mix, coordConf             string
 	loads, devParts, devWindow string
+	load, window, scheduler    string
+	variants                   string
 	seeds, jobs, cores         int
-	adoption                   float64
+	adoption, oversub          float64
 	plots, csv                 string
 	asJSON, quiet, censored    bool
+	loadsSet                   bool // --loads given
 }
 
 func (c *simulateCmd) flags() *simulateCmd {
 	fs := c.app.newFlags("simulate", "--trace F | --from-sacct F --site S [flags]")
-	fs.StringVar(&c.trace, "trace", "", "workload trace: SWF (.swf), openb tasks (openb_pod_list*.csv) or run times (philly_runtime.csv)")
+	fs.StringVar(&c.trace, "trace", "", "workload trace: SWF (.swf), openb tasks (openb_pod_list*.csv), run times (philly_runtime.csv), or Philly with real arrivals (philly_pollux_82k.csv; known by its header)")
 	fs.StringVar(&c.sacct, "from-sacct", "", "a site's own history: sacct --parsable2 --allocations output with a header")
 	fs.StringVar(&c.site, "site", "", "site catalogue (site.json) the trace is replayed on")
 	fs.StringVar(&c.coordConf, "coordinator-config", "", "the site's coordinator config (coordinator.json): isched decides with its policy (default: the policy's defaults, speeds from the catalogue); its dev partitions and windows unless --dev is given")
-	fs.StringVar(&c.format, "format", "", "trace format: swf, openb or runtimes (default: from the file)")
+	fs.StringVar(&c.format, "format", "", "trace format: swf, openb, runtimes or philly (default: from the file)")
+	fs.StringVar(&c.load, "load", "", "factors of the trace's own arrival rate (1,1.2,1.5: its own arrivals, then 1.2 and 1.5 times as often), instead of --loads; the default for philly traces is 1")
+	fs.StringVar(&c.window, "window", "", "replay only the jobs arriving in a window of the trace: busiest-week, or FROM-TO in days from its start (14-21)")
+	fs.StringVar(&c.scheduler, "scheduler", "", "Slurm's model: backfill (multifactor priority with fair-share, sched/backfill, account limits) or easy (tier then submission, one reservation per partition); default backfill for philly traces, easy otherwise")
+	fs.Float64Var(&c.oversub, "quota-oversub", 2, "philly traces: each virtual cluster's GrpTRES gres/gpu limit is its share of the trace's GPU-time x the site's GPUs x this (0: no limits)")
+	fs.StringVar(&c.variants, "variants", "", "comma-separated variants to run (default all: "+variantNames()+")")
 	fs.StringVar(&c.mix, "mix", "", "job shapes for a run-times trace: an openb task list (default: one GPU each)")
 	fs.StringVar(&c.loads, "loads", "0.5,0.7,0.9", "offered loads (fractions of the capacity users ask for); 0: the trace's own arrivals")
 	fs.IntVar(&c.seeds, "seeds", 3, "replays per load (trace windows, adoption draws, timing jitter)")
@@ -68,6 +78,10 @@ func (c *simulateCmd) run(ctx context.Context, args []string) error {
 	}
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q", pos[0])
+	}
+	c.app.flags.fs.Visit(func(f *flag.Flag) { c.loadsSet = c.loadsSet || f.Name == "loads" })
+	if c.trace != "" && c.formatOf(c.trace) == "curie" {
+		return c.curieFidelity()
 	}
 	e, name, err := c.experiment()
 	if err != nil {
@@ -96,10 +110,19 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	e := &sim.Experiment{Site: site, Variants: sim.Variants, Base: sim.DefaultConfig(site)}
+	e := &sim.Experiment{Site: site, Base: sim.DefaultConfig(site)}
 	e.Base.Adoption = c.adoption
+	if e.Variants, err = pickVariants(c.variants); err != nil {
+		return nil, "", err
+	}
 	if e.Loads, err = parseLoads(c.loads); err != nil {
 		return nil, "", err
+	}
+	if c.load != "" {
+		if e.Loads, err = parseLoads(c.load); err != nil {
+			return nil, "", err
+		}
+		e.Factors = true
 	}
 	if c.seeds < 1 || c.jobs < 0 {
 		return nil, "", usageErr("--seeds must be at least 1 and --jobs not negative")
@@ -131,8 +154,58 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 		path = c.sacct
 	}
 	e.Name = filepath.Base(path)
-	e.Jobs, err = c.jobsOf(path)
+	e.Jobs, err = c.jobsOf(path, e)
+	if err == nil {
+		err = c.schedulerOf(e)
+	}
 	return e, e.Name, err
+}
+
+// schedulerOf sets Slurm's model: --scheduler, else backfill for the
+// traces that carry accounts (philly) and the older model otherwise.
+func (c *simulateCmd) schedulerOf(e *sim.Experiment) error {
+	switch c.scheduler {
+	case "":
+		if c.formatOf(c.trace) != "philly" {
+			e.Base.Sched = sim.Sched{}
+		}
+	case "backfill":
+		if !e.Base.Sched.Backfill {
+			e.Base.Sched = sim.SlurmSched()
+		}
+	case "easy":
+		e.Base.Sched = sim.Sched{}
+	default:
+		return usageErr("--scheduler %q: want backfill or easy", c.scheduler)
+	}
+	return nil
+}
+
+func variantNames() string {
+	var names []string
+	for _, v := range sim.Variants {
+		names = append(names, v.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// pickVariants is the variants named in s, Slurm alone always first (the
+// changes are against it); "": all.
+func pickVariants(s string) ([]sim.Variant, error) {
+	if s == "" {
+		return sim.Variants, nil
+	}
+	out := []sim.Variant{sim.Variants[0]}
+	for _, name := range strings.Split(s, ",") {
+		k := slices.IndexFunc(sim.Variants, func(v sim.Variant) bool { return v.Name == strings.TrimSpace(name) })
+		if k < 0 {
+			return nil, usageErr("--variants: unknown variant %q (want some of %s)", name, variantNames())
+		}
+		if k > 0 && !slices.ContainsFunc(out, func(v sim.Variant) bool { return v.Name == sim.Variants[k].Name }) {
+			out = append(out, sim.Variants[k])
+		}
+	}
+	return out, nil
 }
 
 func parseLoads(s string) ([]float64, error) {
@@ -149,13 +222,8 @@ func parseLoads(s string) ([]float64, error) {
 
 // jobsOf reads the trace and returns each seed's jobs: a window of a
 // trace of jobs, or jobs synthesized from run times.
-func (c *simulateCmd) jobsOf(path string) (func(uint64) []sim.Job, error) {
-	format := c.format
-	if c.sacct != "" {
-		format = "sacct"
-	} else if format == "" {
-		format = guessFormat(path)
-	}
+func (c *simulateCmd) jobsOf(path string, e *sim.Experiment) (func(uint64) []sim.Job, error) {
+	format := c.formatOf(path)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -171,8 +239,10 @@ func (c *simulateCmd) jobsOf(path string) (func(uint64) []sim.Job, error) {
 		jobs, err = sim.ReadOpenB(path, f)
 	case "runtimes":
 		return c.synthesized(path, f)
+	case "philly":
+		return c.philly(path, f, e)
 	default:
-		return nil, usageErr("--format %q: want swf, openb or runtimes", format)
+		return nil, usageErr("--format %q: want swf, openb, runtimes or philly", format)
 	}
 	if err != nil {
 		return nil, err
@@ -210,7 +280,134 @@ func (c *simulateCmd) synthesized(path string, r io.Reader) (func(uint64) []sim.
 	return func(seed uint64) []sim.Job { return sim.Synthesize(rt, mix, n, seed) }, nil
 }
 
+// formatOf is the trace's format: --format, sacct for --from-sacct, else
+// from its header or name.
+func (c *simulateCmd) formatOf(path string) string {
+	switch {
+	case c.sacct != "":
+		return "sacct"
+	case c.format != "":
+		return c.format
+	}
+	return guessFormat(path)
+}
+
+// philly replays the Philly trace with real arrivals (sim.ReadPhilly):
+// the whole trace or --window of it, at its own arrival times scaled by
+// --load; its virtual clusters are Slurm accounts with limits
+// (--quota-oversub) and fair-share shares from their GPU-time; its jobs
+// ask for the site's GPU partitions in proportion to their GPUs.
+func (c *simulateCmd) philly(path string, r io.Reader, e *sim.Experiment) (func(uint64) []sim.Job, error) {
+	jobs, err := sim.ReadPhilly(path, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("%s: no jobs", path)
+	}
+	names, weights, err := sim.GPUPartitions(e.Site, e.DevPartitions)
+	if err != nil {
+		return nil, err
+	}
+	gpus, err := sim.SiteGPUs(e.Site, e.DevPartitions)
+	if err != nil {
+		return nil, err
+	}
+	e.Base.Sched = sim.SlurmSched()
+	e.Base.Sched.Quota, e.Base.Sched.Shares = sim.AccountQuotas(jobs, gpus, c.oversub)
+	jobs = sim.SpreadPartitions(jobs, names, weights)
+	if jobs, err = c.windowOf(jobs); err != nil {
+		return nil, err
+	}
+	if c.loadsSet {
+		return nil, usageErr("philly traces replay their own arrivals: use --load factors (1,1.2,1.5), not --loads")
+	}
+	if c.load == "" {
+		e.Loads, e.Factors = []float64{1}, true
+	}
+	return func(uint64) []sim.Job { return jobs }, nil
+}
+
+// curieFidelity replays a Curie log (sim.ReadCurie) under Slurm alone,
+// each job where it ran with its requested time as its limit, and prints
+// how close the replayed waits come to those the log recorded.
+func (c *simulateCmd) curieFidelity() error {
+	if c.site == "" {
+		return usageErr("want --site (examples/site-sim-curie.json)")
+	}
+	site, err := loadSite(c.site)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(c.trace)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cores := func(part string) int {
+		if ps := site.Partition(part); ps != nil && len(ps.NodeTypes) > 0 {
+			if nt := site.NodeType(ps.NodeTypes[0]); nt != nil {
+				return nt.Cores
+			}
+		}
+		return 0
+	}
+	jobs, rec, err := sim.ReadCurie(c.trace, f, cores)
+	if err != nil {
+		return err
+	}
+	if jobs, err = c.windowOf(jobs); err != nil {
+		return err
+	}
+	cfg := sim.DefaultConfig(site)
+	cfg.Seed, cfg.Sched = 1, sim.SlurmSched()
+	if c.scheduler == "easy" {
+		cfg.Sched = sim.Sched{}
+	}
+	r, err := sim.Run(cfg, jobs)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("trace %s under Slurm alone (%s): waits replayed against recorded", filepath.Base(c.trace), cmp.Or(c.scheduler, "backfill"))
+	return sim.WriteFidelity(c.app.stdout, name, sim.WaitFidelity(rec, r))
+}
+
+// windowOf is the jobs of --window.
+func (c *simulateCmd) windowOf(jobs []sim.Job) ([]sim.Job, error) {
+	const day = 86400.0
+	switch {
+	case c.window == "":
+		return jobs, nil
+	case c.window == "busiest-week":
+		from := sim.BusiestWindow(jobs, 7*day)
+		return sim.TimeWindow(jobs, from, from+7*day), nil
+	}
+	a, b, ok := strings.Cut(c.window, "-")
+	from, err1 := strconv.ParseFloat(a, 64)
+	to, err2 := strconv.ParseFloat(b, 64)
+	if !ok || err1 != nil || err2 != nil || from < 0 || to <= from {
+		return nil, usageErr("--window %q: want busiest-week or FROM-TO in days (14-21)", c.window)
+	}
+	out := sim.TimeWindow(jobs, from*day, to*day)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--window %s: no jobs arrive in it", c.window)
+	}
+	return out, nil
+}
+
 func guessFormat(path string) string {
+	if f, err := os.Open(path); err == nil {
+		defer f.Close()
+		head := make([]byte, len(sim.PhillyHeader)+2)
+		n, _ := io.ReadFull(f, head)
+		first, _, _ := strings.Cut(string(head[:n]), "\n")
+		switch {
+		case strings.TrimRight(first, "\r") == sim.PhillyHeader:
+			return "philly"
+		case strings.HasPrefix(first, sim.CurieHeaderPrefix):
+			return "curie"
+		}
+	}
 	base := strings.ToLower(filepath.Base(path))
 	switch {
 	case strings.HasSuffix(base, ".swf"):
@@ -347,6 +544,11 @@ type simRowJSON struct {
 	DJCTIsched     simIntervalJSON `json:"d_jct_isched"`
 	DUntouchedWait simIntervalJSON `json:"d_untouched_wait"`
 	Unfinished     float64         `json:"unfinished"`
+	Offered        float64         `json:"offered_load"`
+	MedianWaitS    simIntervalJSON `json:"median_wait_s"`
+	P95WaitS       simIntervalJSON `json:"p95_wait_s"`
+	WaitShare      simIntervalJSON `json:"wait_share"`
+	Ceiling        simIntervalJSON `json:"ceiling"`
 }
 
 // simRowsJSON are rows in the --json style; sim's hours become seconds.
@@ -361,7 +563,8 @@ func simRowsJSON(rows []sim.Row) []simRowJSON {
 			WaitS: iv(r.Wait, h), BSLD: iv(r.BSLD, 1), GPUUtil: iv(r.GPUUtil, 1), CPUUtil: iv(r.CPUUtil, 1), Elsewhere: iv(r.Elsewhere, 1),
 			Cost: iv(r.Cost, 1), Moves: iv(r.Moves, 1), Conts: iv(r.Conts, 1), Lost: iv(r.Lost, 1), JCTIschedS: iv(r.JCTIsched, h),
 			UntouchedWaitS: iv(r.OtherWait, h), DJCT: iv(r.DJCT, 1), DJCTIsched: iv(r.DJCTIsched, 1), DUntouchedWait: iv(r.DOtherWait, 1),
-			Unfinished: r.Unfinished}
+			Unfinished: r.Unfinished, Offered: r.Offered, MedianWaitS: iv(r.MedianWait, h), P95WaitS: iv(r.P95Wait, h),
+			WaitShare: iv(r.WaitShare, 1), Ceiling: iv(r.Ceiling, 1)}
 	}
 	return out
 }

@@ -28,7 +28,7 @@ func TestSimulate(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"trace runtimes.csv", "0.9   slurm", "isched+dev", "isched-nocont", "Δ untouched wait"} {
+	for _, want := range []string{"trace runtimes.csv", "\n0.9 ", "isched+dev", "isched-nocont", "slurm-multi", "Δ untouched wait", "ceiling"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -132,5 +132,47 @@ func TestSimulateCoordinatorConfig(t *testing.T) {
 	code, _, errs = h.run("simulate", "--from-sacct", "../../examples/trace-lab.sacct", "--site", "../../examples/site-lab.json", "--coordinator-config", bad)
 	if code == 0 || !strings.Contains(errs, "--coordinator-config") || !strings.Contains(errs, "policy.speed.gpu") {
 		t.Errorf("bad config: exit %d: %s", code, errs)
+	}
+}
+
+// TestSimulatePhilly: the Philly trace with real arrivals is known by
+// its header and replayed at its own arrivals and faster (--load), with
+// the offered load and the ceiling in every row; --loads is refused.
+func TestSimulatePhilly(t *testing.T) {
+	h := newHarness(t)
+	args := []string{"simulate", "--trace", "../sim/testdata/philly_excerpt.csv", "--site", "../../examples/site-sim-philly.json",
+		"--variants", "slurm-multi", "--seeds", "1", "--quiet"}
+	code, out, errs := h.run(append(args, "--load", "1,5", "--csv", filepath.Join(t.TempDir(), "p.csv"))...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"trace philly_excerpt.csv", "\n1 ", "\n5 ", "slurm-multi", "ceiling"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "isched-auto") {
+		t.Errorf("--variants slurm-multi ran isched-auto:\n%s", out)
+	}
+	if code, _, errs := h.run(append(args, "--loads", "0.5")...); code == 0 || !strings.Contains(errs, "--load") {
+		t.Errorf("--loads on a philly trace: exit %d, %s", code, errs)
+	}
+	if code, _, errs := h.run(append(args, "--window", "9-3")...); code == 0 || !strings.Contains(errs, "--window") {
+		t.Errorf("--window 9-3: exit %d, %s", code, errs)
+	}
+}
+
+// TestSimulateCurie: a Curie log is known by its header and replayed for
+// the fidelity of the waits.
+func TestSimulateCurie(t *testing.T) {
+	h := newHarness(t)
+	code, out, errs := h.run("simulate", "--trace", "../sim/testdata/curie_excerpt.csv", "--site", "../../examples/site-sim-curie.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"jobs 7", "recorded", "replayed", "Spearman"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

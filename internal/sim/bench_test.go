@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -86,4 +88,74 @@ func BenchmarkReplayScale(b *testing.B) {
 	for _, v := range Variants[:2] {
 		b.Run(v.Name, func(b *testing.B) { benchReplay(b, 1000, 100_000, v) })
 	}
+}
+
+// phillyTrace is the Philly trace with real arrivals
+// (shared/traces/philly_pollux_82k.csv; ISCHED_TRACES names the folder),
+// its partitions spread over site's GPU partitions and its accounts'
+// limits and shares sized as `isched simulate` sizes them.
+func phillyTrace(b *testing.B, site *plan.Site) ([]Job, Sched) {
+	b.Helper()
+	dir := os.Getenv("ISCHED_TRACES")
+	if dir == "" {
+		dir = "../../../shared/traces"
+	}
+	f, err := os.Open(filepath.Join(dir, "philly_pollux_82k.csv"))
+	if err != nil {
+		b.Skipf("the Philly trace: %v", err)
+	}
+	defer f.Close()
+	jobs, err := ReadPhilly(f.Name(), f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names, weights, err := GPUPartitions(site, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gpus, err := SiteGPUs(site, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := SlurmSched()
+	sc.Quota, sc.Shares = AccountQuotas(jobs, gpus, 2)
+	return SpreadPartitions(jobs, names, weights), sc
+}
+
+// BenchmarkReplayPhilly: the whole Philly trace (82 247 jobs, 109 days)
+// at its own arrivals on examples/site-sim-philly.json (640 GPUs), Slurm
+// alone with multifactor priority and backfill: the replay must take
+// well under 5 minutes on a 2-vCPU machine (issue 41).
+func BenchmarkReplayPhilly(b *testing.B) {
+	site := siteFileB(b, "../../examples/site-sim-philly.json")
+	jobs, sc := phillyTrace(b, site)
+	for _, v := range []Variant{Variants[0], Variants[5]} {
+		b.Run(v.Name, func(b *testing.B) {
+			cfg := DefaultConfig(site)
+			cfg.Variant, cfg.Seed, cfg.Sched = v, 1, sc
+			var wall time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := Run(cfg, jobs); err != nil {
+					b.Fatal(err)
+				}
+				wall += time.Since(t0)
+			}
+			b.ReportMetric(wall.Seconds()/float64(b.N), "s/replay")
+			b.ReportMetric(float64(len(jobs)), "jobs")
+		})
+	}
+}
+
+func siteFileB(b *testing.B, path string) *plan.Site {
+	b.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := plan.DecodeSite(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

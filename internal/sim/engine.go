@@ -29,6 +29,10 @@ type Variant struct {
 	// Trim: rule 6 lowers running jobs' time limits to their predicted
 	// end at worst (coordinator trim_time_limits).
 	Trim bool
+	// MultiPart: every job lists all the regular partitions of its kind
+	// whose nodes fit it (sbatch -p gpu,gpu-old), the one asked first, and
+	// starts on whichever can start it first (Slurm alone otherwise).
+	MultiPart bool
 }
 
 // Variants are the baselines of docs/evaluation.md, Slurm alone first.
@@ -38,6 +42,7 @@ var Variants = []Variant{
 	{Name: "isched+dev", Isched: true, Dev: true},
 	{Name: "isched-nocont", Isched: true, NoContinue: true},
 	{Name: "isched-auto", Isched: true, Policy: plan.PolicyAuto},
+	{Name: "slurm-multi", MultiPart: true},
 	{Name: "isched+trim", Isched: true, Trim: true},
 }
 
@@ -69,6 +74,9 @@ type Config struct {
 	// coordinator.json: coordconfig.LoadPolicy); nil: the defaults with
 	// each partition's speed from the catalogue.
 	Policy *policy.Config
+	// Sched is Slurm's scheduler: the multifactor priority and backfill
+	// (SlurmSched), or the older model (the zero value).
+	Sched Sched
 	// Progress, when set, is called with the jobs done so far.
 	Progress func(done, total int)
 }
@@ -101,11 +109,12 @@ var Epoch = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
 // Event kinds.
 const (
-	evArrive = iota // submission (or a user's resubmission)
-	evEnd           // the attempt's last step
-	evLimit         // the attempt's time limit
-	evCkpt          // a requested checkpoint lands
-	evTick          // the coordinator's decision round
+	evArrive   = iota // submission (or a user's resubmission)
+	evEnd             // the attempt's last step
+	evLimit           // the attempt's time limit
+	evCkpt            // a requested checkpoint lands
+	evTick            // the coordinator's decision round
+	evBackfill        // sched/backfill's pass (Sched.Backfill)
 )
 
 type event struct {
@@ -166,6 +175,13 @@ type sim struct {
 	// refused is the first lifecycle transition the table refused: a
 	// protocol bug, which fails the replay (Run's error).
 	refused error
+	// accts are the Slurm accounts (limits, fair-share); prio is each
+	// job's priority in the pass that sorted it.
+	accts *accounts
+	keys  []prioKey
+	// bfDirty: something changed since the last backfill pass; bfQueued:
+	// the next one is in the heap.
+	bfDirty, bfQueued bool
 }
 
 // to moves an isched job's lifecycle on ev, as the coordinator's to
@@ -218,6 +234,7 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 	for pi := range cl.parts {
 		s.pc[pi] = partCount{nodesIdle: len(cl.parts[pi].nodes), gpusIdle: cl.parts[pi].gpus, cpusIdle: cl.parts[pi].cpus}
 	}
+	s.accts = newAccounts(cfg.Sched, trace)
 	s.pol = s.policyConfig()
 	s.planSite = cfg.PlannerSite()
 	s.jobs = make([]jobState, 0, len(trace))
@@ -313,7 +330,7 @@ func stepsOf(run, step, speed float64) (iters int64, work float64) {
 
 func (s *sim) push(t float64, kind uint8, job, gen int) {
 	s.seq++
-	if kind != evTick {
+	if kind != evTick && kind != evBackfill {
 		s.live++
 	}
 	heap.Push(&s.events, event{t: t, seq: s.seq, kind: kind, job: int32(job), gen: int32(gen)})
@@ -331,7 +348,7 @@ func (s *sim) loop() {
 			return
 		}
 		e := heap.Pop(&s.events).(event)
-		if e.kind != evTick {
+		if e.kind != evTick && e.kind != evBackfill {
 			s.live--
 		}
 		s.now = max(s.now, e.t)
@@ -360,6 +377,12 @@ func (s *sim) handle(e event) {
 		if js.state == stRunning && js.gen == int(e.gen) {
 			s.ckptLanded(int(e.job))
 		}
+	case evBackfill:
+		s.bfQueued = false
+		if s.dirty {
+			s.schedule()
+		}
+		s.backfill()
 	case evTick:
 		if s.dirty {
 			// slurmctld schedules on a job's end at once; the agent's

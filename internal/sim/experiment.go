@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -20,8 +21,11 @@ type Experiment struct {
 	DevPartitions []string
 	DevWindows    []policy.Window
 	Loads         []float64 // 0: the trace's own arrivals
-	Seeds         []uint64
-	Variants      []Variant
+	// Factors: Loads are factors of the trace's own arrival rate
+	// (ScaleArrivals), not offered loads of the site's capacity.
+	Factors  bool
+	Seeds    []uint64
+	Variants []Variant
 	// Base is the configuration every replay starts from (DefaultConfig).
 	Base Config
 }
@@ -31,6 +35,7 @@ type Cell struct {
 	Load    float64
 	Variant string
 	Seed    uint64
+	Offered float64 // the replayed trace's offered load (OfferedLoad) on the site's GPUs
 	Summary Summary
 	Result  *Result // kept for the first seed only (plots)
 }
@@ -46,9 +51,13 @@ func (e *Experiment) Run() ([]Cell, error) {
 	for _, load := range e.Loads {
 		for k, seed := range e.Seeds {
 			jobs := e.Jobs(seed)
-			if load > 0 {
+			switch {
+			case e.Factors:
+				jobs = ScaleArrivals(jobs, load)
+			case load > 0:
 				jobs = ScaleLoad(jobs, capy, load)
 			}
+			offered := OfferedLoad(jobs, capy.gpus)
 			for _, v := range e.Variants {
 				cfg := e.Base
 				cfg.Site, cfg.DevPartitions, cfg.DevWindows, cfg.Variant, cfg.Seed = e.Site, e.DevPartitions, e.DevWindows, v, seed
@@ -56,7 +65,7 @@ func (e *Experiment) Run() ([]Cell, error) {
 				if err != nil {
 					return nil, fmt.Errorf("sim: %s, load %g, seed %d, %s: %w", e.Name, load, seed, v.Name, err)
 				}
-				c := Cell{Load: load, Variant: v.Name, Seed: seed, Summary: Summarize(r)}
+				c := Cell{Load: load, Variant: v.Name, Seed: seed, Summary: Summarize(r), Offered: offered}
 				if k == 0 {
 					c.Result = r
 				}
@@ -117,6 +126,12 @@ type Row struct {
 	JCT, MedianJCT, P95JCT, Wait, BSLD,
 	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Lost,
 	JCTIsched, OtherWait Interval
+	MedianWait, P95Wait Interval
+	// WaitShare is this variant's share of completion time spent
+	// waiting; Ceiling the baseline's (Slurm alone) at the same load: the
+	// most any placement of the jobs could take off their completion time.
+	WaitShare, Ceiling Interval
+	Offered            float64 // the offered load replayed (GPU-time / (GPUs × span))
 	// DJCT is the change of the mean JCT against Slurm alone, DJCTIsched
 	// of the isched jobs' mean JCT, DOtherWait of the untouched jobs' mean
 	// wait; fractions (−0.25: 25 % lower), paired by seed.
@@ -149,7 +164,13 @@ func Aggregate(cells []Cell, baseline string) []Row {
 	}
 	rows := make([]Row, 0, len(keys))
 	for _, k := range keys {
-		rows = append(rows, aggregateRow(k.load, k.variant, by[k], base[k.load]))
+		r := aggregateRow(k.load, k.variant, by[k], base[k.load])
+		var ceil []float64
+		for _, seed := range slices.Sorted(maps.Keys(base[k.load])) {
+			ceil = append(ceil, base[k.load][seed].WaitShare)
+		}
+		r.Ceiling = interval(ceil)
+		rows = append(rows, r)
 	}
 	return rows
 }
@@ -176,6 +197,12 @@ func aggregateRow(load float64, variant string, cs []Cell, base map[uint64]Summa
 	r.MedianJCT = pick(func(s Summary) float64 { return s.MedianJCT })
 	r.P95JCT = pick(func(s Summary) float64 { return s.P95JCT })
 	r.Wait = pick(func(s Summary) float64 { return s.MeanWait })
+	r.MedianWait = pick(func(s Summary) float64 { return s.MedianWait })
+	r.P95Wait = pick(func(s Summary) float64 { return s.P95Wait })
+	r.WaitShare = pick(func(s Summary) float64 { return s.WaitShare })
+	for _, c := range cs {
+		r.Offered += c.Offered / float64(len(cs))
+	}
 	r.BSLD = pick(func(s Summary) float64 { return s.MeanBSLD })
 	r.GPUUtil = pick(func(s Summary) float64 { return s.GPUUtil })
 	r.CPUUtil = pick(func(s Summary) float64 { return s.CPUUtil })

@@ -11,13 +11,16 @@ import (
 
 // Job is one job of a trace.
 type Job struct {
-	ID     int
-	User   string
-	Submit float64 // seconds from the trace's start
-	Nodes  int     // nodes, each with CPUs and GPUs
-	CPUs   int     // per node
-	GPUs   int     // per node
-	MemMiB int64   // per node; 0: unknown
+	ID   int
+	User string
+	// Account is the Slurm account (its GrpTRES limit and fair-share);
+	// "": the user.
+	Account string
+	Submit  float64 // seconds from the trace's start
+	Nodes   int     // nodes, each with CPUs and GPUs
+	CPUs    int     // per node
+	GPUs    int     // per node
+	MemMiB  int64   // per node; 0: unknown
 	// Run is how long the job ran (seconds) on Partition, all of its work.
 	Run float64
 	// Limit is the time limit asked (seconds); 0: plan.TimeLimit of Run.
@@ -26,6 +29,7 @@ type Job struct {
 	Partition string
 	// Censored: still running when the trace ended; Run is cut there.
 	Censored bool
+	recorded float64 // the wait a log recorded (ReadCurie)
 }
 
 // Job states.
@@ -43,6 +47,7 @@ type jobState struct {
 	isched  bool // adopted: managed in every variant that runs isched
 	asked   int  // the partition its user asked for
 	active  bool // in sim.active
+	acct    int  // the job's account (sim.accts)
 
 	iters   int64   // steps of the whole run
 	work    float64 // seconds per step at speed 1

@@ -28,10 +28,17 @@ func (s *sim) initJob(i int, j *Job) error {
 	step := s.cfg.StepSeconds
 	js.iters, js.work = stepsOf(j.Run, step, s.cl.partSpeed(pi))
 	js.ckptK = max(1, int64(s.cfg.CkptEvery/step))
-	js.asked, js.parts, js.cpus, js.gpus = pi, []int{pi}, j.CPUs, j.GPUs
+	js.asked, js.parts, js.cpus, js.gpus = pi, s.partsOf(j, pi), j.CPUs, j.GPUs
+	js.acct = s.accts.id[j.account()]
 	js.limit = j.Limit
 	if js.limit <= 0 {
-		js.limit = plan.TimeLimit(secDur(max(j.Run, step)), s.cl.parts[pi].spec).Seconds()
+		// a user listing several partitions asks for the time the run
+		// takes on the slowest of them
+		run := max(j.Run, step)
+		for _, p := range js.parts[1:] {
+			run = max(run, max(j.Run, step)*s.cl.partSpeed(pi)/s.cl.partSpeed(p))
+		}
+		js.limit = plan.TimeLimit(secDur(run), s.cl.parts[pi].spec).Seconds()
 	}
 	if mt := s.cl.parts[pi].maxTime; mt > 0 && js.limit > mt {
 		js.limit = mt
@@ -68,6 +75,23 @@ func (s *sim) askedPartition(j *Job) (int, error) {
 	return best, nil
 }
 
+// partsOf is the partitions a job lists: the one asked, and under
+// Variant.MultiPart every other regular partition of its kind (GPU or
+// CPU) whose nodes fit it, in the catalogue's order.
+func (s *sim) partsOf(j *Job, asked int) []int {
+	parts := []int{asked}
+	if !s.cfg.Variant.MultiPart {
+		return parts
+	}
+	for pi := range s.cl.parts {
+		p := &s.cl.parts[pi]
+		if pi != asked && p.tier > 0 && !p.dev && s.nodeFits(pi, j) && (j.GPUs == 0) == (p.gpus == 0) {
+			parts = append(parts, pi)
+		}
+	}
+	return parts
+}
+
 func (s *sim) nodeFits(pi int, j *Job) bool {
 	p := &s.cl.parts[pi]
 	nt := s.cl.nodes[p.nodes[0]].nt
@@ -85,7 +109,7 @@ func (s *sim) arrive(i int) {
 			s.active = append(s.active, i)
 		}
 	} else if js.resubmits > 0 {
-		js.parts = []int{js.asked}
+		js.parts = s.partsOf(js.j, js.asked)
 	}
 	s.queue(i, s.now)
 }
@@ -94,7 +118,7 @@ func (s *sim) queue(i int, order float64) {
 	js := &s.jobs[i]
 	js.state, js.order, js.pendSin = stPending, order, s.now
 	s.pending = append(s.pending, i)
-	s.dirty = true
+	s.dirty, s.bfDirty = true, true
 }
 
 // start runs job i on nodes of partition pi.
@@ -106,6 +130,7 @@ func (s *sim) start(i, pi int, nodes []int) {
 		s.cl.nodes[ni].jobs = append(s.cl.nodes[ni].jobs, i)
 	}
 	s.userUse(js, pi, 1)
+	s.accts.use(js.acct, js.gpus*len(nodes), 1, s.now, s.cfg.Sched.HalfLife)
 	if s.cl.parts[pi].tier == 0 {
 		s.preempt++
 	}
@@ -179,12 +204,13 @@ func (s *sim) stop(i int) {
 		}
 	}
 	s.userUse(js, js.pi, -1)
+	s.accts.use(js.acct, js.gpus*len(js.alloc), -1, s.now, s.cfg.Sched.HalfLife)
 	if s.cl.parts[js.pi].tier == 0 {
 		s.preempt--
 	}
 	js.alloc = nil
 	js.state = stWaiting
-	s.dirty = true
+	s.dirty, s.bfDirty = true, true
 }
 
 func (s *sim) userUse(js *jobState, pi, sign int) {

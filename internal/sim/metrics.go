@@ -138,14 +138,19 @@ type Summary struct {
 	Jobs                       int
 	MeanJCT, MedianJCT, P95JCT float64 // hours
 	MeanWait, MedianWait       float64 // hours
-	MeanBSLD                   float64 // bounded slowdown, 10 s threshold
-	GPUUtil, CPUUtil           float64
-	Elsewhere                  float64 // isched jobs' hours off the partition asked, fraction
-	Cost                       float64
-	MovesPerJob                float64 // migrations and dev chunks per isched job
-	ContsPerJob                float64 // continuations per isched job
-	LostPerJob                 float64 // steps redone per job
-	Unfinished                 int
+	P95Wait                    float64 // hours
+	// WaitShare is the share of the jobs' completion time spent waiting
+	// (their waits over their completion times, summed): under Slurm
+	// alone, the ceiling of what any placement can save.
+	WaitShare        float64
+	MeanBSLD         float64 // bounded slowdown, 10 s threshold
+	GPUUtil, CPUUtil float64
+	Elsewhere        float64 // isched jobs' hours off the partition asked, fraction
+	Cost             float64
+	MovesPerJob      float64 // migrations and dev chunks per isched job
+	ContsPerJob      float64 // continuations per isched job
+	LostPerJob       float64 // steps redone per job
+	Unfinished       int
 	// The isched jobs' mean completion time, and the others': the same
 	// jobs in every variant (Slurm alone included).
 	MeanJCTManaged, MeanJCTOther float64 // hours
@@ -179,7 +184,10 @@ func Summarize(r *Result) Summary {
 		}
 	}
 	s.MeanJCT, s.MedianJCT, s.P95JCT = mean(jct), quantile(jct, 0.5), quantile(jct, 0.95)
-	s.MeanWait, s.MedianWait = mean(wait), quantile(wait, 0.5)
+	s.MeanWait, s.MedianWait, s.P95Wait = mean(wait), quantile(wait, 0.5), quantile(wait, 0.95)
+	if m := mean(jct); m > 0 {
+		s.WaitShare = s.MeanWait / m
+	}
 	s.MeanBSLD = mean(bsld)
 	s.MeanJCTManaged, s.MeanJCTOther, s.OtherWait = mean(jctM), mean(jctO), mean(waitO)
 	if managed > 0 {

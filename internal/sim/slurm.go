@@ -26,6 +26,10 @@ type usage struct{ cpus, gpus, jobs int }
 // if their time limit ends before it. A blocked job of a higher tier
 // preempts (requeues) jobs of preemptible partitions on one node.
 func (s *sim) schedule() {
+	if s.cfg.Sched.Backfill {
+		s.scheduleSlurm()
+		return
+	}
 	s.dirty = false
 	s.pending = slices.DeleteFunc(s.pending, func(i int) bool { return s.jobs[i].state != stPending })
 	slices.SortFunc(s.pending, func(a, b int) int {

@@ -76,21 +76,9 @@ func ReadSWF(name string, r io.Reader, cores int) ([]Job, error) {
 			}
 			v[k] = x
 		}
-		procs := v[4]
-		if procs <= 0 {
-			procs = v[7]
-		}
-		if v[3] <= 0 || procs <= 0 || v[1] < 0 {
+		j, ok := swfJob(swfRecord{id: v[0], submit: v[1], run: v[3], procs: v[4], reqProcs: v[7], reqTime: v[8], reqMem: v[9], user: v[11]}, cores)
+		if !ok {
 			return nil
-		}
-		nodes := int(math.Ceil(procs / float64(cores)))
-		j := Job{ID: int(v[0]), User: "u" + strconv.Itoa(int(v[11])), Submit: v[1], Nodes: nodes,
-			CPUs: min(int(procs), cores), Run: v[3]}
-		if v[8] > 0 {
-			j.Limit = max(v[8], v[3])
-		}
-		if v[9] > 0 {
-			j.MemMiB = int64(v[9]) >> 10 // KB per processor in SWF
 		}
 		jobs = append(jobs, j)
 		return nil
@@ -99,6 +87,34 @@ func ReadSWF(name string, r io.Reader, cores int) ([]Job, error) {
 		return nil, err
 	}
 	return sortJobs(jobs), nil
+}
+
+// swfRecord is what a job of an SWF log says (-1: unknown).
+type swfRecord struct {
+	id, submit, run, procs, reqProcs, reqTime, reqMem, user float64
+}
+
+// swfJob is an SWF job on nodes of cores CPUs: ceil(P / cores) whole
+// nodes for P processors; false for a job with no run time or no
+// processors, which the archive's cleaned logs advise leaving out.
+func swfJob(r swfRecord, cores int) (Job, bool) {
+	procs := r.procs
+	if procs <= 0 {
+		procs = r.reqProcs
+	}
+	if r.run <= 0 || procs <= 0 || r.submit < 0 {
+		return Job{}, false
+	}
+	nodes := int(math.Ceil(procs / float64(cores)))
+	j := Job{ID: int(r.id), User: "u" + strconv.Itoa(int(r.user)), Submit: r.submit, Nodes: nodes,
+		CPUs: min(int(procs), cores), Run: r.run}
+	if r.reqTime > 0 {
+		j.Limit = max(r.reqTime, r.run)
+	}
+	if r.reqMem > 0 {
+		j.MemMiB = int64(r.reqMem) >> 10 // KB per processor in SWF
+	}
+	return j, true
 }
 
 // sortJobs orders jobs by submission and moves the first to second 0.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -108,6 +109,13 @@ func TestParseErrors(t *testing.T) {
 		{"openb field", strings.Join(openbFields, ",") + "\np,1000,10,one,0,,BE,Running,0,10,0\n", openb, 2, "num_gpu", true},
 		{"runtime", "runtime\n12\n-3\n", runtimes, 3, "runtime", true},
 		{"sacct header", "JobID|User\n", sacct, 1, "Partition", false},
+		{"philly header", "timestamp,duration,num_gpus\n", phillyRead, 1, "header", false},
+		{"philly count", PhillyHeader + "\n2017-09-04 10:30:41,2240194.0,8,17921552.0\n", phillyRead, 2, "count", false},
+		{"philly time", PhillyHeader + "\n2017-09-04 10:30:41,1,1,1,a\n2017-09-31 10:30:41,1,1,1,a\n", phillyRead, 3, "timestamp", true},
+		{"philly duration", PhillyHeader + "\n2017-09-04 10:30:41,0,1,0,a\n", phillyRead, 2, "duration", true},
+		{"philly gpus", PhillyHeader + "\n2017-09-04 10:30:41,10,1.5,15,a\n", phillyRead, 2, "num_gpus", true},
+		{"philly gpu_time", PhillyHeader + "\n2017-09-04 10:30:41,10,1,NaN,a\n", phillyRead, 2, "gpu_time", true},
+		{"philly cluster", PhillyHeader + "\n2017-09-04 10:30:41,10,1,10,\n", phillyRead, 2, "cluster", true},
 		{"sacct time", "JobID|User|Partition|Submit|Start|End|NNodes|NCPUS\n1|a|gpu|yesterday|2026-01-05T10:00:00|2026-01-05T10:00:00|1|1\n", sacct, 2, "Submit", true},
 	}
 	for _, tc := range tests {
@@ -123,6 +131,11 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func phillyRead(s string) error {
+	_, err := ReadPhilly("in", strings.NewReader(s))
+	return err
 }
 
 func swf(s string) error {
@@ -154,5 +167,82 @@ func TestParseSlurmDuration(t *testing.T) {
 	}
 	if _, err := parseSlurmDuration("1:2:3:4"); err == nil {
 		t.Error("1:2:3:4 parsed")
+	}
+}
+
+// TestReadPhilly: real lines of the Philly trace (Pollux's preparation):
+// arrivals from the first, 8 GPUs as one node, 16 as two whole nodes,
+// the virtual cluster as account and user.
+func TestReadPhilly(t *testing.T) {
+	t.Parallel()
+	jobs, err := ReadPhilly("philly_excerpt.csv", open(t, "testdata/philly_excerpt.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 24 {
+		t.Fatalf("%d jobs, want 24", len(jobs))
+	}
+	tests := []struct {
+		k                 int
+		submit, run       float64
+		nodes, gpus, cpus int
+		account           string
+	}{
+		{0, 0, 2240194, 1, 8, 32, "vc-7f04ca"},
+		// 2017-09-07 03:58:57 is 2 days 17:28:16 after 09-04 10:30:41
+		{1, 2*86400 + 17*3600 + 28*60 + 16, 3256045, 1, 1, 4, "vc-6214e9"},
+		{12, 0, 657879, 2, 8, 32, "vc-b436b2"},
+		{18, 0, 19, 1, 2, 8, "vc-11cb48"},
+	}
+	for _, tc := range tests {
+		j := jobs[tc.k]
+		if tc.submit != 0 && j.Submit != tc.submit {
+			t.Errorf("job %d submits at %g, want %g", tc.k, j.Submit, tc.submit)
+		}
+		if j.Run != tc.run || j.Nodes != tc.nodes || j.GPUs != tc.gpus || j.CPUs != tc.cpus || j.Account != tc.account || j.User != tc.account {
+			t.Errorf("job %d: %+v, want run %g, %d node(s) of %d GPUs and %d CPUs, account %s", tc.k, j, tc.run, tc.nodes, tc.gpus, tc.cpus, tc.account)
+		}
+	}
+	if jobs[0].ID != 2 {
+		t.Errorf("first job's ID %d, want its line, 2", jobs[0].ID)
+	}
+}
+
+// TestAccountQuotas: a virtual cluster's limit is its share of the
+// GPU-time x the GPUs x the over-subscription, rounded up, and never below
+// its largest job; the shares are the GPU-time shares.
+func TestAccountQuotas(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{Account: "a", Nodes: 1, GPUs: 1, Run: 600},
+		{Account: "a", Nodes: 1, GPUs: 2, Run: 100},  // a: 800 GPU-s of 1000
+		{Account: "b", Nodes: 2, GPUs: 8, Run: 12.5}, // b: 200 GPU-s, 16 GPUs at once
+	}
+	q, sh := AccountQuotas(jobs, 10, 1.5)
+	if q["a"] != 12 || q["b"] != 16 { // ceil(0.8*10*1.5) = 12; ceil(0.2*15) = 3 < 16
+		t.Errorf("quotas %v, want a 12, b 16", q)
+	}
+	if math.Abs(sh["a"]-0.8) > 1e-12 || math.Abs(sh["b"]-0.2) > 1e-12 {
+		t.Errorf("shares %v, want a 0.8, b 0.2", sh)
+	}
+	if q, _ := AccountQuotas(jobs, 10, 0); q != nil {
+		t.Errorf("no over-subscription gave quotas %v, want none", q)
+	}
+}
+
+func TestBusiestWindow(t *testing.T) {
+	t.Parallel()
+	const day = 86400.0
+	jobs := []Job{{Submit: 0, Nodes: 1, GPUs: 1, Run: 10}, {Submit: 3 * day, Nodes: 1, GPUs: 1, Run: 100},
+		{Submit: 3.5 * day, Nodes: 1, GPUs: 8, Run: 100}, {Submit: 9 * day, Nodes: 1, GPUs: 1, Run: 10}}
+	if from := BusiestWindow(jobs, 2*day); from != 2*day {
+		t.Errorf("busiest 2 days start at day %g, want 2 (the first window holding both busy jobs)", from/day)
+	}
+	w := TimeWindow(jobs, 2*day, 4*day)
+	if len(w) != 2 || w[0].Submit != 0 || w[1].Submit != 0.5*day {
+		t.Errorf("window: %+v", w)
+	}
+	if s := ScaleArrivals(jobs, 2); s[3].Submit != 4.5*day || jobs[3].Submit != 9*day {
+		t.Errorf("arrivals x2: %g (the trace's own left alone: %g)", s[3].Submit, jobs[3].Submit)
 	}
 }
