@@ -29,6 +29,11 @@ type Variant struct {
 	// Trim: rule 6 lowers running jobs' time limits to their predicted
 	// end at worst (coordinator trim_time_limits).
 	Trim bool
+	// Order: rule 7 exchanges the priorities of isched's pending jobs,
+	// shortest predicted run left first (coordinator order_by_remaining;
+	// with the multifactor scheduler only: the EASY model has no
+	// priorities).
+	Order bool
 	// MultiPart: every job lists all the regular partitions of its kind
 	// whose nodes fit it (sbatch -p gpu,gpu-old), the one asked first, and
 	// starts on whichever can start it first (Slurm alone otherwise).
@@ -44,6 +49,8 @@ var Variants = []Variant{
 	{Name: "isched-auto", Isched: true, Policy: plan.PolicyAuto},
 	{Name: "slurm-multi", MultiPart: true},
 	{Name: "isched+trim", Isched: true, Trim: true},
+	{Name: "isched+order", Isched: true, Order: true},
+	{Name: "isched+levers", Isched: true, Order: true, Trim: true},
 }
 
 // Config is one replay.
@@ -182,6 +189,9 @@ type sim struct {
 	// bfDirty: something changed since the last backfill pass; bfQueued:
 	// the next one is in the heap.
 	bfDirty, bfQueued bool
+	// orderedAt is when rule 7 last exchanged priorities (every
+	// PriorityCalcPeriod, when Slurm recomputes them).
+	orderedAt float64
 }
 
 // to moves an isched job's lifecycle on ev, as the coordinator's to
@@ -267,13 +277,15 @@ func (s *sim) policyConfig() policy.Config {
 		c := *s.cfg.Policy
 		c.NoContinuations = c.NoContinuations || s.cfg.Variant.NoContinue
 		c.TrimLimits = c.TrimLimits || s.cfg.Variant.Trim
+		c.OrderByRemaining = c.OrderByRemaining || s.cfg.Variant.Order
 		if !s.cfg.Variant.Dev {
 			c.DevPartitions, c.DevWindows = nil, nil
 		}
 		return c
 	}
 	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
-		NoContinuations: s.cfg.Variant.NoContinue, TrimLimits: s.cfg.Variant.Trim, Location: time.UTC}
+		NoContinuations: s.cfg.Variant.NoContinue, TrimLimits: s.cfg.Variant.Trim,
+		OrderByRemaining: s.cfg.Variant.Order, Location: time.UTC}
 	for pi := range s.cl.parts {
 		c.Speed[s.cl.parts[pi].name] = s.cl.partSpeed(pi)
 	}

@@ -106,6 +106,7 @@ func knownRows(site *plan.Site, r RunSpec) []plan.Row {
 func (s *sim) tick() {
 	var snap *report.Snapshot
 	s.active = slices.DeleteFunc(s.active, func(i int) bool { return s.jobs[i].state == stDone })
+	s.orderQueued()
 	for _, i := range s.active {
 		js := &s.jobs[i]
 		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != lifecycle.Idle {

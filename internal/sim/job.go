@@ -43,11 +43,12 @@ const (
 // jobState is a job as the simulation runs it.
 type jobState struct {
 	j       *Job
-	managed bool // isched plans and moves it
-	isched  bool // adopted: managed in every variant that runs isched
-	asked   int  // the partition its user asked for
-	active  bool // in sim.active
-	acct    int  // the job's account (sim.accts)
+	managed bool    // isched plans and moves it
+	isched  bool    // adopted: managed in every variant that runs isched
+	asked   int     // the partition its user asked for
+	active  bool    // in sim.active
+	acct    int     // the job's account (sim.accts)
+	nice    float64 // rule 7's nice value, in priority units (multifactor only)
 
 	iters   int64   // steps of the whole run
 	work    float64 // seconds per step at speed 1

@@ -163,7 +163,7 @@ func (s *sim) sortByPriority() {
 		if js.state != stPending {
 			continue
 		}
-		keys = append(keys, prioKey{s.tierOf(js), priority(*cfg, s.now-js.order, s.accts.factor[js.acct]), js.order, i})
+		keys = append(keys, prioKey{s.tierOf(js), s.priorityOf(js, cfg), js.order, i})
 	}
 	slices.SortFunc(keys, func(a, b prioKey) int {
 		if a.tier != b.tier {
@@ -185,6 +185,12 @@ func (s *sim) sortByPriority() {
 		s.pending = append(s.pending, kk.i)
 	}
 	s.keys = keys
+}
+
+// priorityOf is a pending job's multifactor priority less its nice value
+// (rule 7 sets the nice values of isched's jobs).
+func (s *sim) priorityOf(js *jobState, cfg *Sched) float64 {
+	return priority(*cfg, s.now-js.order, s.accts.factor[js.acct]) - js.nice
 }
 
 // prioKey is a pending job's place in the queue.
