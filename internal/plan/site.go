@@ -456,18 +456,11 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	bad := fmt.Errorf("%q is not a Slurm time (want e.g. 90, 2:00:00 or 2-00:00:00)", s)
-	num := func(t string) (int64, bool) {
-		if t == "" || len(t) > 9 {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(t, 10, 64)
-		return n, err == nil && n >= 0
-	}
 	var days int64
 	rest := s
 	hasDays := false
 	if d, r, ok := strings.Cut(s, "-"); ok {
-		n, ok := num(d)
+		n, ok := slurmNum(d)
 		if !ok {
 			return 0, bad
 		}
@@ -476,25 +469,14 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 	parts := strings.Split(rest, ":")
 	vals := make([]int64, len(parts))
 	for i, p := range parts {
-		n, ok := num(p)
+		n, ok := slurmNum(p)
 		if !ok {
 			return 0, bad
 		}
 		vals[i] = n
 	}
-	var h, m, sec int64
-	switch {
-	case hasDays && len(vals) == 1:
-		h = vals[0]
-	case hasDays && len(vals) == 2:
-		h, m = vals[0], vals[1]
-	case len(vals) == 3:
-		h, m, sec = vals[0], vals[1], vals[2]
-	case !hasDays && len(vals) == 1:
-		m = vals[0]
-	case !hasDays && len(vals) == 2:
-		m, sec = vals[0], vals[1]
-	default:
+	h, m, sec, ok := slurmHMS(hasDays, vals)
+	if !ok {
 		return 0, bad
 	}
 	total := ((days*24+h)*60+m)*60 + sec
@@ -502,6 +484,34 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 		return 0, bad
 	}
 	return time.Duration(total) * time.Second, nil
+}
+
+// slurmNum reads one number of a Slurm time: up to 9 digits.
+func slurmNum(t string) (int64, bool) {
+	if t == "" || len(t) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// slurmHMS names the numbers of a Slurm time after its days (hasDays:
+// "days-hours[:minutes[:seconds]]"; else "minutes[:seconds]" or
+// "hours:minutes:seconds").
+func slurmHMS(hasDays bool, vals []int64) (h, m, sec int64, ok bool) {
+	switch {
+	case hasDays && len(vals) == 1:
+		return vals[0], 0, 0, true
+	case hasDays && len(vals) == 2:
+		return vals[0], vals[1], 0, true
+	case len(vals) == 3:
+		return vals[0], vals[1], vals[2], true
+	case !hasDays && len(vals) == 1:
+		return 0, vals[0], 0, true
+	case !hasDays && len(vals) == 2:
+		return 0, vals[0], vals[1], true
+	}
+	return 0, 0, 0, false
 }
 
 // ExpandHostlist expands a Slurm host list ("cpu[1-2],gpu[01-03,5],login")
