@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"github.com/isched/isched/internal/relayproto"
+
 	"context"
 	"net"
 	"net/netip"
@@ -31,7 +33,7 @@ func dialFrom(t *testing.T, ip, addr string) *rawConn {
 	return &rawConn{t, c}
 }
 
-func clientFrom(e *relayEnv, ip, cred string) *Client {
+func clientFrom(e *relayEnv, ip, cred string) *relayproto.Client {
 	c := e.client(cred)
 	c.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}

@@ -18,7 +18,7 @@ import (
 	"github.com/isched/isched/internal/child"
 	"github.com/isched/isched/internal/procstat"
 	"github.com/isched/isched/internal/progress"
-	"github.com/isched/isched/internal/relay"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/version"
@@ -101,8 +101,8 @@ func StreamConnect(getenv func(string) string) func(ctx context.Context, cluster
 // restricted to relayUID; the relay chooses the stream and its cap.
 func RelayConnect(addr string, relayUID int, m auth.Munger) func(ctx context.Context, cluster string) (appender, error) {
 	return func(ctx context.Context, cluster string) (appender, error) {
-		c := &relay.Client{Addr: addr, Cred: func(ctx context.Context) (string, error) {
-			return relay.Credential(ctx, m, cluster, relayUID, time.Now())
+		c := &relayproto.Client{Addr: addr, Cred: func(ctx context.Context) (string, error) {
+			return relayproto.Credential(ctx, m, cluster, relayUID, time.Now())
 		}}
 		if err := c.Connect(ctx); err != nil {
 			return nil, err
