@@ -3,14 +3,13 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )

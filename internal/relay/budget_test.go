@@ -1,14 +1,14 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"encoding/binary"
 	"fmt"
 	"net"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // waitFor waits until cond holds (each check a few ms apart), failing the

@@ -16,11 +16,11 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // frameChunk is a frame buffer's first size; it doubles as bytes arrive.

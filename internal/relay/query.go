@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/stream"
 )
 

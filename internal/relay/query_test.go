@@ -2,9 +2,6 @@ package relay
 
 import (
 	"bufio"
-
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -16,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )

@@ -3,8 +3,6 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,6 +19,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"

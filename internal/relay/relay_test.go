@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // fakeVerifier: a credential "uid:N" is uid N, anything else is refused.

@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 )
 

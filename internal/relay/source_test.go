@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"context"
 	"net"
 	"net/netip"
@@ -10,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // fakePeers: a local client's uid by its IP (the tests connect from

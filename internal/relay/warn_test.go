@@ -1,8 +1,6 @@
 package relay
 
 import (
-	"github.com/isched/isched/internal/relayproto"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // logBuffer is a log destination safe for the relay's goroutines.
