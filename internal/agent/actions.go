@@ -668,10 +668,8 @@ func (rc *recovery) requeue() (*report.Result, error) {
 	}
 	rc.j = j
 	switch {
-	case j.State == slurm.StateRunning && m.State == slurm.StateRunning && j.Restarts == m.Restarts:
-		return rc.retry() // the requeue never reached Slurm
-	case act.Ended && j.Ended() && j.State != slurm.StateCancelled && j.State == m.State && j.Restarts == m.Restarts:
-		return rc.retry() // the requeue of the ended job never reached Slurm
+	case requeueNeverLanded(j, m, act):
+		return rc.retry()
 	case j.Ended():
 		return rc.failed(fmt.Sprintf("the agent stopped during this requeue and job %s has ended (%s)", id, j.State))
 	case j.State == slurm.StatePending && j.Held() && !m.Held:
@@ -682,6 +680,16 @@ func (rc *recovery) requeue() (*report.Result, error) {
 		return rc.retry() // a pending job's move did not land yet; moving it again is harmless
 	}
 	return rc.failed(fmt.Sprintf("the agent stopped during this requeue; job %s is now %s in %s with restart count %d (was %d): not retried", id, j.State, j.Partition, j.Restarts, m.Restarts))
+}
+
+// requeueNeverLanded: the job j is as the marker m saw it before the
+// requeue — still running, or (for an action on an ended job) ended the
+// same way, not cancelled — so the requeue never reached Slurm.
+func requeueNeverLanded(j *slurm.JobInfo, m *marker, act *report.Action) bool {
+	if j.Restarts != m.Restarts || j.State != m.State {
+		return false
+	}
+	return j.State == slurm.StateRunning || act.Ended && j.Ended() && j.State != slurm.StateCancelled
 }
 
 // finishMove: died between requeuehold (or hold) and release; update and

@@ -677,3 +677,35 @@ func TestClean(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestRequeueRecoveryOfEndedJob: the agent died after recording that it
+// was about to requeue an ended job (Action.Ended) and before Slurm saw
+// it; the job ended as it was (FAILED, same restart count), so the
+// restarted agent requeues it. (A cancelled job never gets this far: the
+// agent refuses to requeue it before recording anything.)
+func TestRequeueRecoveryOfEndedJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.slurm.addJob("12", "state=FAILED")
+	act := e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Partition = "gpu"; a.Ended = true })
+	e.send(act)
+	armed := true
+	st := &hookStore{Store: e.rdb, after: func(op, key string) {
+		if armed && op == "set" && strings.HasSuffix(key, ":inflight") {
+			armed = false
+			panic(crash{at: "set:inflight"})
+		}
+	}}
+	if at, _ := drain(context.Background(), e.agent(st)); at == "" {
+		t.Fatal("did not crash")
+	}
+	if _, err := drain(context.Background(), e.agent(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.slurm.count("move"); n != 1 {
+		t.Errorf("move ran %d times, want 1; calls %q", n, e.slurm.Calls())
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusOK || !strings.Contains(r.Message, "requeued") {
+		t.Errorf("result %+v, want ok ~%q", r, "requeued")
+	}
+}

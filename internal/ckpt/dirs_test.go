@@ -142,10 +142,24 @@ func TestDirectoriesThatAreNotCheckpoints(t *testing.T) {
 	slowly(t, filepath.Join(dir, ".trash-1000"), "x")
 	slowly(t, filepath.Join(dir, "global_step5"), "mp_rank_00_model_states.pt")
 	saveAtomicallyIn(t, dir, "latest", "global_step4\n") // names another tag
-	time.Sleep(4 * debounce)
+	// the two half-written known layouts are followed, never reported
+	waitPending(t, w, 2, "checkpoint-900/ and global_step5/ are half written")
 	for ev := range drain(w) {
 		if ev.Dir {
 			t.Errorf("reported %+v", ev)
+		}
+	}
+	if n := w.Pending(); n != 2 {
+		t.Errorf("Pending = %d after the quiet period, want 2 (the half-written checkpoints stay followed)", n)
+	}
+}
+
+// waitPending waits until the watcher counts n checkpoints pending.
+func waitPending(t *testing.T, w *Watcher, n int, why string) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLong); w.Pending() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Pending = %d after %s, want %d: %s", w.Pending(), waitLong, n, why)
 		}
 	}
 }
@@ -153,28 +167,28 @@ func TestDirectoriesThatAreNotCheckpoints(t *testing.T) {
 // A directory with no step in its name is empty when it appears (torch's
 // dcp.save(..., checkpoint_id="final")): it is followed until its layout
 // shows, then reported like any other; a step-less directory that never
-// shows a layout ("runs/") is dropped once quiet, and neither counts as
-// pending while undecided.
+// shows a layout ("runs/") is never reported, and neither counts as
+// pending while undecided. The quiet period is an hour so that neither is
+// dropped while the test looks at Pending.
 func TestSteplessDirectoryCheckpoint(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w := start(t, Config{Dir: dir, DirQuiesce: 4 * debounce})
+	w := start(t, Config{Dir: dir, DirQuiesce: time.Hour})
 	waitWatching(t, w, 1)
 	final := filepath.Join(dir, "final")
 	if err := os.Mkdir(final, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	slowly(t, filepath.Join(dir, "runs"), "events.out.tfevents")
-	time.Sleep(2 * debounce) // the watcher saw both appear, empty or layout-less
-	if n := w.Pending(); n != 0 {
-		t.Errorf("Pending = %d with only undecided directories, want 0", n)
+	// a file saved after both: once it is reported, the watcher has
+	// handled the directories' creation (fsnotify keeps the order)
+	saveAtomicallyIn(t, dir, "barrier.pt", "b")
+	if ev := next(t, w); ev.Path != filepath.Join(dir, "barrier.pt") {
+		t.Fatalf("event %+v, want barrier.pt", ev)
 	}
+	waitPending(t, w, 0, "only undecided directories (final/ empty, runs/ layout-less) and barrier.pt reported")
 	slowly(t, final, "__0_0.distcp", "__1_0.distcp")
-	for deadline := time.Now().Add(waitLong); w.Pending() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Pending = %d while final/ has shards and no .metadata, want 1", w.Pending())
-		}
-	}
+	waitPending(t, w, 1, "final/ has shards and no .metadata")
 	saveAtomicallyIn(t, final, ".metadata", "m")
 	ev := next(t, w)
 	if ev.Path != final || !ev.Dir || ev.Layout != LayoutDCP || ev.Step != nil || ev.Size != 601 {
@@ -214,11 +228,7 @@ func TestExistingDirectoryCheckpoint(t *testing.T) {
 	}
 	slowly(t, filepath.Join(dir, "checkpoint-20"), "model.safetensors")
 	// no marker: it stays pending (the watcher sees it within waitLong)
-	for deadline := time.Now().Add(waitLong); w.Pending() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Pending = %d while checkpoint-20 is written, want 1", w.Pending())
-		}
-	}
+	waitPending(t, w, 1, "checkpoint-20/ is written")
 }
 
 func TestReadTree(t *testing.T) {

@@ -38,53 +38,10 @@ func Scan(ctx context.Context, cfg Config, since time.Time, settle time.Duration
 		return nil, err
 	}
 	defer w.Close()
-	entries, err := os.ReadDir(w.dir)
+	looks, err := w.scanCandidates(since)
 	if err != nil {
-		return nil, fmt.Errorf("ckpt: scan %s: %w", w.dir, err)
+		return nil, err
 	}
-	type look struct {
-		name  string
-		dir   bool
-		id    fileID
-		tree  Tree
-		mtime time.Time
-	}
-	var looks []look
-	for _, e := range entries {
-		name := e.Name()
-		if !w.candidate(name) || !(e.IsDir() || e.Type().IsRegular()) {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || fi.ModTime().Before(since) && !e.IsDir() {
-			continue
-		}
-		looks = append(looks, look{name: name, dir: e.IsDir(), mtime: fi.ModTime()})
-	}
-	// the newest first, at most maxScanCandidates of them
-	slices.SortFunc(looks, func(a, b look) int { return b.mtime.Compare(a.mtime) })
-	looks = looks[:min(len(looks), maxScanCandidates)]
-	first := func(l *look) bool {
-		if !l.dir {
-			id, ok := w.lstat(l.name)
-			l.id = id
-			return ok && id.size > 0 && !isDeepSpeedLatest(w.dir, l.name)
-		}
-		layout, _ := dirLayout(w.dir, l.name)
-		if _, _, ok := ParseStep(l.name); !ok && layout == LayoutUnknown {
-			return false
-		}
-		t, err := ReadTree(filepath.Join(w.dir, l.name))
-		l.tree = t
-		return err == nil && t.Files > 0 && !t.MTime.Before(since)
-	}
-	kept := looks[:0]
-	for _, l := range looks {
-		if first(&l) {
-			kept = append(kept, l)
-		}
-	}
-	looks = kept
 	if len(looks) == 0 {
 		return nil, nil
 	}
@@ -96,29 +53,9 @@ func Scan(ctx context.Context, cfg Config, since time.Time, settle time.Duration
 	now := time.Now()
 	var out []Event
 	for _, l := range looks {
-		path := filepath.Join(w.dir, l.name)
-		ev := Event{Path: path, At: now}
-		if !l.dir {
-			id, ok := w.lstat(l.name)
-			if !ok || id != l.id {
-				continue // written (or gone) during the settle period
-			}
-			ev.Size, ev.MTime = id.size, id.mtime
-		} else {
-			t, err := ReadTree(path)
-			if err != nil || t.Digest != l.tree.Digest {
-				continue
-			}
-			layout, marked := dirLayout(w.dir, l.name)
-			if !marked && (layout != LayoutUnknown || now.Sub(t.MTime) < w.quiesce) {
-				continue // a known layout without its marker, or not quiet long enough
-			}
-			ev.Dir, ev.Tree, ev.Layout, ev.Size, ev.MTime = true, t.Digest, layout, t.Size, t.MTime
+		if ev, ok := w.settled(l, now); ok {
+			out = append(out, ev)
 		}
-		if n, from, ok := ParseStep(l.name); ok {
-			ev.Step, ev.StepFrom = &n, from
-		}
-		out = append(out, ev)
 	}
 	slices.SortFunc(out, func(a, b Event) int {
 		if a.Step != nil && b.Step != nil && *a.Step != *b.Step {
@@ -127,4 +64,90 @@ func Scan(ctx context.Context, cfg Config, since time.Time, settle time.Duration
 		return a.MTime.Compare(b.MTime)
 	})
 	return out, nil
+}
+
+// scanLook is Scan's first look at one candidate.
+type scanLook struct {
+	name  string
+	dir   bool
+	id    fileID
+	tree  Tree
+	mtime time.Time
+}
+
+// scanCandidates is Scan's first look: the newest entries (at most
+// maxScanCandidates) that may be checkpoints complete now.
+func (w *Watcher) scanCandidates(since time.Time) ([]scanLook, error) {
+	entries, err := os.ReadDir(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("ckpt: scan %s: %w", w.dir, err)
+	}
+	var looks []scanLook
+	for _, e := range entries {
+		name := e.Name()
+		if !w.candidate(name) || !(e.IsDir() || e.Type().IsRegular()) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.ModTime().Before(since) && !e.IsDir() {
+			continue
+		}
+		looks = append(looks, scanLook{name: name, dir: e.IsDir(), mtime: fi.ModTime()})
+	}
+	// the newest first, at most maxScanCandidates of them
+	slices.SortFunc(looks, func(a, b scanLook) int { return b.mtime.Compare(a.mtime) })
+	looks = looks[:min(len(looks), maxScanCandidates)]
+	kept := looks[:0]
+	for _, l := range looks {
+		if w.firstLook(&l, since) {
+			kept = append(kept, l)
+		}
+	}
+	return kept, nil
+}
+
+// firstLook records what l is now; false when it cannot be a complete
+// checkpoint (an empty file, DeepSpeed's "latest", a step-less directory
+// of no known layout, an empty or old tree).
+func (w *Watcher) firstLook(l *scanLook, since time.Time) bool {
+	if !l.dir {
+		id, ok := w.lstat(l.name)
+		l.id = id
+		return ok && id.size > 0 && !isDeepSpeedLatest(w.dir, l.name)
+	}
+	layout, _ := dirLayout(w.dir, l.name)
+	if _, _, ok := ParseStep(l.name); !ok && layout == LayoutUnknown {
+		return false
+	}
+	t, err := ReadTree(filepath.Join(w.dir, l.name))
+	l.tree = t
+	return err == nil && t.Files > 0 && !t.MTime.Before(since)
+}
+
+// settled is l's event when it did not change since the first look and
+// is complete now.
+func (w *Watcher) settled(l scanLook, now time.Time) (Event, bool) {
+	path := filepath.Join(w.dir, l.name)
+	ev := Event{Path: path, At: now}
+	if !l.dir {
+		id, ok := w.lstat(l.name)
+		if !ok || id != l.id {
+			return Event{}, false // written (or gone) during the settle period
+		}
+		ev.Size, ev.MTime = id.size, id.mtime
+	} else {
+		t, err := ReadTree(path)
+		if err != nil || t.Digest != l.tree.Digest {
+			return Event{}, false
+		}
+		layout, marked := dirLayout(w.dir, l.name)
+		if !marked && (layout != LayoutUnknown || now.Sub(t.MTime) < w.quiesce) {
+			return Event{}, false // a known layout without its marker, or not quiet long enough
+		}
+		ev.Dir, ev.Tree, ev.Layout, ev.Size, ev.MTime = true, t.Digest, layout, t.Size, t.MTime
+	}
+	if n, from, ok := ParseStep(l.name); ok {
+		ev.Step, ev.StepFrom = &n, from
+	}
+	return ev, true
 }

@@ -307,29 +307,8 @@ func (w *Watcher) errorf(msg string, err error) {
 
 // watch runs until ctx ends or the directory disappears.
 func (w *Watcher) watch(ctx context.Context, existing bool) {
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	fw, err := w.newFS()
-	if err == nil {
-		if err = fw.Add(w.dir); err != nil {
-			fw.Close()
-		}
-	}
-	var rescan <-chan time.Time
-	if err != nil {
-		// Out of inotify instances or watches (fs.inotify.max_user_*) must not
-		// cost the job its checkpoint reports: rescan instead.
-		w.errorf("cannot watch checkpoint directory, rescanning periodically", err)
-		w.pollMode.Store(true)
-		t := time.NewTicker(w.dirPoll)
-		defer t.Stop()
-		rescan = t.C
-	} else {
-		w.pollMode.Store(false)
-		defer fw.Close()
-		events, errs = fw.Events, fw.Errors
-	}
-
+	src := w.openWatch()
+	defer src.close()
 	// Scan after the watch is in place, so a file created in between is
 	// seen by one or the other (both is fine: paths are deduplicated).
 	if !w.scan(existing) {
@@ -340,38 +319,63 @@ func (w *Watcher) watch(ctx context.Context, existing bool) {
 	defer timer.Stop()
 	for {
 		w.armTimer(timer)
-		select {
-		case <-ctx.Done():
+		if !w.handleNext(ctx, src, timer) {
 			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			if !w.handle(ev) {
-				return
-			}
-		case err, ok := <-errs:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.nOverflows.Add(1)
-				w.errorf("inotify queue overflow, rescanning", err)
-				if !w.scan(false) {
-					return
-				}
-			} else {
-				w.errorf("fsnotify error", err)
-			}
-		case <-rescan:
-			if !w.scan(false) {
-				return
-			}
-		case <-timer.C:
-			if !w.checkPending(ctx) {
-				return
-			}
 		}
+	}
+}
+
+// watchSource is where watch hears of changes: fsnotify's channels, or a
+// rescan ticker when the directory cannot be watched.
+type watchSource struct {
+	events <-chan fsnotify.Event
+	errs   <-chan error
+	rescan <-chan time.Time
+	close  func()
+}
+
+// openWatch watches the directory, or falls back to rescanning it.
+func (w *Watcher) openWatch() watchSource {
+	fw, err := w.newFS()
+	if err == nil {
+		if err = fw.Add(w.dir); err != nil {
+			fw.Close()
+		}
+	}
+	if err != nil {
+		// Out of inotify instances or watches (fs.inotify.max_user_*) must not
+		// cost the job its checkpoint reports: rescan instead.
+		w.errorf("cannot watch checkpoint directory, rescanning periodically", err)
+		w.pollMode.Store(true)
+		t := time.NewTicker(w.dirPoll)
+		return watchSource{rescan: t.C, close: t.Stop}
+	}
+	w.pollMode.Store(false)
+	return watchSource{events: fw.Events, errs: fw.Errors, close: func() { fw.Close() }}
+}
+
+// handleNext handles what comes first; false when watch is to return.
+func (w *Watcher) handleNext(ctx context.Context, src watchSource, timer *time.Timer) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case ev, ok := <-src.events:
+		return ok && w.handle(ev)
+	case err, ok := <-src.errs:
+		if !ok {
+			return false
+		}
+		if errors.Is(err, fsnotify.ErrEventOverflow) {
+			w.nOverflows.Add(1)
+			w.errorf("inotify queue overflow, rescanning", err)
+			return w.scan(false)
+		}
+		w.errorf("fsnotify error", err)
+		return true
+	case <-src.rescan:
+		return w.scan(false)
+	case <-timer.C:
+		return w.checkPending(ctx)
 	}
 }
 

@@ -81,7 +81,7 @@ type App struct {
 	OpenStore func(ctx context.Context) (Store, error)
 	// RelayCred makes the MUNGE credential of a status-query connection
 	// to the relay of cluster, restricted to relayUID (default:
-	// relay.Credential with libmunge or the munge command).
+	// relayproto.Credential with libmunge or the munge command).
 	RelayCred func(ctx context.Context, cluster string, relayUID int) (string, error)
 	Slurm     Slurm
 	// Executable is this program's path, to find isched-wrapper beside it.

@@ -172,25 +172,9 @@ func loadSite(path string) (*plan.Site, error) {
 // load reads the model, the catalogue, receipts and (withState) the cluster
 // state, and computes the rows.
 func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, error) {
-	if in.model == "" {
-		return nil, usageErr("--model is required (make one with scripts/model_summary.py)")
-	}
-	if in.samples == 0 {
-		return nil, usageErr("--samples is required: training samples per epoch")
-	}
-	if in.samples < 0 {
-		return nil, usageErr("--samples %d: want the training samples per epoch, a positive number", in.samples)
-	}
-	if in.epochs <= 0 {
-		return nil, usageErr("--epochs %d: must be positive", in.epochs)
-	}
-	batches, err := parseBatches(in.batches)
+	batches, tr, err := in.check()
 	if err != nil {
 		return nil, err
-	}
-	tr := plan.Training{Optimizer: strings.ToLower(in.optimizer), Precision: strings.ToLower(in.precision)}
-	if err := tr.Validate(); err != nil {
-		return nil, usageErr("%v", err)
 	}
 	l := &loaded{in: in}
 	if l.sitePath, err = a.sitePath(in.site); err != nil {
@@ -231,6 +215,33 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 		}
 	}
 	return l, nil
+}
+
+// check checks the flags load needs and returns the batch sizes and the
+// training settings they give.
+func (in *inputs) check() ([]int, plan.Training, error) {
+	var tr plan.Training
+	if in.model == "" {
+		return nil, tr, usageErr("--model is required (make one with scripts/model_summary.py)")
+	}
+	if in.samples == 0 {
+		return nil, tr, usageErr("--samples is required: training samples per epoch")
+	}
+	if in.samples < 0 {
+		return nil, tr, usageErr("--samples %d: want the training samples per epoch, a positive number", in.samples)
+	}
+	if in.epochs <= 0 {
+		return nil, tr, usageErr("--epochs %d: must be positive", in.epochs)
+	}
+	batches, err := parseBatches(in.batches)
+	if err != nil {
+		return nil, tr, err
+	}
+	tr = plan.Training{Optimizer: strings.ToLower(in.optimizer), Precision: strings.ToLower(in.precision)}
+	if err := tr.Validate(); err != nil {
+		return nil, tr, usageErr("%v", err)
+	}
+	return batches, tr, nil
 }
 
 // loadWaits reads the cluster state and estimates the wait of every

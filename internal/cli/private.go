@@ -12,7 +12,7 @@ import (
 
 	"github.com/isched/isched/internal/auth"
 	"github.com/isched/isched/internal/clientconfig"
-	"github.com/isched/isched/internal/relay"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -94,10 +94,10 @@ func (a *App) openRelayStore(ctx context.Context, why string) (Store, error) {
 	if cred == nil {
 		m := auth.DefaultMunger("")
 		cred = func(ctx context.Context, cluster string, uid int) (string, error) {
-			return relay.Credential(ctx, m, cluster, uid, time.Now())
+			return relayproto.Credential(ctx, m, cluster, uid, time.Now())
 		}
 	}
-	c := &relay.QueryClient{Addr: addr, Cred: func(ctx context.Context) (string, error) { return cred(ctx, cluster, relayUID) }}
+	c := &relayproto.QueryClient{Addr: addr, Cred: func(ctx context.Context) (string, error) { return cred(ctx, cluster, relayUID) }}
 	if err := c.Connect(ctx); err != nil {
 		return nil, fmt.Errorf("this site keeps each user's jobs private (%s); isched-relay at %s answers status queries: %w", why, addr, err)
 	}
@@ -121,7 +121,7 @@ func (a *App) relayUID() (int, error) {
 
 // relayStore is a Store over the relay's status queries.
 type relayStore struct {
-	*relay.QueryClient
+	*relayproto.QueryClient
 	keys stream.Keys
 }
 

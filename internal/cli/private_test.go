@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/isched/isched/internal/relay"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -18,7 +19,7 @@ type credUID struct{}
 func (credUID) Verify(_ context.Context, cred string) (int, error) {
 	var uid int
 	if _, err := fmt.Sscanf(cred, "uid:%d", &uid); err != nil {
-		return -1, relay.ErrCredential
+		return -1, relayproto.ErrCredential
 	}
 	return uid, nil
 }

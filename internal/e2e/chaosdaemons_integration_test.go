@@ -47,20 +47,32 @@ func TestChaosSlurmctldRestart(t *testing.T) {
 		return ok && st.Partition == "cpu" && st.Step >= 15 && st.IterMS > 0
 	})
 	mon := w.monitorSnapshots()
-	time.Sleep(2 * time.Second)
+	waitFor(t, w, 30*time.Second, "the monitor to see a snapshot from before the outage", func() bool {
+		_, ok := mon.newestBefore(time.Now().UnixMilli())
+		return ok
+	})
 
 	stopAt := time.Now()
 	testutil.StopDaemon(t, slurmctldPidFile(), "slurmctld", syscall.SIGTERM)
 	before, _ := w.status(lineage)
+	// slurmctld stays down for the whole outage, and until the job
+	// advanced half as fast as it trains (0.2 s a step) through it: the
+	// outage is the fault's length, the steps are waited for
 	const outage = 25 * time.Second // > stale_after (15 s) and the snapshot TTL (15 s)
-	time.Sleep(outage)
-	during, _ := w.status(lineage)
+	want := before.Step + int64(outage/(2*200*time.Millisecond))
+	var during report.JobStatus
+	for deadline := stopAt.Add(2 * outage); ; time.Sleep(500 * time.Millisecond) {
+		during, _ = w.status(lineage)
+		if time.Since(stopAt) >= outage && during.Step >= want || time.Now().After(deadline) {
+			break
+		}
+	}
 	if !procAlive(w.agent.Process.Pid) {
 		t.Fatalf("the agent exited while slurmctld was down\n%s", w.logs())
 	}
 	// training goes on: reports reach the coordinator through Redis only
-	if during.Step < before.Step+int64(outage/(2*200*time.Millisecond)) {
-		t.Errorf("the job advanced %d → %d steps during a %s slurmctld outage (0.2 s a step)", before.Step, during.Step, outage)
+	if during.Step < want {
+		t.Errorf("the job advanced %d → %d steps during a %s slurmctld outage (0.2 s a step)", before.Step, during.Step, time.Since(stopAt).Round(time.Second))
 	}
 	// the agent published nothing built without slurmctld
 	if taken, ok := mon.firstTakenAfter(stopAt.UnixMilli() + 3000); ok {
@@ -258,8 +270,13 @@ func TestChaosSlurmdKilled(t *testing.T) {
 	if s := slurmJob(job.id); s["JobState"] != "PENDING" {
 		t.Errorf("job %s while its node is down: want PENDING (requeued, pinned to %s)", s["JobState"], node)
 	}
-	time.Sleep(3 * time.Second) // the coordinator sees the pending job
-	waiting, ok := w.status(lineage)
+	// the coordinator sees the pending job (or, wrongly, ends the lineage)
+	var waiting report.JobStatus
+	var ok bool
+	waitFor(t, w, 60*time.Second, "the coordinator to see the requeued job", func() bool {
+		waiting, ok = w.status(lineage)
+		return ok && (waiting.State == "PENDING" || waiting.State == "ENDED")
+	})
 	if !ok || waiting.State == "ENDED" {
 		t.Errorf("coordinator's status while the job waits for its node: %+v (the lineage must not end on a requeued job)", waiting.State)
 	}

@@ -167,6 +167,19 @@ func (m *snapMonitor) firstTakenAfter(ms int64) (int64, bool) {
 	return ts[0], true
 }
 
+// countTakenAfter is how many snapshots taken after ms the monitor saw.
+func (m *snapMonitor) countTakenAfter(ms int64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.seen {
+		if s.takenMS > ms {
+			n++
+		}
+	}
+	return n
+}
+
 // staleAfterMS is the harness coordinator's stale_after (newWorld: 15 s).
 const staleAfterMS = 15000
 

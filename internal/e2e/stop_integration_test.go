@@ -68,12 +68,23 @@ func TestStopOnCluster(t *testing.T) {
 		}
 	}
 	restarts := slurmJob(current)["Restarts"]
-	time.Sleep(5 * time.Second) // the coordinator's ticks: nothing may continue a cancelled run
-	if s := slurmJob(current); s["JobState"] != "CANCELLED" || s["Restarts"] != restarts {
-		t.Errorf("job %s %s (restarts %s, were %s) after the run ended: continued after isched stop", current, s["JobState"], s["Restarts"], restarts)
-	}
-	if st2, _ := w.status(lineage); st2.JobID != st.JobID {
-		t.Errorf("the run moved on to job %d after isched stop cancelled job %d", st2.JobID, st.JobID)
+	// nothing may continue a cancelled run: watched until the agent has
+	// published fresh snapshots for several of the coordinator's 1 s ticks
+	// to decide on, failing as soon as the run moves on
+	mon := w.monitorSnapshots()
+	endedMS := time.Now().UnixMilli()
+	deadline := time.Now().Add(time.Minute)
+	for n := 0; n < 5; time.Sleep(500 * time.Millisecond) {
+		if s := slurmJob(current); s["JobState"] != "CANCELLED" || s["Restarts"] != restarts {
+			t.Fatalf("job %s %s (restarts %s, were %s) after the run ended: continued after isched stop", current, s["JobState"], s["Restarts"], restarts)
+		}
+		if st2, _ := w.status(lineage); st2.JobID != st.JobID {
+			t.Fatalf("the run moved on to job %d after isched stop cancelled job %d", st2.JobID, st.JobID)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d snapshots taken within a minute of the run's end, want 5\n%s", n, w.logs())
+		}
+		n = mon.countTakenAfter(endedMS)
 	}
 	t.Logf("run ended %s at step %d after %d attempt(s): %s", st.State, st.Step, len(st.History), spansText(st))
 }

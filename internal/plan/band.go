@@ -166,24 +166,7 @@ func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
 	lo, hi := slices.Min(c.slopes), slices.Max(c.slopes)
 	switch i, _ := slices.BinarySearch(c.xs, x); {
 	case i == n:
-		mid := max(c.fit, c.slopes[n-2])
-		if slopeCap > 0 {
-			mid = min(mid, slopeCap)
-		}
-		if c.proportional {
-			mid = max(mid, c.centre[n-1]/c.xs[n-1])
-		}
-		d := x - c.xs[n-1]
-		how := fmt.Sprintf("from batch %g on at the steeper of the fitted and the last slope", c.xs[n-1])
-		b := Band{c.lo[n-1] + min(lo, mid)*d, c.centre[n-1] + mid*d, c.hi[n-1] + max(hi, mid)*d}
-		if c.proportional {
-			how = fmt.Sprintf("from batch %g on at the steepest of the fitted slope, the last one and its per-sample cost", c.xs[n-1])
-			b, how = c.perSampleBand(b, x, how)
-		}
-		if c.saturating {
-			b.High = max(b.High, c.hi[n-1]/c.xs[n-1]*x)
-			how += fmt.Sprintf(", up to batch %g's per-sample cost", c.xs[n-1])
-		}
+		b, how := c.beyond(x, lo, hi, slopeCap)
 		return noise(b), how
 	case i == 0:
 		mid := c.slopes[0]
@@ -209,6 +192,31 @@ func (c Curve) At(x, slope1, slopeCap float64) (b Band, how string) {
 		return noise(Band{lerp(c.lo[i-1], c.lo[i]), lerp(c.centre[i-1], c.centre[i]), lerp(c.hi[i-1], c.hi[i])}),
 			fmt.Sprintf("between batch %g and %g", c.xs[i-1], c.xs[i])
 	}
+}
+
+// beyond is At past the largest measured batch, before the noise; lo and
+// hi are the shallowest and the steepest marginal slopes.
+func (c Curve) beyond(x, lo, hi, slopeCap float64) (Band, string) {
+	n := len(c.xs)
+	mid := max(c.fit, c.slopes[n-2])
+	if slopeCap > 0 {
+		mid = min(mid, slopeCap)
+	}
+	if c.proportional {
+		mid = max(mid, c.centre[n-1]/c.xs[n-1])
+	}
+	d := x - c.xs[n-1]
+	how := fmt.Sprintf("from batch %g on at the steeper of the fitted and the last slope", c.xs[n-1])
+	b := Band{c.lo[n-1] + min(lo, mid)*d, c.centre[n-1] + mid*d, c.hi[n-1] + max(hi, mid)*d}
+	if c.proportional {
+		how = fmt.Sprintf("from batch %g on at the steepest of the fitted slope, the last one and its per-sample cost", c.xs[n-1])
+		b, how = c.perSampleBand(b, x, how)
+	}
+	if c.saturating {
+		b.High = max(b.High, c.hi[n-1]/c.xs[n-1]*x)
+		how += fmt.Sprintf(", up to batch %g's per-sample cost", c.xs[n-1])
+	}
+	return b, how
 }
 
 // PerSampleLow and PerSampleHigh bound how the per-sample iteration time

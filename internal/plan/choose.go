@@ -82,69 +82,23 @@ func (p Plans) Choose(pol Policy, now time.Time) (Choice, error) {
 		return Choice{}, fmt.Errorf("no partition can run batch size %d", p.Batch)
 	}
 	c := Choice{Ideal: p.Ideal}
-	single := func(o *Option, migrate bool, why string) {
-		c.Start, c.Migrate, c.Reason = []*Option{o}, migrate, why
-		if !migrate {
-			c.Ideal = o // it stays where it starts
-		}
-		if o.Wait.Known {
-			c.Predicted = o.Total
-		}
-		c.Cost = o.Cost
-	}
-	moving := func(m *Migration, why string) {
-		c.Start, c.Migrate, c.Reason, c.Ideal = []*Option{m.From}, true, why, m.To
-		c.Predicted, c.Cost = m.Total, m.Cost
-	}
 	switch pol.Kind {
 	case PolicyAuto, "":
 		if p.Recommend == "with" && p.With != nil {
-			moving(p.With, p.Reason)
+			c.moving(p.With, p.Reason)
 		} else {
-			single(p.Without, p.Without != p.Ideal, p.Reason)
+			c.single(p.Without, p.Without != p.Ideal, p.Reason)
 		}
 	case PolicyImmediate:
-		switch {
-		case p.With != nil:
-			moving(p.With, "immediate: "+fmt.Sprintf("starts now on %s, moves to %s when it frees", p.With.From.Name(), p.With.To.Name()))
-		case p.Without != nil && p.Without.Wait.IdleNow:
-			single(p.Without, p.Without != p.Ideal, "immediate: "+p.Without.Name()+" is idle now")
-		case p.Without != nil:
-			single(p.Without, true, "immediate: nothing suitable is idle; "+p.Without.Name()+" has the shortest wait")
-		default:
-			// no cluster state: let Slurm start it wherever the ideal GRES
-			// fits first
-			c.Start = sameGres(p.Options, p.Ideal)
-			c.Migrate, c.Reason = true, "immediate: waits unknown; every partition with the ideal GRES, fastest first"
-		}
+		p.chooseImmediate(&c)
 	case PolicyIdeal:
-		single(p.Ideal, false, "ideal: "+p.Ideal.Name()+" runs it fastest")
+		c.single(p.Ideal, false, "ideal: "+p.Ideal.Name()+" runs it fastest")
 	case PolicyCheapest:
-		single(p.Cheapest, false, fmt.Sprintf("cheapest: %s costs %.2f", p.Cheapest.Name(), p.Cheapest.Cost))
+		c.single(p.Cheapest, false, fmt.Sprintf("cheapest: %s costs %.2f", p.Cheapest.Name(), p.Cheapest.Cost))
 	case PolicyDeadline:
-		left := pol.Deadline.Sub(now)
-		best := math.Inf(1)
-		var pick func()
-		for _, o := range p.Options {
-			if o.Wait.Known && o.Total <= left && o.Cost < best {
-				best = o.Cost
-				pick = func() {
-					single(o, false, fmt.Sprintf("deadline: %s ends in %s (before %s) for %.2f, the cheapest that does",
-						o.Name(), FormatDuration(o.Total), pol.Deadline.Format("2006-01-02 15:04"), o.Cost))
-				}
-			}
+		if err := p.chooseDeadline(&c, pol, now); err != nil {
+			return Choice{}, err
 		}
-		if m := p.With; m != nil && m.Total <= left && m.Cost < best {
-			pick = func() {
-				moving(m, fmt.Sprintf("deadline: start on %s and move to %s ends in %s for %.2f, the cheapest that does",
-					m.From.Name(), m.To.Name(), FormatDuration(m.Total), m.Cost))
-			}
-		}
-		if pick == nil {
-			return Choice{}, fmt.Errorf("no plan is predicted to end before %s (the fastest: %s)",
-				pol.Deadline.Format("2006-01-02 15:04"), fastest(p))
-		}
-		pick()
 	default:
 		return Choice{}, fmt.Errorf("unknown policy %q", pol.Kind)
 	}
@@ -155,6 +109,71 @@ func (p Plans) Choose(pol Policy, now time.Time) (Choice, error) {
 		c.Fallbacks = append(c.Fallbacks, o)
 	}
 	return c, nil
+}
+
+// single starts the job on o alone; with migrate the coordinator may
+// move it to c.Ideal, else it stays there.
+func (c *Choice) single(o *Option, migrate bool, why string) {
+	c.Start, c.Migrate, c.Reason = []*Option{o}, migrate, why
+	if !migrate {
+		c.Ideal = o // it stays where it starts
+	}
+	if o.Wait.Known {
+		c.Predicted = o.Total
+	}
+	c.Cost = o.Cost
+}
+
+// moving starts the job where m starts, to be moved where m ends.
+func (c *Choice) moving(m *Migration, why string) {
+	c.Start, c.Migrate, c.Reason, c.Ideal = []*Option{m.From}, true, why, m.To
+	c.Predicted, c.Cost = m.Total, m.Cost
+}
+
+// chooseImmediate is PolicyImmediate: start as soon as possible.
+func (p Plans) chooseImmediate(c *Choice) {
+	switch {
+	case p.With != nil:
+		c.moving(p.With, "immediate: "+fmt.Sprintf("starts now on %s, moves to %s when it frees", p.With.From.Name(), p.With.To.Name()))
+	case p.Without != nil && p.Without.Wait.IdleNow:
+		c.single(p.Without, p.Without != p.Ideal, "immediate: "+p.Without.Name()+" is idle now")
+	case p.Without != nil:
+		c.single(p.Without, true, "immediate: nothing suitable is idle; "+p.Without.Name()+" has the shortest wait")
+	default:
+		// no cluster state: let Slurm start it wherever the ideal GRES
+		// fits first
+		c.Start = sameGres(p.Options, p.Ideal)
+		c.Migrate, c.Reason = true, "immediate: waits unknown; every partition with the ideal GRES, fastest first"
+	}
+}
+
+// chooseDeadline is PolicyDeadline: the cheapest plan predicted to end
+// before pol.Deadline.
+func (p Plans) chooseDeadline(c *Choice, pol Policy, now time.Time) error {
+	left := pol.Deadline.Sub(now)
+	best := math.Inf(1)
+	var pick func()
+	for _, o := range p.Options {
+		if o.Wait.Known && o.Total <= left && o.Cost < best {
+			best = o.Cost
+			pick = func() {
+				c.single(o, false, fmt.Sprintf("deadline: %s ends in %s (before %s) for %.2f, the cheapest that does",
+					o.Name(), FormatDuration(o.Total), pol.Deadline.Format("2006-01-02 15:04"), o.Cost))
+			}
+		}
+	}
+	if m := p.With; m != nil && m.Total <= left && m.Cost < best {
+		pick = func() {
+			c.moving(m, fmt.Sprintf("deadline: start on %s and move to %s ends in %s for %.2f, the cheapest that does",
+				m.From.Name(), m.To.Name(), FormatDuration(m.Total), m.Cost))
+		}
+	}
+	if pick == nil {
+		return fmt.Errorf("no plan is predicted to end before %s (the fastest: %s)",
+			pol.Deadline.Format("2006-01-02 15:04"), fastest(p))
+	}
+	pick()
+	return nil
 }
 
 // FallbackList is the fallback partitions a submission of c carries:

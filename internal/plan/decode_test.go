@@ -158,6 +158,27 @@ func TestDecodeSite(t *testing.T) {
 		{"no count", edit(`"node_count": 2`, `"max_nodes_per_job": 1`), "partitions[1].node_count", "required"},
 		{"unknown key", edit(`"cost_per_gpu_hour"`, `"cost_per_gpu_hours"`), "node_types[1].cost_per_gpu_hours", "did you mean"},
 		{"wrong type deep", edit(`{"fp32": 1e13}`, `{"fp32": "fast"}`), "node_types[1].peak_flops.fp32", "want a number"},
+		// one case per check of Site.Validate and PartitionSpec.validate
+		{"version", edit(`"v": 1`, `"v": 2`), "v", "want 1 (this build reads site catalogue version 1), got 2"},
+		{"no name", edit(`"name": "t"`, `"name": ""`), "name", "required, up to 128 printable characters"},
+		{"bad currency", edit(`"name": "t"`, `"name": "t", "currency": "a\nb"`), "currency", "want up to 16 printable characters"},
+		{"no node types", edit(validSite[strings.Index(validSite, `"node_types": [`):strings.Index(validSite, `"partitions"`)], `"node_types": [], `),
+			"node_types", "required: at least one node type"},
+		{"duplicate node type", edit(`"name": "g"`, `"name": "c"`), "node_types[1].name", `duplicate node type "c"`},
+		{"no anchor", edit(`"peak_flops": {"fp32": 1e13}`, `"relative_throughput": 2`), "", ""},
+		{"nothing anchored", strings.Replace(edit(`"peak_flops": {"fp32": 1e13}`, `"relative_throughput": 2`), `"peak_flops": {"fp32": 1e11}`, `"relative_throughput": 1`, 1),
+			"node_types", "at least one node type needs peak_flops.fp32 (relative_throughput alone has no unit)"},
+		{"no partitions", edit(validSite[strings.Index(validSite, `"partitions"`):], `"partitions": []}`), "partitions", "required: at least one partition"},
+		{"bad partition name", edit(`"name": "gpu"`, `"name": "g pu"`), "partitions[1].name", `want 1-64 of [A-Za-z0-9._-], got "g pu"`},
+		{"partition without node types", edit(`"node_types": ["g"]`, `"node_types": []`), "partitions[1].node_types", "required: the node types of the partition"},
+		{"negative max nodes", edit(`"node_count": 2`, `"node_count": 2, "max_nodes_per_job": -1`), "partitions[1].max_nodes_per_job", "must not be negative"},
+		{"negative cost factor", edit(`"node_count": 2`, `"node_count": 2, "cost_factor": -0.5`), "partitions[1].cost_factor", "must be a non-negative number"},
+		{"negative per-user limit", edit(`"node_count": 2`, `"node_count": 2, "per_user": {"max_gpus": -1}`), "partitions[1].per_user", "limits must not be negative"},
+		{"bad per-user time", edit(`"node_count": 2`, `"node_count": 2, "per_user": {"max_time": "soon"}`), "partitions[1].per_user.max_time", "not a Slurm time"},
+		{"two defaults", strings.Replace(edit(`"node_count": 2`, `"node_count": 2, "default": true`), `"max_time"`, `"default": true, "max_time"`, 1),
+			"partitions", "more than one default partition"},
+		{"first bad of several", edit(`"node_count": 2`, `"node_count": 2, "cost_factor": -1, "max_nodes_per_job": -1`),
+			"partitions[1].max_nodes_per_job", "must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

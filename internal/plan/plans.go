@@ -136,16 +136,16 @@ func MakePlans(batch int, opts []*Option, overhead time.Duration) Plans {
 		return p
 	}
 	for _, o := range opts {
-		if !o.Partition.Preemptible && (p.Ideal == nil || o.Run < p.Ideal.Run || (o.Run == p.Ideal.Run && o.Cost < p.Ideal.Cost)) {
+		if !o.Partition.Preemptible && fasterRun(o, p.Ideal) {
 			p.Ideal = o
 		}
 		// A preemptible partition can requeue the job at any time, so its
 		// figures are not a plan to rely on; it remains a place to start
 		// (migration) and a cheapest choice.
-		if o.Wait.Known && !o.Partition.Preemptible && (p.Without == nil || o.Total < p.Without.Total) {
+		if !o.Partition.Preemptible && endsSooner(o, p.Without) {
 			p.Without = o
 		}
-		if p.Cheapest == nil || o.Cost < p.Cheapest.Cost || (o.Cost == p.Cheapest.Cost && o.Run < p.Cheapest.Run) {
+		if cheaper(o, p.Cheapest) {
 			p.Cheapest = o
 		}
 	}
@@ -154,7 +154,7 @@ func MakePlans(batch int, opts []*Option, overhead time.Duration) Plans {
 	}
 	if p.Without == nil {
 		for _, o := range opts {
-			if o.Wait.Known && (p.Without == nil || o.Total < p.Without.Total) {
+			if endsSooner(o, p.Without) {
 				p.Without = o
 			}
 		}
@@ -162,6 +162,22 @@ func MakePlans(batch int, opts []*Option, overhead time.Duration) Plans {
 	p.With = bestMigration(opts, overhead)
 	p.recommend(overhead)
 	return p
+}
+
+// fasterRun: o runs faster than cur (nil: none yet), or as fast for less.
+func fasterRun(o, cur *Option) bool {
+	return cur == nil || o.Run < cur.Run || (o.Run == cur.Run && o.Cost < cur.Cost)
+}
+
+// endsSooner: o's wait is known and it ends before cur (nil: none yet).
+func endsSooner(o, cur *Option) bool {
+	return o.Wait.Known && (cur == nil || o.Total < cur.Total)
+}
+
+// cheaper: o costs less than cur (nil: none yet), or as much and runs
+// faster.
+func cheaper(o, cur *Option) bool {
+	return cur == nil || o.Cost < cur.Cost || (o.Cost == cur.Cost && o.Run < cur.Run)
 }
 
 // bestMigration tries every start-now option against every faster,
@@ -173,23 +189,35 @@ func bestMigration(opts []*Option, overhead time.Duration) *Migration {
 			continue
 		}
 		for _, to := range opts {
-			if to == from || !to.Wait.Known || to.Wait.IdleNow || to.Partition.Preemptible || to.Run >= from.Run {
+			if !movePays(from, to, overhead) {
 				continue
 			}
-			if to.Partition.cluster != from.Partition.cluster {
-				continue // a job moves by requeue, within its cluster
-			}
-			if from.Run <= to.Wait.Wait+overhead {
-				continue // it would finish where it started before the move pays
-			}
-			m := migrate(from, to, overhead)
-			if best == nil || m.Total < best.Total || (m.Total == best.Total && m.Cost < best.Cost) ||
-				(m.Total == best.Total && m.Cost == best.Cost && best.From.Partition.Preemptible && !from.Partition.Preemptible) {
+			if m := migrate(from, to, overhead); betterMigration(m, best) {
 				best = m
 			}
 		}
 	}
 	return best
+}
+
+// movePays: a job started now on from may move to to, which is busy, not
+// preemptible, faster and in the same cluster, and frees before the job
+// would end on from.
+func movePays(from, to *Option, overhead time.Duration) bool {
+	if to == from || !to.Wait.Known || to.Wait.IdleNow || to.Partition.Preemptible || to.Run >= from.Run {
+		return false
+	}
+	if to.Partition.cluster != from.Partition.cluster {
+		return false // a job moves by requeue, within its cluster
+	}
+	return from.Run > to.Wait.Wait+overhead // else it would finish where it started before the move pays
+}
+
+// betterMigration: m ends before best (nil: none yet), or as soon for
+// less, or the same from a partition that is not preemptible.
+func betterMigration(m, best *Migration) bool {
+	return best == nil || m.Total < best.Total || (m.Total == best.Total && m.Cost < best.Cost) ||
+		(m.Total == best.Total && m.Cost == best.Cost && best.From.Partition.Preemptible && !m.From.Partition.Preemptible)
 }
 
 // migrate computes one migration plan. The job computes on from until to

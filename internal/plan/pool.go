@@ -63,61 +63,18 @@ type poolKey struct {
 // their median, and the figure is the median over users; c.users is the
 // fewest distinct users behind any of its batch sizes.
 func (s *Site) calibratePooled(key string, receipts []report.Receipt) map[string]*calibration {
-	type perUser struct{ mem, iter map[int][]float64 }
-	groups := map[poolKey]*perUser{}
-	nts := map[string]*NodeType{}
-	counts := map[string]int{}
-	for i := range receipts {
-		r := &receipts[i]
-		if r.Model != key || r.Batch <= 0 || r.UID == nil {
-			continue
-		}
-		nt := s.receiptNodeType(r)
-		if nt == nil {
-			continue
-		}
-		mem := r.PeakRSS
-		if nt.DeviceMemory() {
-			mem = r.PeakGPU
-		}
-		k := poolKey{nt.Name, r.Batch}
-		g := groups[k]
-		if g == nil {
-			g = &perUser{mem: map[int][]float64{}, iter: map[int][]float64{}}
-			groups[k] = g
-		}
-		used := false
-		if mem > 0 {
-			g.mem[*r.UID] = append(g.mem[*r.UID], float64(mem))
-			used = true
-		}
-		if r.IterMS > 0 && !math.IsInf(r.IterMS, 0) && !math.IsNaN(r.IterMS) {
-			g.iter[*r.UID] = append(g.iter[*r.UID], r.IterMS)
-			used = true
-		}
-		if used {
-			nts[nt.Name] = nt
-			counts[nt.Name]++
-		}
-	}
-	medianOfUsers := func(byUser map[int][]float64) (float64, int) {
-		var meds []float64
-		for _, v := range byUser {
-			meds = append(meds, Median(v))
-		}
-		return Median(meds), len(meds)
-	}
+	p := s.poolReceipts(key, receipts)
 	out := map[string]*calibration{}
-	keys := make([]poolKey, 0, len(groups))
-	for k := range groups {
+	keys := make([]poolKey, 0, len(p.groups))
+	for k := range p.groups {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b poolKey) int { return a.batch - b.batch })
 	for _, k := range keys {
-		g := groups[k]
+		g := p.groups[k]
 		c := out[k.nt]
 		if c == nil {
-			c = &calibration{nt: nts[k.nt], pooled: true, users: math.MaxInt, n: counts[k.nt]}
+			c = &calibration{nt: p.nts[k.nt], pooled: true, users: math.MaxInt, n: p.counts[k.nt]}
 			out[k.nt] = c
 		}
 		if m, n := medianOfUsers(g.mem); n > 0 {
@@ -138,6 +95,72 @@ func (s *Site) calibratePooled(key string, receipts []report.Receipt) map[string
 		}
 	}
 	return out
+}
+
+// pool is receipts grouped for calibratePooled: each group's figures by
+// user, and per node type the node type and how many receipts count.
+type pool struct {
+	groups map[poolKey]*poolUsers
+	nts    map[string]*NodeType
+	counts map[string]int
+}
+
+// poolUsers are one group's memory and iteration figures by uid.
+type poolUsers struct{ mem, iter map[int][]float64 }
+
+// poolReceipts groups the receipts of model key that name a batch size,
+// a user and a node type of the site.
+func (s *Site) poolReceipts(key string, receipts []report.Receipt) pool {
+	p := pool{groups: map[poolKey]*poolUsers{}, nts: map[string]*NodeType{}, counts: map[string]int{}}
+	for i := range receipts {
+		r := &receipts[i]
+		if r.Model != key || r.Batch <= 0 || r.UID == nil {
+			continue
+		}
+		nt := s.receiptNodeType(r)
+		if nt == nil {
+			continue
+		}
+		k := poolKey{nt.Name, r.Batch}
+		g := p.groups[k]
+		if g == nil {
+			g = &poolUsers{mem: map[int][]float64{}, iter: map[int][]float64{}}
+			p.groups[k] = g
+		}
+		if g.add(r, nt.DeviceMemory()) {
+			p.nts[nt.Name] = nt
+			p.counts[nt.Name]++
+		}
+	}
+	return p
+}
+
+// add takes r's memory (device memory when device) and iteration time,
+// where it has them; false when it has neither.
+func (g *poolUsers) add(r *report.Receipt, device bool) bool {
+	mem := r.PeakRSS
+	if device {
+		mem = r.PeakGPU
+	}
+	used := false
+	if mem > 0 {
+		g.mem[*r.UID] = append(g.mem[*r.UID], float64(mem))
+		used = true
+	}
+	if r.IterMS > 0 && !math.IsInf(r.IterMS, 0) && !math.IsNaN(r.IterMS) {
+		g.iter[*r.UID] = append(g.iter[*r.UID], r.IterMS)
+		used = true
+	}
+	return used
+}
+
+// medianOfUsers is the median of the users' medians, and how many users.
+func medianOfUsers(byUser map[int][]float64) (float64, int) {
+	var meds []float64
+	for _, v := range byUser {
+		meds = append(meds, Median(v))
+	}
+	return Median(meds), len(meds)
 }
 
 // MaxPooledRaise bounds how far fewer than MinPoolUsers users' receipts

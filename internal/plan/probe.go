@@ -96,24 +96,30 @@ func DecodeProbe(b []byte) (*Probe, error) {
 
 // Validate checks a probe record's values.
 func (p *Probe) Validate() error {
-	switch {
-	case p.V != ProbeVersion:
-		return fieldErr("v", "want %d (this build reads probe record version %d), got %d", ProbeVersion, ProbeVersion, p.V)
-	case !validName(p.NodeType):
-		return fieldErr("node_type", "want 1-64 of [A-Za-z0-9._-], got %q", p.NodeType)
-	case !printable(p.Host, 256):
-		return fieldErr("host", "want up to 256 printable characters")
-	case !printable(p.MeasuredAt, 64):
-		return fieldErr("measured_at", "want up to 64 printable characters")
-	case !printable(p.Framework, 128):
-		return fieldErr("framework", "want up to 128 printable characters")
-	case !printable(p.Python, 64):
-		return fieldErr("python", "want up to 64 printable characters")
-	case p.Threads <= 0:
-		return fieldErr("threads", "must be positive, got %d", p.Threads)
-	case !finiteNonNeg(p.LoadAverage):
-		return fieldErr("load_average", "must be a non-negative number")
+	if err := firstBad([]fieldCheck{
+		{p.V != ProbeVersion, "v", "want %d (this build reads probe record version %d), got %d", []any{ProbeVersion, ProbeVersion, p.V}},
+		{!validName(p.NodeType), "node_type", "want 1-64 of [A-Za-z0-9._-], got %q", []any{p.NodeType}},
+		{!printable(p.Host, 256), "host", "want up to 256 printable characters", nil},
+		{!printable(p.MeasuredAt, 64), "measured_at", "want up to 64 printable characters", nil},
+		{!printable(p.Framework, 128), "framework", "want up to 128 printable characters", nil},
+		{!printable(p.Python, 64), "python", "want up to 64 printable characters", nil},
+		{p.Threads <= 0, "threads", "must be positive, got %d", []any{p.Threads}},
+		{!finiteNonNeg(p.LoadAverage), "load_average", "must be a non-negative number", nil},
+	}); err != nil {
+		return err
 	}
+	if err := p.validateRSS(); err != nil {
+		return err
+	}
+	if err := p.ReferenceStep.validate(); err != nil {
+		return err
+	}
+	return p.validateThroughput()
+}
+
+// validateRSS checks the memory footprints: import, runtime and the
+// runtime's references, which runtime pools.
+func (p *Probe) validateRSS() error {
 	stats := map[string]ByteStat{"import_rss_bytes": p.ImportRSS, "runtime_rss_bytes": p.RuntimeRSS}
 	for ref, s := range p.RuntimeReferences {
 		f := joinField("runtime_references", ref)
@@ -136,9 +142,12 @@ func (p *Probe) Validate() error {
 	if p.RuntimeRSS.Median < p.ImportRSS.Median {
 		return fieldErr("runtime_rss_bytes.median", "%d is below import_rss_bytes.median %d: training cannot need less than the import", p.RuntimeRSS.Median, p.ImportRSS.Median)
 	}
-	if err := p.ReferenceStep.validate(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateThroughput checks the measured rates: conv is required, every
+// kind known, every rate finite and ordered.
+func (p *Probe) validateThroughput() error {
 	kinds := append(slices.Clone(flopKinds), WorkElementwise, WorkOptimizer)
 	if _, ok := p.Throughput[WorkConv]; !ok {
 		return fieldErr("throughput.conv", "required field missing")

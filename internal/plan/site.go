@@ -189,34 +189,17 @@ func finiteNonNeg(v float64) bool {
 
 // Validate checks a catalogue's values and cross references.
 func (s *Site) Validate() error {
-	if s.V != SiteVersion {
-		return fieldErr("v", "want %d (this build reads site catalogue version %d), got %d", SiteVersion, SiteVersion, s.V)
+	if err := firstBad([]fieldCheck{
+		{s.V != SiteVersion, "v", "want %d (this build reads site catalogue version %d), got %d", []any{SiteVersion, SiteVersion, s.V}},
+		{!printable(s.Name, 128) || s.Name == "", "name", "required, up to 128 printable characters", nil},
+		{!printable(s.Currency, 16), "currency", "want up to 16 printable characters", nil},
+		{len(s.NodeTypes) == 0, "node_types", "required: at least one node type", nil},
+	}); err != nil {
+		return err
 	}
-	if !printable(s.Name, 128) || s.Name == "" {
-		return fieldErr("name", "required, up to 128 printable characters")
-	}
-	if !printable(s.Currency, 16) {
-		return fieldErr("currency", "want up to 16 printable characters")
-	}
-	if len(s.NodeTypes) == 0 {
-		return fieldErr("node_types", "required: at least one node type")
-	}
-	types := map[string]*NodeType{}
-	anchored := false
-	for i := range s.NodeTypes {
-		nt := &s.NodeTypes[i]
-		p := fmt.Sprintf("node_types[%d]", i)
-		if err := nt.validate(p); err != nil {
-			return err
-		}
-		if types[nt.Name] != nil {
-			return fieldErr(p+".name", "duplicate node type %q", nt.Name)
-		}
-		types[nt.Name] = nt
-		anchored = anchored || nt.PeakFLOPS.FP32 > 0
-	}
-	if !anchored {
-		return fieldErr("node_types", "at least one node type needs peak_flops.fp32 (relative_throughput alone has no unit)")
+	types, err := s.validateNodeTypes()
+	if err != nil {
+		return err
 	}
 	if len(s.Partitions) == 0 {
 		return fieldErr("partitions", "required: at least one partition")
@@ -233,41 +216,8 @@ func (s *Site) Validate() error {
 			return fieldErr(p+".name", "duplicate partition %q", ps.Name)
 		}
 		parts[ps.Name] = true
-		if len(ps.NodeTypes) == 0 {
-			return fieldErr(p+".node_types", "required: the node types of the partition")
-		}
-		for j, n := range ps.NodeTypes {
-			if types[n] == nil {
-				return fieldErr(fmt.Sprintf("%s.node_types[%d]", p, j), "unknown node type %q", n)
-			}
-		}
-		if ps.Nodes != "" {
-			hosts, err := ExpandHostlist(ps.Nodes)
-			if err != nil {
-				return fieldErr(p+".nodes", "%v", err)
-			}
-			if ps.NodeCount != 0 && ps.NodeCount != len(hosts) {
-				return fieldErr(p+".node_count", "%d, but nodes %q lists %d", ps.NodeCount, ps.Nodes, len(hosts))
-			}
-		} else if ps.NodeCount <= 0 {
-			return fieldErr(p+".node_count", "required (positive) when nodes is not given")
-		}
-		if _, err := ParseSlurmTime(ps.MaxTime); err != nil {
-			return fieldErr(p+".max_time", "%v", err)
-		}
-		if ps.MaxNodesPerJob < 0 {
-			return fieldErr(p+".max_nodes_per_job", "must not be negative")
-		}
-		if !finiteNonNeg(ps.CostFactor) {
-			return fieldErr(p+".cost_factor", "must be a non-negative number")
-		}
-		if u := ps.PerUser; u != nil {
-			if u.MaxNodes < 0 || u.MaxCPUs < 0 || u.MaxGPUs < 0 {
-				return fieldErr(p+".per_user", "limits must not be negative")
-			}
-			if _, err := ParseSlurmTime(u.MaxTime); err != nil {
-				return fieldErr(p+".per_user.max_time", "%v", err)
-			}
+		if err := ps.validate(p, types); err != nil {
+			return err
 		}
 		if ps.Default {
 			defaults++
@@ -275,6 +225,82 @@ func (s *Site) Validate() error {
 	}
 	if defaults > 1 {
 		return fieldErr("partitions", "more than one default partition")
+	}
+	return nil
+}
+
+// validateNodeTypes checks each node type, that no name is used twice and
+// that one of them anchors the unit; it returns them by name.
+func (s *Site) validateNodeTypes() (map[string]*NodeType, error) {
+	types := map[string]*NodeType{}
+	anchored := false
+	for i := range s.NodeTypes {
+		nt := &s.NodeTypes[i]
+		p := fmt.Sprintf("node_types[%d]", i)
+		if err := nt.validate(p); err != nil {
+			return nil, err
+		}
+		if types[nt.Name] != nil {
+			return nil, fieldErr(p+".name", "duplicate node type %q", nt.Name)
+		}
+		types[nt.Name] = nt
+		anchored = anchored || nt.PeakFLOPS.FP32 > 0
+	}
+	if !anchored {
+		return nil, fieldErr("node_types", "at least one node type needs peak_flops.fp32 (relative_throughput alone has no unit)")
+	}
+	return types, nil
+}
+
+// validate checks a partition (at path p) past its name; types are the
+// catalogue's node types.
+func (ps *PartitionSpec) validate(p string, types map[string]*NodeType) error {
+	if len(ps.NodeTypes) == 0 {
+		return fieldErr(p+".node_types", "required: the node types of the partition")
+	}
+	for j, n := range ps.NodeTypes {
+		if types[n] == nil {
+			return fieldErr(fmt.Sprintf("%s.node_types[%d]", p, j), "unknown node type %q", n)
+		}
+	}
+	if err := ps.validateNodes(p); err != nil {
+		return err
+	}
+	if _, err := ParseSlurmTime(ps.MaxTime); err != nil {
+		return fieldErr(p+".max_time", "%v", err)
+	}
+	if err := firstBad([]fieldCheck{
+		{ps.MaxNodesPerJob < 0, p + ".max_nodes_per_job", "must not be negative", nil},
+		{!finiteNonNeg(ps.CostFactor), p + ".cost_factor", "must be a non-negative number", nil},
+	}); err != nil {
+		return err
+	}
+	if u := ps.PerUser; u != nil {
+		if u.MaxNodes < 0 || u.MaxCPUs < 0 || u.MaxGPUs < 0 {
+			return fieldErr(p+".per_user", "limits must not be negative")
+		}
+		if _, err := ParseSlurmTime(u.MaxTime); err != nil {
+			return fieldErr(p+".per_user.max_time", "%v", err)
+		}
+	}
+	return nil
+}
+
+// validateNodes checks nodes (a hostlist) against node_count, or
+// node_count alone.
+func (ps *PartitionSpec) validateNodes(p string) error {
+	if ps.Nodes == "" {
+		if ps.NodeCount <= 0 {
+			return fieldErr(p+".node_count", "required (positive) when nodes is not given")
+		}
+		return nil
+	}
+	hosts, err := ExpandHostlist(ps.Nodes)
+	if err != nil {
+		return fieldErr(p+".nodes", "%v", err)
+	}
+	if ps.NodeCount != 0 && ps.NodeCount != len(hosts) {
+		return fieldErr(p+".node_count", "%d, but nodes %q lists %d", ps.NodeCount, ps.Nodes, len(hosts))
 	}
 	return nil
 }
@@ -430,18 +456,11 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 		return 0, nil
 	}
 	bad := fmt.Errorf("%q is not a Slurm time (want e.g. 90, 2:00:00 or 2-00:00:00)", s)
-	num := func(t string) (int64, bool) {
-		if t == "" || len(t) > 9 {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(t, 10, 64)
-		return n, err == nil && n >= 0
-	}
 	var days int64
 	rest := s
 	hasDays := false
 	if d, r, ok := strings.Cut(s, "-"); ok {
-		n, ok := num(d)
+		n, ok := slurmNum(d)
 		if !ok {
 			return 0, bad
 		}
@@ -450,25 +469,14 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 	parts := strings.Split(rest, ":")
 	vals := make([]int64, len(parts))
 	for i, p := range parts {
-		n, ok := num(p)
+		n, ok := slurmNum(p)
 		if !ok {
 			return 0, bad
 		}
 		vals[i] = n
 	}
-	var h, m, sec int64
-	switch {
-	case hasDays && len(vals) == 1:
-		h = vals[0]
-	case hasDays && len(vals) == 2:
-		h, m = vals[0], vals[1]
-	case len(vals) == 3:
-		h, m, sec = vals[0], vals[1], vals[2]
-	case !hasDays && len(vals) == 1:
-		m = vals[0]
-	case !hasDays && len(vals) == 2:
-		m, sec = vals[0], vals[1]
-	default:
+	h, m, sec, ok := slurmHMS(hasDays, vals)
+	if !ok {
 		return 0, bad
 	}
 	total := ((days*24+h)*60+m)*60 + sec
@@ -476,6 +484,34 @@ func ParseSlurmTime(s string) (time.Duration, error) {
 		return 0, bad
 	}
 	return time.Duration(total) * time.Second, nil
+}
+
+// slurmNum reads one number of a Slurm time: up to 9 digits.
+func slurmNum(t string) (int64, bool) {
+	if t == "" || len(t) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// slurmHMS names the numbers of a Slurm time after its days (hasDays:
+// "days-hours[:minutes[:seconds]]"; else "minutes[:seconds]" or
+// "hours:minutes:seconds").
+func slurmHMS(hasDays bool, vals []int64) (h, m, sec int64, ok bool) {
+	switch {
+	case hasDays && len(vals) == 1:
+		return vals[0], 0, 0, true
+	case hasDays && len(vals) == 2:
+		return vals[0], vals[1], 0, true
+	case len(vals) == 3:
+		return vals[0], vals[1], vals[2], true
+	case !hasDays && len(vals) == 1:
+		return 0, vals[0], 0, true
+	case !hasDays && len(vals) == 2:
+		return 0, vals[0], vals[1], true
+	}
+	return 0, 0, 0, false
 }
 
 // ExpandHostlist expands a Slurm host list ("cpu[1-2],gpu[01-03,5],login")

@@ -238,7 +238,6 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 		maxProcs = DefaultMaxProcs
 	}
 	now := st.now()
-	out := Stat{At: now}
 	var errs []error
 
 	up, upErr := st.uptime(s.ProcRoot)
@@ -252,17 +251,10 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 	complete := err == nil
 
 	st.gen++
-	// Scheduled from the last attempt, not the last success: a pass that
-	// cannot finish within Timeout (huge processes) costs one gap per
-	// interval, not one per sample.
-	pssDue := s.PSSInterval >= 0 && (st.pssTried.IsZero() || now.Sub(st.pssTried) >= s.PSSInterval)
-	if pssDue {
-		st.pssTried = now
-	}
+	pssDue := st.pssDue(s.PSSInterval, now)
 	t, readErrs, ok := st.readMembers(ctx, s.ProcRoot, members, pssDue, now, upErr == nil)
 	errs = append(errs, readErrs...)
 	complete = complete && ok
-	out.PIDs, out.RSSBytes = t.pids, t.rss
 	if complete {
 		for pid, e := range st.procs {
 			if e.seen != st.gen {
@@ -273,21 +265,7 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 	st.havePrev = upErr == nil
 	st.prevAt, st.prevUp = now, up
 
-	slices.Sort(out.PIDs)
-	out.Procs = len(out.PIDs)
-	out.CPUPercent = t.cpu * 100
-	if pssDue && complete {
-		st.pss, st.pssAt = 0, now
-		if t.pssRead > 0 {
-			st.pss = t.pssSum
-		}
-	}
-	if s.PSSInterval >= 0 {
-		out.PSSBytes, out.PSSAt = st.pss, st.pssAt
-	}
-	st.peak = max(st.peak, out.RSSBytes, t.maxHWM)
-	out.PeakRSSBytes = st.peak
-
+	out := st.stat(s.PSSInterval, t, now, pssDue && complete)
 	if out.Procs > 0 {
 		cg, err := st.cg.stat(&st.r, s.root)
 		if err != nil {
@@ -296,6 +274,39 @@ func (st *state) sample(ctx context.Context, s *Sampler) (Stat, error) {
 		out.CgroupPath, out.CgroupPeakBytes, out.CgroupLimitBytes, out.CgroupMem = cg.path, cg.peak, cg.limit, cg.mem
 	}
 	return out, errors.Join(errs...)
+}
+
+// pssDue says whether this sample reads PSS, and notes the attempt. It is
+// scheduled from the last attempt, not the last success: a pass that
+// cannot finish within Timeout (huge processes) costs one gap per
+// interval, not one per sample.
+func (st *state) pssDue(interval time.Duration, now time.Time) bool {
+	due := interval >= 0 && (st.pssTried.IsZero() || now.Sub(st.pssTried) >= interval)
+	if due {
+		st.pssTried = now
+	}
+	return due
+}
+
+// stat is the sample's Stat from the tally t (cgroup figures aside);
+// pssDone: t holds a complete PSS pass.
+func (st *state) stat(pssInterval time.Duration, t tally, now time.Time, pssDone bool) Stat {
+	out := Stat{At: now, PIDs: t.pids, RSSBytes: t.rss}
+	slices.Sort(out.PIDs)
+	out.Procs = len(out.PIDs)
+	out.CPUPercent = t.cpu * 100
+	if pssDone {
+		st.pss, st.pssAt = 0, now
+		if t.pssRead > 0 {
+			st.pss = t.pssSum
+		}
+	}
+	if pssInterval >= 0 {
+		out.PSSBytes, out.PSSAt = st.pss, st.pssAt
+	}
+	st.peak = max(st.peak, out.RSSBytes, t.maxHWM)
+	out.PeakRSSBytes = st.peak
+	return out
 }
 
 // tally sums one sample's readings of the tree's processes.

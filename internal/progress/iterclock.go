@@ -99,6 +99,14 @@ func (c *IterClock) Observe(batch []Event) []Iter {
 		c.wrapSawCkpt = c.wrapSawCkpt || ckptAfter
 		return out
 	}
+	return c.observeWrap(last, reset, ckptBefore, ckptAfter, out)
+}
+
+// observeWrap closes the wrapper-measured interval at last, the batch's
+// last step (reset: the steps went back within the batch), and moves the
+// baseline there; ckptBefore and ckptAfter say where the batch's
+// checkpoints fell.
+func (c *IterClock) observeWrap(last *Event, reset, ckptBefore, ckptAfter bool, out []Iter) []Iter {
 	switch {
 	case !c.wrapBase || reset || last.Step < c.wrapStep || last.At.Before(c.wrapAt):
 		c.setWrapBase(last)

@@ -175,28 +175,8 @@ func setKey(ev *Event, key string, v []byte) error {
 		if !ok {
 			return bad("not an unsigned integer")
 		}
-		switch key {
-		case "step":
-			ev.Step = n
-		case "samples":
-			ev.Samples = n
-		case "total":
-			ev.Total = n
-		case "steps_per_epoch":
-			ev.StepsPerEpoch = n
-		case "epoch":
-			if n > math.MaxInt32 {
-				return bad("out of range")
-			}
-			ev.Epoch = int(n)
-		case "epochs":
-			if n > math.MaxInt32 {
-				return bad("out of range")
-			}
-			ev.Epochs = int(n)
-		}
-		if n == 0 && (key == "total" || key == "epochs" || key == "steps_per_epoch") {
-			return bad("must be positive")
+		if why := setUint(ev, key, n); why != "" {
+			return bad(why)
 		}
 	case "loss":
 		f, ok := parseFloat(v)
@@ -222,6 +202,34 @@ func setKey(ev *Event, key string, v []byte) error {
 		ev.Path = p
 	}
 	return nil
+}
+
+// setUint sets the unsigned field key to n; it returns why n is wrong
+// for it, or "".
+func setUint(ev *Event, key string, n int64) string {
+	switch key {
+	case "step":
+		ev.Step = n
+	case "samples":
+		ev.Samples = n
+	case "total":
+		ev.Total = n
+	case "steps_per_epoch":
+		ev.StepsPerEpoch = n
+	case "epoch", "epochs":
+		if n > math.MaxInt32 {
+			return "out of range"
+		}
+		if key == "epoch" {
+			ev.Epoch = int(n)
+		} else {
+			ev.Epochs = int(n)
+		}
+	}
+	if n == 0 && (key == "total" || key == "epochs" || key == "steps_per_epoch") {
+		return "must be positive"
+	}
+	return ""
 }
 
 // splitFields splits on runs of spaces and tabs only (bytes.Fields would also

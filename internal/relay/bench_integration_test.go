@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
@@ -112,7 +113,7 @@ func BenchmarkDirectXADDParallel(b *testing.B) {
 // benchRelay starts a relay (credentials checked by fakeVerifier: MUNGE is
 // once per connection, not per report) with a ration that never binds; it
 // returns a client maker, one connection per uid.
-func benchRelay(b *testing.B) func(uid int) *Client {
+func benchRelay(b *testing.B) func(uid int) *relayproto.Client {
 	rep, key := benchReporter(b)
 	cfg := DefaultConfig(key)
 	cfg.Ration = Ration{EntriesPerSec: 1e9, EntryBurst: 1e9, BytesPerSec: 1e12, ByteBurst: 1e12}
@@ -128,8 +129,8 @@ func benchRelay(b *testing.B) func(uid int) *Client {
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
 	b.Cleanup(func() { cancel(); <-done })
-	return func(uid int) *Client {
-		c := &Client{Addr: ln.Addr().String(), Cred: func(context.Context) (string, error) { return "uid:" + strconv.Itoa(uid), nil }}
+	return func(uid int) *relayproto.Client {
+		c := &relayproto.Client{Addr: ln.Addr().String(), Cred: func(context.Context) (string, error) { return "uid:" + strconv.Itoa(uid), nil }}
 		b.Cleanup(func() { _ = c.Close() })
 		return c
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // waitFor waits until cond holds (each check a few ms apart), failing the
@@ -28,7 +30,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // total budget; those that would go over are refused, and everything lent
 // is given back when the connections close.
 func TestHalfSentFramesStayWithinBudget(t *testing.T) {
-	e := startRelay(t, func(c *Config) { c.InFlightBytesPerUID = 2 * MaxFrame; c.InFlightBytes = 4 * MaxFrame })
+	e := startRelay(t, func(c *Config) {
+		c.InFlightBytesPerUID = 2 * relayproto.MaxFrame
+		c.InFlightBytes = 4 * relayproto.MaxFrame
+	})
 	b := e.srv.frames
 	const part = 100_000   // of MaxFrame declared
 	const lent = 128 << 10 // the buffer that holds part: 4 KiB doubled
@@ -42,7 +47,7 @@ func TestHalfSentFramesStayWithinBudget(t *testing.T) {
 			t.Fatalf("hello of uid %d: %+v %v", uid, rep, ok)
 		}
 		recv0, ref0 := b.received.Load(), b.refused.Load()
-		r.sendHeader(MaxFrame)
+		r.sendHeader(relayproto.MaxFrame)
 		_, _ = r.Write(make([]byte, part)) // may fail: the relay closes a refused one
 		waitFor(t, "the relay to read the part or refuse it", func() bool {
 			return b.received.Load() == recv0+part || b.refused.Load() > ref0
@@ -66,7 +71,7 @@ func TestHalfSentFramesStayWithinBudget(t *testing.T) {
 	if want := map[int]int{1001: 1, 1002: 1, 1003: 3}; fmt.Sprint(refused) != fmt.Sprint(want) {
 		t.Errorf("refused per uid %v, want %v", refused, want)
 	}
-	if got := counterValue(t, e.m, "isched_relay_entries_total", "verdict", CodeBusy); got != 5 {
+	if got := counterValue(t, e.m, "isched_relay_entries_total", "verdict", relayproto.CodeBusy); got != 5 {
 		t.Errorf("busy entries counted %v, want 5", got)
 	}
 	if got := gaugeValue(t, e.m, "isched_relay_frame_bytes_in_flight"); got != 4*lent {
@@ -122,13 +127,13 @@ func BenchmarkHalfSentFrames(b *testing.B) {
 				b.Fatal(err)
 			}
 			conns = append(conns, c)
-			_, _ = c.Write(appendFrame(nil, []byte(`{"v":1,"cred":"uid:1002"}`)))
-			if _, err := readFrame(c, MaxFrame); err != nil {
+			_, _ = c.Write(relayproto.AppendFrame(nil, []byte(`{"v":1,"cred":"uid:1002"}`)))
+			if _, err := relayproto.ReadFrame(c, relayproto.MaxFrame); err != nil {
 				b.Fatal(err)
 			}
 			var h [4]byte
-			binary.BigEndian.PutUint32(h[:], MaxFrame)
-			_, _ = c.Write(append(h[:], make([]byte, MaxFrame/2)...))
+			binary.BigEndian.PutUint32(h[:], relayproto.MaxFrame)
+			_, _ = c.Write(append(h[:], make([]byte, relayproto.MaxFrame/2)...))
 		}
 		received := int64(-1)
 		for received != e.srv.frames.received.Load() { // until the relay has read what it will

@@ -12,69 +12,19 @@
 // who is sending (MUNGE's uid, never the client's word) so that it can
 // ration and tag by uid.
 //
-// Protocol (one TCP connection, frames both ways): a frame is a 4-byte
-// big-endian length and that many bytes of JSON, at most MaxFrame. The
-// client's first frame is a Hello with its credential; the relay answers
-// one Reply. Then each client frame is an Entry, each answered by a Reply
-// in order (the entry's stream id, or why it was refused).
+// The wire protocol and the clients that speak it are internal/relayproto.
 package relay
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/relayproto"
 )
-
-// MaxFrame bounds every frame either way: an Entry with the largest report
-// (report.MaxPayload, at most doubled by JSON string escaping: reports are
-// JSON whose control characters are escaped already) and its MAC.
-const MaxFrame = 2*report.MaxPayload + 1024
-
-// ErrFrame marks a frame that breaks the protocol (too long, empty,
-// truncated): the connection is closed.
-var ErrFrame = errors.New("relay: bad frame")
-
-// MaxHello bounds a Hello frame: a credential is at most 8 KiB
-// (MungeVerifier), so a connection that has not authenticated never needs
-// the room of a report.
-const MaxHello = 16 << 10
 
 // frameChunk is a frame buffer's first size; it doubles as bytes arrive.
 const frameChunk = 4 << 10
-
-// readFrame reads one frame into a new buffer, refusing one longer than
-// max before reading its body. The client reads its replies with it (from
-// the relay); the relay reads clients with a frameReader.
-func readFrame(r io.Reader, max int) ([]byte, error) {
-	n, err := readHeader(r, max)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("%w: truncated frame: %w", ErrFrame, err)
-	}
-	return b, nil
-}
-
-// readHeader reads a frame's length and checks it.
-func readHeader(r io.Reader, max int) (int, error) {
-	var h [4]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return 0, err
-	}
-	n := binary.BigEndian.Uint32(h[:])
-	if n == 0 {
-		return 0, fmt.Errorf("%w: empty frame", ErrFrame)
-	}
-	if uint64(n) > uint64(max) {
-		return 0, fmt.Errorf("%w: frame of %d bytes, limit %d", ErrFrame, n, max)
-	}
-	return int(n), nil
-}
 
 // frameReader reads a client's frames with memory lent by a frameBudget:
 // the declared length is only a bound, the buffer grows as bytes arrive,
@@ -91,7 +41,7 @@ type frameReader struct {
 // release (or the next call); errBudget when the budget cannot lend them.
 func (f *frameReader) next(max int) ([]byte, error) {
 	f.release()
-	n, err := readHeader(f.r, max)
+	n, err := relayproto.ReadHeader(f.r, max)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +59,7 @@ func (f *frameReader) next(max int) ([]byte, error) {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, fmt.Errorf("%w: truncated frame: %w", ErrFrame, err)
+			return nil, fmt.Errorf("%w: truncated frame: %w", relayproto.ErrFrame, err)
 		}
 	}
 	return b, nil
@@ -132,10 +82,4 @@ func (f *frameReader) grow(b []byte, n int) ([]byte, error) {
 func (f *frameReader) release() {
 	f.budget.release(f.key, f.held)
 	f.held = 0
-}
-
-// appendFrame appends body as a frame to dst.
-func appendFrame(dst, body []byte) []byte {
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
-	return append(dst, body...)
 }

@@ -100,21 +100,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 		fmt.Fprintf(stderr, "isched-relay: %v\n", err)
 		return daemon.ExitUsage
 	}
-	keys, err := stream.NewKeys(o.cluster)
+	keys, cfg, req, err := o.config()
 	if err != nil {
-		log.Error("configuration", "err", err)
-		return daemon.ExitUsage
-	}
-	cfg := DefaultConfig(keys.Ingest())
-	cfg.MaxLen, cfg.Ration, cfg.MaxConnsPerUID = o.maxLen, o.ration, o.maxConnsPerUID
-	cfg.InFlightBytes, cfg.InFlightBytesPerUID = o.inFlight, o.inFlightPerUID
-	cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource = o.maxUnauth, o.maxUnauthSource
-	req := CapRequest{MaxEntry: cfg.MaxEntry, Fraction: o.streamFraction, MaxLen: o.maxLen, Explicit: o.maxLenSet}
-	if err := cfg.validate(); err != nil {
-		log.Error("configuration", "err", err)
-		return daemon.ExitUsage
-	}
-	if _, err := DeriveStreamCap(req); err != nil { // the flags alone, before Redis is asked
 		log.Error("configuration", "err", err)
 		return daemon.ExitUsage
 	}
@@ -157,10 +144,37 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stderr
 	logCap(log, "relay stream cap", sc)
 	stopWatch := watchCap(ctx, srv, rdb, req, sc, metrics, log)
 	defer stopWatch()
-	notify := sdnotify.FromEnv(getenv, os.Getpid())
 	log.Info("started", "listen", ln.Addr().String(), "stream", cfg.Stream, "max_len", cfg.MaxLen, "uid", v.UID,
 		"uid_entries_per_sec", cfg.Ration.EntriesPerSec, "uid_bytes_per_sec", cfg.Ration.BytesPerSec, "munge", auth.MungerKind)
-	if err := notify.Ready("relaying to " + cfg.Stream); err != nil {
+	return serve(ctx, srv, ln, cfg.Stream, getenv, log)
+}
+
+// config is the relay's configuration from the options: the cluster's
+// keys, the server's Config and the stream cap asked for, checked before
+// Redis is asked anything.
+func (o options) config() (stream.Keys, Config, CapRequest, error) {
+	keys, err := stream.NewKeys(o.cluster)
+	if err != nil {
+		return keys, Config{}, CapRequest{}, err
+	}
+	cfg := DefaultConfig(keys.Ingest())
+	cfg.MaxLen, cfg.Ration, cfg.MaxConnsPerUID = o.maxLen, o.ration, o.maxConnsPerUID
+	cfg.InFlightBytes, cfg.InFlightBytesPerUID = o.inFlight, o.inFlightPerUID
+	cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerSource = o.maxUnauth, o.maxUnauthSource
+	req := CapRequest{MaxEntry: cfg.MaxEntry, Fraction: o.streamFraction, MaxLen: o.maxLen, Explicit: o.maxLenSet}
+	if err := cfg.validate(); err != nil {
+		return keys, cfg, req, err
+	}
+	if _, err := DeriveStreamCap(req); err != nil { // the flags alone, before Redis is asked
+		return keys, cfg, req, err
+	}
+	return keys, cfg, req, nil
+}
+
+// serve tells systemd the relay is ready and serves ln until ctx ends.
+func serve(ctx context.Context, srv *Server, ln net.Listener, streamName string, getenv func(string) string, log *slog.Logger) int {
+	notify := sdnotify.FromEnv(getenv, os.Getpid())
+	if err := notify.Ready("relaying to " + streamName); err != nil {
 		log.Warn("systemd notify", "err", err)
 	}
 	defer func() { _ = notify.Stopping() }()

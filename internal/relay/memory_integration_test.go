@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
@@ -83,8 +84,8 @@ func TestFloodNeverReachesRedisOOM(t *testing.T) {
 	served := make(chan struct{})
 	go func() { _ = srv.Serve(sctx, ln); close(served) }()
 	t.Cleanup(func() { stopSrv(); <-served })
-	client := func(uid int) *Client {
-		c := &Client{Addr: ln.Addr().String(), Cred: func(context.Context) (string, error) { return "uid:" + strconv.Itoa(uid), nil }}
+	client := func(uid int) *relayproto.Client {
+		c := &relayproto.Client{Addr: ln.Addr().String(), Cred: func(context.Context) (string, error) { return "uid:" + strconv.Itoa(uid), nil }}
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
@@ -119,11 +120,11 @@ func TestFloodNeverReachesRedisOOM(t *testing.T) {
 				default:
 				}
 				_, err := c.Append(ctx, "", big, testMAC, 0)
-				var ref *Refused
+				var ref *relayproto.Refused
 				switch {
 				case err == nil:
 					accepted.Add(1)
-				case errors.As(err, &ref) && ref.Code == CodeThrottled:
+				case errors.As(err, &ref) && ref.Code == relayproto.CodeThrottled:
 					throttled.Add(1)
 					time.Sleep(time.Duration(ref.RetryMS) * time.Millisecond) // what a wrapper does: wait as told
 				default:

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -27,47 +27,6 @@ import (
 // without other users' limits, and receipts with other users' made
 // anonymous. Root and the site's SeeAll uids (SlurmUser, operators) see
 // everything, as PrivateData exempts them.
-
-// ModeQuery is the Hello's mode of a status-query connection ("": reports).
-const ModeQuery = "query"
-
-// Query operations.
-const (
-	OpGet  = "get"  // one value (Redis GET)
-	OpList = "list" // a list's values (Redis LRANGE 0 -1)
-)
-
-// Query is a status connection's frame: one key to read.
-type Query struct {
-	Op  string `json:"op"`
-	Key string `json:"key"`
-}
-
-// QueryReply answers a Query: OK with Found and the Value (get) or Values
-// (list), or Code and Err. A key that does not exist and one the uid may
-// not see are answered alike (not found): as with Slurm's PrivateData,
-// another user's job is not there for you.
-type QueryReply struct {
-	OK     bool     `json:"ok,omitempty"`
-	Found  bool     `json:"found,omitempty"`
-	Value  string   `json:"value,omitempty"`
-	Values []string `json:"values,omitempty"`
-	Code   string   `json:"code,omitempty"`
-	Err    string   `json:"err,omitempty"`
-}
-
-// Query reply codes (with CodeBusy, CodeThrottled and CodeUnavail).
-const (
-	CodeBadQuery    = "bad-query"   // not a key a status query may read
-	CodeUnsupported = "unsupported" // this relay serves no status queries
-)
-
-// MaxQueryFrame bounds a Query frame: a key is at most ~100 bytes.
-const MaxQueryFrame = 1 << 10
-
-// MaxQueryReply bounds a QueryReply frame: the agent's tables are at most
-// report.MaxTablePayload, at most doubled by escaping them into a string.
-const MaxQueryReply = 2*report.MaxTablePayload + 4<<10
 
 // Reader is the part of the Redis client status queries use (a
 // *stream.Client as a read-only user); a missing key is stream.ErrNotFound.
@@ -123,16 +82,16 @@ func lookupUserName(uid int) (string, error) {
 }
 
 // modeRefusal is why a Hello's mode is refused, nil when it is served.
-func (s *Server) modeRefusal(mode string) *Reply {
+func (s *Server) modeRefusal(mode string) *relayproto.Reply {
 	switch {
 	case mode == "":
 		return nil
-	case mode == ModeQuery && s.queries != nil:
+	case mode == relayproto.ModeQuery && s.queries != nil:
 		return nil
-	case mode == ModeQuery:
-		return &Reply{Code: CodeUnsupported, Err: "this relay serves no status queries (started without -query-password-file)"}
+	case mode == relayproto.ModeQuery:
+		return &relayproto.Reply{Code: relayproto.CodeUnsupported, Err: "this relay serves no status queries (started without -query-password-file)"}
 	}
-	return &Reply{Code: CodeAuth, Err: fmt.Sprintf("unknown mode %q", mode)}
+	return &relayproto.Reply{Code: relayproto.CodeAuth, Err: fmt.Sprintf("unknown mode %q", mode)}
 }
 
 // queryLoop answers an authenticated query connection's frames until it
@@ -141,10 +100,10 @@ func (s *Server) queryLoop(ctx context.Context, c *conn, uid int, log *slog.Logg
 	log.Debug("relay query connection authenticated")
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		b, err := c.fr.next(MaxQueryFrame)
-		if errors.Is(err, errBudget) || errors.Is(err, ErrFrame) {
-			s.metrics.query(CodeBadQuery)
-			_ = c.send(QueryReply{Code: CodeBadQuery, Err: err.Error()}, time.Second)
+		b, err := c.fr.next(relayproto.MaxQueryFrame)
+		if errors.Is(err, errBudget) || errors.Is(err, relayproto.ErrFrame) {
+			s.metrics.query(relayproto.CodeBadQuery)
+			_ = c.send(relayproto.QueryReply{Code: relayproto.CodeBadQuery, Err: err.Error()}, time.Second)
 			return
 		}
 		if err != nil {
@@ -161,13 +120,13 @@ func (s *Server) queryLoop(ctx context.Context, c *conn, uid int, log *slog.Logg
 
 // answer checks one Query and answers it within the uid's ration and the
 // service's concurrency.
-func (s *Server) answer(ctx context.Context, uid int, b []byte, log *slog.Logger) QueryReply {
-	var q Query
-	if err := decodeStrict(b, &q); err != nil {
-		return QueryReply{Code: CodeBadQuery, Err: "query: " + err.Error()}
+func (s *Server) answer(ctx context.Context, uid int, b []byte, log *slog.Logger) relayproto.QueryReply {
+	var q relayproto.Query
+	if err := relayproto.DecodeStrict(b, &q); err != nil {
+		return relayproto.QueryReply{Code: relayproto.CodeBadQuery, Err: "query: " + err.Error()}
 	}
 	if ok, wait := s.rations.take(uid, len(b), s.now()); !ok {
-		return QueryReply{Code: CodeThrottled, Err: fmt.Sprintf("uid %d is over its ration; retry in %d ms", uid, max(wait.Milliseconds(), 1))}
+		return relayproto.QueryReply{Code: relayproto.CodeThrottled, Err: fmt.Sprintf("uid %d is over its ration; retry in %d ms", uid, max(wait.Milliseconds(), 1))}
 	}
 	qs := s.queries
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
@@ -176,26 +135,26 @@ func (s *Server) answer(ctx context.Context, uid int, b []byte, log *slog.Logger
 	case qs.sem <- struct{}{}:
 		defer func() { <-qs.sem }()
 	case <-qctx.Done():
-		return QueryReply{Code: CodeBusy, Err: "too many status queries at once"}
+		return relayproto.QueryReply{Code: relayproto.CodeBusy, Err: "too many status queries at once"}
 	}
 	r, err := qs.read(qctx, uid, q)
 	if err != nil {
 		s.warns.warn(log, "relay query failed", "uid", uid, "key", q.Key, "err", err)
-		return QueryReply{Code: CodeUnavail, Err: "redis: " + err.Error()}
+		return relayproto.QueryReply{Code: relayproto.CodeUnavail, Err: "redis: " + err.Error()}
 	}
 	return r
 }
 
 // send writes v as one frame.
 func (c *conn) send(v any, timeout time.Duration) error {
-	b, err := encode(v)
+	b, err := relayproto.Encode(v)
 	if err != nil {
 		return err
 	}
-	if len(b) > MaxQueryReply {
-		b, _ = encode(QueryReply{Code: CodeOversize, Err: fmt.Sprintf("reply of %d bytes, limit %d", len(b), MaxQueryReply)})
+	if len(b) > relayproto.MaxQueryReply {
+		b, _ = relayproto.Encode(relayproto.QueryReply{Code: relayproto.CodeOversize, Err: fmt.Sprintf("reply of %d bytes, limit %d", len(b), relayproto.MaxQueryReply)})
 	}
-	c.out = appendFrame(c.out[:0], b)
+	c.out = relayproto.AppendFrame(c.out[:0], b)
 	_ = c.SetWriteDeadline(time.Now().Add(timeout))
 	_, err = c.Write(c.out)
 	if cap(c.out) > 64<<10 {
@@ -206,28 +165,28 @@ func (c *conn) send(v any, timeout time.Duration) error {
 
 // read answers q for uid: the keys a status query may read, each filtered
 // to what uid may see.
-func (q *queryService) read(ctx context.Context, uid int, qr Query) (QueryReply, error) {
+func (q *queryService) read(ctx context.Context, uid int, qr relayproto.Query) (relayproto.QueryReply, error) {
 	k := q.cfg.Keys
 	all := uid == 0 || slices.Contains(q.cfg.SeeAll, uid)
 	switch {
-	case qr.Op == OpGet && qr.Key == k.Jobs():
+	case qr.Op == relayproto.OpGet && qr.Key == k.Jobs():
 		return q.jobTable(ctx, uid, all)
-	case qr.Op == OpGet && qr.Key == k.Snapshot():
+	case qr.Op == relayproto.OpGet && qr.Key == k.Snapshot():
 		return q.snapshot(ctx, uid, all)
-	case qr.Op == OpList && qr.Key == k.Receipts():
+	case qr.Op == relayproto.OpList && qr.Key == k.Receipts():
 		return q.receipts(ctx, uid, all)
 	}
 	lineage, name, ok := q.jobKey(qr.Key)
-	if !ok || !(qr.Op == OpGet && name == "status" || qr.Op == OpList && name == "series") {
-		return QueryReply{Code: CodeBadQuery, Err: fmt.Sprintf("%s %q: not a key a status query may read", qr.Op, qr.Key)}, nil
+	if !ok || !(qr.Op == relayproto.OpGet && name == "status" || qr.Op == relayproto.OpList && name == "series") {
+		return relayproto.QueryReply{Code: relayproto.CodeBadQuery, Err: fmt.Sprintf("%s %q: not a key a status query may read", qr.Op, qr.Key)}, nil
 	}
 	if !all {
 		owner, found, err := q.owner(ctx, lineage)
 		if err != nil || !found || owner != uid {
-			return QueryReply{OK: true}, err
+			return relayproto.QueryReply{OK: true}, err
 		}
 	}
-	if qr.Op == OpList {
+	if qr.Op == relayproto.OpList {
 		vals, err := q.cfg.Reader.List(ctx, qr.Key)
 		return listReply(vals), err
 	}
@@ -250,22 +209,22 @@ func (q *queryService) jobKey(key string) (lineage, name string, ok bool) {
 
 // get reads key and answers its value through filter; a missing key is
 // not found.
-func (q *queryService) get(ctx context.Context, key string, filter func([]byte) ([]byte, error)) (QueryReply, error) {
+func (q *queryService) get(ctx context.Context, key string, filter func([]byte) ([]byte, error)) (relayproto.QueryReply, error) {
 	b, err := q.cfg.Reader.Get(ctx, key)
 	if errors.Is(err, stream.ErrNotFound) {
-		return QueryReply{OK: true}, nil
+		return relayproto.QueryReply{OK: true}, nil
 	}
 	if err != nil {
-		return QueryReply{}, err
+		return relayproto.QueryReply{}, err
 	}
 	if b, err = filter(b); err != nil {
-		return QueryReply{}, fmt.Errorf("%s: %w", key, err)
+		return relayproto.QueryReply{}, fmt.Errorf("%s: %w", key, err)
 	}
-	return QueryReply{OK: true, Found: true, Value: string(b)}, nil
+	return relayproto.QueryReply{OK: true, Found: true, Value: string(b)}, nil
 }
 
-func listReply(vals [][]byte) QueryReply {
-	r := QueryReply{OK: true, Found: len(vals) > 0, Values: make([]string, len(vals))}
+func listReply(vals [][]byte) relayproto.QueryReply {
+	r := relayproto.QueryReply{OK: true, Found: len(vals) > 0, Values: make([]string, len(vals))}
 	for i, v := range vals {
 		r.Values[i] = string(v)
 	}

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -118,8 +120,8 @@ func startQueryRelay(t *testing.T, store Reader) string {
 	return ln.Addr().String()
 }
 
-func queryClient(t *testing.T, addr, cred string) *QueryClient {
-	c := &QueryClient{Addr: addr, Cred: func(context.Context) (string, error) { return cred, nil }}
+func queryClient(t *testing.T, addr, cred string) *relayproto.QueryClient {
+	c := &relayproto.QueryClient{Addr: addr, Cred: func(context.Context) (string, error) { return cred, nil }}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -175,14 +177,14 @@ func TestStatusQueryShowsOnlyOwnLineages(t *testing.T) {
 // without a reader serves no queries.
 func TestStatusQueryRefusals(t *testing.T) {
 	addr := startQueryRelay(t, labRecords(t))
-	bob := queryClient(t, addr, fmt.Sprintf("uid:%d", bobUID))
+	bob := newRawQueries(t, addr, fmt.Sprintf("uid:%d", bobUID))
 	ctx := ctx5(t)
-	for _, q := range []Query{
-		{OpGet, "isched:lab:job:{lab-u1001-a}:state"}, {OpGet, "isched:lab:coord:sessions"}, {OpGet, "isched:other:jobs"},
-		{OpGet, "isched:lab:job:{../x}:status"}, {OpList, "isched:lab:job:{lab-u1002-b}:status"}, {"del", "isched:lab:jobs"},
+	for _, q := range []relayproto.Query{
+		{Op: relayproto.OpGet, Key: "isched:lab:job:{lab-u1001-a}:state"}, {Op: relayproto.OpGet, Key: "isched:lab:coord:sessions"}, {Op: relayproto.OpGet, Key: "isched:other:jobs"},
+		{Op: relayproto.OpGet, Key: "isched:lab:job:{../x}:status"}, {Op: relayproto.OpList, Key: "isched:lab:job:{lab-u1002-b}:status"}, {Op: "del", Key: "isched:lab:jobs"},
 	} {
-		if _, err := bob.query(ctx, q); !isQueryCode(err, CodeBadQuery) {
-			t.Errorf("%+v: %v, want %s", q, err, CodeBadQuery)
+		if _, err := bob.query(ctx, q); !isQueryCode(err, relayproto.CodeBadQuery) {
+			t.Errorf("%+v: %v, want %s", q, err, relayproto.CodeBadQuery)
 		}
 	}
 	// a frame that names a uid is not a Query
@@ -195,7 +197,7 @@ func TestStatusQueryRefusals(t *testing.T) {
 		_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 		_, _ = nc.Write(binary.BigEndian.AppendUint32(nil, uint32(len(body))))
 		_, _ = nc.Write([]byte(body))
-		b, err := readFrame(nc, MaxQueryReply)
+		b, err := relayproto.ReadFrame(nc, relayproto.MaxQueryReply)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,17 +206,67 @@ func TestStatusQueryRefusals(t *testing.T) {
 	if r := send(fmt.Sprintf(`{"v":1,"cred":"uid:%d","mode":"query"}`, bobUID)); !strings.Contains(r, `"ok":true`) {
 		t.Fatalf("hello: %s", r)
 	}
-	if r := send(`{"op":"get","key":"isched:lab:job:{lab-u1001-a}:status","uid":1001}`); !strings.Contains(r, CodeBadQuery) || strings.Contains(r, "alice") {
+	if r := send(`{"op":"get","key":"isched:lab:job:{lab-u1001-a}:status","uid":1001}`); !strings.Contains(r, relayproto.CodeBadQuery) || strings.Contains(r, "alice") {
 		t.Errorf("a query naming alice's uid: %s", r)
 	}
 	// no reader: no queries
 	none := queryClient(t, startQueryRelay(t, nil), "uid:0")
-	if err := none.Connect(ctx); refusal(err) != CodeUnsupported {
-		t.Errorf("a relay without queries: %v, want %s", err, CodeUnsupported)
+	if err := none.Connect(ctx); refusal(err) != relayproto.CodeUnsupported {
+		t.Errorf("a relay without queries: %v, want %s", err, relayproto.CodeUnsupported)
 	}
 }
 
+// rawQueries sends Query frames as they are (any Op) on a status
+// connection authenticated with cred; its query answers like
+// QueryClient's: a *relayproto.QueryRefused when the relay refused.
+type rawQueries struct {
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func newRawQueries(t *testing.T, addr, cred string) *rawQueries {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	c := &rawQueries{nc: nc, r: bufio.NewReader(nc)}
+	var r relayproto.Reply
+	if err := c.roundTrip(relayproto.Hello{V: relayproto.Version, Cred: cred, Mode: relayproto.ModeQuery}, &r); err != nil || !r.OK {
+		t.Fatalf("hello: %+v %v", r, err)
+	}
+	return c
+}
+
+func (c *rawQueries) roundTrip(v, out any) error {
+	b, err := relayproto.Encode(v)
+	if err != nil {
+		return err
+	}
+	_ = c.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.nc.Write(relayproto.AppendFrame(nil, b)); err != nil {
+		return err
+	}
+	rb, err := relayproto.ReadFrame(c.r, relayproto.MaxQueryReply)
+	if err != nil {
+		return err
+	}
+	return relayproto.DecodeStrict(rb, out)
+}
+
+func (c *rawQueries) query(_ context.Context, q relayproto.Query) (relayproto.QueryReply, error) {
+	var r relayproto.QueryReply
+	if err := c.roundTrip(q, &r); err != nil {
+		return r, err
+	}
+	if !r.OK {
+		return r, &relayproto.QueryRefused{Code: r.Code, Err: r.Err}
+	}
+	return r, nil
+}
+
 func isQueryCode(err error, code string) bool {
-	var r *QueryRefused
+	var r *relayproto.QueryRefused
 	return errors.As(err, &r) && r.Code == code
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
@@ -56,7 +57,7 @@ func (q *queryService) owner(ctx context.Context, lineage string) (uid int, foun
 }
 
 // jobTable is the agent's job table with uid's jobs only.
-func (q *queryService) jobTable(ctx context.Context, uid int, all bool) (QueryReply, error) {
+func (q *queryService) jobTable(ctx context.Context, uid int, all bool) (relayproto.QueryReply, error) {
 	return q.get(ctx, q.cfg.Keys.Jobs(), func(b []byte) ([]byte, error) {
 		env, err := report.DecodeTableOf(b, report.KindJobs)
 		if err != nil || all {
@@ -75,7 +76,7 @@ func (q *queryService) jobTable(ctx context.Context, uid int, all bool) (QueryRe
 
 // snapshot is the agent's snapshot with uid's own limits only: each
 // user's limits carry their use now (running jobs, CPUs, GPUs).
-func (q *queryService) snapshot(ctx context.Context, uid int, all bool) (QueryReply, error) {
+func (q *queryService) snapshot(ctx context.Context, uid int, all bool) (relayproto.QueryReply, error) {
 	return q.get(ctx, q.cfg.Keys.Snapshot(), func(b []byte) ([]byte, error) {
 		env, err := report.DecodeTableOf(b, report.KindSnapshot)
 		if err != nil || all || len(env.Snapshot.Limits) == 0 {
@@ -98,7 +99,7 @@ func (q *queryService) snapshot(ctx context.Context, uid int, all bool) (QueryRe
 // estimate pools), made anonymous: no user name, no times, and in place
 // of the uid a negative number (never a real uid) per user, the same for
 // one user within one answer, so that pooling still counts users.
-func (q *queryService) receipts(ctx context.Context, uid int, all bool) (QueryReply, error) {
+func (q *queryService) receipts(ctx context.Context, uid int, all bool) (relayproto.QueryReply, error) {
 	vals, err := q.cfg.Reader.List(ctx, q.cfg.Keys.Receipts())
 	if err != nil || all {
 		return listReply(vals), err
@@ -125,7 +126,7 @@ func (q *queryService) receipts(ctx context.Context, uid int, all bool) (QueryRe
 		r.UID, r.User, r.EndedMS, r.WallS, r.Iters = &a, "", 0, 0, 0
 		b, err := json.Marshal(r)
 		if err != nil {
-			return QueryReply{}, fmt.Errorf("receipt: %w", err)
+			return relayproto.QueryReply{}, fmt.Errorf("receipt: %w", err)
 		}
 		out = append(out, b)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
@@ -184,9 +185,9 @@ func TestBobCannotTrimOrStarveThroughRelay(t *testing.T) {
 	rr := startRealRelay(t, Ration{EntriesPerSec: 20, EntryBurst: 40, BytesPerSec: 1 << 20, ByteBurst: 4 << 20})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	client := func(name string) *Client {
-		c := &Client{Addr: rr.addr, Cred: func(ctx context.Context) (string, error) {
-			return Credential(ctx, mungeAs{name}, rr.cluster, os.Getuid(), time.Now())
+	client := func(name string) *relayproto.Client {
+		c := &relayproto.Client{Addr: rr.addr, Cred: func(ctx context.Context) (string, error) {
+			return relayproto.Credential(ctx, mungeAs{name}, rr.cluster, os.Getuid(), time.Now())
 		}}
 		t.Cleanup(func() { _ = c.Close() })
 		return c
@@ -215,7 +216,7 @@ func TestBobCannotTrimOrStarveThroughRelay(t *testing.T) {
 			switch {
 			case err == nil:
 				bobOK++
-			case refusal(err) == CodeThrottled:
+			case refusal(err) == relayproto.CodeThrottled:
 				bobThrottled++
 			default:
 				bobErr = err

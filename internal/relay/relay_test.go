@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // fakeVerifier: a credential "uid:N" is uid N, anything else is refused.
@@ -21,7 +22,7 @@ type fakeVerifier struct{}
 func (fakeVerifier) Verify(_ context.Context, cred string) (int, error) {
 	var uid int
 	if _, err := fmt.Sscanf(cred, "uid:%d", &uid); err != nil {
-		return -1, fmt.Errorf("%w: garbled", ErrCredential)
+		return -1, fmt.Errorf("%w: garbled", relayproto.ErrCredential)
 	}
 	return uid, nil
 }
@@ -127,8 +128,8 @@ func startRelayVerifier(t testing.TB, mod func(*Config), peers peerUIDs, v Verif
 	return e
 }
 
-func (e *relayEnv) client(cred string) *Client {
-	c := &Client{Addr: e.addr, Cred: func(context.Context) (string, error) { return cred, nil }}
+func (e *relayEnv) client(cred string) *relayproto.Client {
+	c := &relayproto.Client{Addr: e.addr, Cred: func(context.Context) (string, error) { return cred, nil }}
 	e.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -140,7 +141,7 @@ func ctx5(t *testing.T) context.Context {
 }
 
 func refusal(err error) string {
-	var r *Refused
+	var r *relayproto.Refused
 	if errors.As(err, &r) {
 		return r.Code
 	}
@@ -214,9 +215,9 @@ func TestFloodingUIDDoesNotStarveAnother(t *testing.T) {
 	throttled := 0
 	for range 50 {
 		_, err := bob.Append(ctx5(t), "", []byte(`{}`), testMAC, 0)
-		if refusal(err) == CodeThrottled {
+		if refusal(err) == relayproto.CodeThrottled {
 			throttled++
-			var r *Refused
+			var r *relayproto.Refused
 			errors.As(err, &r)
 			if r.RetryMS <= 0 {
 				t.Errorf("throttled without a retry time: %+v", r.Reply)
@@ -264,7 +265,7 @@ func dialRaw(t *testing.T, addr string) *rawConn {
 }
 
 func (r *rawConn) send(body string) {
-	if _, err := r.Write(appendFrame(nil, []byte(body))); err != nil {
+	if _, err := r.Write(relayproto.AppendFrame(nil, []byte(body))); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -278,13 +279,13 @@ func (r *rawConn) sendHeader(n uint32) {
 }
 
 // reply reads one Reply; ok false when the connection ended instead.
-func (r *rawConn) reply() (Reply, bool) {
-	b, err := readFrame(r, MaxFrame)
+func (r *rawConn) reply() (relayproto.Reply, bool) {
+	b, err := relayproto.ReadFrame(r, relayproto.MaxFrame)
 	if err != nil {
-		return Reply{}, false
+		return relayproto.Reply{}, false
 	}
-	var rep Reply
-	if err := decodeStrict(b, &rep); err != nil {
+	var rep relayproto.Reply
+	if err := relayproto.DecodeStrict(b, &rep); err != nil {
 		r.t.Fatalf("reply %q: %v", b, err)
 	}
 	return rep, true
@@ -312,30 +313,30 @@ func TestHostileFrames(t *testing.T) {
 		code   string // the reply's code
 		closes bool   // the relay closes the connection
 	}{
-		{"entry before hello", "", func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `"}`) }, CodeAuth, true},
-		{"garbled credential", "", func(r *rawConn) { r.send(`{"v":1,"cred":"MUNGE:garbage"}`) }, CodeAuth, true},
-		{"hello with unknown fields", "", func(r *rawConn) { r.send(`{"v":1,"cred":"uid:1001","uid":0}`) }, CodeAuth, true},
-		{"hello with a duplicate credential", "", func(r *rawConn) { r.send(`{"v":1,"cred":"MUNGE:garbage","cred":"uid:1001"}`) }, CodeAuth, true},
-		{"hello with a case-folded key", "", func(r *rawConn) { r.send(`{"v":1,"Cred":"uid:1001"}`) }, CodeAuth, true},
-		{"hello of another version", "", func(r *rawConn) { r.send(`{"v":2,"cred":"uid:1001"}`) }, CodeAuth, true},
-		{"hello not JSON", "", func(r *rawConn) { r.send(`XADD isched:lab:ingest MAXLEN 0 * m x`) }, CodeAuth, true},
-		{"frame over the limit before hello", "", func(r *rawConn) { r.sendHeader(MaxFrame + 1) }, CodeAuth, true},
-		{"hello over the hello limit", "", func(r *rawConn) { r.sendHeader(MaxHello + 1) }, CodeAuth, true},
-		{"frame over the limit", hello1001, func(r *rawConn) { r.sendHeader(1 << 31) }, CodeBadEntry, true},
-		{"empty frame", hello1001, func(r *rawConn) { r.sendHeader(0) }, CodeBadEntry, true},
+		{"entry before hello", "", func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `"}`) }, relayproto.CodeAuth, true},
+		{"garbled credential", "", func(r *rawConn) { r.send(`{"v":1,"cred":"MUNGE:garbage"}`) }, relayproto.CodeAuth, true},
+		{"hello with unknown fields", "", func(r *rawConn) { r.send(`{"v":1,"cred":"uid:1001","uid":0}`) }, relayproto.CodeAuth, true},
+		{"hello with a duplicate credential", "", func(r *rawConn) { r.send(`{"v":1,"cred":"MUNGE:garbage","cred":"uid:1001"}`) }, relayproto.CodeAuth, true},
+		{"hello with a case-folded key", "", func(r *rawConn) { r.send(`{"v":1,"Cred":"uid:1001"}`) }, relayproto.CodeAuth, true},
+		{"hello of another version", "", func(r *rawConn) { r.send(`{"v":2,"cred":"uid:1001"}`) }, relayproto.CodeAuth, true},
+		{"hello not JSON", "", func(r *rawConn) { r.send(`XADD isched:lab:ingest MAXLEN 0 * m x`) }, relayproto.CodeAuth, true},
+		{"frame over the limit before hello", "", func(r *rawConn) { r.sendHeader(relayproto.MaxFrame + 1) }, relayproto.CodeAuth, true},
+		{"hello over the hello limit", "", func(r *rawConn) { r.sendHeader(relayproto.MaxHello + 1) }, relayproto.CodeAuth, true},
+		{"frame over the limit", hello1001, func(r *rawConn) { r.sendHeader(1 << 31) }, relayproto.CodeBadEntry, true},
+		{"empty frame", hello1001, func(r *rawConn) { r.sendHeader(0) }, relayproto.CodeBadEntry, true},
 		{"client-named stream", hello1001, func(r *rawConn) {
 			r.send(`{"m":"{}","mac":"` + testMAC + `","stream":"isched:x:ingest"}`)
-		}, CodeBadEntry, false},
-		{"client-chosen cap", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `","maxlen":0}`) }, CodeBadEntry, false},
+		}, relayproto.CodeBadEntry, false},
+		{"client-chosen cap", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `","maxlen":0}`) }, relayproto.CodeBadEntry, false},
 		{"client-chosen id", hello1001, func(r *rawConn) {
 			r.send(`{"m":"{}","mac":"` + testMAC + `","id":"18446744073709551615-18446744073709551615"}`)
-		}, CodeBadEntry, false},
-		{"oversize report", hello1001, func(r *rawConn) { r.send(`{"m":"\"` + big + `\"","mac":"` + testMAC + `"}`) }, CodeOversize, false},
-		{"report not JSON", hello1001, func(r *rawConn) { r.send(`{"m":"not json","mac":"` + testMAC + `"}`) }, CodeBadEntry, false},
-		{"mac not hex", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"zz"}`) }, CodeBadEntry, false},
-		{"entry with a duplicate mac", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"zz","mac":"` + testMAC + `"}`) }, CodeBadEntry, false},
-		{"entry with a case-folded key", hello1001, func(r *rawConn) { r.send(`{"m":"{}","MAC":"` + testMAC + `"}`) }, CodeBadEntry, false},
-		{"two objects in a frame", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `"}{}`) }, CodeBadEntry, false},
+		}, relayproto.CodeBadEntry, false},
+		{"oversize report", hello1001, func(r *rawConn) { r.send(`{"m":"\"` + big + `\"","mac":"` + testMAC + `"}`) }, relayproto.CodeOversize, false},
+		{"report not JSON", hello1001, func(r *rawConn) { r.send(`{"m":"not json","mac":"` + testMAC + `"}`) }, relayproto.CodeBadEntry, false},
+		{"mac not hex", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"zz"}`) }, relayproto.CodeBadEntry, false},
+		{"entry with a duplicate mac", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"zz","mac":"` + testMAC + `"}`) }, relayproto.CodeBadEntry, false},
+		{"entry with a case-folded key", hello1001, func(r *rawConn) { r.send(`{"m":"{}","MAC":"` + testMAC + `"}`) }, relayproto.CodeBadEntry, false},
+		{"two objects in a frame", hello1001, func(r *rawConn) { r.send(`{"m":"{}","mac":"` + testMAC + `"}{}`) }, relayproto.CodeBadEntry, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := startRelay(t, nil)
@@ -380,7 +381,7 @@ func TestClientThatNeverAuthenticates(t *testing.T) {
 	bound := startRelay(t, func(c *Config) { c.MaxUnauthenticated = 2; c.AuthTimeout = time.Hour })
 	_, _ = dialRaw(t, bound.addr), dialRaw(t, bound.addr)
 	waitFor(t, "two unauthenticated connections counted", func() bool { n, _ := bound.srv.pool.count(""); return n == 2 })
-	if rep, ok := dialRaw(t, bound.addr).reply(); !ok || rep.Code != CodeBusy {
+	if rep, ok := dialRaw(t, bound.addr).reply(); !ok || rep.Code != relayproto.CodeBusy {
 		t.Fatalf("third unauthenticated connection not refused: %+v %v", rep, ok)
 	}
 	// the deadline: silent ones are closed after AuthTimeout (the
@@ -413,7 +414,7 @@ func TestConnectionsPerUID(t *testing.T) {
 			t.Fatalf("connection %d: %v", i, err)
 		}
 	}
-	if err := e.client("uid:1002").Connect(ctx5(t)); refusal(err) != CodeBusy {
+	if err := e.client("uid:1002").Connect(ctx5(t)); refusal(err) != relayproto.CodeBusy {
 		t.Fatalf("third connection of uid 1002: %v, want busy", err)
 	}
 	if err := e.client("uid:1001").Connect(ctx5(t)); err != nil {
@@ -426,13 +427,13 @@ func TestConnectionsPerUID(t *testing.T) {
 func TestClientReconnects(t *testing.T) {
 	e := startRelay(t, nil)
 	creds := 0
-	c := &Client{Addr: e.addr, Cred: func(context.Context) (string, error) { creds++; return "uid:1001", nil }}
+	c := &relayproto.Client{Addr: e.addr, Cred: func(context.Context) (string, error) { creds++; return "uid:1001", nil }}
 	t.Cleanup(func() { _ = c.Close() })
 	e.redis.mu.Lock()
 	e.redis.fail = errors.New("OOM command not allowed")
 	e.redis.mu.Unlock()
-	if _, err := c.Append(ctx5(t), "", []byte(`{}`), testMAC, 0); refusal(err) != CodeUnavail {
-		t.Fatalf("append while Redis fails: %v, want %s", err, CodeUnavail)
+	if _, err := c.Append(ctx5(t), "", []byte(`{}`), testMAC, 0); refusal(err) != relayproto.CodeUnavail {
+		t.Fatalf("append while Redis fails: %v, want %s", err, relayproto.CodeUnavail)
 	}
 	e.redis.mu.Lock()
 	e.redis.fail = nil
@@ -444,7 +445,7 @@ func TestClientReconnects(t *testing.T) {
 		t.Errorf("%d credentials made, want 2 (one per connection)", creds)
 	}
 	// a relay that is gone is an error, never a hang
-	bad := &Client{Addr: "127.0.0.1:1", Cred: func(context.Context) (string, error) { return "uid:1", nil }}
+	bad := &relayproto.Client{Addr: "127.0.0.1:1", Cred: func(context.Context) (string, error) { return "uid:1", nil }}
 	if _, err := bad.Append(ctx5(t), "", []byte(`{}`), testMAC, 0); err == nil {
 		t.Fatal("append to a closed port succeeded")
 	}
@@ -497,7 +498,7 @@ func TestMungeVerifier(t *testing.T) {
 		return MungeVerifier{Munger: m, UID: relayUID, Cluster: "lab", Now: func() time.Time { return now }}
 	}
 	good := func(m *fakeMunger) string {
-		c, err := Credential(ctx, m, "lab", relayUID, now)
+		c, err := relayproto.Credential(ctx, m, "lab", relayUID, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +555,7 @@ func TestMungeVerifier(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &fakeMunger{uid: 1002}
 			uid, err := v(m).Verify(ctx, tc.cred(m))
-			if !errors.Is(err, ErrCredential) || !strings.Contains(err.Error(), tc.want) || uid != -1 {
+			if !errors.Is(err, relayproto.ErrCredential) || !strings.Contains(err.Error(), tc.want) || uid != -1 {
 				t.Fatalf("uid %d, err %v; want ErrCredential naming %q", uid, err, tc.want)
 			}
 		})

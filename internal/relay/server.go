@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 )
 
@@ -79,8 +80,8 @@ func (c Config) validate() error {
 		return errors.New("relay: connection limits must be > 0")
 	case c.MaxUnauthenticatedPerSource <= 0:
 		return fmt.Errorf("relay: MaxUnauthenticatedPerSource %d: want > 0", c.MaxUnauthenticatedPerSource)
-	case c.InFlightBytesPerUID < MaxFrame || c.InFlightBytes < c.InFlightBytesPerUID:
-		return fmt.Errorf("relay: in-flight bytes %d per uid, %d in all: want %d (the largest frame) ≤ per uid ≤ in all", c.InFlightBytesPerUID, c.InFlightBytes, MaxFrame)
+	case c.InFlightBytesPerUID < relayproto.MaxFrame || c.InFlightBytes < c.InFlightBytesPerUID:
+		return fmt.Errorf("relay: in-flight bytes %d per uid, %d in all: want %d (the largest frame) ≤ per uid ≤ in all", c.InFlightBytesPerUID, c.InFlightBytes, relayproto.MaxFrame)
 	}
 	return nil
 }
@@ -227,12 +228,12 @@ type conn struct {
 	mode string // the Hello's: ModeQuery, or "" for reports
 }
 
-func (c *conn) reply(r Reply, timeout time.Duration) error {
-	b, err := encode(r)
+func (c *conn) reply(r relayproto.Reply, timeout time.Duration) error {
+	b, err := relayproto.Encode(r)
 	if err != nil {
 		return err
 	}
-	c.out = appendFrame(c.out[:0], b)
+	c.out = relayproto.AppendFrame(c.out[:0], b)
 	_ = c.SetWriteDeadline(time.Now().Add(timeout))
 	_, err = c.Write(c.out)
 	return err
@@ -265,17 +266,17 @@ func (s *Server) handle(ctx context.Context, nc net.Conn) {
 	if !s.admit(uid) {
 		s.metrics.conn("busy")
 		s.warns.warn(log, "relay connection refused: too many connections of this uid", "uid", uid, "limit", s.cfg.MaxConnsPerUID)
-		_ = c.reply(Reply{Code: CodeBusy, Err: fmt.Sprintf("uid %d has %d connections", uid, s.cfg.MaxConnsPerUID)}, time.Second)
+		_ = c.reply(relayproto.Reply{Code: relayproto.CodeBusy, Err: fmt.Sprintf("uid %d has %d connections", uid, s.cfg.MaxConnsPerUID)}, time.Second)
 		return
 	}
 	defer s.release(uid)
-	if err := c.reply(Reply{OK: true}, s.cfg.AuthTimeout); err != nil {
+	if err := c.reply(relayproto.Reply{OK: true}, s.cfg.AuthTimeout); err != nil {
 		return
 	}
 	s.metrics.conn("ok")
 	c.fr.release()
 	c.fr.key = "uid " + strconv.Itoa(uid)
-	if c.mode == ModeQuery {
+	if c.mode == relayproto.ModeQuery {
 		s.queryLoop(ctx, c, uid, log.With("uid", uid))
 		return
 	}
@@ -301,7 +302,7 @@ func (s *Server) admitPending(c *conn, p *pending, log *slog.Logger) bool {
 	s.metrics.conn("busy")
 	s.warns.warn(log, "relay connection refused: "+why, "source", p.src,
 		"limit", s.cfg.MaxUnauthenticated, "source_limit", s.cfg.MaxUnauthenticatedPerSource)
-	_ = c.reply(Reply{Code: CodeBusy, Err: why}, time.Second)
+	_ = c.reply(relayproto.Reply{Code: relayproto.CodeBusy, Err: why}, time.Second)
 	return false
 }
 
@@ -311,17 +312,17 @@ func (s *Server) entries(ctx context.Context, c *conn, uid int, log *slog.Logger
 	log.Debug("relay connection authenticated")
 	for {
 		_ = c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		b, err := c.fr.next(MaxFrame)
+		b, err := c.fr.next(relayproto.MaxFrame)
 		switch {
 		case errors.Is(err, errBudget):
-			s.metrics.entry(CodeBusy)
+			s.metrics.entry(relayproto.CodeBusy)
 			s.warns.warn(log, "relay connection closed: frame over the in-flight budget", "err", err)
-			_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
+			_ = c.reply(relayproto.Reply{Code: relayproto.CodeBusy, Err: err.Error()}, time.Second)
 			return
-		case errors.Is(err, ErrFrame):
-			s.metrics.entry(CodeBadEntry)
+		case errors.Is(err, relayproto.ErrFrame):
+			s.metrics.entry(relayproto.CodeBadEntry)
 			s.warns.warn(log, "relay connection closed: bad frame", "err", err)
-			_ = c.reply(Reply{Code: CodeBadEntry, Err: err.Error()}, time.Second)
+			_ = c.reply(relayproto.Reply{Code: relayproto.CodeBadEntry, Err: err.Error()}, time.Second)
 			return
 		case err != nil:
 			return
@@ -338,32 +339,32 @@ func (s *Server) entries(ctx context.Context, c *conn, uid int, log *slog.Logger
 // hello reads and checks the first frame; it answers a refusal itself.
 func (s *Server) hello(ctx context.Context, c *conn, p *pending, log *slog.Logger) (int, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(s.cfg.AuthTimeout))
-	b, err := c.fr.next(MaxHello)
+	b, err := c.fr.next(relayproto.MaxHello)
 	if errors.Is(err, errBudget) {
 		s.metrics.conn("busy")
 		s.warns.warn(log, "relay connection refused: hello over the in-flight budget", "err", err)
-		_ = c.reply(Reply{Code: CodeBusy, Err: err.Error()}, time.Second)
+		_ = c.reply(relayproto.Reply{Code: relayproto.CodeBusy, Err: err.Error()}, time.Second)
 		return -1, false
 	}
 	if err != nil && s.pool.wasEvicted(p) {
 		return -1, false // counted as evicted
 	}
 	if err != nil {
-		s.metrics.conn(CodeAuth)
+		s.metrics.conn(relayproto.CodeAuth)
 		s.warns.warn(log, "relay connection closed before it authenticated", "err", err)
-		if errors.Is(err, ErrFrame) {
-			_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
+		if errors.Is(err, relayproto.ErrFrame) {
+			_ = c.reply(relayproto.Reply{Code: relayproto.CodeAuth, Err: err.Error()}, time.Second)
 		}
 		return -1, false
 	}
 	if !s.pool.verify(p) {
 		return -1, false // evicted as its last bytes came: counted as evicted
 	}
-	var h Hello
-	err = decodeStrict(b, &h)
+	var h relayproto.Hello
+	err = relayproto.DecodeStrict(b, &h)
 	c.mode = h.Mode
-	if err == nil && h.V != Version {
-		err = fmt.Errorf("protocol version %d, want %d", h.V, Version)
+	if err == nil && h.V != relayproto.Version {
+		err = fmt.Errorf("protocol version %d, want %d", h.V, relayproto.Version)
 	}
 	uid := -1
 	if err == nil {
@@ -372,40 +373,40 @@ func (s *Server) hello(ctx context.Context, c *conn, p *pending, log *slog.Logge
 		cancel()
 	}
 	if err != nil {
-		s.metrics.conn(CodeAuth)
+		s.metrics.conn(relayproto.CodeAuth)
 		s.warns.warn(log, "relay credential refused", "err", err)
-		_ = c.reply(Reply{Code: CodeAuth, Err: err.Error()}, time.Second)
+		_ = c.reply(relayproto.Reply{Code: relayproto.CodeAuth, Err: err.Error()}, time.Second)
 		return -1, false
 	}
 	return uid, true
 }
 
 // entry checks one Entry frame and appends it: refusals name the reason.
-func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger) Reply {
-	var e Entry
-	if err := decodeStrict(b, &e); err != nil {
-		return Reply{Code: CodeBadEntry, Err: "entry: " + err.Error()}
+func (s *Server) entry(ctx context.Context, uid int, b []byte, log *slog.Logger) relayproto.Reply {
+	var e relayproto.Entry
+	if err := relayproto.DecodeStrict(b, &e); err != nil {
+		return relayproto.Reply{Code: relayproto.CodeBadEntry, Err: "entry: " + err.Error()}
 	}
 	if len(e.M) > s.cfg.MaxEntry {
 		s.warns.warn(log, "relay entry refused: oversize", "bytes", len(e.M), "limit", s.cfg.MaxEntry)
-		return Reply{Code: CodeOversize, Err: fmt.Sprintf("report of %d bytes, limit %d", len(e.M), s.cfg.MaxEntry)}
+		return relayproto.Reply{Code: relayproto.CodeOversize, Err: fmt.Sprintf("report of %d bytes, limit %d", len(e.M), s.cfg.MaxEntry)}
 	}
 	if len(e.M) == 0 || !json.Valid([]byte(e.M)) {
-		return Reply{Code: CodeBadEntry, Err: "report is not JSON"}
+		return relayproto.Reply{Code: relayproto.CodeBadEntry, Err: "report is not JSON"}
 	}
 	if mac, err := hex.DecodeString(e.MAC); err != nil || len(mac) != 32 {
-		return Reply{Code: CodeBadEntry, Err: "mac is not 32 hex bytes"}
+		return relayproto.Reply{Code: relayproto.CodeBadEntry, Err: "mac is not 32 hex bytes"}
 	}
 	size := len(e.M) + len(e.MAC)
 	if ok, wait := s.rations.take(uid, size, s.now()); !ok {
-		return Reply{Code: CodeThrottled, Err: fmt.Sprintf("uid %d is over its ration (%.0f entries/s, %.0f bytes/s)", uid, s.cfg.Ration.EntriesPerSec, s.cfg.Ration.BytesPerSec), RetryMS: max(wait.Milliseconds(), 1)}
+		return relayproto.Reply{Code: relayproto.CodeThrottled, Err: fmt.Sprintf("uid %d is over its ration (%.0f entries/s, %.0f bytes/s)", uid, s.cfg.Ration.EntriesPerSec, s.cfg.Ration.BytesPerSec), RetryMS: max(wait.Milliseconds(), 1)}
 	}
 	actx, cancel := context.WithTimeout(ctx, s.cfg.AppendTimeout)
 	defer cancel()
 	id, err := s.redis.AppendFrom(actx, s.cfg.Stream, []byte(e.M), e.MAC, uid, s.maxLen.Load())
 	if err != nil {
 		s.warns.warn(log, "relay append failed", "err", err)
-		return Reply{Code: CodeUnavail, Err: "redis: " + err.Error()}
+		return relayproto.Reply{Code: relayproto.CodeUnavail, Err: "redis: " + err.Error()}
 	}
-	return Reply{OK: true, ID: id}
+	return relayproto.Reply{OK: true, ID: id}
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // fakePeers: a local client's uid by its IP (the tests connect from
@@ -31,7 +33,7 @@ func dialFrom(t *testing.T, ip, addr string) *rawConn {
 	return &rawConn{t, c}
 }
 
-func clientFrom(e *relayEnv, ip, cred string) *Client {
+func clientFrom(e *relayEnv, ip, cred string) *relayproto.Client {
 	c := e.client(cred)
 	c.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}

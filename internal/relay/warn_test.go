@@ -12,6 +12,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // logBuffer is a log destination safe for the relay's goroutines.
@@ -182,7 +184,7 @@ func TestRefusalsAreCountedNotAllLogged(t *testing.T) {
 	defer holder.Close()
 	waitFor(t, "the silent connection counted", func() bool { n, _ := s.pool.count(""); return n == 1 })
 	for i := range n {
-		if rep := pipeReply(t, ln); rep.Code != CodeBusy {
+		if rep := pipeReply(t, ln); rep.Code != relayproto.CodeBusy {
 			t.Fatalf("connection %d: %+v, want busy", i, rep)
 		}
 	}
@@ -202,7 +204,7 @@ func TestRefusalsAreCountedNotAllLogged(t *testing.T) {
 
 // pipeReply opens a connection that sends nothing and reads the relay's
 // first reply.
-func pipeReply(t *testing.T, ln *pipeListener) Reply {
+func pipeReply(t *testing.T, ln *pipeListener) relayproto.Reply {
 	t.Helper()
 	c, err := ln.dial()
 	if err != nil {
@@ -210,12 +212,12 @@ func pipeReply(t *testing.T, ln *pipeListener) Reply {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	b, err := readFrame(c, MaxFrame)
+	b, err := relayproto.ReadFrame(c, relayproto.MaxFrame)
 	if err != nil {
-		return Reply{Err: fmt.Sprintf("no reply: %v", err)}
+		return relayproto.Reply{Err: fmt.Sprintf("no reply: %v", err)}
 	}
-	var r Reply
-	if err := decodeStrict(b, &r); err != nil {
+	var r relayproto.Reply
+	if err := relayproto.DecodeStrict(b, &r); err != nil {
 		t.Fatalf("reply %q: %v", b, err)
 	}
 	return r

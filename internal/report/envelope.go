@@ -114,20 +114,16 @@ func (e *Envelope) Validate() error {
 	if err := unixMS("ts_ms", e.TimeMS, true); err != nil {
 		return err
 	}
-	if e.Kind.session() {
-		if e.Job == nil {
-			return fail("job", "required for kind %q", e.Kind)
-		}
-		if err := within("job", e.Job.Validate()); err != nil {
-			return err
-		}
-		if err := lowerHex("sid", e.SID, minSIDLen, maxSIDLen); err != nil {
-			return err
-		}
-		if e.Seq == 0 {
-			return fail("seq", "required for kind %q (sequence starts at 1)", e.Kind)
-		}
-	} else {
+	if err := e.validateSession(); err != nil {
+		return err
+	}
+	return e.validateBodies(bodies)
+}
+
+// validateSession checks job, sid and seq: required for a session's kinds,
+// absent for the others.
+func (e *Envelope) validateSession() error {
+	if !e.Kind.session() {
 		switch {
 		case e.Job != nil:
 			return fail("job", "must be absent for kind %q", e.Kind)
@@ -136,7 +132,26 @@ func (e *Envelope) Validate() error {
 		case e.Seq != 0:
 			return fail("seq", "must be absent for kind %q", e.Kind)
 		}
+		return nil
 	}
+	if e.Job == nil {
+		return fail("job", "required for kind %q", e.Kind)
+	}
+	if err := within("job", e.Job.Validate()); err != nil {
+		return err
+	}
+	if err := lowerHex("sid", e.SID, minSIDLen, maxSIDLen); err != nil {
+		return err
+	}
+	if e.Seq == 0 {
+		return fail("seq", "required for kind %q (sequence starts at 1)", e.Kind)
+	}
+	return nil
+}
+
+// validateBodies checks the body the kind asks for, then that no other
+// is there.
+func (e *Envelope) validateBodies(bodies [9]body) error {
 	// The body the kind asks for first: "checkpoint: required" says more
 	// about a mislabelled envelope than "sample: must be absent".
 	for _, b := range bodies {

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -105,8 +106,8 @@ func ParsePlanComment(comment string) (p Plan, ok bool, err error) {
 	if len(f) == 0 || f[0] != PlanPrefix {
 		return Plan{}, false, nil
 	}
-	bad := func(k, format string, a ...any) (Plan, bool, error) {
-		return Plan{}, true, &FieldError{Field: "comment." + k, Reason: fmt.Sprintf(format, a...)}
+	bad := func(k, reason string) (Plan, bool, error) {
+		return Plan{}, true, &FieldError{Field: "comment." + k, Reason: reason}
 	}
 	seen := map[string]bool{}
 	for _, kv := range f[1:] {
@@ -118,62 +119,72 @@ func ParsePlanComment(comment string) (p Plan, ok bool, err error) {
 			return bad(k, "duplicate key")
 		}
 		seen[k] = true
-		switch k {
-		case "lineage":
-			if err := lineage(k, v, true); err != nil {
-				return bad(k, "want 1-64 of [A-Za-z0-9._-]")
-			}
-			p.Lineage = v
-		case "cluster":
-			if token(k, v, maxName, true, setToken) != nil {
-				return bad(k, "not a cluster name")
-			}
-			p.Cluster = v
-		case "ideal":
-			if token(k, v, maxName, true, "._-") != nil {
-				return bad(k, "not a partition name")
-			}
-			p.Ideal = v
-		case "gres":
-			if token(k, v, maxName, true, setGresArg) != nil {
-				return bad(k, "not a GRES specification")
-			}
-			p.IdealGres = v
-		case "time", "total", "batch", "cpus":
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n <= 0 || (k == "time" && n > maxTimeLimit) || (k == "batch" && n > 1<<20) || (k == "cpus" && n > MaxCPUs) {
-				return bad(k, "want a positive number (got %s)", quote(v))
-			}
-			switch k {
-			case "time":
-				p.IdealTime = n
-			case "total":
-				p.Total = n
-			case "cpus":
-				p.IdealCPUs = int(n)
-			default:
-				p.Batch = int(n)
-			}
-		case "fallback":
-			for _, part := range strings.Split(v, ",") {
-				if token(k, part, maxName, true, "._-") != nil {
-					return bad(k, "not a partition list")
-				}
-				p.Fallbacks = append(p.Fallbacks, part)
-			}
-		case "model":
-			if token(k, v, maxName, true, "._:-") != nil {
-				return bad(k, "not a model fingerprint")
-			}
-			p.Model = v
-		case "migrate":
-			p.Migrate = v == "1"
-		default:
+		set, known := planKeys[k]
+		if !known {
 			return bad(k, "unknown key")
+		}
+		if reason := set(&p, k, v); reason != "" {
+			return bad(k, reason)
 		}
 	}
 	if p.Ideal == "" {
 		return bad("ideal", "required")
 	}
 	return p, true, nil
+}
+
+// planKeys read the value of each key of a plan comment into a Plan; each
+// returns why the value is wrong, or "".
+var planKeys = map[string]func(p *Plan, k, v string) string{
+	"lineage": func(p *Plan, k, v string) string {
+		if lineage(k, v, true) != nil {
+			return "want 1-64 of [A-Za-z0-9._-]"
+		}
+		p.Lineage = v
+		return ""
+	},
+	"cluster": planToken(setToken, "not a cluster name", func(p *Plan, v string) { p.Cluster = v }),
+	"ideal":   planToken("._-", "not a partition name", func(p *Plan, v string) { p.Ideal = v }),
+	"gres":    planToken(setGresArg, "not a GRES specification", func(p *Plan, v string) { p.IdealGres = v }),
+	"model":   planToken("._:-", "not a model fingerprint", func(p *Plan, v string) { p.Model = v }),
+	"time":    planNumber(maxTimeLimit, func(p *Plan, n int64) { p.IdealTime = n }),
+	"total":   planNumber(math.MaxInt64, func(p *Plan, n int64) { p.Total = n }),
+	"batch":   planNumber(1<<20, func(p *Plan, n int64) { p.Batch = int(n) }),
+	"cpus":    planNumber(MaxCPUs, func(p *Plan, n int64) { p.IdealCPUs = int(n) }),
+	"fallback": func(p *Plan, k, v string) string {
+		for _, part := range strings.Split(v, ",") {
+			if token(k, part, maxName, true, "._-") != nil {
+				return "not a partition list"
+			}
+			p.Fallbacks = append(p.Fallbacks, part)
+		}
+		return ""
+	},
+	"migrate": func(p *Plan, _, v string) string {
+		p.Migrate = v == "1"
+		return ""
+	},
+}
+
+// planToken reads a token of maxName bytes of letters, digits and extra.
+func planToken(extra, reason string, set func(*Plan, string)) func(*Plan, string, string) string {
+	return func(p *Plan, k, v string) string {
+		if token(k, v, maxName, true, extra) != nil {
+			return reason
+		}
+		set(p, v)
+		return ""
+	}
+}
+
+// planNumber reads a number in 1..most.
+func planNumber(most int64, set func(*Plan, int64)) func(*Plan, string, string) string {
+	return func(p *Plan, _, v string) string {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 || n > most {
+			return fmt.Sprintf("want a positive number (got %s)", quote(v))
+		}
+		set(p, n)
+		return ""
+	}
 }

@@ -248,76 +248,9 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 	if len(script) == 0 || !strings.HasPrefix(string(script), "#!") {
 		return "", fmt.Errorf("%w: batch script must start with \"#!\"", ErrInvalid)
 	}
-	args := []string{"--parsable", "--export=NONE"}
-	if asUser := spec.User; asUser != "" {
-		if !userRE.MatchString(asUser) {
-			return "", fmt.Errorf("%w: user %q", ErrInvalid, asUser)
-		}
-		// --uid alone keeps the submitter's group: measured on 22.05, a job
-		// submitted by root with --uid=alice ran as "uid=1001(alice)
-		// gid=0(root) groups=0(root),1001(alice)". Always pass the user's
-		// own primary group.
-		lookup := c.LookupGroup
-		if lookup == nil {
-			lookup = primaryGroup
-		}
-		gid, err := lookup(asUser)
-		if err != nil {
-			return "", fmt.Errorf("%w: user %q: %w", ErrInvalid, asUser, err)
-		}
-		if !isDigits(gid) {
-			return "", fmt.Errorf("%w: user %q: primary group %q is not a number", ErrInvalid, asUser, gid)
-		}
-		args = append(args, "--uid="+asUser, "--gid="+gid)
-	}
-	if spec.Partition != "" {
-		if !partRE.MatchString(spec.Partition) {
-			return "", fmt.Errorf("%w: partition %q", ErrInvalid, spec.Partition)
-		}
-		args = append(args, "--partition="+spec.Partition)
-	}
-	if spec.Gres != "" {
-		g := JobGres(spec.Gres, "")
-		if !gresRE.MatchString(g) || strings.Contains(g, "=") {
-			return "", fmt.Errorf("%w: gres %q", ErrInvalid, spec.Gres)
-		}
-		args = append(args, "--gres="+g)
-	}
-	if spec.TimeLimit < 0 {
-		return "", fmt.Errorf("%w: time limit %s", ErrInvalid, spec.TimeLimit)
-	}
-	if spec.TimeLimit > 0 {
-		args = append(args, "--time="+strconv.FormatInt(int64((spec.TimeLimit+time.Minute-1)/time.Minute), 10))
-	}
-	if spec.Hold {
-		args = append(args, "--hold")
-	}
-	if spec.IgnorePBS {
-		args = append(args, "--ignore-pbs")
-	}
-	if spec.Cluster != "" {
-		if !clusterRE.MatchString(spec.Cluster) {
-			return "", fmt.Errorf("%w: cluster %q", ErrInvalid, spec.Cluster)
-		}
-		args = append(args, "--clusters="+spec.Cluster)
-	}
-	if spec.Comment != "" {
-		if strings.ContainsAny(spec.Comment, "\x00\n") || len(spec.Comment) > 1024 {
-			return "", fmt.Errorf("%w: comment %q", ErrInvalid, spec.Comment)
-		}
-		args = append(args, "--comment="+spec.Comment)
-	}
-	if spec.Chdir != "" {
-		if !filepath.IsAbs(spec.Chdir) || strings.ContainsFunc(spec.Chdir, func(r rune) bool { return r < 0x20 || r == 0x7f }) || len(spec.Chdir) > 4096 {
-			return "", fmt.Errorf("%w: working directory %q: want an absolute path without control characters", ErrInvalid, spec.Chdir)
-		}
-		args = append(args, "--chdir="+spec.Chdir)
-	}
-	for _, kv := range spec.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !sbatchEnvRE.MatchString(k) || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return "", fmt.Errorf("%w: sbatch environment %q: want SBATCH_NAME=value without control characters", ErrInvalid, kv)
-		}
+	args, err := c.sbatchArgs(spec)
+	if err != nil {
+		return "", err
 	}
 	out, err := c.runEnv(ctx, or(c.Sbatch, "sbatch"), args, script, spec.Env)
 	if err != nil {
@@ -330,6 +263,115 @@ func (c *Client) SubmitWith(ctx context.Context, script []byte, spec SubmitSpec)
 	}
 	return id, nil
 }
+
+// sbatchArgs are sbatch's options for spec, each checked in turn; the
+// first that is invalid is the error.
+func (c *Client) sbatchArgs(spec SubmitSpec) ([]string, error) {
+	args := []string{"--parsable", "--export=NONE"}
+	if spec.User != "" {
+		ua, err := c.userArgs(spec.User)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, ua...)
+	}
+	for _, opt := range sbatchOptions {
+		a, err := opt(spec)
+		if err != nil {
+			return nil, err
+		}
+		if a != "" {
+			args = append(args, a)
+		}
+	}
+	for _, kv := range spec.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !sbatchEnvRE.MatchString(k) || strings.ContainsFunc(v, isControl) {
+			return nil, fmt.Errorf("%w: sbatch environment %q: want SBATCH_NAME=value without control characters", ErrInvalid, kv)
+		}
+	}
+	return args, nil
+}
+
+// userArgs submit as asUser, with the user's own primary group.
+func (c *Client) userArgs(asUser string) ([]string, error) {
+	if !userRE.MatchString(asUser) {
+		return nil, fmt.Errorf("%w: user %q", ErrInvalid, asUser)
+	}
+	// --uid alone keeps the submitter's group: measured on 22.05, a job
+	// submitted by root with --uid=alice ran as "uid=1001(alice)
+	// gid=0(root) groups=0(root),1001(alice)". Always pass the user's
+	// own primary group.
+	lookup := c.LookupGroup
+	if lookup == nil {
+		lookup = primaryGroup
+	}
+	gid, err := lookup(asUser)
+	if err != nil {
+		return nil, fmt.Errorf("%w: user %q: %w", ErrInvalid, asUser, err)
+	}
+	if !isDigits(gid) {
+		return nil, fmt.Errorf("%w: user %q: primary group %q is not a number", ErrInvalid, asUser, gid)
+	}
+	return []string{"--uid=" + asUser, "--gid=" + gid}, nil
+}
+
+// sbatchOptions turn one field of a SubmitSpec into an sbatch option
+// ("" when unset), in the order sbatchArgs checks and passes them.
+var sbatchOptions = []func(SubmitSpec) (string, error){
+	func(s SubmitSpec) (string, error) {
+		return checked(s.Partition, partRE.MatchString(s.Partition), "--partition="+s.Partition, "partition %q", s.Partition)
+	},
+	func(s SubmitSpec) (string, error) {
+		g := JobGres(s.Gres, "")
+		return checked(s.Gres, gresRE.MatchString(g) && !strings.Contains(g, "="), "--gres="+g, "gres %q", s.Gres)
+	},
+	func(s SubmitSpec) (string, error) {
+		if s.TimeLimit < 0 {
+			return "", fmt.Errorf("%w: time limit %s", ErrInvalid, s.TimeLimit)
+		}
+		if s.TimeLimit == 0 {
+			return "", nil
+		}
+		return "--time=" + strconv.FormatInt(int64((s.TimeLimit+time.Minute-1)/time.Minute), 10), nil
+	},
+	func(s SubmitSpec) (string, error) { return flagIf(s.Hold, "--hold"), nil },
+	func(s SubmitSpec) (string, error) { return flagIf(s.IgnorePBS, "--ignore-pbs"), nil },
+	func(s SubmitSpec) (string, error) {
+		return checked(s.Cluster, clusterRE.MatchString(s.Cluster), "--clusters="+s.Cluster, "cluster %q", s.Cluster)
+	},
+	func(s SubmitSpec) (string, error) {
+		ok := !strings.ContainsAny(s.Comment, "\x00\n") && len(s.Comment) <= 1024
+		return checked(s.Comment, ok, "--comment="+s.Comment, "comment %q", s.Comment)
+	},
+	func(s SubmitSpec) (string, error) {
+		ok := filepath.IsAbs(s.Chdir) && !strings.ContainsFunc(s.Chdir, isControl) && len(s.Chdir) <= 4096
+		return checked(s.Chdir, ok, "--chdir="+s.Chdir, "working directory %q: want an absolute path without control characters", s.Chdir)
+	},
+}
+
+// checked is arg when value is set and ok, "" when value is unset, and an
+// ErrInvalid naming it (format, value) when it is set and not ok.
+func checked(value string, ok bool, arg, format, v string) (string, error) {
+	switch {
+	case value == "":
+		return "", nil
+	case !ok:
+		return "", fmt.Errorf("%w: "+format, ErrInvalid, v)
+	}
+	return arg, nil
+}
+
+// flagIf is flag when on, else "".
+func flagIf(on bool, flag string) string {
+	if on {
+		return flag
+	}
+	return ""
+}
+
+// isControl reports an ASCII control character.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // MaxBatchScript bounds a batch script BatchScript returns (Slurm's own
 // default limit, max_script_size, is 4 MiB).

@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -492,6 +493,42 @@ func TestSubmitWith(t *testing.T) {
 		if _, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
 		}
+	}
+}
+
+// TestSubmitWithInvalid: each invalid field is refused with an error that
+// names it, the first in sbatchArgs' order when several are.
+func TestSubmitWithInvalid(t *testing.T) {
+	long := "/" + strings.Repeat("d", 4096)
+	for _, c := range []struct {
+		spec SubmitSpec
+		want string
+	}{
+		{SubmitSpec{User: "a b"}, `user "a b"`},
+		{SubmitSpec{Partition: "a;b"}, `partition "a;b"`},
+		{SubmitSpec{Gres: "gpu:1 --uid=0"}, `gres "gpu:1 --uid=0"`},
+		{SubmitSpec{Gres: "gpu=1"}, `gres "gpu=1"`},
+		{SubmitSpec{TimeLimit: -time.Second}, `time limit -1s`},
+		{SubmitSpec{Cluster: "-M"}, `cluster "-M"`},
+		{SubmitSpec{Comment: "a\x00b"}, `comment "a\x00b"`},
+		{SubmitSpec{Comment: strings.Repeat("c", 1025)}, `comment "` + strings.Repeat("c", 1025) + `"`},
+		{SubmitSpec{Chdir: "run"}, `working directory "run": want an absolute path without control characters`},
+		{SubmitSpec{Chdir: "/a\x7fb"}, `working directory "/a\x7fb": want an absolute path without control characters`},
+		{SubmitSpec{Chdir: long}, fmt.Sprintf("working directory %q: want an absolute path without control characters", long)},
+		{SubmitSpec{Env: []string{"SBATCH_X=\t"}}, `sbatch environment "SBATCH_X=\t": want SBATCH_NAME=value without control characters`},
+		{SubmitSpec{Partition: "a b", Cluster: "-M", Chdir: "run"}, `partition "a b"`},
+		{SubmitSpec{Hold: true, IgnorePBS: true, Comment: "\n", Env: []string{"X"}}, `comment "\n"`},
+	} {
+		c0, _ := newScript(t)
+		_, err := c0.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), c.spec)
+		if want := ErrInvalid.Error() + ": " + c.want; err == nil || !errors.Is(err, ErrInvalid) || err.Error() != want {
+			t.Errorf("%+v: %v, want %s", c.spec, err, want)
+		}
+	}
+	// a comment of 1024 bytes and a working directory of 4096 pass
+	c, _ := newScript(t, call{argv: "sbatch --parsable --export=NONE --comment=" + strings.Repeat("c", 1024) + " --chdir=" + long[:4096], stdout: "80\n"})
+	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\n"), SubmitSpec{Comment: strings.Repeat("c", 1024), Chdir: long[:4096]}); err != nil || id != "80" {
+		t.Errorf("at the limits: %q %v", id, err)
 	}
 }
 

@@ -280,21 +280,7 @@ func pbsOption(args []scriptArg, i int) (opt byte, value string, consumed int) {
 		return "", 0
 	}
 	if long, ok := strings.CutPrefix(a, "--"); ok {
-		name, v, has := strings.Cut(long, "=")
-		for full, o := range map[string]byte{"priority": 'p', "resource_list": 'l'} {
-			if name != "" && strings.HasPrefix(full, name) {
-				if !has {
-					v, consumed = next()
-				}
-				return o, v, consumed
-			}
-		}
-		// another long option: all of xlate.c's but join take an argument
-		if !has && name != "join" && !strings.HasPrefix("hold", name) && !strings.HasPrefix("interactive", name) &&
-			!strings.HasPrefix("all_env", name) && !strings.HasPrefix("no_std", name) {
-			_, consumed = next()
-		}
-		return 0, "", consumed
+		return pbsLongOption(long, next)
 	}
 	if len(a) < 2 || a[0] != '-' {
 		return 0, "", 0
@@ -316,6 +302,26 @@ func pbsOption(args []scriptArg, i int) (opt byte, value string, consumed int) {
 		return 0, "", consumed
 	}
 	return 0, "", 0
+}
+
+// pbsLongOption is pbsOption for "--"+long; next is the following
+// argument, if any, and 1 (0 when there is none).
+func pbsLongOption(long string, next func() (string, int)) (opt byte, value string, consumed int) {
+	name, v, has := strings.Cut(long, "=")
+	for full, o := range map[string]byte{"priority": 'p', "resource_list": 'l'} {
+		if name != "" && strings.HasPrefix(full, name) {
+			if !has {
+				v, consumed = next()
+			}
+			return o, v, consumed
+		}
+	}
+	// another long option: all of xlate.c's but join take an argument
+	if !has && name != "join" && !strings.HasPrefix("hold", name) && !strings.HasPrefix("interactive", name) &&
+		!strings.HasPrefix("all_env", name) && !strings.HasPrefix("no_std", name) {
+		_, consumed = next()
+	}
+	return 0, "", consumed
 }
 
 // pbsResourceNice is whether a PBS resource list asks for a privileged

@@ -208,48 +208,65 @@ func jobInfo(f map[string]string) (JobInfo, error) {
 	j.Comment = f["Comment"]
 	j.TresPerNode = f["TresPerNode"]
 	j.TresPerJob = f["TresPerJob"]
-	if u, ok := f["UserId"]; ok {
-		// "alice(1001)"; an unknown user prints as "(null)(1001)" or "1001".
-		name, rest, paren := strings.Cut(u, "(")
-		if paren {
-			uid, err := strconv.Atoi(strings.TrimSuffix(rest, ")"))
-			if err != nil {
-				return fail("UserId", fmt.Errorf("want name(uid), got %q", u))
-			}
-			j.UID = uid
-			j.User = name
-		} else if uid, err := strconv.Atoi(u); err == nil {
-			j.UID = uid
-		} else {
-			j.User = u
-		}
-	} else {
+	u, ok := f["UserId"]
+	if !ok {
 		return fail("UserId", fmt.Errorf("missing"))
 	}
-	if s, ok := f["Restarts"]; ok {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return fail("Restarts", fmt.Errorf("want a number, got %q", s))
-		}
-		j.Restarts = n
+	if err := j.setUser(u); err != nil {
+		return fail("UserId", err)
 	}
 	j.Requeue = f["Requeue"] == "1"
 	j.BatchFlag = f["BatchFlag"] == "1"
+	if field, err := j.setTimes(f); err != nil {
+		return fail(field, err)
+	}
+	return j, nil
+}
+
+// setUser reads UserId: "alice(1001)"; an unknown user prints as
+// "(null)(1001)" or "1001".
+func (j *JobInfo) setUser(u string) error {
+	name, rest, paren := strings.Cut(u, "(")
+	if paren {
+		uid, err := strconv.Atoi(strings.TrimSuffix(rest, ")"))
+		if err != nil {
+			return fmt.Errorf("want name(uid), got %q", u)
+		}
+		j.UID = uid
+		j.User = name
+	} else if uid, err := strconv.Atoi(u); err == nil {
+		j.UID = uid
+	} else {
+		j.User = u
+	}
+	return nil
+}
+
+// setTimes reads Restarts, TimeLimit and StartTime where f has them; on
+// error, the field that is wrong.
+func (j *JobInfo) setTimes(f map[string]string) (string, error) {
+	if s, ok := f["Restarts"]; ok {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return "Restarts", fmt.Errorf("want a number, got %q", s)
+		}
+		j.Restarts = n
+	}
 	if s, ok := f["TimeLimit"]; ok {
 		d, err := ParseDuration(s)
 		if err != nil {
-			return fail("TimeLimit", err)
+			return "TimeLimit", err
 		}
 		j.TimeLimit = d
 	}
 	if s := f["StartTime"]; s != "" {
 		t, err := parseTimestamp(s)
 		if err != nil {
-			return fail("StartTime", err)
+			return "StartTime", err
 		}
 		j.StartTime = t
 	}
-	return j, nil
+	return "", nil
 }
 
 // parseTimestamp reads Slurm's standard time format (SLURM_TIME_FORMAT=

@@ -94,55 +94,67 @@ func BuildSnapshot(cluster string, parts []PartitionInfo, nodes []Node, jobs []r
 			MaxNodes:       pi.MaxNodes,
 			PriorityTier:   pi.PriorityTier,
 			PreemptMode:    pi.PreemptMode,
-			GPUs:           []report.GPUCount{},
 		}
-		gpus := map[string]*report.GPUCount{}
-		for _, n := range byPart[pi.Name] {
-			class := nodeClass(n)
-			p.NodesTotal++
-			p.CPUsTotal += n.CPUs
-			switch class {
-			case classAlloc:
-				p.NodesAlloc++
-			case classIdle:
-				p.NodesIdle++
-			default:
-				p.NodesOther++
-			}
-			p.CPUsAlloc += n.AllocCPUs
-			if class != classOther {
-				p.CPUsIdle += max(n.CPUs-n.AllocCPUs, 0)
-			}
-			total := nodeGPUs(n.Gres, n.TRES)
-			used := nodeGPUs(n.GresUsed, n.TRESUsed)
-			for typ, t := range total {
-				g := gpus[typ]
-				if g == nil {
-					g = &report.GPUCount{Type: typ}
-					gpus[typ] = g
-				}
-				a := min(used[typ], t)
-				g.Total += t
-				g.Alloc += a
-				if class != classOther {
-					g.Idle += t - a
-				}
-			}
-		}
-		types := make([]string, 0, len(gpus))
-		for typ, g := range gpus {
-			if g.Total > 0 {
-				types = append(types, typ)
-			}
-		}
-		sort.Strings(types)
-		for _, typ := range types {
-			p.GPUs = append(p.GPUs, *gpus[typ])
-		}
+		countNodes(&p, byPart[pi.Name])
 		p.Mixed = mixedRooms(byPart[pi.Name])
 		s.Partitions = append(s.Partitions, p)
 	}
 	return s
+}
+
+// countNodes adds up the nodes, CPUs and GPUs (by type, those with some)
+// of a partition's nodes into p.
+func countNodes(p *report.Partition, nodes []Node) {
+	gpus := map[string]*report.GPUCount{}
+	for _, n := range nodes {
+		class := nodeClass(n)
+		p.NodesTotal++
+		p.CPUsTotal += n.CPUs
+		switch class {
+		case classAlloc:
+			p.NodesAlloc++
+		case classIdle:
+			p.NodesIdle++
+		default:
+			p.NodesOther++
+		}
+		p.CPUsAlloc += n.AllocCPUs
+		if class != classOther {
+			p.CPUsIdle += max(n.CPUs-n.AllocCPUs, 0)
+		}
+		countGPUs(gpus, n, class != classOther)
+	}
+	types := make([]string, 0, len(gpus))
+	for typ, g := range gpus {
+		if g.Total > 0 {
+			types = append(types, typ)
+		}
+	}
+	sort.Strings(types)
+	p.GPUs = []report.GPUCount{}
+	for _, typ := range types {
+		p.GPUs = append(p.GPUs, *gpus[typ])
+	}
+}
+
+// countGPUs adds n's GPUs, by type, to gpus; the free ones count as idle
+// only on a usable node.
+func countGPUs(gpus map[string]*report.GPUCount, n Node, usable bool) {
+	total := nodeGPUs(n.Gres, n.TRES)
+	used := nodeGPUs(n.GresUsed, n.TRESUsed)
+	for typ, t := range total {
+		g := gpus[typ]
+		if g == nil {
+			g = &report.GPUCount{Type: typ}
+			gpus[typ] = g
+		}
+		a := min(used[typ], t)
+		g.Total += t
+		g.Alloc += a
+		if usable {
+			g.Idle += t - a
+		}
+	}
 }
 
 // mixedRooms is what is free on the partly allocated nodes among nodes

@@ -39,60 +39,16 @@ func (c *Client) RepairGroup(ctx context.Context, stream, group string, now time
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	var r Repair
-	delivered := ""
-	info, err := c.rdb.XInfoStream(ctx, stream).Result()
-	missing := isNoSuchKey(err)
-	if err != nil && !missing {
-		return r, fmt.Errorf("stream: xinfo stream %s: %w", stream, err)
-	}
-	if !missing {
-		groups, err := c.rdb.XInfoGroups(ctx, stream).Result()
-		if err != nil {
-			return r, fmt.Errorf("stream: xinfo groups %s: %w", stream, err)
-		}
-		missing = true
-		for _, g := range groups {
-			if g.Name == group {
-				missing, delivered = false, g.LastDeliveredID
-			}
-		}
-		if missing {
-			r.Recreated = "group"
-		}
-	} else {
-		r.Recreated = "stream"
-	}
-	if missing {
-		err := c.rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err()
-		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-			return r, fmt.Errorf("stream: create group %s on %s: %w", group, stream, err)
-		}
-		if r.Recreated == "stream" {
-			return r, nil
-		}
+	lastGenerated, delivered, err := c.ensureGroup(ctx, stream, group, &r)
+	if err != nil || r.Recreated == "stream" {
+		return r, err
 	}
 	limit := uint64(now.Add(skew).UnixMilli())
-	if ms, _ := splitID(info.LastGeneratedID); ms <= limit {
+	if ms, _ := splitID(lastGenerated); ms <= limit {
 		return r, nil
 	}
-	// delete the entries from the future, a page at a time
-	from := strconv.FormatUint(limit+1, 10) + "-0"
-	for {
-		msgs, err := c.rdb.XRangeN(ctx, stream, from, "+", 1000).Result()
-		if err != nil {
-			return r, fmt.Errorf("stream: xrange %s: %w", stream, err)
-		}
-		if len(msgs) == 0 {
-			break
-		}
-		ids := make([]string, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.ID
-		}
-		if err := c.rdb.XDel(ctx, stream, ids...).Err(); err != nil {
-			return r, fmt.Errorf("stream: xdel %s: %w", stream, err)
-		}
-		r.FutureIDs += len(ids)
+	if r.FutureIDs, err = c.deleteFrom(ctx, stream, strconv.FormatUint(limit+1, 10)+"-0"); err != nil {
+		return r, err
 	}
 	last := "0-1"
 	switch newest, err := c.rdb.XRevRangeN(ctx, stream, "+", "-", 1).Result(); {
@@ -113,4 +69,62 @@ func (c *Client) RepairGroup(ctx context.Context, stream, group string, now time
 		return r, fmt.Errorf("stream: xgroup setid %s %s %s: %w", stream, group, last, err)
 	}
 	return r, nil
+}
+
+// ensureGroup creates the stream or the group where missing (saying which
+// in r.Recreated) and returns the stream's last generated id and the
+// group's last delivered one.
+func (c *Client) ensureGroup(ctx context.Context, stream, group string, r *Repair) (lastGenerated, delivered string, err error) {
+	info, err := c.rdb.XInfoStream(ctx, stream).Result()
+	missing := isNoSuchKey(err)
+	if err != nil && !missing {
+		return "", "", fmt.Errorf("stream: xinfo stream %s: %w", stream, err)
+	}
+	if !missing {
+		groups, err := c.rdb.XInfoGroups(ctx, stream).Result()
+		if err != nil {
+			return "", "", fmt.Errorf("stream: xinfo groups %s: %w", stream, err)
+		}
+		missing = true
+		for _, g := range groups {
+			if g.Name == group {
+				missing, delivered = false, g.LastDeliveredID
+			}
+		}
+		if missing {
+			r.Recreated = "group"
+		}
+	} else {
+		r.Recreated = "stream"
+	}
+	if missing {
+		err := c.rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			return "", "", fmt.Errorf("stream: create group %s on %s: %w", group, stream, err)
+		}
+	}
+	return info.LastGeneratedID, delivered, nil
+}
+
+// deleteFrom deletes the entries from id from on, a page at a time, and
+// counts them.
+func (c *Client) deleteFrom(ctx context.Context, stream, from string) (int, error) {
+	n := 0
+	for {
+		msgs, err := c.rdb.XRangeN(ctx, stream, from, "+", 1000).Result()
+		if err != nil {
+			return n, fmt.Errorf("stream: xrange %s: %w", stream, err)
+		}
+		if len(msgs) == 0 {
+			return n, nil
+		}
+		ids := make([]string, len(msgs))
+		for i, m := range msgs {
+			ids[i] = m.ID
+		}
+		if err := c.rdb.XDel(ctx, stream, ids...).Err(); err != nil {
+			return n, fmt.Errorf("stream: xdel %s: %w", stream, err)
+		}
+		n += len(ids)
+	}
 }

@@ -450,30 +450,9 @@ func (w *walker) object(n *Node) *Problem {
 				return p
 			}
 		}
-		var child *Node
-		if n.Kind == Object {
-			f, p := w.field(n, depth)
-			if p != nil {
-				return p
-			}
-			if seenField&(1<<f.ord) != 0 {
-				return w.problem(Problem{Code: DuplicateField, Node: n})
-			}
-			seenField |= 1 << f.ord
-			child = f.Node
-		} else {
-			w.s.Peek()
-			w.at = w.s.I
-			k, p := w.key()
-			if p != nil {
-				return p
-			}
-			w.path[depth] = Elem{Key: k, Kind: MapKeyElem}
-			if seenKey[k] {
-				return w.problem(Problem{Code: DuplicateKey, Node: n})
-			}
-			seenKey[k] = true
-			child = n.Elem
+		child, p := w.member(n, depth, &seenField, seenKey)
+		if p != nil {
+			return p
 		}
 		if p := w.expect(':'); p != nil {
 			return p
@@ -491,6 +470,34 @@ func (w *walker) object(n *Node) *Problem {
 	}
 	w.path = w.path[:depth]
 	return nil
+}
+
+// member reads an object's key: a struct field, once (seenField), or a
+// map key, once (seenKey); it returns the node of the value that follows.
+func (w *walker) member(n *Node, depth int, seenField *uint64, seenKey map[string]bool) (*Node, *Problem) {
+	if n.Kind == Object {
+		f, p := w.field(n, depth)
+		if p != nil {
+			return nil, p
+		}
+		if *seenField&(1<<f.ord) != 0 {
+			return nil, w.problem(Problem{Code: DuplicateField, Node: n})
+		}
+		*seenField |= 1 << f.ord
+		return f.Node, nil
+	}
+	w.s.Peek()
+	w.at = w.s.I
+	k, p := w.key()
+	if p != nil {
+		return nil, p
+	}
+	w.path[depth] = Elem{Key: k, Kind: MapKeyElem}
+	if seenKey[k] {
+		return nil, w.problem(Problem{Code: DuplicateKey, Node: n})
+	}
+	seenKey[k] = true
+	return n.Elem, nil
 }
 
 func (w *walker) array(n *Node) *Problem {

@@ -81,45 +81,10 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 		fmt.Fprintln(fs.Output(), "usage: isched-wrapper [flags] -- command [args...]")
 		fs.PrintDefaults()
 	}
-	fs.DurationVar(&o.Interval, "interval", time.Second, "sampling interval of memory, CPU and GPU")
-	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "how often samples are sent (events are sent at once)")
-	fs.StringVar(&o.IterPattern, "iter-pattern", getenv("ISCHED_ITER_PATTERN"), "iteration lines on stdout/stderr: a preset (tqdm, hf, lightning, isched; comma-separated) or a Go regexp with a (?P<step>...) group")
-	fs.StringVar(&o.ProgressFile, "progress-file", getenv("ISCHED_PROGRESS_FILE"), "progress file the training loop appends to (default: one in the job's tmp dir, exported as ISCHED_PROGRESS_FILE)")
-	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", getenv("ISCHED_CHECKPOINT_DIR"), "directory the training loop writes checkpoints to (watched)")
-	fs.StringVar(&o.CheckpointGlob, "checkpoint-glob", "*", "checkpoint file names to watch")
-	fs.DurationVar(&o.CheckpointDebounce, "checkpoint-debounce", 2*time.Second, "a checkpoint is complete when unchanged this long")
-	fs.DurationVar(&o.CheckpointQuiesce, "checkpoint-quiesce", 30*time.Second, "a checkpoint directory of no known layout (not Hugging Face, torch.distributed.checkpoint or DeepSpeed, whose last-written file marks them complete) is complete when its whole tree is unchanged this long")
-	fs.StringVar(&o.SignalMap, "signal-map", getenv("ISCHED_SIGNAL_MAP"), "how received signals reach the child, e.g. USR1=TERM or USR1=file:/path")
-	fs.StringVar(&o.CheckpointSignal, "checkpoint-signal", "", "shorthand: 'file' delivers SIGUSR1 as the control file ISCHED_CONTROL_FILE (for loops where NCCL swallows USR1), or a signal name")
-	fs.DurationVar(&o.Grace, "grace", 20*time.Second, "stop grace period before SIGKILL of the child's group (keep below Slurm's KillWait)")
-	fs.StringVar(&o.SummaryJSON, "summary-json", "", "also write the end-of-job summary to this file")
-	fs.BoolVar(&o.NoReport, "no-report", false, "do not report to Redis (the summary is still printed)")
-	fs.StringVar(&o.Lineage, "lineage", getenv("ISCHED_LINEAGE"), "lineage id that survives requeues (default <cluster>-<job id>)")
-	uid, err := envUID(getenv, "ISCHED_COORDINATOR_UID", 0)
+	resumeArg, err := o.flags(fs, getenv)
 	if err != nil {
 		return o, err
 	}
-	fs.IntVar(&o.CoordinatorUID, "coordinator-uid", uid, "uid of the coordinator (only it can open the report credential)")
-	fs.StringVar(&o.Relay, "relay", getenv("ISCHED_RELAY_ADDR"), "host:port of isched-relay: reports go through it instead of straight to Redis, and the job needs no Redis password (recommended; docs/deployment.md)")
-	relayUID, err := envUID(getenv, "ISCHED_RELAY_UID", -1)
-	if err != nil {
-		return o, err
-	}
-	direct, err := envBool(getenv, "ISCHED_REPORT_DIRECT")
-	if err != nil {
-		return o, err
-	}
-	fs.BoolVar(&o.ReportDirect, "report-direct", direct, "report straight to Redis with the reporter password instead of through isched-relay (env ISCHED_REPORT_DIRECT=1): an opt-in for sites that trust every job user with that password (docs/threat-model.md); without it and without --relay nothing is reported")
-	fs.IntVar(&o.RelayUID, "relay-uid", relayUID, "uid isched-relay runs as (only it can open the connection's credential; default --coordinator-uid)")
-	fs.Int64Var(&o.TotalIters, "total-iters", 0, "total iterations of the run, when the loop does not say")
-	fs.StringVar(&o.SpoolDir, "spool-dir", getenv("ISCHED_SPOOL_DIR"), "where undelivered reports are spooled; the next wrapper of the same user on the node sends what a job left there (default: the job's tmp dir)")
-	fs.IntVar(&o.QueueMax, "queue-max", 20000, "reports held while Redis is unreachable; past it the oldest samples are dropped (events never are)")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&o.SendSpools, "send-spools", false, "run no command: send the reports this user's ended wrappers left undelivered (in --spool-dir, else under $TMPDIR) and exit 0 when none is left; for a TaskEpilog, a login or cron")
-	resumeArg := fs.String("resume-arg", getenv("ISCHED_RESUME_ARG"), "arguments appended to the command on an attempt that resumes, {path} replaced by the checkpoint, e.g. '--resume_from_checkpoint {path}' (split on white space, no shell, no quoting; ISCHED_RESUME_FROM is set either way)")
-	fs.DurationVar(&o.ProfileWindow, "profile-window", 0, "measure this long after the warm-up iterations, then stop the child (SIGTERM, --grace, SIGKILL); the summary's iteration times leave the warm-up out (isched profile)")
-	fs.Int64Var(&o.ProfileWarmup, "profile-warmup", 5, "with --profile-window: iterations not measured at the start (data loader start, allocator growth, first-iteration set-up)")
-	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return o, err
 	}
@@ -146,29 +111,80 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Opt
 		fs.Usage()
 		return o, fmt.Errorf("%w: no command given after --", ErrUsage)
 	}
+	return o, o.check()
+}
+
+// flags defines the wrapper's flags on fs, into o, with their defaults
+// from getenv; resumeArg is --resume-arg's unsplit value.
+func (o *Options) flags(fs *flag.FlagSet, getenv func(string) string) (resumeArg *string, err error) {
+	fs.DurationVar(&o.Interval, "interval", time.Second, "sampling interval of memory, CPU and GPU")
+	fs.DurationVar(&o.ReportInterval, "report-interval", 5*time.Second, "how often samples are sent (events are sent at once)")
+	fs.StringVar(&o.IterPattern, "iter-pattern", getenv("ISCHED_ITER_PATTERN"), "iteration lines on stdout/stderr: a preset (tqdm, hf, lightning, isched; comma-separated) or a Go regexp with a (?P<step>...) group")
+	fs.StringVar(&o.ProgressFile, "progress-file", getenv("ISCHED_PROGRESS_FILE"), "progress file the training loop appends to (default: one in the job's tmp dir, exported as ISCHED_PROGRESS_FILE)")
+	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", getenv("ISCHED_CHECKPOINT_DIR"), "directory the training loop writes checkpoints to (watched)")
+	fs.StringVar(&o.CheckpointGlob, "checkpoint-glob", "*", "checkpoint file names to watch")
+	fs.DurationVar(&o.CheckpointDebounce, "checkpoint-debounce", 2*time.Second, "a checkpoint is complete when unchanged this long")
+	fs.DurationVar(&o.CheckpointQuiesce, "checkpoint-quiesce", 30*time.Second, "a checkpoint directory of no known layout (not Hugging Face, torch.distributed.checkpoint or DeepSpeed, whose last-written file marks them complete) is complete when its whole tree is unchanged this long")
+	fs.StringVar(&o.SignalMap, "signal-map", getenv("ISCHED_SIGNAL_MAP"), "how received signals reach the child, e.g. USR1=TERM or USR1=file:/path")
+	fs.StringVar(&o.CheckpointSignal, "checkpoint-signal", "", "shorthand: 'file' delivers SIGUSR1 as the control file ISCHED_CONTROL_FILE (for loops where NCCL swallows USR1), or a signal name")
+	fs.DurationVar(&o.Grace, "grace", 20*time.Second, "stop grace period before SIGKILL of the child's group (keep below Slurm's KillWait)")
+	fs.StringVar(&o.SummaryJSON, "summary-json", "", "also write the end-of-job summary to this file")
+	fs.BoolVar(&o.NoReport, "no-report", false, "do not report to Redis (the summary is still printed)")
+	fs.StringVar(&o.Lineage, "lineage", getenv("ISCHED_LINEAGE"), "lineage id that survives requeues (default <cluster>-<job id>)")
+	uid, err := envUID(getenv, "ISCHED_COORDINATOR_UID", 0)
+	if err != nil {
+		return nil, err
+	}
+	fs.IntVar(&o.CoordinatorUID, "coordinator-uid", uid, "uid of the coordinator (only it can open the report credential)")
+	fs.StringVar(&o.Relay, "relay", getenv("ISCHED_RELAY_ADDR"), "host:port of isched-relay: reports go through it instead of straight to Redis, and the job needs no Redis password (recommended; docs/deployment.md)")
+	relayUID, err := envUID(getenv, "ISCHED_RELAY_UID", -1)
+	if err != nil {
+		return nil, err
+	}
+	direct, err := envBool(getenv, "ISCHED_REPORT_DIRECT")
+	if err != nil {
+		return nil, err
+	}
+	fs.BoolVar(&o.ReportDirect, "report-direct", direct, "report straight to Redis with the reporter password instead of through isched-relay (env ISCHED_REPORT_DIRECT=1): an opt-in for sites that trust every job user with that password (docs/threat-model.md); without it and without --relay nothing is reported")
+	fs.IntVar(&o.RelayUID, "relay-uid", relayUID, "uid isched-relay runs as (only it can open the connection's credential; default --coordinator-uid)")
+	fs.Int64Var(&o.TotalIters, "total-iters", 0, "total iterations of the run, when the loop does not say")
+	fs.StringVar(&o.SpoolDir, "spool-dir", getenv("ISCHED_SPOOL_DIR"), "where undelivered reports are spooled; the next wrapper of the same user on the node sends what a job left there (default: the job's tmp dir)")
+	fs.IntVar(&o.QueueMax, "queue-max", 20000, "reports held while Redis is unreachable; past it the oldest samples are dropped (events never are)")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.SendSpools, "send-spools", false, "run no command: send the reports this user's ended wrappers left undelivered (in --spool-dir, else under $TMPDIR) and exit 0 when none is left; for a TaskEpilog, a login or cron")
+	resumeArg = fs.String("resume-arg", getenv("ISCHED_RESUME_ARG"), "arguments appended to the command on an attempt that resumes, {path} replaced by the checkpoint, e.g. '--resume_from_checkpoint {path}' (split on white space, no shell, no quoting; ISCHED_RESUME_FROM is set either way)")
+	fs.DurationVar(&o.ProfileWindow, "profile-window", 0, "measure this long after the warm-up iterations, then stop the child (SIGTERM, --grace, SIGKILL); the summary's iteration times leave the warm-up out (isched profile)")
+	fs.Int64Var(&o.ProfileWarmup, "profile-warmup", 5, "with --profile-window: iterations not measured at the start (data loader start, allocator growth, first-iteration set-up)")
+	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
+	return resumeArg, nil
+}
+
+// check checks the options of a wrapper that runs a command, and makes
+// the checkpoint directory absolute.
+func (o *Options) check() error {
 	if o.Interval < 100*time.Millisecond {
-		return o, fmt.Errorf("%w: --interval %s: must be at least 100ms", ErrUsage, o.Interval)
+		return fmt.Errorf("%w: --interval %s: must be at least 100ms", ErrUsage, o.Interval)
 	}
 	if o.ReportInterval < o.Interval {
-		return o, fmt.Errorf("%w: --report-interval %s: must be at least --interval", ErrUsage, o.ReportInterval)
+		return fmt.Errorf("%w: --report-interval %s: must be at least --interval", ErrUsage, o.ReportInterval)
 	}
 	if o.ProfileWindow < 0 || o.ProfileWarmup < 0 {
-		return o, fmt.Errorf("%w: --profile-window and --profile-warmup must not be negative", ErrUsage)
+		return fmt.Errorf("%w: --profile-window and --profile-warmup must not be negative", ErrUsage)
 	}
 	if o.QueueMax < 1 {
-		return o, fmt.Errorf("%w: --queue-max %d: must be at least 1", ErrUsage, o.QueueMax)
+		return fmt.Errorf("%w: --queue-max %d: must be at least 1", ErrUsage, o.QueueMax)
 	}
 	if o.Lineage != "" && !validLineage(o.Lineage) {
-		return o, fmt.Errorf("%w: --lineage %q: want 1-64 of [A-Za-z0-9._-]", ErrUsage, o.Lineage)
+		return fmt.Errorf("%w: --lineage %q: want 1-64 of [A-Za-z0-9._-]", ErrUsage, o.Lineage)
 	}
 	if o.CheckpointDir != "" {
 		abs, err := filepath.Abs(o.CheckpointDir)
 		if err != nil {
-			return o, fmt.Errorf("%w: --checkpoint-dir: %w", ErrUsage, err)
+			return fmt.Errorf("%w: --checkpoint-dir: %w", ErrUsage, err)
 		}
 		o.CheckpointDir = abs
 	}
-	return o, nil
+	return nil
 }
 
 func validLineage(s string) bool {
@@ -203,20 +219,6 @@ func identity(getenv func(string) string, lineage string) (report.JobRef, bool, 
 	if idStr == "" {
 		return report.JobRef{}, false, nil
 	}
-	atoi := func(name string, required bool) (int, error) {
-		s := getenv(name)
-		if s == "" {
-			if required {
-				return 0, fmt.Errorf("%s missing", name)
-			}
-			return 0, nil
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%s=%q: not a non-negative number", name, s)
-		}
-		return n, nil
-	}
 	id, err := strconv.ParseUint(idStr, 10, 64)
 	if err != nil || id == 0 {
 		return report.JobRef{}, false, fmt.Errorf("SLURM_JOB_ID=%q: not a job id", idStr)
@@ -235,31 +237,8 @@ func identity(getenv func(string) string, lineage string) (report.JobRef, bool, 
 	if j.User == "" {
 		j.User = getenv("USER")
 	}
-	if j.UID, err = atoi("SLURM_JOB_UID", false); err != nil {
+	if err := jobNumbers(&j, getenv); err != nil {
 		return j, false, err
-	}
-	if getenv("SLURM_JOB_UID") == "" {
-		j.UID = os.Getuid()
-	}
-	if j.Attempt, err = atoi("SLURM_RESTART_COUNT", false); err != nil {
-		return j, false, err
-	}
-	if j.Rank, err = atoi("SLURM_PROCID", false); err != nil {
-		return j, false, err
-	}
-	if j.NRanks, err = atoi("SLURM_NTASKS", false); err != nil {
-		return j, false, err
-	}
-	if s := getenv("SLURM_ARRAY_JOB_ID"); s != "" {
-		aj, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return j, false, fmt.Errorf("SLURM_ARRAY_JOB_ID=%q: not a job id", s)
-		}
-		task, err := atoi("SLURM_ARRAY_TASK_ID", true)
-		if err != nil {
-			return j, false, err
-		}
-		j.ArrayJobID, j.ArrayTaskID = aj, &task
 	}
 	j.Lineage = lineage
 	if j.Lineage == "" {
@@ -275,6 +254,56 @@ func identity(getenv func(string) string, lineage string) (report.JobRef, bool, 
 	}
 	j.Node = strings.TrimSpace(j.Node)
 	return j, true, nil
+}
+
+// jobNumbers reads the job's uid (ours when Slurm does not say), attempt,
+// rank, ranks and array job and task into j.
+func jobNumbers(j *report.JobRef, getenv func(string) string) error {
+	var err error
+	if j.UID, err = envCount(getenv, "SLURM_JOB_UID", false); err != nil {
+		return err
+	}
+	if getenv("SLURM_JOB_UID") == "" {
+		j.UID = os.Getuid()
+	}
+	if j.Attempt, err = envCount(getenv, "SLURM_RESTART_COUNT", false); err != nil {
+		return err
+	}
+	if j.Rank, err = envCount(getenv, "SLURM_PROCID", false); err != nil {
+		return err
+	}
+	if j.NRanks, err = envCount(getenv, "SLURM_NTASKS", false); err != nil {
+		return err
+	}
+	if s := getenv("SLURM_ARRAY_JOB_ID"); s != "" {
+		aj, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SLURM_ARRAY_JOB_ID=%q: not a job id", s)
+		}
+		task, err := envCount(getenv, "SLURM_ARRAY_TASK_ID", true)
+		if err != nil {
+			return err
+		}
+		j.ArrayJobID, j.ArrayTaskID = aj, &task
+	}
+	return nil
+}
+
+// envCount reads the non-negative number in the environment variable
+// name (0 when unset and not required).
+func envCount(getenv func(string) string, name string, required bool) (int, error) {
+	s := getenv(name)
+	if s == "" {
+		if required {
+			return 0, fmt.Errorf("%s missing", name)
+		}
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: not a non-negative number", name, s)
+	}
+	return n, nil
 }
 
 // resumeArgv is the command of an attempt: argv, and when the attempt

@@ -18,7 +18,7 @@ import (
 	"github.com/isched/isched/internal/child"
 	"github.com/isched/isched/internal/procstat"
 	"github.com/isched/isched/internal/progress"
-	"github.com/isched/isched/internal/relay"
+	"github.com/isched/isched/internal/relayproto"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/version"
@@ -101,8 +101,8 @@ func StreamConnect(getenv func(string) string) func(ctx context.Context, cluster
 // restricted to relayUID; the relay chooses the stream and its cap.
 func RelayConnect(addr string, relayUID int, m auth.Munger) func(ctx context.Context, cluster string) (appender, error) {
 	return func(ctx context.Context, cluster string) (appender, error) {
-		c := &relay.Client{Addr: addr, Cred: func(ctx context.Context) (string, error) {
-			return relay.Credential(ctx, m, cluster, relayUID, time.Now())
+		c := &relayproto.Client{Addr: addr, Cred: func(ctx context.Context) (string, error) {
+			return relayproto.Credential(ctx, m, cluster, relayUID, time.Now())
 		}}
 		if err := c.Connect(ctx); err != nil {
 			return nil, err
@@ -280,70 +280,73 @@ func (s *state) observe(clock *progress.IterClock, evs []progress.Event) {
 	its := clock.Observe(evs)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ev := range evs {
-		if ev.Kind != progress.KindStep {
-			continue
-		}
-		if ev.Total > 0 {
-			s.totalIters, s.loopTotal = ev.Total, ev.Total
-		}
-		if ev.Epochs > 0 {
-			s.epochs = ev.Epochs
-		}
-		if ev.StepsPerEpoch > 0 {
-			s.perEpoch = ev.StepsPerEpoch
-		}
-		if ev.Step > s.lastStep {
-			if s.lastStep >= 0 {
-				s.iterCount += ev.Step - s.lastStep
-			} else {
-				s.iterCount++
-			}
-			s.lastStep = ev.Step
-		}
-	}
-	// prefer the loop's clock when it has one; else the wrapper's arrivals
-	hasLoop := false
-	for _, it := range its {
-		hasLoop = hasLoop || it.By == progress.ByLoop
-	}
-	if hasLoop {
-		s.loopClocked = true
-	}
 	var last progress.Event
 	for _, ev := range evs {
 		if ev.Kind == progress.KindStep {
+			s.countStep(ev)
 			last = ev
 		}
+	}
+	// prefer the loop's clock when it has one; else the wrapper's arrivals
+	for _, it := range its {
+		s.loopClocked = s.loopClocked || it.By == progress.ByLoop
 	}
 	for _, it := range its {
 		if s.loopClocked && it.By != progress.ByLoop {
 			continue
 		}
-		ms := float64(it.PerStep) / float64(time.Millisecond)
-		if !it.AfterCkpt {
-			s.durations = append(s.durations, ms)
-			s.prof.note(len(s.durations), it.At, s.peakRSS, s.peakGPU)
+		s.recordIter(it, last)
+	}
+}
+
+// countStep takes the totals and the step count of one step line (s.mu
+// held).
+func (s *state) countStep(ev progress.Event) {
+	if ev.Total > 0 {
+		s.totalIters, s.loopTotal = ev.Total, ev.Total
+	}
+	if ev.Epochs > 0 {
+		s.epochs = ev.Epochs
+	}
+	if ev.StepsPerEpoch > 0 {
+		s.perEpoch = ev.StepsPerEpoch
+	}
+	if ev.Step > s.lastStep {
+		if s.lastStep >= 0 {
+			s.iterCount += ev.Step - s.lastStep
+		} else {
+			s.iterCount++
 		}
-		ri := report.Iter{Step: it.Step, Epoch: max(last.Epoch, 0), AtMS: it.At.UnixMilli(), DurMS: ms, Source: last.Source}
-		if it.By == progress.ByLoop {
-			ri.LoopDurMS = ms
+		s.lastStep = ev.Step
+	}
+}
+
+// recordIter keeps one measured interval; last is its batch's last step
+// line (s.mu held).
+func (s *state) recordIter(it progress.Iter, last progress.Event) {
+	ms := float64(it.PerStep) / float64(time.Millisecond)
+	if !it.AfterCkpt {
+		s.durations = append(s.durations, ms)
+		s.prof.note(len(s.durations), it.At, s.peakRSS, s.peakGPU)
+	}
+	ri := report.Iter{Step: it.Step, Epoch: max(last.Epoch, 0), AtMS: it.At.UnixMilli(), DurMS: ms, Source: last.Source}
+	if it.By == progress.ByLoop {
+		ri.LoopDurMS = ms
+	}
+	if it.Step == last.Step {
+		ri.Loss, ri.LossNonFinite = last.Loss, last.NonFinite
+		if last.Samples > 0 {
+			ri.Samples = last.Samples
 		}
-		if it.Step == last.Step {
-			ri.Loss, ri.LossNonFinite = last.Loss, last.NonFinite
-			if last.Samples > 0 {
-				ri.Samples = last.Samples
-			}
-		}
-		if ri.Source == "" {
-			ri.Source = report.SourceFile
-		}
-		if s.loopTotal >= ri.Step {
-			ri.Total = s.loopTotal // a loop counting past its own total says nothing reliable about it
-		}
-		if len(s.iters) < 4096 {
-			s.iters = append(s.iters, ri)
-		}
+	}
+	if ri.Source == "" {
+		ri.Source = report.SourceFile
+	}
+	if s.loopTotal >= ri.Step {
+		ri.Total = s.loopTotal // a loop counting past its own total says nothing reliable about it
+	}
+	if len(s.iters) < 4096 {
+		s.iters = append(s.iters, ri)
 	}
 }
 

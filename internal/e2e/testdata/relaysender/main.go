@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/auth"
-	"github.com/isched/isched/internal/relay"
+	"github.com/isched/isched/internal/relayproto"
 )
 
 // mac is a well-formed MAC: the relay checks its form, the coordinator
@@ -56,8 +56,8 @@ func send(ctx context.Context, addr, cluster string, relayUID int, payload []byt
 	var first atomic.Value
 	var wg sync.WaitGroup
 	for range conns {
-		c := &relay.Client{Addr: addr, Cred: func(ctx context.Context) (string, error) {
-			return relay.Credential(ctx, auth.ExecMunger{}, cluster, relayUID, time.Now())
+		c := &relayproto.Client{Addr: addr, Cred: func(ctx context.Context) (string, error) {
+			return relayproto.Credential(ctx, auth.ExecMunger{}, cluster, relayUID, time.Now())
 		}}
 		wg.Add(1)
 		go func() {
@@ -65,11 +65,11 @@ func send(ctx context.Context, addr, cluster string, relayUID int, payload []byt
 			defer c.Close()
 			for accepted.Load() < n && first.Load() == nil {
 				_, err := c.Append(ctx, "", payload, mac, 0)
-				var ref *relay.Refused
+				var ref *relayproto.Refused
 				switch {
 				case err == nil:
 					accepted.Add(1)
-				case errors.As(err, &ref) && ref.Code == relay.CodeThrottled:
+				case errors.As(err, &ref) && ref.Code == relayproto.CodeThrottled:
 					throttled.Add(1)
 					time.Sleep(time.Duration(ref.RetryMS) * time.Millisecond)
 				default:

@@ -1,4 +1,4 @@
-package relay
+package relayproto
 
 import (
 	"bytes"
@@ -69,14 +69,14 @@ func (r *Refused) Error() string {
 
 func (r *Refused) Unwrap() error { return ErrRefused }
 
-// decodeStrict decodes one JSON object into v (a pointer to a struct) and
+// DecodeStrict decodes one JSON object into v (a pointer to a struct) and
 // refuses what encoding/json alone would quietly accept: unknown keys,
 // keys that differ from a field's only in case, a key given twice (where
 // the last would win), a wrong type, and anything after the object. The
 // check is internal/strictjson's, as for reports and plans: a frame is
 // read by the relay from a job user and by the wrapper from the network,
 // so neither side may read a frame otherwise than the other wrote it.
-func decodeStrict(b []byte, v any) error {
+func DecodeStrict(b []byte, v any) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8")
 	}
@@ -142,10 +142,10 @@ func problemErr(p *strictjson.Problem) error {
 	return fmt.Errorf("%s %q", why, path)
 }
 
-// encode marshals v without HTML escaping (a report's "<" stays one byte:
+// Encode marshals v without HTML escaping (a report's "<" stays one byte:
 // the MAC is over its exact bytes, which a JSON string keeps either way,
 // but escaping would inflate the frame).
-func encode(v any) ([]byte, error) {
+func Encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

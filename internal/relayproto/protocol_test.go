@@ -1,4 +1,4 @@
-package relay
+package relayproto
 
 import (
 	"strings"
@@ -29,7 +29,7 @@ func TestDecodeStrict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var h Hello
-			err := decodeStrict([]byte(tc.in), &h)
+			err := DecodeStrict([]byte(tc.in), &h)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("error %v", err)
