@@ -47,50 +47,82 @@ func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		// attempt with nothing left to do
 		return abandon("checkpoint at step %d saved, the run's last of %d: the run is done, not requeued", resume.Step, rv.total)
 	}
+	a := afterCkpt{v: v, rv: rv, j: j, snap: snap, now: now, pending: pending, resume: resume, abandon: abandon}
 	switch pending.Rule {
 	case RulePreempt:
-		if pending.YieldTo == 0 {
-			return abandon("checkpoint saved; no job to yield to: staying on %s", j.Partition)
-		}
-		tl, tlWhy := rv.limitFor(j.Partition, j.Partition)
-		return Decision{Kind: Requeue, Rule: RulePreempt, Target: j.Partition, Gres: pending.Gres, TimeLimit: tl, Hold: true, YieldTo: pending.YieldTo,
-			Reason: fmt.Sprintf("preempt: checkpoint at step %d saved; requeueing onto %s, held until job %d has started, %s",
-				resume.Step, j.Partition, pending.YieldTo, tlWhy)}
+		return a.preempt()
 	case RuleTimeLimit:
-		if j.TimeLimit > 0 && !j.StartedAt.IsZero() && v.known {
-			limitAt := j.StartedAt.Add(j.TimeLimit)
-			eta := estimate.PredictEnd(now, j.Step, v.total, j.Iter, 0)
-			if !eta.High.After(limitAt.Add(-v.cfg.Margin)) {
-				return abandon("checkpoint saved; the job now ends by %s (at worst), before its time limit %s: not requeued",
-					v.at(eta.High), v.at(limitAt))
-			}
-		}
-		target, gres, tl, why := pending.Target, pending.Gres, pending.TimeLimit, "as decided at the checkpoint request"
-		if snap != nil {
-			var ok bool
-			if target, gres, tl, why, ok = rv.continuation(); !ok {
-				return abandon("checkpoint saved; %s", why)
-			}
-		}
-		return Decision{Kind: Requeue, Rule: RuleTimeLimit, Target: target, Gres: gres, TimeLimit: tl,
-			Reason: fmt.Sprintf("time limit: checkpoint at step %d saved; requeueing onto %s", resume.Step, why)}
+		return a.timeLimit()
 	case RuleMigrate:
-		if snap == nil {
-			return abandon("checkpoint saved; no fresh cluster snapshot to confirm room on %s: staying on %s", pending.Target, j.Partition)
-		}
-		ok, r := room(partition(snap, pending.Target), ask{pending.Gres, cpusOr(pending.CPUs, j.CPUs), j.Mem})
-		if !ok {
-			return abandon("checkpoint saved; %s has no room any more (%s): staying on %s", pending.Target, r, j.Partition)
-		}
-		if held := ownerHeld(snap, &j, pending.Target, pending.Gres); held != "" {
-			return abandon("checkpoint saved; on %s %s: staying on %s", pending.Target, held, j.Partition)
-		}
-		tl, tlWhy := rv.limitFor(j.Partition, pending.Target)
-		return Decision{Kind: Requeue, Rule: RuleMigrate, Target: pending.Target, Gres: pending.Gres, TimeLimit: tl,
-			Reason: fmt.Sprintf("migrate: checkpoint at step %d saved and %s still; requeueing onto %s%s, %s",
-				resume.Step, r, pending.Target, gresText(pending.Gres), tlWhy)}
+		return a.migrate()
 	}
 	return abandon("checkpoint saved; unknown rule %q: nothing follows", pending.Rule)
+}
+
+// afterCkpt is what AfterCheckpoint knows when the checkpoint of a move
+// landed: the views of the job as it is (v) and as it resumes (rv, from
+// the checkpoint), and how the move is given up.
+type afterCkpt struct {
+	v, rv   *view
+	j       Job
+	snap    *report.Snapshot
+	now     time.Time
+	pending Decision
+	resume  Job
+	abandon func(format string, a ...any) Decision
+}
+
+// preempt: rule 8's requeue, held until the job it yields to starts.
+func (a afterCkpt) preempt() Decision {
+	j, pending := a.j, a.pending
+	if pending.YieldTo == 0 {
+		return a.abandon("checkpoint saved; no job to yield to: staying on %s", j.Partition)
+	}
+	tl, tlWhy := a.rv.limitFor(j.Partition, j.Partition)
+	return Decision{Kind: Requeue, Rule: RulePreempt, Target: j.Partition, Gres: pending.Gres, TimeLimit: tl, Hold: true, YieldTo: pending.YieldTo,
+		Reason: fmt.Sprintf("preempt: checkpoint at step %d saved; requeueing onto %s, held until job %d has started, %s",
+			a.resume.Step, j.Partition, pending.YieldTo, tlWhy)}
+}
+
+// timeLimit: rule 1's requeue, unless the run now ends in time.
+func (a afterCkpt) timeLimit() Decision {
+	j, v, pending := a.j, a.v, a.pending
+	if j.TimeLimit > 0 && !j.StartedAt.IsZero() && v.known {
+		limitAt := j.StartedAt.Add(j.TimeLimit)
+		eta := estimate.PredictEnd(a.now, j.Step, v.total, j.Iter, 0)
+		if !eta.High.After(limitAt.Add(-v.cfg.Margin)) {
+			return a.abandon("checkpoint saved; the job now ends by %s (at worst), before its time limit %s: not requeued",
+				v.at(eta.High), v.at(limitAt))
+		}
+	}
+	target, gres, tl, why := pending.Target, pending.Gres, pending.TimeLimit, "as decided at the checkpoint request"
+	if a.snap != nil {
+		var ok bool
+		if target, gres, tl, why, ok = a.rv.continuation(); !ok {
+			return a.abandon("checkpoint saved; %s", why)
+		}
+	}
+	return Decision{Kind: Requeue, Rule: RuleTimeLimit, Target: target, Gres: gres, TimeLimit: tl,
+		Reason: fmt.Sprintf("time limit: checkpoint at step %d saved; requeueing onto %s", a.resume.Step, why)}
+}
+
+// migrate: rule 2's requeue, if the target still has room.
+func (a afterCkpt) migrate() Decision {
+	j, pending, snap := a.j, a.pending, a.snap
+	if snap == nil {
+		return a.abandon("checkpoint saved; no fresh cluster snapshot to confirm room on %s: staying on %s", pending.Target, j.Partition)
+	}
+	ok, r := room(partition(snap, pending.Target), ask{pending.Gres, cpusOr(pending.CPUs, j.CPUs), j.Mem})
+	if !ok {
+		return a.abandon("checkpoint saved; %s has no room any more (%s): staying on %s", pending.Target, r, j.Partition)
+	}
+	if held := ownerHeld(snap, &j, pending.Target, pending.Gres); held != "" {
+		return a.abandon("checkpoint saved; on %s %s: staying on %s", pending.Target, held, j.Partition)
+	}
+	tl, tlWhy := a.rv.limitFor(j.Partition, pending.Target)
+	return Decision{Kind: Requeue, Rule: RuleMigrate, Target: pending.Target, Gres: pending.Gres, TimeLimit: tl,
+		Reason: fmt.Sprintf("migrate: checkpoint at step %d saved and %s still; requeueing onto %s%s, %s",
+			a.resume.Step, r, pending.Target, gresText(pending.Gres), tlWhy)}
 }
 
 // awaiting handles a job whose checkpoint was requested and has not landed.

@@ -11,57 +11,115 @@ import (
 // the move pays.
 func (v *view) migrate() (d Decision, ok bool, status string) {
 	j, p := v.j, v.j.Plan
-	switch {
-	case p == nil:
-		return d, false, "no isched plan"
-	case j.Partition == p.Ideal:
-		return d, false, "on its ideal partition " + p.Ideal
-	case !p.Migrate:
-		return d, false, "the plan does not allow migration"
-	case v.snap == nil:
-		return d, false, "no fresh cluster snapshot"
-	case v.cfg.MaxMoves > 0 && j.Moves >= v.cfg.MaxMoves:
-		return d, false, fmt.Sprintf("already migrated %d times (max %d)", j.Moves, v.cfg.MaxMoves)
-	case resumeBroken(&j) != "":
-		return d, false, resumeBroken(&j) + ": a move would lose the work"
-	case !j.LastMoveAt.IsZero() && v.now.Sub(j.LastMoveAt) < v.cfg.MinInterval:
-		return d, false, fmt.Sprintf("moved %s ago, no migration within %s of a move", dur(v.now.Sub(j.LastMoveAt)), dur(v.cfg.MinInterval))
+	if why := v.migrateBlocked(); why != "" {
+		return d, false, why
 	}
-	ideal := partition(v.snap, p.Ideal)
-	if ideal == nil {
-		return d, false, fmt.Sprintf("ideal partition %s is not in the cluster snapshot", p.Ideal)
-	}
-	if v.holdsGPUs() && !hasGPUs(ideal) {
-		return d, false, fmt.Sprintf("the job holds GPUs (%s) and %s has none; a GPU request cannot be dropped", j.Gres, p.Ideal)
-	}
-	hasRoom, roomWhy := room(ideal, v.idealAsk())
-	if !hasRoom {
-		return d, false, "no room on the ideal partition: " + roomWhy
-	}
-	if held := ownerHeld(v.snap, &j, p.Ideal, p.IdealGres); held != "" {
-		return d, false, fmt.Sprintf("%s has room, but %s", p.Ideal, held)
+	roomWhy, why := v.idealRoom()
+	if why != "" {
+		return d, false, why
 	}
 	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
 	if sIdeal <= sHere {
 		return d, false, fmt.Sprintf("%s; but %s (%s) is not faster than %s (%s)", roomWhy, p.Ideal, v.speedText(p.Ideal), j.Partition, v.speedText(j.Partition))
 	}
-	var remMS float64
-	var basis string
+	remMS, basis, known := v.remainingMS()
+	if !known {
+		return d, false, basis
+	}
+	savedMS := remMS * (1 - sHere/sIdeal)
+	c := v.moveCost()
+	gain := fmt.Sprintf("%s; on %s (%s) vs %s (%s) %s, saving %s",
+		roomWhy, j.Partition, v.speedText(j.Partition), p.Ideal, v.speedText(p.Ideal), basis, dur(msDur(savedMS)))
+	if savedMS <= v.cfg.MinGain*c.ms {
+		return d, false, fmt.Sprintf("%s, not more than %g × the cost %s", gain, v.cfg.MinGain, c.text)
+	}
+	tl, tlWhy := v.limitFor(j.Partition, p.Ideal)
+	d = Decision{Rule: RuleMigrate, Target: p.Ideal, Gres: p.IdealGres, TimeLimit: tl}
+	head := fmt.Sprintf("migrate: %s > %g × the cost %s", gain, v.cfg.MinGain, c.text)
+	if c.direct {
+		d.Kind = Requeue
+		d.Reason = fmt.Sprintf("%s; the last checkpoint is recent (%s), so requeueing now onto %s%s, %s",
+			head, c.lostWhy, p.Ideal, gresText(p.IdealGres), tlWhy)
+	} else {
+		d.Kind, d.Then = Checkpoint, Requeue
+		d.Reason = fmt.Sprintf("%s; checkpointing, then requeue onto %s%s, %s", head, p.Ideal, gresText(p.IdealGres), tlWhy)
+	}
+	return d, true, ""
+}
+
+// migrateBlocked says why rule 2 cannot move the job whatever the
+// cluster holds ("" when it may).
+func (v *view) migrateBlocked() string {
+	j, p := v.j, v.j.Plan
+	switch {
+	case p == nil:
+		return "no isched plan"
+	case j.Partition == p.Ideal:
+		return "on its ideal partition " + p.Ideal
+	case !p.Migrate:
+		return "the plan does not allow migration"
+	case v.snap == nil:
+		return "no fresh cluster snapshot"
+	case v.cfg.MaxMoves > 0 && j.Moves >= v.cfg.MaxMoves:
+		return fmt.Sprintf("already migrated %d times (max %d)", j.Moves, v.cfg.MaxMoves)
+	case resumeBroken(&j) != "":
+		return resumeBroken(&j) + ": a move would lose the work"
+	case !j.LastMoveAt.IsZero() && v.now.Sub(j.LastMoveAt) < v.cfg.MinInterval:
+		return fmt.Sprintf("moved %s ago, no migration within %s of a move", dur(v.now.Sub(j.LastMoveAt)), dur(v.cfg.MinInterval))
+	}
+	return ""
+}
+
+// idealRoom says what room the ideal partition has for the job, or why
+// it has none for it (why).
+func (v *view) idealRoom() (roomWhy, why string) {
+	j, p := v.j, v.j.Plan
+	ideal := partition(v.snap, p.Ideal)
+	if ideal == nil {
+		return "", fmt.Sprintf("ideal partition %s is not in the cluster snapshot", p.Ideal)
+	}
+	if v.holdsGPUs() && !hasGPUs(ideal) {
+		return "", fmt.Sprintf("the job holds GPUs (%s) and %s has none; a GPU request cannot be dropped", j.Gres, p.Ideal)
+	}
+	hasRoom, roomWhy := room(ideal, v.idealAsk())
+	if !hasRoom {
+		return "", "no room on the ideal partition: " + roomWhy
+	}
+	if held := ownerHeld(v.snap, &j, p.Ideal, p.IdealGres); held != "" {
+		return "", fmt.Sprintf("%s has room, but %s", p.Ideal, held)
+	}
+	return roomWhy, ""
+}
+
+// remainingMS is the run left here in milliseconds and how it was
+// reckoned (basis); known is false when it cannot be (basis says why).
+func (v *view) remainingMS() (remMS float64, basis string, known bool) {
+	j := v.j
 	switch {
 	case v.known && !j.Iter.Provisional:
 		remMS = float64(v.rem) * v.per
-		basis = fmt.Sprintf("%d iterations left take ~%s here", v.rem, dur(msDur(remMS)))
+		return remMS, fmt.Sprintf("%d iterations left take ~%s here", v.rem, dur(msDur(remMS))), true
 	case !j.StartedAt.IsZero() && v.now.After(j.StartedAt):
 		remMS = toMS(v.now.Sub(j.StartedAt))
 		why := v.unknownWhy()
 		if v.known {
 			why = "iteration time still provisional"
 		}
-		basis = fmt.Sprintf("remaining time unknown (%s), taken to be as long as it has run so far, %s", why, dur(msDur(remMS)))
-	default:
-		return d, false, "remaining time unknown and the start time too"
+		return remMS, fmt.Sprintf("remaining time unknown (%s), taken to be as long as it has run so far, %s", why, dur(msDur(remMS))), true
 	}
-	savedMS := remMS * (1 - sHere/sIdeal)
+	return 0, "remaining time unknown and the start time too", false
+}
+
+// cost is what a move costs: the restart and the cheaper of a fresh
+// checkpoint and redoing the work since the last one (direct: redoing).
+type cost struct {
+	ms            float64
+	text, lostWhy string
+	direct        bool
+}
+
+func (v *view) moveCost() cost {
+	j := v.j
 	ckptMS := toMS(v.ckpt)
 	lostMS, lostWhy := math.Inf(1), "no checkpoint yet"
 	if !j.LastCkptAt.IsZero() {
@@ -73,27 +131,10 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 			lostWhy = fmt.Sprintf("last checkpoint %s ago", dur(msDur(lostMS)))
 		}
 	}
-	direct := lostMS < ckptMS
-	costMS := toMS(v.cfg.MoveCost) + min(ckptMS, lostMS)
-	costText := fmt.Sprintf("%s (restart %s + checkpoint %s)", dur(msDur(costMS)), dur(v.cfg.MoveCost), dur(v.ckpt))
-	if direct {
-		costText = fmt.Sprintf("%s (restart %s + redoing %s)", dur(msDur(costMS)), dur(v.cfg.MoveCost), lostWhy)
+	c := cost{ms: toMS(v.cfg.MoveCost) + min(ckptMS, lostMS), lostWhy: lostWhy, direct: lostMS < ckptMS}
+	c.text = fmt.Sprintf("%s (restart %s + checkpoint %s)", dur(msDur(c.ms)), dur(v.cfg.MoveCost), dur(v.ckpt))
+	if c.direct {
+		c.text = fmt.Sprintf("%s (restart %s + redoing %s)", dur(msDur(c.ms)), dur(v.cfg.MoveCost), lostWhy)
 	}
-	gain := fmt.Sprintf("%s; on %s (%s) vs %s (%s) %s, saving %s",
-		roomWhy, j.Partition, v.speedText(j.Partition), p.Ideal, v.speedText(p.Ideal), basis, dur(msDur(savedMS)))
-	if savedMS <= v.cfg.MinGain*costMS {
-		return d, false, fmt.Sprintf("%s, not more than %g × the cost %s", gain, v.cfg.MinGain, costText)
-	}
-	tl, tlWhy := v.limitFor(j.Partition, p.Ideal)
-	d = Decision{Rule: RuleMigrate, Target: p.Ideal, Gres: p.IdealGres, TimeLimit: tl}
-	head := fmt.Sprintf("migrate: %s > %g × the cost %s", gain, v.cfg.MinGain, costText)
-	if direct {
-		d.Kind = Requeue
-		d.Reason = fmt.Sprintf("%s; the last checkpoint is recent (%s), so requeueing now onto %s%s, %s",
-			head, lostWhy, p.Ideal, gresText(p.IdealGres), tlWhy)
-	} else {
-		d.Kind, d.Then = Checkpoint, Requeue
-		d.Reason = fmt.Sprintf("%s; checkpointing, then requeue onto %s%s, %s", head, p.Ideal, gresText(p.IdealGres), tlWhy)
-	}
-	return d, true, ""
+	return c
 }

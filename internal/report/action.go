@@ -128,6 +128,17 @@ func (a *Action) Validate() error {
 	); err != nil {
 		return err
 	}
+	if err := a.validateRanges(); err != nil {
+		return err
+	}
+	if err := a.validatePermitted(); err != nil {
+		return err
+	}
+	return a.validateType()
+}
+
+// validateRanges checks the numbers an action carries.
+func (a *Action) validateRanges() error {
 	if a.TimeLimitMin < 0 || a.TimeLimitMin > maxTimeLimit {
 		return fail("time_limit_min", "must be within [1, %d] when set (got %d)", maxTimeLimit, a.TimeLimitMin)
 	}
@@ -137,6 +148,12 @@ func (a *Action) Validate() error {
 	if a.Nice != nil && (*a.Nice > MaxNice || *a.Nice < -MaxNice) {
 		return fail("nice", "must be within [%d, %d] (Slurm's range; got %d)", -MaxNice, MaxNice, *a.Nice)
 	}
+	return nil
+}
+
+// validatePermitted checks that a field the action's type does not
+// permit is empty.
+func (a *Action) validatePermitted() error {
 	rule := actionRules[a.Type]
 	absent := func(field string, set, permitted bool) error {
 		if set && !permitted {
@@ -144,7 +161,7 @@ func (a *Action) Validate() error {
 		}
 		return nil
 	}
-	if err := first(
+	return first(
 		absent("signal", a.Signal != "", rule.signal),
 		absent("steps", a.Steps != "", rule.steps),
 		absent("partition", a.Partition != "", rule.placement),
@@ -156,9 +173,11 @@ func (a *Action) Validate() error {
 		absent("script", a.Script != "", rule.script),
 		absent("admin_comment", a.AdminComment != "", rule.comment),
 		absent("nice", a.Nice != nil, rule.nice),
-	); err != nil {
-		return err
-	}
+	)
+}
+
+// validateType checks what each type requires of its fields.
+func (a *Action) validateType() error {
 	switch a.Type {
 	case ActionSignal:
 		name := a.Signal

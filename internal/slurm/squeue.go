@@ -165,68 +165,86 @@ func (s *scanner) squeueJob(sj *squeueJob) error {
 
 func (sj *squeueJob) member(s *scanner, key []byte) error {
 	var err error
-	switch string(key) {
-	case "job_id":
-		err = s.num(&sj.JobID)
-	case "array_job_id":
-		err = s.num(&sj.ArrayJobID)
-	case "array_task_id":
-		err = s.num(&sj.ArrayTaskID)
-	case "name":
-		err = s.text(&sj.Name)
-	case "user_name":
-		err = s.text(&sj.UserName)
-	case "user_id":
-		err = s.num(&sj.UserID)
-	case "account":
-		err = s.text(&sj.Account)
-	case "qos":
-		err = s.text(&sj.QOS)
-	case "partition":
-		err = s.text(&sj.Partition)
-	case "job_state":
+	switch n, t := sj.numMember(key), sj.textMember(key); {
+	case n != nil:
+		err = s.num(n)
+	case t != nil:
+		err = s.text(t)
+	case string(key) == "job_state":
 		err = s.words(&sj.JobState)
-	case "state_reason":
-		err = s.text(&sj.StateReason)
-	case "nodes":
-		err = s.text(&sj.Nodes)
-	case "node_count":
-		err = s.num(&sj.NodeCount)
-	case "cpus":
-		err = s.num(&sj.CPUs)
-	case "tres_per_node":
-		err = s.text(&sj.TresPerNode)
-	case "tres_per_job":
-		err = s.text(&sj.TresPerJob)
-	case "time_limit":
-		err = s.num(&sj.TimeLimit)
-	case "submit_time":
-		err = s.num(&sj.SubmitTime)
-	case "start_time":
-		err = s.num(&sj.StartTime)
-	case "end_time":
-		err = s.num(&sj.EndTime)
-	case "restart_cnt":
-		err = s.num(&sj.RestartCount)
-	case "requeue":
+	case string(key) == "requeue":
 		err = s.boolean(&sj.Requeue)
-	case "comment":
-		err = s.text(&sj.Comment)
-	case "gres_detail":
+	case string(key) == "gres_detail":
 		err = s.textList(&sj.GresDetail)
-	case "memory_per_node":
-		err = s.num(&sj.MemPerNode)
-	case "memory_per_cpu":
-		err = s.num(&sj.MemPerCPU)
-	case "priority":
-		err = s.num(&sj.Priority)
-	case "nice":
-		err = s.num(&sj.Nice)
 	default:
 		return s.skip()
 	}
 	if err != nil {
 		return &fieldError{field: string(key), err: err}
+	}
+	return nil
+}
+
+// numMember is the number member key names, or nil.
+func (sj *squeueJob) numMember(key []byte) *num {
+	switch string(key) {
+	case "job_id":
+		return &sj.JobID
+	case "array_job_id":
+		return &sj.ArrayJobID
+	case "array_task_id":
+		return &sj.ArrayTaskID
+	case "user_id":
+		return &sj.UserID
+	case "node_count":
+		return &sj.NodeCount
+	case "cpus":
+		return &sj.CPUs
+	case "time_limit":
+		return &sj.TimeLimit
+	case "submit_time":
+		return &sj.SubmitTime
+	case "start_time":
+		return &sj.StartTime
+	case "end_time":
+		return &sj.EndTime
+	case "restart_cnt":
+		return &sj.RestartCount
+	case "memory_per_node":
+		return &sj.MemPerNode
+	case "memory_per_cpu":
+		return &sj.MemPerCPU
+	case "priority":
+		return &sj.Priority
+	case "nice":
+		return &sj.Nice
+	}
+	return nil
+}
+
+// textMember is the string member key names, or nil.
+func (sj *squeueJob) textMember(key []byte) *string {
+	switch string(key) {
+	case "name":
+		return &sj.Name
+	case "user_name":
+		return &sj.UserName
+	case "account":
+		return &sj.Account
+	case "qos":
+		return &sj.QOS
+	case "partition":
+		return &sj.Partition
+	case "state_reason":
+		return &sj.StateReason
+	case "nodes":
+		return &sj.Nodes
+	case "tres_per_node":
+		return &sj.TresPerNode
+	case "tres_per_job":
+		return &sj.TresPerJob
+	case "comment":
+		return &sj.Comment
 	}
 	return nil
 }
