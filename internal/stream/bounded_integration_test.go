@@ -187,3 +187,33 @@ func BenchmarkGroupRead(b *testing.B) {
 		})
 	}
 }
+
+// TestRepairGroupRecreates: a stream deleted under the coordinator (a
+// hostile or mistaken DEL) is created again with its group, and a group
+// destroyed alone is created again; each repair says which. The split of
+// RepairGroup (issue 45) once dereferenced the missing stream's info
+// here: the coordinator panicked (CI ci6, TestHostile... in
+// internal/coordinator).
+func TestRepairGroupRecreates(t *testing.T) {
+	r := testutil.NeedRedis(t)
+	ctx := context.Background()
+	c := openBounded(t, r, fmt.Sprintf("recreate%d", os.Getpid()), 1024)
+	k := c.Keys()
+	t.Cleanup(func() { _ = c.Del(context.Background(), k.Ingest()) })
+	_ = c.Del(ctx, k.Ingest())
+	rp, err := c.RepairGroup(ctx, k.Ingest(), "g", time.Now(), time.Minute)
+	if err != nil || rp.Recreated != "stream" {
+		t.Fatalf("missing stream: %+v %v, want recreated stream", rp, err)
+	}
+	raw := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: strings.Split(r.Addr, ","), Username: "coordinator", Password: r.Password(t, "coordinator"), DisableIdentity: true, Protocol: 2})
+	t.Cleanup(func() { _ = raw.Close() })
+	if err := raw.XGroupDestroy(ctx, k.Ingest(), "g").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if rp, err = c.RepairGroup(ctx, k.Ingest(), "g", time.Now(), time.Minute); err != nil || rp.Recreated != "group" {
+		t.Fatalf("missing group: %+v %v, want recreated group", rp, err)
+	}
+	if rp, err = c.RepairGroup(ctx, k.Ingest(), "g", time.Now(), time.Minute); err != nil || rp.Any() {
+		t.Fatalf("sound again: %+v %v", rp, err)
+	}
+}

@@ -103,6 +103,9 @@ func (c *Client) ensureGroup(ctx context.Context, stream, group string, r *Repai
 			return "", "", fmt.Errorf("stream: create group %s on %s: %w", group, stream, err)
 		}
 	}
+	if info == nil {
+		return "", delivered, nil // the stream was missing: created empty
+	}
 	return info.LastGeneratedID, delivered, nil
 }
 
