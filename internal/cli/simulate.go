@@ -37,7 +37,7 @@ type simulateCmd struct {
 	load, window, scheduler    string
 	variants                   string
 	seeds, jobs, cores         int
-	adoption, oversub          float64
+	adoption, oversub, predErr float64
 	plots, csv                 string
 	asJSON, quiet, censored    bool
 	loadsSet                   bool // --loads given
@@ -53,6 +53,7 @@ func (c *simulateCmd) flags() *simulateCmd {
 	fs.StringVar(&c.load, "load", "", "factors of the trace's own arrival rate (1,1.2,1.5: its own arrivals, then 1.2 and 1.5 times as often), instead of --loads; the default for philly traces is 1")
 	fs.StringVar(&c.window, "window", "", "replay only the jobs arriving in a window of the trace: busiest-week, or FROM-TO in days from its start (14-21)")
 	fs.StringVar(&c.scheduler, "scheduler", "", "Slurm's model: backfill (multifactor priority with fair-share, sched/backfill, account limits) or easy (tier then submission, one reservation per partition); default backfill for philly traces, easy otherwise")
+	fs.Float64Var(&c.predErr, "predict-error", 0, "isched's estimate of each run before it starts is off by a log-normal factor of this sigma (0: exact, the replay's run times; 0.5: within x0.37..x2.7 for 95 % of runs): its plan, time limit and rule 7's order see the estimate, its measured iterations the truth")
 	fs.Float64Var(&c.oversub, "quota-oversub", 2, "philly traces: each virtual cluster's GrpTRES gres/gpu limit is its share of the trace's GPU-time x the site's GPUs x this (0: no limits)")
 	fs.StringVar(&c.variants, "variants", "", "comma-separated variants to run (default all: "+variantNames()+")")
 	fs.StringVar(&c.mix, "mix", "", "job shapes for a run-times trace: an openb task list (default: one GPU each)")
@@ -112,6 +113,10 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 	}
 	e := &sim.Experiment{Site: site, Base: sim.DefaultConfig(site)}
 	e.Base.Adoption = c.adoption
+	if c.predErr < 0 {
+		return nil, "", usageErr("--predict-error %g: want a sigma of 0 or more", c.predErr)
+	}
+	e.Base.PredictErr = c.predErr
 	if e.Variants, err = pickVariants(c.variants); err != nil {
 		return nil, "", err
 	}

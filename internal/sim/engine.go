@@ -63,13 +63,18 @@ type Config struct {
 	// Adoption is the fraction of the jobs isched could plan (one node,
 	// one GPU: a training run on one device) that are submitted through it; the others are the
 	// untouched jobs whose wait shows harm.
-	Adoption  float64
-	Tick      float64 // the coordinator's decision interval, seconds
-	Poll      float64 // the agent's poll interval: age of the state plans see
-	CkptEvery float64 // seconds of run (on the asked partition) between periodic checkpoints
-	CkptDur   float64 // seconds a requested checkpoint takes
-	UserDelay float64 // seconds before a user resubmits a run cut by its time limit
-	Depth     int     // jobs a scheduling pass tests (Slurm's queue depth)
+	Adoption float64
+	// PredictErr is the sigma of the log-normal error of isched's
+	// estimate of a run before it starts (0: exact): the planner and
+	// rule 7 see the run's work times the error, the run's measured
+	// iterations the truth.
+	PredictErr float64
+	Tick       float64 // the coordinator's decision interval, seconds
+	Poll       float64 // the agent's poll interval: age of the state plans see
+	CkptEvery  float64 // seconds of run (on the asked partition) between periodic checkpoints
+	CkptDur    float64 // seconds a requested checkpoint takes
+	UserDelay  float64 // seconds before a user resubmits a run cut by its time limit
+	Depth      int     // jobs a scheduling pass tests (Slurm's queue depth)
 	// StepSeconds is how long one step of a trace job takes on the
 	// partition it asked for (0: 1 s): its run is Run/StepSeconds steps.
 	StepSeconds float64

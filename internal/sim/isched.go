@@ -18,7 +18,7 @@ import (
 // asked.
 func (s *sim) submitPlanned(i int) {
 	js := &s.jobs[i]
-	r := RunSpec{User: js.j.User, Total: js.iters, Left: js.iters - js.lastCkpt, Work: js.work, MemMiB: js.j.MemMiB}
+	r := RunSpec{User: js.j.User, Total: js.iters, Left: js.iters - js.lastCkpt, Work: js.work * js.predErr, MemMiB: js.j.MemMiB}
 	sub, err := PlanSubmission(s.planSite, s.clusterState(), r, s.cfg.Variant.Policy, at(s.now))
 	if err != nil {
 		return

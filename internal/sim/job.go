@@ -49,6 +49,7 @@ type jobState struct {
 	active  bool    // in sim.active
 	acct    int     // the job's account (sim.accts)
 	nice    float64 // rule 7's nice value, in priority units (multifactor only)
+	predErr float64 // isched's pre-run estimate of the run's work over the truth (1: exact)
 
 	iters   int64   // steps of the whole run
 	work    float64 // seconds per step at speed 1

@@ -44,6 +44,10 @@ func (s *sim) initJob(i int, j *Job) error {
 		js.limit = mt
 	}
 	adopt := s.rng.Float64() < s.cfg.Adoption
+	js.predErr = 1
+	if s.cfg.PredictErr > 0 { // drawn only then: exact replays keep their adoption draws
+		js.predErr = math.Exp(s.cfg.PredictErr * s.rng.NormFloat64())
+	}
 	js.isched = adopt && j.Nodes == 1 && j.GPUs == 1
 	js.managed = s.cfg.Variant.Isched && js.isched
 	if js.managed {

@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/isched/isched/internal/plan"
@@ -231,5 +232,40 @@ func TestInterval(t *testing.T) {
 		if math.Abs(got.Mean-tc.mean) > 1e-9 || math.Abs(got.Half-tc.half) > 1e-9 {
 			t.Errorf("interval(%v) = %+v, want %g ± %g", tc.in, got, tc.mean, tc.half)
 		}
+	}
+}
+
+// TestPredictErrorReachesThePlan: with --predict-error the planner sees
+// each run's work off by its drawn factor (the time limit it asks for
+// follows the estimate, not the run), drawn the same way every time; at
+// 0 every factor is 1, so exact replays are the same as before.
+func TestPredictErrorReachesThePlan(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 3600, Partition: "gpu"}}
+	limits := func(sigma float64) []float64 {
+		cfg := DefaultConfig(tinySite(t))
+		cfg.Variant, cfg.Adoption, cfg.Seed, cfg.PredictErr = isched, 1, 3, sigma
+		s, err := newSim(cfg, jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []float64
+		for i := range s.jobs {
+			if s.jobs[i].managed {
+				s.submitPlanned(i)
+				out = append(out, s.jobs[i].limit, s.jobs[i].predErr)
+			}
+		}
+		return out
+	}
+	exact, again, off := limits(0), limits(0.5), limits(0.5)
+	if len(exact) != 2 || exact[1] != 1 {
+		t.Fatalf("exact replay: limit and factor %v, want factor 1", exact)
+	}
+	if !slices.Equal(again, off) {
+		t.Errorf("the same seed drew %v then %v", again, off)
+	}
+	if again[1] == 1 || again[0] == exact[0] || (again[0] > exact[0]) != (again[1] > 1) {
+		t.Errorf("with sigma 0.5: limit %g (exact %g), factor %g: the limit must follow the estimate", again[0], exact[0], again[1])
 	}
 }
