@@ -113,27 +113,8 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 	}
 	e := &sim.Experiment{Site: site, Base: sim.DefaultConfig(site)}
 	e.Base.Adoption = c.adoption
-	if c.predErr < 0 {
-		return nil, "", usageErr("--predict-error %g: want a sigma of 0 or more", c.predErr)
-	}
-	e.Base.PredictErr = c.predErr
-	if e.Variants, err = pickVariants(c.variants); err != nil {
+	if err := c.runs(e); err != nil {
 		return nil, "", err
-	}
-	if e.Loads, err = parseLoads(c.loads); err != nil {
-		return nil, "", err
-	}
-	if c.load != "" {
-		if e.Loads, err = parseLoads(c.load); err != nil {
-			return nil, "", err
-		}
-		e.Factors = true
-	}
-	if c.seeds < 1 || c.jobs < 0 {
-		return nil, "", usageErr("--seeds must be at least 1 and --jobs not negative")
-	}
-	for s := range c.seeds {
-		e.Seeds = append(e.Seeds, uint64(s+1))
 	}
 	if c.coordConf != "" {
 		pol, err := coordconfig.LoadPolicy(c.coordConf)
@@ -164,6 +145,35 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 		err = c.schedulerOf(e)
 	}
 	return e, e.Name, err
+}
+
+// runs sets what the experiment replays: variants, loads, seeds and
+// isched's estimate error.
+func (c *simulateCmd) runs(e *sim.Experiment) error {
+	if c.predErr < 0 {
+		return usageErr("--predict-error %g: want a sigma of 0 or more", c.predErr)
+	}
+	e.Base.PredictErr = c.predErr
+	var err error
+	if e.Variants, err = pickVariants(c.variants); err != nil {
+		return err
+	}
+	if e.Loads, err = parseLoads(c.loads); err != nil {
+		return err
+	}
+	if c.load != "" {
+		if e.Loads, err = parseLoads(c.load); err != nil {
+			return err
+		}
+		e.Factors = true
+	}
+	if c.seeds < 1 || c.jobs < 0 {
+		return usageErr("--seeds must be at least 1 and --jobs not negative")
+	}
+	for s := range c.seeds {
+		e.Seeds = append(e.Seeds, uint64(s+1))
+	}
+	return nil
 }
 
 // schedulerOf sets Slurm's model: --scheduler, else backfill for the
