@@ -29,8 +29,7 @@ func (c *Coordinator) orderQueued(ctx context.Context, now time.Time) error {
 		if l.LastOrderMS >= c.jobsAt.UnixMilli() {
 			return nil // the table predates our last exchange
 		}
-		q = append(q, policy.Queued{JobID: j.JobID, Queue: j.Partition, Priority: j.Priority, Nice: j.Nice,
-			Remaining: l.predictedRemaining(j), PendingSince: time.UnixMilli(j.SubmitMS)})
+		q = append(q, l.queued(j))
 		byJob[j.JobID] = name
 	}
 	for _, p := range policy.Order(pol, q, now) { // in job order: deterministic
@@ -46,18 +45,21 @@ func (c *Coordinator) orderQueued(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// predictedRemaining is the run a pending job has left, for rule 7: the
-// run's own iterations where it has run before (a requeued or continued
-// run), else its time limit, which isched's plan set from its estimate
-// of the run (plus its margins); 0 when neither is known.
+// queued is the lineage's pending job j as rules 7 and 8 see it.
+func (l *lineage) queued(j report.Job) policy.Queued {
+	return policy.Queued{JobID: j.JobID, Queue: j.Partition, Priority: j.Priority, Nice: j.Nice,
+		Remaining: l.predictedRemaining(j), PendingSince: time.UnixMilli(j.SubmitMS)}
+}
+
+// predictedRemaining is policy.PredictedRemaining of the lineage's job j:
+// its steps left at its measured iteration time (a requeued or continued
+// run), else j's time limit.
 func (l *lineage) predictedRemaining(j report.Job) time.Duration {
 	st := &l.Status
-	if est, ok := l.Iter.Estimate(); ok && st.TotalIters > 0 {
-		left := max(st.TotalIters-max(st.Step, 0), 0)
-		return time.Duration(float64(left) * est.MS * float64(time.Millisecond))
+	est, ok := l.Iter.Estimate()
+	var limit time.Duration
+	if j.TimeLimitMin != nil {
+		limit = time.Duration(*j.TimeLimitMin) * time.Minute
 	}
-	if j.TimeLimitMin != nil && *j.TimeLimitMin > 0 {
-		return time.Duration(*j.TimeLimitMin) * time.Minute
-	}
-	return 0
+	return policy.PredictedRemaining(st.TotalIters-max(st.Step, 0), est, ok && st.TotalIters > 0, limit)
 }

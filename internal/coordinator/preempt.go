@@ -107,8 +107,7 @@ func (c *Coordinator) preemptCandidates(now time.Time) ([]policy.Running, []poli
 			}
 			running = append(running, r)
 		case "PENDING":
-			waiting = append(waiting, policy.Waiting{Queued: policy.Queued{JobID: j.JobID, Queue: j.Partition, Priority: j.Priority, Nice: j.Nice,
-				Remaining: l.predictedRemaining(j), PendingSince: time.UnixMilli(j.SubmitMS)}, Gres: j.Gres, Blocked: blockedReason(j.Reason)})
+			waiting = append(waiting, policy.Waiting{Queued: l.queued(j), Gres: j.Gres, Blocked: blockedReason(j.Reason)})
 		}
 	}
 	return running, waiting, names

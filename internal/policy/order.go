@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/isched/isched/internal/estimate"
 )
 
 // Queued is one of isched's pending jobs as rule 7 (Order) sees it: where
@@ -123,4 +125,16 @@ func slicesSorted[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// PredictedRemaining is the run a pending job has left, as rules 7 and 8
+// see it (the coordinator and the replay alike): left steps at the run's
+// own measured iteration time where it has run before (haveEst), else its
+// time limit, which isched's plan set from its estimate of the run; 0
+// when neither is known.
+func PredictedRemaining(left int64, est estimate.IterEstimate, haveEst bool, limit time.Duration) time.Duration {
+	if haveEst {
+		return time.Duration(float64(max(left, 0)) * est.MS * float64(time.Millisecond))
+	}
+	return max(limit, 0)
 }

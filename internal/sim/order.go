@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -55,15 +56,12 @@ func (s *sim) queueName(js *jobState) string {
 // pending job: its measured iterations where it ran before, else its
 // time limit (isched's plan set it from its estimate).
 func (s *sim) remaining(js *jobState) time.Duration {
-	if e, ok := js.est.Estimate(); ok {
-		left := max(js.iters-js.lastCkpt, 0)
-		return time.Duration(float64(left) * e.MS * float64(time.Millisecond))
+	e, ok := js.est.Estimate()
+	var limit time.Duration
+	if len(js.parts) > 0 {
+		if l := s.limitOf(js, js.parts[0]); !math.IsInf(l, 1) {
+			limit = time.Duration(l * float64(time.Second))
+		}
 	}
-	if len(js.parts) == 0 {
-		return 0
-	}
-	if l := s.limitOf(js, js.parts[0]); l > 0 && l < 1e12 {
-		return time.Duration(l * float64(time.Second))
-	}
-	return 0
+	return policy.PredictedRemaining(js.iters-js.lastCkpt, e, ok, limit)
 }
