@@ -151,16 +151,13 @@ func (o *Queue) StartSpooling() {
 }
 
 // mirror writes the queue to the spool file f just opened, and keeps it
-// as the spool. A failed write (disk full) closes the spool: the records
-// after it are not written (issue 45's CI run: the loop went on writing
-// through the closed spool's nil buffer and the wrapper panicked, taking
+// as the spool. A failed write (disk full) closes the spool, and
+// writeSpool writes nothing to a closed one (CI once saw this loop write
+// through the closed spool's nil buffer: the wrapper panicked and took
 // the training with it).
 func (o *Queue) mirror(f *os.File) {
 	o.spool, o.spoolBuf = f, bufio.NewWriter(f)
 	for _, r := range o.q {
-		if o.spool == nil {
-			return
-		}
 		o.writeSpool(r)
 	}
 }
