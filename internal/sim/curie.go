@@ -31,16 +31,9 @@ func ReadCurie(name string, r io.Reader, cores func(partition string) int) ([]Jo
 	err := lines(r, func(n int, line string) error {
 		f := strings.Split(strings.TrimRight(line, "\r"), ",")
 		if col == nil {
-			col = map[string]int{}
-			for k, h := range f {
-				col[h] = k
-			}
-			for _, h := range curieNeed {
-				if _, ok := col[h]; !ok {
-					return &ParseError{name, n, h, fmt.Errorf("missing from the header")}
-				}
-			}
-			return nil
+			var err error
+			col, err = header(name, n, f, curieNeed)
+			return err
 		}
 		if strings.TrimSpace(line) == "" {
 			return nil

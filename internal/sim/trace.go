@@ -154,16 +154,9 @@ func ReadSacct(name string, r io.Reader) ([]Job, error) {
 		}
 		f := strings.Split(line, "|")
 		if col == nil {
-			col = map[string]int{}
-			for k, h := range f {
-				col[h] = k
-			}
-			for _, h := range sacctNeed {
-				if _, ok := col[h]; !ok {
-					return &ParseError{name, n, h, errors.New("missing from the header")}
-				}
-			}
-			return nil
+			var err error
+			col, err = header(name, n, f, sacctNeed)
+			return err
 		}
 		if len(f) != len(col) {
 			return &ParseError{name, n, "count", fmt.Errorf("%d fields, the header has %d", len(f), len(col))}
@@ -279,4 +272,19 @@ func parseSlurmDuration(s string) (float64, error) {
 		return float64(v[0]*60 + v[1]), nil
 	}
 	return float64(days*86400 + v[0]*3600 + v[1]*60 + v[2]), nil
+}
+
+// header reads a CSV header line (line n of file name): each column's
+// index by name, and an error naming the first of need it lacks.
+func header(name string, n int, fields, need []string) (map[string]int, error) {
+	col := make(map[string]int, len(fields))
+	for k, h := range fields {
+		col[h] = k
+	}
+	for _, h := range need {
+		if _, ok := col[h]; !ok {
+			return nil, &ParseError{name, n, h, errors.New("missing from the header")}
+		}
+	}
+	return col, nil
 }
