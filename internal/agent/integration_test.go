@@ -136,16 +136,15 @@ func submit(t *testing.T, sc *slurm.Client, script, user string) string {
 
 func waitJob(t *testing.T, sc *slurm.Client, id string, what string, cond func(j *slurm.JobInfo) bool) *slurm.JobInfo {
 	t.Helper()
-	var last *slurm.JobInfo
-	testutil.Eventually(t, 90*time.Second, 100*time.Millisecond, "job "+id+" "+what, func() bool {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		j, err := sc.ShowJob(context.Background(), id)
-		if err != nil {
-			return false
+		if err == nil && cond(j) {
+			return j
 		}
-		last = j
-		return cond(j)
-	})
-	return last
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 90s waiting for job %s %s (last: %+v, %v)\n%s", id, what, j, err, testutil.SlurmQueue(""))
+		}
+	}
 }
 
 func fileLines(path string) []string {

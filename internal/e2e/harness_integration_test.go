@@ -198,6 +198,7 @@ func (w *world) logs() string {
 		}
 		fmt.Fprintf(&b, "--- %s (tail)\n%s\n", f, strings.Join(lines, "\n"))
 	}
+	b.WriteString(testutil.SlurmQueue(w.slurmConf))
 	return b.String()
 }
 

@@ -127,3 +127,25 @@ func TestRedisClusterNodesHaveTheUsers(t *testing.T) {
 		}
 	}
 }
+
+// TestDevClusterQuietCancelsLeftovers: `dev-cluster quiet`, which make test
+// runs before its tests, cancels the jobs a killed run left behind (one of
+// alice's, one of root's on gpu), names each, and returns once the queue is
+// empty.
+func TestDevClusterQuietCancelsLeftovers(t *testing.T) {
+	testutil.OwnLab(t) // it cancels every job on the cluster
+	testutil.NeedSlurm(t)
+	alice := strings.TrimSpace(testutil.Run(t, time.Minute, "runuser", "-u", "alice", "--",
+		"sbatch", "--parsable", "-J", "isched-left-alice", "-p", "cpu", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300"))
+	root := strings.TrimSpace(testutil.Run(t, time.Minute, "sbatch", "--parsable", "-J", "isched-left-root",
+		"-p", "gpu", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300"))
+	out := testutil.Run(t, 2*time.Minute, filepath.Join(testutil.RepoRoot(), "scripts", "dev-cluster"), "quiet")
+	for _, want := range []string{alice + " alice isched-left-alice cpu", root + " root isched-left-root gpu"} {
+		if !strings.Contains(out, "cancelling a left-over job on lab: "+want) {
+			t.Errorf("dev-cluster quiet did not name %q:\n%s", want, out)
+		}
+	}
+	if q := strings.TrimSpace(testutil.Run(t, time.Minute, "squeue", "-h", "-o", "%i %j %T")); q != "" {
+		t.Errorf("jobs left after dev-cluster quiet:\n%s", q)
+	}
+}

@@ -268,3 +268,26 @@ func Eventually(t testing.TB, timeout, interval time.Duration, what string, cond
 func IsNoPerm(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "NOPERM")
 }
+
+// SlurmQueue is the queue and the nodes' states as squeue and sinfo print
+// them, for a test that timed out waiting on Slurm to say who holds what
+// (a job left by another run once held gpu1 for 10 minutes, and nothing
+// said whose it was). conf is a SLURM_CONF, or "" for the default.
+func SlurmQueue(conf string) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"squeue", "-a", "-o", "%i %u %j %P %T %M %l %R"},
+		{"sinfo", "-N", "-o", "%N %P %t"},
+	} {
+		cmd := exec.Command(args[0], args[1:]...)
+		if conf != "" {
+			cmd.Env = append(os.Environ(), "SLURM_CONF="+conf)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(&b, "--- %s: %v\n", args[0], err)
+		}
+		fmt.Fprintf(&b, "--- %s\n%s", args[0], out)
+	}
+	return b.String()
+}
