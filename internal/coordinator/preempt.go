@@ -92,7 +92,7 @@ func (c *Coordinator) preemptCandidates(now time.Time) ([]policy.Running, []poli
 		names[j.JobID] = name
 		switch j.State {
 		case "RUNNING":
-			r := policy.Running{JobID: j.JobID, Queue: j.Partition, Gres: j.Gres, Remaining: l.predictedRemaining(j), Preemptions: l.Preempts}
+			r := policy.Running{JobID: j.JobID, Queue: j.Partition, Gres: j.Gres, Nodes: j.NodeCount, Remaining: l.predictedRemaining(j), Preemptions: l.Preempts}
 			if l.Status.Step <= 0 {
 				r.Remaining = 0 // no step of its own yet: its remaining run is a guess
 			}
@@ -107,7 +107,7 @@ func (c *Coordinator) preemptCandidates(now time.Time) ([]policy.Running, []poli
 			}
 			running = append(running, r)
 		case "PENDING":
-			waiting = append(waiting, policy.Waiting{Queued: l.queued(j), Gres: j.Gres, Blocked: blockedReason(j.Reason)})
+			waiting = append(waiting, policy.Waiting{Queued: l.queued(j), Gres: j.Gres, Nodes: j.NodeCount, Blocked: blockedReason(j.Reason)})
 		}
 	}
 	return running, waiting, names

@@ -12,6 +12,7 @@ type Running struct {
 	JobID uint64
 	Queue string // its partition
 	Gres  string // per node ("gpu:1"): what a waiting job could take in its place
+	Nodes int    // nodes it holds (0: one)
 	// Remaining is its predicted run left (0: unknown: never preempted).
 	Remaining time.Duration
 	// Attained is how long its current attempt has run.
@@ -25,7 +26,8 @@ type Running struct {
 // Waiting is one of isched's pending jobs for rule 8.
 type Waiting struct {
 	Queued
-	Gres string // per node
+	Gres  string // per node
+	Nodes int    // nodes it asks (0: one)
 	// Blocked: Slurm says it waits for resources or priority (not a
 	// dependency, a hold or a limit of its own).
 	Blocked bool
@@ -74,13 +76,14 @@ func Preempt(cfg Config, running []Running, waiting []Waiting, now time.Time) (p
 }
 
 // victim is the running job that yields to w: on w's queue, holding at
-// least w's GPUs, with the longest run left, where it pays.
+// least w's nodes and GPUs on each, with the longest run left, where it
+// pays.
 func victim(c Config, running []Running, w Waiting, now time.Time) (Running, bool, string) {
 	var best Running
 	why := ""
 	for _, r := range running {
 		_, have := gpuRequest(r.Gres)
-		if _, need := gpuRequest(w.Gres); r.Queue != w.Queue || have < need || r.Remaining <= 0 {
+		if _, need := gpuRequest(w.Gres); r.Queue != w.Queue || have < need || max(r.Nodes, 1) < max(w.Nodes, 1) || r.Remaining <= 0 {
 			continue
 		}
 		ckpt := r.CkptDur

@@ -24,6 +24,8 @@ func TestPreempt(t *testing.T) {
 		{"the longest of two yields", on, []Running{long, with(long, func(r *Running) { r.JobID, r.Remaining = 2, 5*time.Hour })}, []Waiting{short}, 2, ""},
 		{"another queue", on, []Running{with(long, func(r *Running) { r.Queue = "cpu" })}, []Waiting{short}, 0, "no isched job waits"},
 		{"too few GPUs to take its place", on, []Running{long}, []Waiting{withW(short, func(w *Waiting) { w.Gres = "gpu:2" })}, 0, "no isched job waits"},
+		{"too few nodes to take its place", on, []Running{long}, []Waiting{withW(short, func(w *Waiting) { w.Nodes = 2 })}, 0, "no isched job waits"},
+		{"as many nodes", on, []Running{with(long, func(r *Running) { r.Nodes = 2 })}, []Waiting{withW(short, func(w *Waiting) { w.Nodes = 2 })}, 1, ""},
 		{"not blocked (held, a dependency)", on, []Running{long}, []Waiting{withW(short, func(w *Waiting) { w.Blocked = false })}, 0, "no isched job waits"},
 		{"waited less than min_pending", on, []Running{long}, []Waiting{withW(short, func(w *Waiting) { w.PendingSince = now.Add(-10 * time.Second) })}, 0, "no isched job waits"},
 		{"preempted twice already", on, []Running{with(long, func(r *Running) { r.Preemptions = 2 })}, []Waiting{short}, 0, "preempted 2 times already (max 2)"},

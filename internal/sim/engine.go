@@ -34,6 +34,10 @@ type Variant struct {
 	// with the multifactor scheduler only: the EASY model has no
 	// priorities).
 	Order bool
+	// Preempt: rule 8 checkpoints a long run of isched's and requeues it
+	// held so that a much shorter one waiting behind it starts in its
+	// place (coordinator preempt_for_short).
+	Preempt bool
 	// MultiPart: every job lists all the regular partitions of its kind
 	// whose nodes fit it (sbatch -p gpu,gpu-old), the one asked first, and
 	// starts on whichever can start it first (Slurm alone otherwise).
@@ -50,7 +54,8 @@ var Variants = []Variant{
 	{Name: "slurm-multi", MultiPart: true},
 	{Name: "isched+trim", Isched: true, Trim: true},
 	{Name: "isched+order", Isched: true, Order: true},
-	{Name: "isched+levers", Isched: true, Order: true, Trim: true},
+	{Name: "isched+preempt", Isched: true, Preempt: true},
+	{Name: "isched+levers", Isched: true, Order: true, Trim: true, Preempt: true},
 }
 
 // Config is one replay.
@@ -197,6 +202,9 @@ type sim struct {
 	// orderedAt is when rule 7 last exchanged priorities (every
 	// PriorityCalcPeriod, when Slurm recomputes them).
 	orderedAt float64
+	// yielding counts the runs requeued held by rule 8: the rounds go on
+	// until each is released.
+	yielding int
 }
 
 // to moves an isched job's lifecycle on ev, as the coordinator's to
@@ -283,6 +291,7 @@ func (s *sim) policyConfig() policy.Config {
 		c.NoContinuations = c.NoContinuations || s.cfg.Variant.NoContinue
 		c.TrimLimits = c.TrimLimits || s.cfg.Variant.Trim
 		c.OrderByRemaining = c.OrderByRemaining || s.cfg.Variant.Order
+		c.PreemptForShort = c.PreemptForShort || s.cfg.Variant.Preempt
 		if !s.cfg.Variant.Dev {
 			c.DevPartitions, c.DevWindows = nil, nil
 		}
@@ -290,7 +299,7 @@ func (s *sim) policyConfig() policy.Config {
 	}
 	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
 		NoContinuations: s.cfg.Variant.NoContinue, TrimLimits: s.cfg.Variant.Trim,
-		OrderByRemaining: s.cfg.Variant.Order, Location: time.UTC}
+		OrderByRemaining: s.cfg.Variant.Order, PreemptForShort: s.cfg.Variant.Preempt, Location: time.UTC}
 	for pi := range s.cl.parts {
 		c.Speed[s.cl.parts[pi].name] = s.cl.partSpeed(pi)
 	}
@@ -409,7 +418,7 @@ func (s *sim) handle(e event) {
 		s.tick()
 		// nothing else left to happen: a job that can never start stays
 		// pending rather than ticking for ever
-		if s.done < len(s.jobs) && (s.live > 0 || s.dirty) {
+		if s.done < len(s.jobs) && (s.live > 0 || s.dirty || s.yielding > 0) {
 			s.push(s.now+s.cfg.Tick, evTick, -1, 0)
 		}
 	}

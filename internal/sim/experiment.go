@@ -124,7 +124,7 @@ type Row struct {
 	Load    float64
 	Variant string
 	JCT, MedianJCT, P95JCT, Wait, BSLD,
-	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Lost,
+	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Preempts, Lost,
 	JCTIsched, OtherWait Interval
 	MedianWait, P95Wait Interval
 	// WaitShare is this variant's share of completion time spent
@@ -136,6 +136,8 @@ type Row struct {
 	// of the isched jobs' mean JCT, DOtherWait of the untouched jobs' mean
 	// wait; fractions (−0.25: 25 % lower), paired by seed.
 	DJCT, DJCTIsched, DOtherWait Interval
+	// DP95Isched is the change of the isched jobs' p95 completion time.
+	DP95Isched Interval
 	Unfinished                   float64
 }
 
@@ -210,12 +212,14 @@ func aggregateRow(load float64, variant string, cs []Cell, base map[uint64]Summa
 	r.Cost = pick(func(s Summary) float64 { return s.Cost })
 	r.Moves = pick(func(s Summary) float64 { return s.MovesPerJob })
 	r.Conts = pick(func(s Summary) float64 { return s.ContsPerJob })
+	r.Preempts = pick(func(s Summary) float64 { return s.PreemptsPerJob })
 	r.Lost = pick(func(s Summary) float64 { return s.LostPerJob })
 	r.JCTIsched = pick(func(s Summary) float64 { return s.MeanJCTManaged })
 	r.OtherWait = pick(func(s Summary) float64 { return s.OtherWait })
 	r.DJCT = change(func(s Summary) float64 { return s.MeanJCT })
 	r.DJCTIsched = change(func(s Summary) float64 { return s.MeanJCTManaged })
 	r.DOtherWait = change(func(s Summary) float64 { return s.OtherWait })
+	r.DP95Isched = change(func(s Summary) float64 { return s.P95JCTManaged })
 	r.Unfinished = pick(func(s Summary) float64 { return float64(s.Unfinished) }).Mean
 	return r
 }

@@ -107,6 +107,7 @@ func (s *sim) tick() {
 	var snap *report.Snapshot
 	s.active = slices.DeleteFunc(s.active, func(i int) bool { return s.jobs[i].state == stDone })
 	s.orderQueued()
+	s.preemptForShort()
 	for _, i := range s.active {
 		js := &s.jobs[i]
 		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != lifecycle.Idle {
@@ -175,6 +176,13 @@ func (s *sim) apply(i int, d policy.Decision) {
 	case policy.Requeue:
 		s.halt(i)
 		s.countMove(js, d)
+		if d.Hold {
+			s.retarget(js, d)
+			js.touched, js.lastMove = true, s.now
+			s.to(js, lifecycle.RequeueSent)
+			s.yield(i, d)
+			return
+		}
 		s.moveQueued(i, d)
 	case policy.MovePending:
 		s.retarget(js, d)
@@ -191,9 +199,11 @@ func (s *sim) apply(i int, d policy.Decision) {
 }
 
 func (s *sim) countMove(js *jobState, d policy.Decision) {
-	if d.Rule == policy.RuleMigrate || d.Rule == policy.RuleDevChunk {
+	switch d.Rule {
+	case policy.RuleMigrate, policy.RuleDevChunk:
 		js.moves++
-	} else {
+	case policy.RulePreempt: // counted as it yields
+	default:
 		js.conts++
 	}
 }

@@ -89,6 +89,11 @@ type jobState struct {
 	moves      int
 	conts      int
 	pendingDec policy.Decision
+	// rule 8: the preemptions of the run, and while it yields (requeued
+	// held) the job it yields to (its index + 1) and since when
+	preempts   int
+	yieldTo    int
+	yieldSince float64
 
 	firstStart float64 // -1: not started
 	end        float64

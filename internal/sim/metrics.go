@@ -69,6 +69,7 @@ type JobResult struct {
 	Done     bool    // all steps done
 	Moves    int
 	Conts    int
+	Preempts int   // rule 8 checkpointed and requeued it for a shorter run
 	Lost     int64 // steps redone
 	Attempts int
 	Cost     float64
@@ -105,7 +106,7 @@ func (s *sim) result() *Result {
 		j := js.j
 		jr := JobResult{ID: j.ID, Managed: js.managed, Isched: js.isched, GPUs: j.GPUs, Submit: j.Submit,
 			Run: j.Run, Done: js.lastCkpt >= js.iters, Moves: js.moves, Conts: js.conts, Lost: js.lost,
-			Attempts: js.attempts, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
+			Attempts: js.attempts, Preempts: js.preempts, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
 		if js.firstStart >= 0 {
 			jr.Wait = js.firstStart - j.Submit
 		}
@@ -149,11 +150,13 @@ type Summary struct {
 	Cost             float64
 	MovesPerJob      float64 // migrations and dev chunks per isched job
 	ContsPerJob      float64 // continuations per isched job
+	PreemptsPerJob   float64 // rule 8's preemptions per isched job
 	LostPerJob       float64 // steps redone per job
 	Unfinished       int
 	// The isched jobs' mean completion time, and the others': the same
 	// jobs in every variant (Slurm alone included).
 	MeanJCTManaged, MeanJCTOther float64 // hours
+	P95JCTManaged                float64 // the isched jobs' p95 completion time, hours
 	OtherWait                    float64 // mean wait of the others (untouched), hours
 }
 
@@ -163,7 +166,7 @@ type Summary struct {
 func Summarize(r *Result) Summary {
 	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, Elsewhere: r.Elsewhere, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
 	var jct, wait, bsld, jctM, jctO, waitO []float64
-	var moves, conts, lost float64
+	var moves, conts, preempts, lost float64
 	managed := 0
 	for _, j := range r.Jobs {
 		jct = append(jct, j.JCT/3600)
@@ -177,6 +180,7 @@ func Summarize(r *Result) Summary {
 			managed++
 			moves += float64(j.Moves)
 			conts += float64(j.Conts)
+			preempts += float64(j.Preempts)
 			jctM = append(jctM, j.JCT/3600)
 		} else {
 			jctO = append(jctO, j.JCT/3600)
@@ -190,9 +194,11 @@ func Summarize(r *Result) Summary {
 	}
 	s.MeanBSLD = mean(bsld)
 	s.MeanJCTManaged, s.MeanJCTOther, s.OtherWait = mean(jctM), mean(jctO), mean(waitO)
+	s.P95JCTManaged = quantile(jctM, 0.95)
 	if managed > 0 {
 		s.MovesPerJob = moves / float64(managed)
 		s.ContsPerJob = conts / float64(managed)
+		s.PreemptsPerJob = preempts / float64(managed)
 	}
 	if len(r.Jobs) > 0 {
 		s.LostPerJob = lost / float64(len(r.Jobs))

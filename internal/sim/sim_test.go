@@ -269,3 +269,47 @@ func TestPredictErrorReachesThePlan(t *testing.T) {
 		t.Errorf("with sigma 0.5: limit %g (exact %g), factor %g: the limit must follow the estimate", again[0], exact[0], again[1])
 	}
 }
+
+// TestPreemptForShortInReplay is rule 8 in the replay: two 10-hour runs
+// hold the only GPU node when a 10-minute run arrives. Slurm alone keeps
+// it waiting about 10 hours; with preempt_for_short the longer run left
+// checkpoints and is requeued held, the short one starts in its place,
+// and the long one resumes from its checkpoint once released, having
+// lost at most the steps of the checkpoint it was asked for.
+func TestPreemptForShortInReplay(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 10 * 3600, Partition: "gpu"},
+		{ID: 2, User: "b", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 10*3600 + 600, Partition: "gpu"},
+		{ID: 3, User: "c", Submit: 3600, Nodes: 1, CPUs: 4, GPUs: 1, Run: 600, Partition: "gpu"},
+	}
+	gpuOnly := func(c *Config) { c.Site.Partitions = c.Site.Partitions[:1] }
+	preempt := Variant{Name: "isched+preempt", Isched: true, Preempt: true}
+	base := replay(t, isched, jobs, gpuOnly)
+	got := replay(t, preempt, jobs, gpuOnly)
+	if w := base[3].Wait; w < 9*3600 {
+		t.Fatalf("without rule 8 the short run waited %g s; the test wants it to wait behind the long ones", w)
+	}
+	if w := got[3].Wait; w > 300 {
+		t.Errorf("with rule 8 the short run waited %g s, want under 5 min", w)
+	}
+	long := got[2] // the one with more left
+	if long.Preempts != 1 || got[1].Preempts != 0 || !long.Done || long.Attempts != 2 {
+		t.Errorf("the longer run: %+v, the other %+v; want job 2 preempted once, done in two attempts", long, got[1])
+	}
+	if long.Lost > 60 { // steps of 1 s: the checkpoint took 30 s
+		t.Errorf("the preempted run lost %d steps", long.Lost)
+	}
+	if p := long.Path; len(p) != 2 || p[1].At < got[3].Submit+got[3].Wait+got[3].Run {
+		t.Errorf("the preempted run's attempts %+v: it must resume after the short run ends", p)
+	}
+	sum := func(r map[int]JobResult) (s float64) {
+		for _, j := range r {
+			s += j.JCT
+		}
+		return s
+	}
+	if sum(got) >= sum(base) {
+		t.Errorf("summed completion time %g s with rule 8, not below %g s without", sum(got), sum(base))
+	}
+}
