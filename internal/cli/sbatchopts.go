@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/isched/isched/internal/slurm"
 )
 
 // Site options of `isched submit`: the sbatch options a site needs
@@ -34,44 +36,6 @@ func (d Directive) String() string {
 		return "--" + d.Name + "=" + d.Value
 	}
 	return "--" + d.Name
-}
-
-// argKind is whether an sbatch long option takes a value.
-type argKind int
-
-const (
-	argNone argKind = iota
-	argOptional
-	argRequired
-)
-
-// sbatchLongOptions are Slurm 22.05's sbatch long options (man sbatch,
-// testdata/sbatch-22.05-options.txt, which TestSbatchOptionTable checks
-// this table against). sbatch also accepts unambiguous prefixes of them
-// (getopt_long): --sbatch-arg takes only full names, so "--part=gpu"
-// cannot pass for --partition.
-var sbatchLongOptions = map[string]argKind{
-	"account": argRequired, "acctg-freq": argRequired, "array": argRequired, "batch": argRequired, "bb": argRequired,
-	"bbf": argRequired, "begin": argRequired, "chdir": argRequired, "cluster-constraint": argRequired, "clusters": argRequired,
-	"comment": argRequired, "constraint": argRequired, "container": argRequired, "contiguous": argNone, "core-spec": argRequired,
-	"cores-per-socket": argRequired, "cpu-freq": argRequired, "cpus-per-gpu": argRequired, "cpus-per-task": argRequired,
-	"deadline": argRequired, "delay-boot": argRequired, "dependency": argRequired, "distribution": argRequired, "error": argRequired,
-	"exclude": argRequired, "exclusive": argOptional, "export": argRequired, "export-file": argRequired, "extra-node-info": argRequired,
-	"get-user-env": argOptional, "gid": argRequired, "gpu-bind": argRequired, "gpu-freq": argRequired, "gpus": argRequired,
-	"gpus-per-node": argRequired, "gpus-per-socket": argRequired, "gpus-per-task": argRequired, "gres": argRequired,
-	"gres-flags": argRequired, "help": argNone, "hint": argRequired, "hold": argNone, "ignore-pbs": argNone, "input": argRequired,
-	"job-name": argRequired, "kill-on-invalid-dep": argRequired, "licenses": argRequired, "mail-type": argRequired,
-	"mail-user": argRequired, "mcs-label": argRequired, "mem": argRequired, "mem-bind": argRequired, "mem-per-cpu": argRequired,
-	"mem-per-gpu": argRequired, "mincpus": argRequired, "network": argRequired, "nice": argOptional, "no-kill": argOptional,
-	"no-requeue": argNone, "nodefile": argRequired, "nodelist": argRequired, "nodes": argRequired, "ntasks": argRequired,
-	"ntasks-per-core": argRequired, "ntasks-per-gpu": argRequired, "ntasks-per-node": argRequired, "ntasks-per-socket": argRequired,
-	"open-mode": argRequired, "output": argRequired, "overcommit": argNone, "oversubscribe": argNone, "parsable": argNone,
-	"partition": argRequired, "power": argRequired, "prefer": argRequired, "priority": argRequired, "profile": argRequired,
-	"propagate": argOptional, "qos": argRequired, "quiet": argNone, "reboot": argNone, "requeue": argNone,
-	"reservation": argRequired, "signal": argRequired, "sockets-per-node": argRequired, "spread-job": argNone,
-	"switches": argRequired, "test-only": argNone, "thread-spec": argRequired, "threads-per-core": argRequired, "time": argRequired,
-	"time-min": argRequired, "tmp": argRequired, "uid": argRequired, "usage": argNone, "use-min-nodes": argNone, "verbose": argNone,
-	"version": argNone, "wait": argNone, "wait-all-nodes": argRequired, "wckey": argRequired, "wrap": argRequired,
 }
 
 // iSchedOwned are the sbatch options --sbatch-arg may not set, with what
@@ -120,6 +84,9 @@ type siteOpts struct {
 	account, qos, mailType, mailUser, constraint, nodes string
 	ntasks                                              int
 	sbatchArgs                                          listFlag
+	// scriptDirs are a batch script's options passed on (checked by
+	// checkPassed); an --sbatch-arg of the same option goes over one.
+	scriptDirs []Directive
 }
 
 // register adds the site options' flags to fs.
@@ -155,6 +122,11 @@ func (s *siteOpts) directives() ([]Directive, error) {
 		}
 		seen[d.Name] = true
 		out = append(out, d)
+	}
+	for _, d := range s.scriptDirs {
+		if !seen[d.Name] {
+			out = append(out, d)
+		}
 	}
 	return out, nil
 }
@@ -235,7 +207,7 @@ func parseSbatchArg(a string) (Directive, error) {
 	if !optNameRE.MatchString(name) {
 		return Directive{}, usageErr("--sbatch-arg %q: %q is not an option name", a, name)
 	}
-	kind, known := sbatchLongOptions[name]
+	kind, known := slurm.SbatchLongOptions[name]
 	if !known {
 		return Directive{}, usageErr("--sbatch-arg %q: sbatch (Slurm 22.05) has no option --%s (abbreviations are not taken: spell it out)", a, name)
 	}
@@ -243,9 +215,9 @@ func parseSbatchArg(a string) (Directive, error) {
 		return Directive{}, usageErr("--sbatch-arg %q: isched sets --%s itself (%s)", a, name, why)
 	}
 	switch {
-	case hasVal && kind == argNone:
+	case hasVal && kind == slurm.ArgNone:
 		return Directive{}, usageErr("--sbatch-arg %q: --%s takes no value", a, name)
-	case !hasVal && kind == argRequired:
+	case !hasVal && kind == slurm.ArgRequired:
 		return Directive{}, usageErr("--sbatch-arg %q: --%s needs a value (--%s=VALUE)", a, name, name)
 	case hasVal && (len(val) > maxSbatchValue || !sbatchValueRE.MatchString(val)):
 		return Directive{}, usageErr("--sbatch-arg %q: the value may hold only letters, digits and ._,:=/@%%+*&|[]()!~^- (no spaces, quotes, '#', '$' or control characters)", a)

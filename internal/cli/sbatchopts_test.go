@@ -1,57 +1,25 @@
 package cli
 
 import (
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/isched/isched/internal/slurm"
 )
 
-// TestSbatchOptionTable checks the long-option table against Slurm
-// 22.05's own list (the OPTIONS headings of man sbatch, captured from
-// slurm-client 22.05.8): the same names, and the same "takes a value".
-func TestSbatchOptionTable(t *testing.T) {
+// TestOwnedOptions: every option isched owns is an sbatch option, and
+// every one dropped from the environment says why.
+func TestOwnedOptions(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("testdata/sbatch-22.05-options.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`^(?:-[A-Za-z0-9], )?--([a-z][a-z0-9-]*)(\[=|=)?`)
-	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		m := re.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("testdata line %q", line)
-		}
-		want := argNone
-		switch m[2] {
-		case "=":
-			want = argRequired
-		case "[=":
-			want = argOptional
-		}
-		seen[m[1]] = true
-		got, ok := sbatchLongOptions[m[1]]
-		if !ok {
-			t.Errorf("--%s missing from the table", m[1])
-		} else if got != want {
-			t.Errorf("--%s: kind %d, man page says %d", m[1], got, want)
-		}
-	}
-	for name := range sbatchLongOptions {
-		if !seen[name] {
-			t.Errorf("--%s is in the table, not in sbatch 22.05", name)
-		}
-	}
 	for name := range envOwned {
 		if iSchedOwned[name] == "" {
 			t.Errorf("--%s: dropped from the environment without a reason", name)
 		}
 	}
 	for name := range iSchedOwned {
-		if _, ok := sbatchLongOptions[name]; !ok {
+		if _, ok := slurm.SbatchLongOptions[name]; !ok {
 			t.Errorf("owned option --%s is no sbatch option", name)
 		}
 	}

@@ -34,6 +34,11 @@ type Script struct {
 	Wrapper      string
 	WrapperArgs  []string
 	Argv         []string
+	// InBatchStep runs the wrapper in the batch step, not under srun: the
+	// command is the user's batch script, whose own srun lines start its
+	// steps (a step inside a step would wait for resources its parent
+	// holds). Slurm's signal then goes to the batch shell (B:).
+	InBatchStep bool
 }
 
 // Signal lead: Slurm sends SIGUSR1 to the job's steps (the wrapper under
@@ -178,7 +183,11 @@ func (s *Script) directives(b *strings.Builder) error {
 	// Without "B:" Slurm signals the job steps: the wrapper under srun.
 	limit := time.Duration((s.TimeLimit+time.Minute-1)/time.Minute) * time.Minute // as --time says it
 	if lead, ok := SignalLead(limit, s.CkptEstimate); ok {
-		fmt.Fprintf(b, "#SBATCH --signal=USR1@%d\n", lead)
+		batch := ""
+		if s.InBatchStep {
+			batch = "B:"
+		}
+		fmt.Fprintf(b, "#SBATCH --signal=%sUSR1@%d\n", batch, lead)
 	}
 	b.WriteString("#SBATCH --open-mode=append\n")
 	add("output", s.Output)
@@ -222,6 +231,9 @@ func (s *Script) environment(b *strings.Builder) error {
 // training command, each word quoted.
 func (s *Script) command() (string, error) {
 	words := []string{"exec", "srun"}
+	if s.InBatchStep {
+		words = words[:1]
+	}
 	if s.Wrapper != "" { // no wrapper: isched's own short jobs (site probe)
 		words = append(words, ShellQuote(s.Wrapper))
 		for _, a := range s.WrapperArgs {

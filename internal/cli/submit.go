@@ -94,6 +94,7 @@ type submitOpts struct {
 	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
 	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
 	gpus        int         // --gpus: turned into req.gres
+	batch       *batchScript // the command is this batch script, taken as the request
 	// reportDirect: --report-direct, or report_direct in isched.conf
 	reportDirect bool
 	// noReport: the job's wrapper runs with --no-report (isched profile's
@@ -111,7 +112,7 @@ type submitCmd struct {
 
 func (c *submitCmd) run(ctx context.Context, args []string) error {
 	a, o := c.app, &c.o
-	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...]")
+	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...], or [flags] BATCH_SCRIPT [ARGS...] (its #SBATCH lines are the request)")
 	o.register(fs)
 	sbatchAliases(fs)
 	// the site's or the user's report_direct is the flag's default
@@ -124,7 +125,10 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	}
 	o.argv = fs.Args()
 	if len(o.argv) == 0 {
-		return usageErr("no training command: isched submit [flags] -- python train.py ...")
+		return usageErr("no training command: isched submit [flags] -- python train.py ... (or a batch script: isched submit job.sbatch)")
+	}
+	if err := a.takeBatchScript(o, flagsSet(fs)); err != nil {
+		return err
 	}
 	if err := o.gpusFlag(); err != nil {
 		return err
@@ -145,6 +149,9 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, d := range dropped {
+		if o.batch.tookEnv(d) {
+			continue // taken into the request (takeBatchScript said so)
+		}
 		fmt.Fprintf(a.stderr, "isched submit: %s\n", d)
 	}
 	if o.dryRun {
@@ -387,7 +394,7 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		JobName: o.name, Partitions: sub.partitions, Gres: sub.gres, CPUs: sub.cpus, MemMiB: sub.memMiB, TimeLimit: sub.timeLimit,
 		Output: o.output, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
-		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs,
+		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs, InBatchStep: o.batch != nil,
 	}
 	s.CkptEstimate = a.measuredCkpt(o.lineage)
 	if err := a.jobEnv(o, &s, cwd); err != nil {

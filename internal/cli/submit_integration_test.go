@@ -29,25 +29,8 @@ func repoRoot() string {
 // directives, then that the job ran under the wrapper to the end.
 func TestSubmitOnCluster(t *testing.T) {
 	testutil.UseLab(t, "cpu", "dev")
-	testutil.NeedSlurm(t)
-	r := testutil.NeedRedis(t)
 	root := repoRoot()
-	dir := t.TempDir()
-	_ = os.Chmod(dir, 0o755)
-	wrapper := filepath.Join(dir, "isched-wrapper")
-	testutil.Run(t, 3*time.Minute, "go", "build", "-o", wrapper, filepath.Join(root, "wrapper"))
-
-	cluster := fmt.Sprintf("cli%d", time.Now().UnixNano()%1e9)
-	env := map[string]string{
-		"ISCHED_CLUSTER":             cluster,
-		"ISCHED_REDIS_ADDR":          r.Addr,
-		"ISCHED_REDIS_USER":          "coordinator", // until the viewer user is loaded everywhere
-		"ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"),
-		"ISCHED_REPORT_DIRECT":       "1", // root's job, on a cluster key no relay serves: the opt-in
-		"HOME":                       dir,
-		"PATH":                       os.Getenv("PATH"),
-	}
-	app := &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}
+	app, dir, wrapper, cluster := onCluster(t, "cli")
 	run := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -134,6 +117,31 @@ func TestSubmitOnCluster(t *testing.T) {
 	}
 }
 
+// onCluster is what a submit test on the lab needs: a work directory all
+// can read, the wrapper built into it, and an App that reports straight to
+// the lab's Redis under a fresh cluster key no agent publishes (the state
+// then comes from Slurm).
+func onCluster(t *testing.T, prefix string) (app *App, dir, wrapper, cluster string) {
+	t.Helper()
+	testutil.NeedSlurm(t)
+	r := testutil.NeedRedis(t)
+	dir = t.TempDir()
+	_ = os.Chmod(dir, 0o755)
+	wrapper = filepath.Join(dir, "isched-wrapper")
+	testutil.Run(t, 3*time.Minute, "go", "build", "-o", wrapper, filepath.Join(repoRoot(), "wrapper"))
+	cluster = fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e9)
+	env := map[string]string{
+		"ISCHED_CLUSTER":             cluster,
+		"ISCHED_REDIS_ADDR":          r.Addr,
+		"ISCHED_REDIS_USER":          "coordinator", // until the viewer user is loaded everywhere
+		"ISCHED_REDIS_PASSWORD_FILE": r.PasswordFile("coordinator"),
+		"ISCHED_REPORT_DIRECT":       "1", // root's job, on a cluster key no relay serves: the opt-in
+		"HOME":                       dir,
+		"PATH":                       os.Getenv("PATH"),
+	}
+	return &App{Getenv: func(k string) string { return env[k] }, Getwd: func() (string, error) { return dir, nil }}, dir, wrapper, cluster
+}
+
 // waitGone polls squeue until the job leaves the queue.
 func waitGone(t *testing.T, id string, limit time.Duration) {
 	t.Helper()
@@ -211,5 +219,60 @@ func TestSubmitSiteOptionsOnCluster(t *testing.T) {
 	}
 	if got := info.Fields["OverSubscribe"]; got == "NO" {
 		t.Errorf("OverSubscribe=NO without --exclusive")
+	}
+}
+
+// TestSubmitBatchScriptOnCluster: a batch script as users write them,
+// submitted as it is (`isched submit job.sbatch ARG`): Slurm gets the
+// script's partition, time, CPUs and memory; the script runs unmodified
+// under the wrapper in the batch step, its own srun starts the training's
+// step, and the wrapper sees the training's progress through it.
+func TestSubmitBatchScriptOnCluster(t *testing.T) {
+	testutil.UseLab(t, "cpu")
+	root := repoRoot()
+	app, dir, wrapper, _ := onCluster(t, "clib")
+	script := filepath.Join(dir, "job.sbatch")
+	body := fmt.Sprintf(`#!/bin/bash
+#SBATCH -J isched-cli-batch
+#SBATCH -p cpu -t 5
+#SBATCH -c 1 --mem=800M   # one CPU
+#SBATCH --signal=B:USR1@60
+echo "script args: $*"
+srun /usr/bin/python3 %s --epochs 1 --steps-per-epoch 5 --batch 8 --threads 1
+`, filepath.Join(root, "examples/train_mnistlike.py"))
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if code := app.Run(ctx, []string{"submit", "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--wrapper", wrapper, script, "0.1"}, &out, &errb); code != 0 {
+		t.Fatalf("submit: exit %d: %s", code, errb.String())
+	}
+	id, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "Submitted batch job ")
+	if !ok {
+		t.Fatalf("submit printed %q", out.String())
+	}
+	t.Cleanup(func() { _ = testutil.Run(t, 10*time.Second, "scancel", id) })
+	t.Logf("job %s; isched submit said:\n%s", id, errb.String())
+	infos, err := slurm.ParseShowJob([]byte(testutil.Run(t, 10*time.Second, "scontrol", "show", "job", "-o", id)))
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("scontrol show job: %v (%d records)", err, len(infos))
+	}
+	p, _, _ := report.ParsePlanComment(infos[0].Comment)
+	for key, want := range map[string]string{"Partition": "cpu", "TimeLimit": "00:05:00", "MinMemoryNode": "800M", "JobName": "isched-cli-batch", "NumCPUs": "1"} {
+		if got := infos[0].Fields[key]; got != want {
+			t.Errorf("scontrol: %s=%q, want %q (from the script's lines)", key, got, want)
+		}
+	}
+	waitGone(t, id, 3*time.Minute)
+	output, err := os.ReadFile(filepath.Join(dir, "isched-"+p.Lineage+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"script args: 0.1", "training cnn on cpu", `"step": 5, "total": 5`, "isched-wrapper: summary: exit=0"} {
+		if !bytes.Contains(output, []byte(want)) {
+			t.Errorf("job output lacks %q:\n%s", want, output)
+		}
 	}
 }

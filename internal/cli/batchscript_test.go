@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// userScript is a batch script as users write them: short and long
+// spellings, GPUs by type, memory per GPU, a signal handler's signal,
+// options passed on, and a body that runs its own srun.
+const userScript = `#!/bin/bash
+#SBATCH -J resnet-sweep
+#SBATCH --partition=gpu,cpu
+#SBATCH -t 4:00:00
+#SBATCH --gpus-per-node=a100:2 --mem-per-gpu=40G
+#SBATCH -c 8
+#SBATCH --exclusive --hint=nomultithread   # passed on
+#SBATCH --signal=B:USR1@120
+#SBATCH --requeue
+
+module load cuda
+srun python train.py --lr "$1"
+`
+
+func writeScript(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "job.sbatch")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSubmitBatchScript: `isched submit job.sbatch ARGS` takes the
+// script's #SBATCH lines as the request, runs the script unmodified under
+// the wrapper in the batch step, and says what it took.
+func TestSubmitBatchScript(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	job := writeScript(t, userScript)
+	for _, argv := range [][]string{{job, "0.1"}, {"--", "bash", job, "0.1"}} {
+		args := append([]string{"submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper"}, argv...)
+		code, out, errOut := h.run(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", argv, code, errOut)
+		}
+		for _, want := range []string{
+			"#SBATCH --job-name=resnet-sweep\n", "#SBATCH --partition=gpu\n", "#SBATCH --gres=gpu:a100:2\n", "#SBATCH --cpus-per-task=8\n",
+			"#SBATCH --mem=81920M\n", "#SBATCH --time=240\n", "#SBATCH --signal=B:USR1@", "#SBATCH --exclusive\n", "#SBATCH --hint=nomultithread\n",
+			"--checkpoint-signal file --checkpoint-signal USR1 -- ",
+			"\nexec /opt/isched/bin/isched-wrapper ", " -- /bin/bash " + job + " 0.1\n",
+		} {
+			if argv[0] == "--" {
+				want = strings.Replace(want, "-- /bin/bash ", "-- bash ", 1)
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: the script lacks %q:\n%s", argv, want, out)
+			}
+		}
+		if strings.Contains(out, "exec srun") {
+			t.Errorf("%v: the wrapper runs under srun; the user's script starts its own steps:\n%s", argv, out)
+		}
+		for _, want := range []string{job + " line 9: --requeue: isched always requeues its jobs", job + " is the request: 7 options taken (line 2 -J resnet-sweep, line 3 --partition=gpu,cpu", "2 passed on to sbatch"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", argv, want, errOut)
+			}
+		}
+	}
+}
+
+// TestSubmitBatchScriptPrecedence: the command line's flags beat the
+// SBATCH_* variables, which beat the script's lines (sbatch's order).
+func TestSubmitBatchScriptPrecedence(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	h.env["SBATCH_TIMELIMIT"] = "2:00:00"
+	h.env["SBATCH_PARTITION"] = "cpu"
+	job := writeScript(t, userScript)
+	code, out, errOut := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", "-p", "dev", "--mem", "8G", job)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"#SBATCH --partition=dev\n", "#SBATCH --time=120\n", "#SBATCH --mem=8192M\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the script lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(errOut, "SBATCH_TIMELIMIT ignored") {
+		t.Errorf("SBATCH_TIMELIMIT was taken, not ignored:\n%s", errOut)
+	}
+}
+
+// TestSubmitBatchScriptRefusals: an option isched cannot honour is
+// refused with its file and line; nothing is dropped silently.
+func TestSubmitBatchScriptRefusals(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	for _, tc := range []struct{ line, want string }{
+		{"#SBATCH --array=0-9", "line 2: --array=0-9: --array is not taken (an array's elements would share one lineage"},
+		{"#SBATCH -D /scratch", "line 2: -D /scratch: --chdir is not taken"},
+		{"#SBATCH --priority=9000", "line 2: --priority=9000: --priority is not taken (a privileged option)"},
+		{"#SBATCH --nice=-100", "line 2: --nice=-100: --nice \"-100\": only a privileged user"},
+		{"#SBATCH --gres=shard:2", "line 2: --gres=shard:2: --gres \"shard:2\": isched requests GPUs only"},
+		{"#SBATCH --gpus=2 -N 2", "line 2: --gpus=2: --gpus counts the GPUs of all 2 nodes"},
+		{"#SBATCH --mem-per-gpu=10G", "--mem-per-gpu \"10G\": want a size such as 40G (and, per GPU, GPUs asked)"},
+		{"#SBATCH --comment=x", "--comment is not taken (the comment carries isched's plan)"},
+		{"#SBATCH --reservation='a b'", "line 2: --reservation=a b: the value of --reservation may hold only"},
+		{"#SBATCH --pa=gpu", "line 2: --pa=gpu: --pa is ambiguous"},
+		{"#SBATCH -c eight", "line 2: -c eight: --cpus-per-task \"eight\": want a count"},
+		{"#SBATCH -p gpu\n#PBS -l walltime=1:00:00", "#PBS or #BSUB lines: isched reads only #SBATCH lines"},
+	} {
+		job := writeScript(t, "#!/bin/bash\n"+tc.line+"\npython train.py\n")
+		code, _, errOut := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", job)
+		if code == 0 || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, job) {
+			t.Errorf("%q: exit %d, stderr %q; want the file and ~%q", tc.line, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestSubmitPlainScriptIsACommand: a script without #SBATCH lines is the
+// command, as before (under srun).
+func TestSubmitPlainScriptIsACommand(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	job := writeScript(t, "#!/bin/bash\npython train.py\n")
+	code, out, errOut := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", "-p", "cpu", "-t", "30", "--", "bash", job)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "exec srun /opt/isched/bin/isched-wrapper") || !strings.Contains(out, "#SBATCH --signal=USR1@") {
+		t.Errorf("a plain script runs under srun:\n%s", out)
+	}
+}
+
+func TestSubmitBatchScriptSignal(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	for _, tc := range []struct{ line, want string }{
+		{"#SBATCH --signal=USR2@60", "--checkpoint-signal USR2 -- "},
+		{"#SBATCH --signal=SIGTERM", "--checkpoint-signal TERM -- "},
+		{"#SBATCH --signal=B:NOPE@60", "!--signal \"B:NOPE@60\": want [B:]SIGNAL[@seconds] with a signal the wrapper can deliver"},
+	} {
+		job := writeScript(t, "#!/bin/bash\n#SBATCH -p cpu -t 30\n"+tc.line+"\npython train.py\n")
+		code, out, errOut := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", job)
+		if refused, ok := strings.CutPrefix(tc.want, "!"); ok {
+			if code == 0 || !strings.Contains(errOut, refused) {
+				t.Errorf("%q: exit %d, stderr %q", tc.line, code, errOut)
+			}
+			continue
+		}
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("%q: exit %d, script lacks %q:\n%s%s", tc.line, code, tc.want, out, errOut)
+		}
+	}
+}
