@@ -91,9 +91,9 @@ type submitOpts struct {
 	argv        []string
 	site        siteOpts
 	siteDirs    []Directive
-	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
-	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
-	gpus        int         // --gpus: turned into req.gres
+	env         [][2]string  // more variables for the job (isched profile's ISCHED_BATCH)
+	export      string       // --export: the environment the job gets (ALL, NONE, NAME,...)
+	gpus        int          // --gpus: turned into req.gres
 	batch       *batchScript // the command is this batch script, taken as the request
 	// reportDirect: --report-direct, or report_direct in isched.conf
 	reportDirect bool

@@ -138,7 +138,7 @@ type Row struct {
 	DJCT, DJCTIsched, DOtherWait Interval
 	// DP95Isched is the change of the isched jobs' p95 completion time.
 	DP95Isched Interval
-	Unfinished                   float64
+	Unfinished float64
 }
 
 // Aggregate turns cells into rows, per load in order and per variant in
