@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -477,9 +478,39 @@ func writeProgress(w io.Writer, s *report.JobStatus, now time.Time) {
 		fmt.Fprintf(w, "speeds:     %s\n", speedsLine(s.Speeds))
 	}
 	fmt.Fprintf(w, "ETA:        %s\n", eta(s, now))
+	if s.Loss != nil {
+		fmt.Fprintf(w, "loss:       %s\n", lossLine(s.Loss))
+	}
 	if s.LimitMS > 0 && s.State != "ENDED" {
 		fmt.Fprintf(w, "time limit: %s\n", when(time.UnixMilli(s.LimitMS), now))
 	}
+}
+
+// lossLine says the run's reported loss: the last, the lowest, the trend.
+func lossLine(l *report.LossStatus) string {
+	var b strings.Builder
+	if l.N > 0 {
+		fmt.Fprintf(&b, "%.4g at step %d", l.Last, l.Step)
+		if l.MinStep != l.Step {
+			fmt.Fprintf(&b, " (lowest %.4g at step %d)", l.Min, l.MinStep)
+		}
+		switch {
+		case l.FromStep == 0:
+		case math.Abs(l.Trend) < 0.02:
+			fmt.Fprintf(&b, ", flat since step %d", l.FromStep)
+		case l.Trend < 0:
+			fmt.Fprintf(&b, ", falling %.0f%% since step %d", -100*l.Trend, l.FromStep)
+		default:
+			fmt.Fprintf(&b, ", rising %.0f%% since step %d", 100*l.Trend, l.FromStep)
+		}
+	}
+	if l.NonFinite > 0 {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%d NaN or infinite", l.NonFinite)
+	}
+	return b.String()
 }
 
 // speedsLine says the model's speed per partition and where each comes

@@ -31,6 +31,8 @@ func movedStatus() report.JobStatus {
 		},
 		Step: 7810, TotalIters: 15630, IterMS: 212, IterLowMS: 198, IterHighMS: 231,
 		ETAMS: at(28 * time.Minute), ETALowMS: at(26 * time.Minute), ETAHighMS: at(31 * time.Minute), LimitMS: at(88 * time.Minute),
+		Loss: &report.LossStatus{Last: 0.8123, Step: 7800, Min: 0.7991, MinStep: 7650, N: 780, Trend: -0.081, FromStep: 7320,
+			Recent: []report.LossPoint{{Step: 7790, Loss: 0.8201}, {Step: 7800, Loss: 0.8123}}},
 		RSSBytes: 1200 << 20, PeakRSSBytes: 1400 << 20, MemLimitBytes: 2 << 30,
 		GPUBytes: map[string]int64{"GPU-1b2c": 3 << 30}, PeakGPUBytes: map[string]int64{"GPU-1b2c": 3300 << 20},
 		LastCheckpoint: &report.Checkpoint{Path: "/home/alice/proj/checkpoints/lab-train-abababab/last.pt", Size: 90 << 20, Step: &step,
@@ -449,5 +451,25 @@ func TestETASays(t *testing.T) {
 				t.Errorf("ETA %q, want it to say %q", got, c.want)
 			}
 		})
+	}
+}
+
+func TestLossLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		l    report.LossStatus
+		want string
+	}{
+		{report.LossStatus{N: 3, Last: 0.5, Step: 30, Min: 0.5, MinStep: 30}, "0.5 at step 30"},
+		{report.LossStatus{N: 40, Last: 0.4321, Step: 400, Min: 0.41, MinStep: 380, Trend: -0.123, FromStep: 100},
+			"0.4321 at step 400 (lowest 0.41 at step 380), falling 12% since step 100"},
+		{report.LossStatus{N: 40, Last: 2, Step: 400, Min: 1, MinStep: 10, Trend: 0.5, FromStep: 100, NonFinite: 2},
+			"2 at step 400 (lowest 1 at step 10), rising 50% since step 100; 2 NaN or infinite"},
+		{report.LossStatus{N: 40, Last: 1, Step: 400, Min: 1, MinStep: 400, Trend: 0.01, FromStep: 100}, "1 at step 400, flat since step 100"},
+		{report.LossStatus{NonFinite: 5}, "5 NaN or infinite"},
+	} {
+		if got := lossLine(&tc.l); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.l, got, tc.want)
+		}
 	}
 }

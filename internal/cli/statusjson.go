@@ -46,6 +46,9 @@ type statusJSON struct {
 	ETASource       string    `json:"eta_source"`
 	ETAPriorRuns    int       `json:"eta_prior_runs"`
 	LimitEnd        *jsonTime `json:"limit_end"` // the allocation's time limit; null: unknown
+	// Loss is the loss the run reports (last, lowest, trend, recent
+	// values); null: it reports none.
+	Loss *report.LossStatus `json:"loss"`
 
 	RSSBytes           int64            `json:"rss_bytes"`
 	PeakRSSBytes       int64            `json:"peak_rss_bytes"`
@@ -130,7 +133,7 @@ func statusView(s *report.JobStatus) statusJSON {
 		IterS: msSeconds(s.IterMS), IterLowS: msSeconds(s.IterLowMS), IterHighS: msSeconds(s.IterHighMS),
 		ETA: msTimeOrNil(s.ETAMS), ETALow: msTimeOrNil(s.ETALowMS), ETAHigh: msTimeOrNil(s.ETAHighMS),
 		ETABandCoverage: s.ETABandCoverage, ETABandSource: s.ETABandSource, ETABandRuns: s.ETABandRuns,
-		ETASource: s.ETASource, ETAPriorRuns: s.ETAPriorRuns, LimitEnd: msTimeOrNil(s.LimitMS),
+		ETASource: s.ETASource, ETAPriorRuns: s.ETAPriorRuns, LimitEnd: msTimeOrNil(s.LimitMS), Loss: s.Loss,
 		RSSBytes: s.RSSBytes, PeakRSSBytes: s.PeakRSSBytes, MemLimitBytes: s.MemLimitBytes, RSSSlope: s.RSSSlope,
 		GPUBytes: nonNil(s.GPUBytes), PeakGPUBytes: nonNil(s.PeakGPUBytes),
 		UnreclaimBytes: s.UnreclaimBytes, PageCacheBytes: s.PageCacheBytes, PeakUnreclaimBytes: s.PeakUnreclaimBytes,

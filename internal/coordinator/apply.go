@@ -168,6 +168,12 @@ func (l *lineage) takeIters(iters []report.Iter, stale bool) (last int64) {
 		last = max(last, it.Step)
 		l.LastIterMS = max(l.LastIterMS, it.AtMS)
 		l.NonFinite = l.NonFinite || it.LossNonFinite
+		if !stale && (it.Loss != nil || it.LossNonFinite) {
+			if st.Loss == nil {
+				st.Loss = &report.LossStatus{}
+			}
+			st.Loss.Add(it)
+		}
 	}
 	return last
 }

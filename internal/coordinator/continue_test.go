@@ -570,3 +570,36 @@ func TestEndedAtTotalBeforeItsLastStepReport(t *testing.T) {
 		t.Errorf("state %s at step %d (ended %d), want ENDED at 900; decisions %v", st.State, st.Step, st.EndedMS, decisionKinds(st))
 	}
 }
+
+// The loss the loop reports reaches the status: the last, the lowest and
+// the trend, and a NaN is counted, not lost.
+func TestLossReachesTheStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const lin = "lab-61"
+	plan := report.Plan{Lineage: lin, Ideal: "cpu", Total: 100}
+	e.publish([]report.Job{job(61, 1001, "alice", "RUNNING", "cpu", plan.FormatComment())}, nil)
+	w := e.attemptWrapper(61, lin, 0)
+	e.start(w)
+	e.sample(w, 1, 5, 100) // no loss yet
+	e.rounds(1)
+	if st := e.status(lin); st.Loss != nil {
+		t.Fatalf("a loss before any was reported: %+v", st.Loss)
+	}
+	env := report.NewEnvelope(report.KindSample, e.now)
+	env.Sample = &report.Sample{}
+	for s := int64(6); s <= 25; s++ {
+		loss := 10 / float64(s)
+		it := report.Iter{Step: s, AtMS: e.now.UnixMilli(), DurMS: 100, Source: report.SourceHelper, Loss: &loss}
+		if s == 20 {
+			it.Loss, it.LossNonFinite = nil, true
+		}
+		env.Sample.Iters = append(env.Sample.Iters, it)
+	}
+	e.send(w, env)
+	e.rounds(1)
+	l := e.status(lin).Loss
+	if l == nil || l.N != 19 || l.NonFinite != 1 || l.Last != 10.0/25 || l.Step != 25 || l.Min != l.Last || l.Trend >= -0.5 {
+		t.Errorf("loss status %+v; want 19 values to 0.4 at step 25, one NaN, falling", l)
+	}
+}

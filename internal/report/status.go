@@ -74,6 +74,8 @@ type JobStatus struct {
 	ETASource    string `json:"eta_source,omitempty"`
 	ETAPriorRuns int    `json:"eta_prior_runs,omitempty"`
 	LimitMS      int64  `json:"limit_ms"` // when the current allocation's time limit ends, 0: unknown
+	// Loss is the training loss the run reports; nil: it reports none.
+	Loss *LossStatus `json:"loss,omitempty"`
 
 	RSSBytes      int64            `json:"rss_bytes"`
 	PeakRSSBytes  int64            `json:"peak_rss_bytes"`
