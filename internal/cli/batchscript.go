@@ -417,6 +417,9 @@ func (a *App) takeBatchScript(o *submitOpts, set map[string]bool) error {
 		return err
 	}
 	o.batch, o.argv = bs, bs.cmd
+	if o.name == "" { // the script's name, as sbatch names the job
+		o.name = jobName([]string{strings.TrimSuffix(filepath.Base(bs.path), filepath.Ext(bs.path))})
+	}
 	for _, n := range notes {
 		fmt.Fprintf(a.stderr, "isched submit: %s\n", n)
 	}

@@ -155,3 +155,31 @@ func TestSubmitBatchScriptSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitDryRunWithoutTheStack: with only the user's script (no
+// cluster name, no relay, no wrapper installed) a dry run still shows the
+// script and says what a real submission needs; the submission itself is
+// refused.
+func TestSubmitDryRunWithoutTheStack(t *testing.T) {
+	h := newHarness(t)
+	delete(h.env, "ISCHED_CLUSTER")
+	delete(h.env, "ISCHED_RELAY_ADDR")
+	job := writeScript(t, "#!/bin/bash\n#SBATCH -p gpu --gres=gpu:1 -t 1:00:00 --mem=4G\npython train.py\n")
+	code, out, errOut := h.run("submit", "--dry-run", job)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"#SBATCH --partition=gpu\n", "export ISCHED_CLUSTER=no-cluster\n", "exec isched-wrapper ", "export ISCHED_RELAY_ADDR=none-configured\n", "-- /bin/bash " + job + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the script lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"a real submission needs: no cluster name", "a real submission needs: no isched-relay configured", "a real submission needs: isched-wrapper not found"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if code, _, errOut := h.run("submit", job); code == 0 || !strings.Contains(errOut, "no cluster name") {
+		t.Errorf("a real submission: exit %d, %s", code, errOut)
+	}
+}

@@ -35,6 +35,9 @@ var (
 	directEnv = []string{"ISCHED_REDIS_ADDR", "ISCHED_REDIS_MASTER", "ISCHED_REDIS_CA", "ISCHED_REDIS_PASSWORD_DIR"}
 )
 
+// dryRunCluster names the cluster in a dry run where none is known.
+const dryRunCluster = "no-cluster"
+
 // errNoRelay: isched submit knows no relay and was not told to report
 // straight to Redis; the job would run unreported.
 var errNoRelay = errors.New("no isched-relay configured for the job's reports (relay_addr in " +
@@ -95,6 +98,9 @@ type submitOpts struct {
 	export      string       // --export: the environment the job gets (ALL, NONE, NAME,...)
 	gpus        int          // --gpus: turned into req.gres
 	batch       *batchScript // the command is this batch script, taken as the request
+	// missing is what a dry run went without (a cluster name, a relay):
+	// said after the script
+	missing []string
 	// reportDirect: --report-direct, or report_direct in isched.conf
 	reportDirect bool
 	// noReport: the job's wrapper runs with --no-report (isched profile's
@@ -134,7 +140,13 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 		return err
 	}
 	if _, err := a.clusterName(ctx); err != nil {
-		return err // before a lineage is named after it
+		if !o.dryRun {
+			return err // before a lineage is named after it
+		}
+		// a dry run shows the script without the stack: it says below
+		// what a real submission needs
+		o.missing = append(o.missing, err.Error())
+		a.slurmCluster.asked, a.slurmCluster.name, a.slurmCluster.err = true, dryRunCluster, nil
 	}
 	sub, err := a.decide(ctx, o)
 	if err != nil {
@@ -165,6 +177,9 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 			clusters = " --clusters=" + sub.cluster
 		}
 		fmt.Fprintf(a.stderr, "isched submit: dry run, not submitted (would run: sbatch --parsable --export=NONE%s --comment=%s < script%s)\n", clusters, ShellQuote(comment), with)
+		for _, m := range o.missing {
+			fmt.Fprintf(a.stderr, "isched submit: a real submission needs: %s\n", m)
+		}
 		return nil
 	}
 	return a.send(ctx, o, &sub, script, slurm.SubmitSpec{User: o.asUser, Comment: comment, Env: env, Cluster: sub.cluster})
@@ -376,6 +391,10 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		return nil, "", err
 	}
 	wrapper, err := a.findWrapper(o.wrapper)
+	if err != nil && o.dryRun {
+		o.missing = append(o.missing, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+		wrapper, err = "isched-wrapper", nil
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -405,7 +424,11 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	if !o.noReport {
 		via, err := reportEnv(a.jobGetenv(sub.cluster), o.reportDirect)
 		if errors.Is(err, errNoRelay) && sub.cluster != "" {
-			return nil, "", fmt.Errorf("cluster %s: its isched.conf (the clusters setting) sets no relay_addr, and a relay takes its own cluster's reports only: %w", sub.cluster, err)
+			err = fmt.Errorf("cluster %s: its isched.conf (the clusters setting) sets no relay_addr, and a relay takes its own cluster's reports only: %w", sub.cluster, err)
+		}
+		if errors.Is(err, errNoRelay) && o.dryRun {
+			o.missing = append(o.missing, err.Error())
+			err, via = nil, [][2]string{{"ISCHED_RELAY_ADDR", "none-configured"}}
 		}
 		if err != nil {
 			return nil, "", err

@@ -198,13 +198,20 @@ func TestSubmitReportPath(t *testing.T) {
 			h.env["ISCHED_REPORT_DIRECT"] = tc.directEnv
 			h.env["ISCHED_REDIS_PASSWORD_DIR"] = "/etc/isched/redis"
 			args := append([]string{"submit", "--dry-run", "--partition-ideal", "cpu", "--time", "30", "--wrapper", "/opt/isched/bin/isched-wrapper"}, tc.flags...)
-			code, out, errOut := h.run(append(args, "--", "python3", "train.py")...)
 			if tc.err != "" {
-				if code != 1 || !strings.Contains(errOut, tc.err) {
-					t.Fatalf("exit %d, stderr %q: want exit 1 saying %q", code, errOut, tc.err)
+				// a real submission is refused; a dry run shows the script
+				// and says what a real one needs
+				code, _, errOut := h.run(append(args[:1:1], append(args[2:], "--", "python3", "train.py")...)...)
+				if code != 1 || !strings.Contains(errOut, tc.err) || len(h.slurm.submitted) != 0 {
+					t.Fatalf("exit %d, stderr %q: want exit 1 saying %q, nothing submitted", code, errOut, tc.err)
+				}
+				code, out, errOut := h.run(append(args, "--", "python3", "train.py")...)
+				if code != 0 || !strings.Contains(errOut, "a real submission needs: "+tc.err) || !strings.Contains(out, "export ISCHED_RELAY_ADDR=none-configured\n") {
+					t.Fatalf("dry run: exit %d, stderr %q, script:\n%s", code, errOut, out)
 				}
 				return
 			}
+			code, out, errOut := h.run(append(args, "--", "python3", "train.py")...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}

@@ -168,9 +168,17 @@ func killJobProcesses(t *testing.T, jobID string) int {
 
 // continuedAfterSecondKill checks the run of TestChaosSlurmdKilled when the
 // resumed attempt was SIGKILLed too, some 30 s after the node came back
-// (ci56 and ci59: the step "CANCELLED", exit 137; slurmctld's log shows no
-// kill request, the test sends none, and neither isched daemon can send
-// SIGKILL; the cause is not found). Slurm does not requeue a FAILED job:
+// (ci56 and ci59; again on 2026-11-28, job 1782: the step "CANCELLED",
+// exit 137, with no SIGTERM before it). The cause is Slurm's: when the node
+// fails, slurmctld queues a REQUEST_TERMINATE_JOB for the job on it
+// (slurmctld at debug2: "Spawning RPC agent for msg_type
+// REQUEST_TERMINATE_JOB" at the requeue); the requeued job keeps its id, so
+// when that request reaches the returned node as the new incarnation
+// starts there, slurmd kills the new one's steps after KillWait (30 s on
+// the lab). When the request lands first (its epilog done before the
+// start, "duplicate epilog complete response"), the run is untouched: a
+// race between the agent's retry and the scheduler, as at any site whose
+// requeued job returns to the node that failed. Slurm does not requeue a FAILED job:
 // the coordinator must continue the run from its newest confirmed
 // checkpoint (at most one --ckpt-every, 20 steps, behind the kill), and
 // that is what is checked.
@@ -229,7 +237,8 @@ func slurmctldCrashedSince(t time.Time) bool {
 // make test-chaos runs it (ISCHED_CHAOS_SLURMD=1); make test does not: on
 // the lab's Slurm 22.05.8 this scenario fails in ways isched does not
 // control in 3 of the last 5 clean-clone runs of make test (ci56, ci59,
-// ci60): the resumed attempt SIGKILLed again by an unknown hand, or
+// ci60): the resumed attempt SIGKILLed again by the failed node's stale
+// terminate request (continuedAfterSecondKill: now checked, not failed), or
 // slurmctld segfaulting as the node returns and its restart leaving the
 // job held ("Job already running, do not launch second copy").
 func TestChaosSlurmdKilled(t *testing.T) {
