@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -84,6 +85,26 @@ func findBatchScript(argv []string, dir string, read func(string) ([]byte, error
 	return &batchScript{path: argv[at], cmd: cmd, opts: opts}, nil
 }
 
+// orNoScript is bs, or an empty one for options of the command line alone.
+func orNoScript(bs *batchScript) *batchScript {
+	if bs == nil {
+		return &batchScript{path: "the command line"}
+	}
+	return bs
+}
+
+// fromScript are the request's options that came from the script or the
+// environment (the command line's are the user's own).
+func (r *scriptReq) fromScript() map[string]slurm.ScriptOption {
+	out := map[string]slurm.ScriptOption{}
+	for k, v := range r.vals {
+		if v.Line >= 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // scriptReq is what a batch script asks, the last of each option winning
 // as in sbatch, before the command line's flags go over it.
 type scriptReq struct {
@@ -124,14 +145,19 @@ var scriptRequestOptions = map[string]bool{
 // readScriptReq sorts a script's options (then the SBATCH_* variables of
 // environ, over them) into the request, the site lines, the notes; a
 // refused option is the error, with its line.
-func readScriptReq(bs *batchScript, environ []string) (*scriptReq, []string, error) {
+func readScriptReq(bs *batchScript, opts []slurm.ScriptOption) (*scriptReq, []string, error) {
 	r := &scriptReq{vals: map[string]slurm.ScriptOption{}, from: map[string]string{}}
 	var notes []string
 	bs.envTaken = map[string]bool{}
-	for _, o := range append(bs.opts, envOptions(environ)...) {
-		where := fmt.Sprintf("%s line %d: %s", bs.path, o.Line, o.Written)
-		if o.Line == 0 {
+	for _, o := range opts {
+		var where string
+		switch {
+		case o.Line < 0:
+			where = o.Written
+		case o.Line == 0:
 			where = o.Written + " (environment)"
+		default:
+			where = fmt.Sprintf("%s line %d: %s", bs.path, o.Line, o.Written)
 		}
 		if why, ok := scriptRefused[o.Name]; ok {
 			return nil, nil, usageErr("%s: --%s is not taken (%s)", where, o.Name, why)
@@ -284,14 +310,11 @@ func (r *scriptReq) counts(o *submitOpts, set map[string]bool) error {
 // gpus: --gres=gpu[:type]:N, --gpus-per-node=[type:]N, or --gpus=[type:]N
 // on one node, as the ideal's GRES; it returns the GPUs per node.
 func (r *scriptReq) gpus(o *submitOpts, set map[string]bool) (int, error) {
-	if set["gres"] || set["gpus"] {
-		return max(o.gpus, gresCount(o.req.gres)), nil
+	if set["gres"] {
+		return gresCount(o.req.gres), nil
 	}
-	for _, opt := range []string{"gres", "gpus-per-node", "gpus"} {
-		v, ok := r.vals[opt]
-		if !ok {
-			continue
-		}
+	if v, ok := r.last("gres", "gpus-per-node", "gpus"); ok {
+		opt := v.Name
 		val := v.Value
 		if opt == "gres" {
 			rest, isGPU := strings.CutPrefix(val, "gpu")
@@ -320,6 +343,29 @@ func (r *scriptReq) gpus(o *submitOpts, set map[string]bool) (int, error) {
 	return 0, nil
 }
 
+// last is the one of the options given last, sbatch's rule: the command
+// line over the environment over the script's lines, a later line over an
+// earlier one.
+func (r *scriptReq) last(names ...string) (slurm.ScriptOption, bool) {
+	rank := func(o slurm.ScriptOption) int {
+		switch {
+		case o.Line < 0:
+			return math.MaxInt
+		case o.Line == 0:
+			return math.MaxInt - 1
+		}
+		return o.Line
+	}
+	var best slurm.ScriptOption
+	found := false
+	for _, n := range names {
+		if v, ok := r.vals[n]; ok && (!found || rank(v) > rank(best)) {
+			best, found = v, true
+		}
+	}
+	return best, found
+}
+
 // gresCount is the GPU count of "gpu[:type]:N" (0: none).
 func gresCount(g string) int {
 	if g == "" {
@@ -335,7 +381,7 @@ func gresCount(g string) int {
 // memory: --mem per node, or --mem-per-gpu × the GPUs, or --mem-per-cpu
 // × the CPUs of a node's tasks; --cpus-per-gpu sets the CPUs.
 func (r *scriptReq) memory(o *submitOpts, set map[string]bool, gpus int) error {
-	if v, ok := r.vals["cpus-per-gpu"]; ok && !set["cpus"] && r.vals["cpus-per-task"].Name == "" {
+	if v, ok := r.last("cpus-per-task", "cpus-per-gpu"); ok && v.Name == "cpus-per-gpu" && !set["cpus"] {
 		n, err := strconv.Atoi(v.Value)
 		if err != nil || n < 1 || gpus == 0 {
 			return usageErr("%s: --cpus-per-gpu %q: want a count, and GPUs asked", r.from["cpus-per-gpu"], v.Value)
@@ -346,11 +392,8 @@ func (r *scriptReq) memory(o *submitOpts, set map[string]bool, gpus int) error {
 		return nil
 	}
 	per := map[string]int{"mem": 1, "mem-per-gpu": gpus, "mem-per-cpu": max(o.req.cpus, 1) * max(o.site.ntasks, 1)}
-	for _, opt := range []string{"mem", "mem-per-gpu", "mem-per-cpu"} {
-		v, ok := r.vals[opt]
-		if !ok {
-			continue
-		}
+	if v, ok := r.last("mem", "mem-per-gpu", "mem-per-cpu"); ok {
+		opt := v.Name
 		m := memSizeRE.FindStringSubmatch(v.Value)
 		if m == nil || per[opt] == 0 {
 			return usageErr("%s: --%s %q: want a size such as 40G (and, per GPU, GPUs asked)", r.from[opt], opt, v.Value)
@@ -398,22 +441,39 @@ func (r *scriptReq) nice(o *submitOpts) error {
 	return nil
 }
 
-// takeBatchScript makes a batch script the command names the request (set:
-// the flags the command line gave, which go over it) and says what it took.
-func (a *App) takeBatchScript(o *submitOpts, set map[string]bool) error {
+// takeRequest takes the request's sbatch options: a batch script's lines
+// (when the command is one) and the SBATCH_* variables over them, then the
+// command line's --gpus, --mem-per-gpu and the like; set are the flags
+// the command line gave, which go over all of it. It says what it took
+// from a script.
+func (a *App) takeRequest(o *submitOpts, set map[string]bool) error {
 	cwd, err := a.Getwd()
 	if err != nil {
 		return err
 	}
 	bs, err := findBatchScript(o.argv, cwd, readFile)
-	if err != nil || bs == nil {
-		return err
-	}
-	r, notes, err := readScriptReq(bs, a.Environ())
 	if err != nil {
 		return err
 	}
-	if err := r.apply(o, set); err != nil {
+	flagOpts, err := o.perGPUOptions()
+	if err != nil {
+		return err
+	}
+	opts := flagOpts
+	if bs != nil {
+		opts = slices.Concat(bs.opts, envOptions(a.Environ()), flagOpts)
+	}
+	if len(opts) == 0 {
+		return nil
+	}
+	r, notes, err := readScriptReq(orNoScript(bs), opts)
+	if err != nil {
+		return err
+	}
+	for name := range o.perGPU {
+		delete(set, name) // taken as options, beside the script's
+	}
+	if err := r.apply(o, set); err != nil || bs == nil {
 		return err
 	}
 	o.batch, o.argv = bs, bs.cmd
@@ -423,7 +483,7 @@ func (a *App) takeBatchScript(o *submitOpts, set map[string]bool) error {
 	for _, n := range notes {
 		fmt.Fprintf(a.stderr, "isched submit: %s\n", n)
 	}
-	took := slices.SortedFunc(maps.Values(r.vals), func(x, y slurm.ScriptOption) int {
+	took := slices.SortedFunc(maps.Values(r.fromScript()), func(x, y slurm.ScriptOption) int {
 		return cmp.Or(cmp.Compare(x.Line, y.Line), cmp.Compare(x.Name, y.Name))
 	})
 	var what []string

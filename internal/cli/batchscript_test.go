@@ -183,3 +183,44 @@ func TestSubmitDryRunWithoutTheStack(t *testing.T) {
 		t.Errorf("a real submission: exit %d, %s", code, errOut)
 	}
 }
+
+// TestSubmitPerGPUFlags: --gpus [type:]N (and -G), --gpus-per-node,
+// --mem-per-gpu, --mem-per-cpu and --cpus-per-gpu on the command line,
+// alone or over a batch script's lines.
+func TestSubmitPerGPUFlags(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	job := writeScript(t, "#!/bin/bash\n#SBATCH -p gpu -t 30 --gres=gpu:2 --mem-per-gpu=8G\npython train.py\n")
+	for _, tc := range []struct {
+		args []string
+		want []string // script lines; "!" first: the error
+	}{
+		{[]string{"-p", "gpu", "-t", "30", "--gpus", "a100:2", "--mem-per-gpu", "10G", "--", "python3", "train.py"},
+			[]string{"#SBATCH --gres=gpu:a100:2\n", "#SBATCH --mem=20480M\n"}},
+		{[]string{"-p", "gpu", "-t", "30", "-G", "1", "--cpus-per-gpu", "4", "--", "python3", "train.py"},
+			[]string{"#SBATCH --gres=gpu:1\n", "#SBATCH --cpus-per-task=4\n"}},
+		{[]string{"-p", "gpu", "-t", "30", "--gpus-per-node", "2", "--mem-per-cpu", "2G", "-c", "3", "--", "python3", "train.py"},
+			[]string{"#SBATCH --gres=gpu:2\n", "#SBATCH --mem=6144M\n"}},
+		{[]string{"--gpus", "4", job}, []string{"#SBATCH --gres=gpu:4\n", "#SBATCH --mem=32768M\n"}},
+		{[]string{"--mem", "4G", job}, []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --mem=4096M\n"}},
+		{[]string{"-p", "gpu", "-t", "30", "--gpus", "2", "--gres", "gpu:1", "--", "python3", "train.py"}, []string{"!--gpus and --gres both given"}},
+		{[]string{"-p", "gpu", "-t", "30", "--gpus", "two", "--", "python3", "train.py"}, []string{"!--gpus=two: --gpus \"two\": want [type:]N GPUs"}},
+	} {
+		code, out, errOut := h.run(append([]string{"submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper"}, tc.args...)...)
+		if refused, ok := strings.CutPrefix(tc.want[0], "!"); ok {
+			if code == 0 || !strings.Contains(errOut, refused) {
+				t.Errorf("%v: exit %d, stderr %q; want ~%q", tc.args, code, errOut, refused)
+			}
+			continue
+		}
+		if code != 0 {
+			t.Errorf("%v: exit %d: %s", tc.args, code, errOut)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: the script lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}

@@ -45,10 +45,10 @@ func (d Directive) String() string {
 // (sbatch waiting for the job, an array, another cluster, no job id).
 var iSchedOwned = map[string]string{
 	"job-name": "use --job-name", "partition": "use --partition-ideal/--fallback", "gres": "use --gres",
-	"gpus": "isched requests GPUs with --gres", "gpus-per-node": "isched requests GPUs with --gres",
+	"gpus": "use --gpus", "gpus-per-node": "use --gpus-per-node",
 	"gpus-per-socket": "isched requests GPUs with --gres", "gpus-per-task": "isched requests GPUs with --gres",
-	"cpus-per-gpu": "use --cpus", "cpus-per-task": "use --cpus", "mem": "use --mem", "mem-per-cpu": "use --mem",
-	"mem-per-gpu": "use --mem", "time": "use --time", "time-min": "isched sets and extends the time limit",
+	"cpus-per-gpu": "use --cpus-per-gpu", "cpus-per-task": "use --cpus", "mem": "use --mem", "mem-per-cpu": "use --mem-per-cpu",
+	"mem-per-gpu": "use --mem-per-gpu", "time": "use --time", "time-min": "isched sets and extends the time limit",
 	"output": "use --output", "open-mode": "isched appends the output across attempts", "chdir": "isched runs the job in the current directory",
 	"comment": "the comment carries isched's plan", "requeue": "isched always sets it", "no-requeue": "moves and continuations are requeues",
 	"signal": "isched sets the time-limit warning", "export": "use --export (isched writes the environment into the script)",

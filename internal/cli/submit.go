@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -94,10 +95,14 @@ type submitOpts struct {
 	argv        []string
 	site        siteOpts
 	siteDirs    []Directive
-	env         [][2]string  // more variables for the job (isched profile's ISCHED_BATCH)
-	export      string       // --export: the environment the job gets (ALL, NONE, NAME,...)
-	gpus        int          // --gpus: turned into req.gres
-	batch       *batchScript // the command is this batch script, taken as the request
+	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
+	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
+	// perGPU are the sbatch options given on the command line that
+	// count GPUs or memory per GPU or CPU (--gpus [type:]N,
+	// --gpus-per-node, --mem-per-gpu, --mem-per-cpu, --cpus-per-gpu):
+	// taken as a batch script's lines are, over them.
+	perGPU map[string]*string
+	batch  *batchScript // the command is this batch script, taken as the request
 	// missing is what a dry run went without (a cluster name, a relay):
 	// said after the script
 	missing []string
@@ -133,10 +138,7 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	if len(o.argv) == 0 {
 		return usageErr("no training command: isched submit [flags] -- python train.py ... (or a batch script: isched submit job.sbatch)")
 	}
-	if err := a.takeBatchScript(o, flagsSet(fs)); err != nil {
-		return err
-	}
-	if err := o.gpusFlag(); err != nil {
+	if err := a.takeRequest(o, flagsSet(fs)); err != nil {
 		return err
 	}
 	if _, err := a.clusterName(ctx); err != nil {
@@ -247,14 +249,23 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
 	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
 	o.site.register(fs)
-	fs.IntVar(&o.gpus, "gpus", 0, "GPUs per node, as sbatch --gpus on one node: the same as --gres=gpu:N")
+	o.perGPU = map[string]*string{}
+	for _, f := range []struct{ name, usage string }{
+		{"gpus", "GPUs, [type:]N, as sbatch --gpus on one node: the same as --gres=gpu[:type]:N"},
+		{"gpus-per-node", "GPUs per node, [type:]N (sbatch --gpus-per-node)"},
+		{"mem-per-gpu", "memory per GPU, such as 40G: --mem is that times the GPUs"},
+		{"mem-per-cpu", "memory per CPU, such as 4G: --mem is that times the CPUs of a node's tasks"},
+		{"cpus-per-gpu", "CPUs per GPU: --cpus is that times the GPUs"},
+	} {
+		o.perGPU[f.name] = fs.String(f.name, "", f.usage)
+	}
 }
 
 // sbatchShort are the sbatch spellings `isched submit` takes, as the
 // isched flag they mean: a Slurm user's -p gpu -t 2:00:00 -c 8 -N 1 -J name.
 var sbatchShort = [][2]string{
 	{"p", "partition-ideal"}, {"partition", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"cpus-per-task", "cpus"},
-	{"N", "nodes"}, {"n", "ntasks"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"C", "constraint"},
+	{"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"C", "constraint"},
 }
 
 // sbatchAliases registers sbatchShort on fs: each shares its isched
@@ -267,17 +278,25 @@ func sbatchAliases(fs *flag.FlagSet) {
 	}
 }
 
-// gpusFlag turns --gpus N into --gres=gpu:N.
-func (o *submitOpts) gpusFlag() error {
-	switch {
-	case o.gpus < 0:
-		return usageErr("--gpus %d: want a count of GPUs", o.gpus)
-	case o.gpus > 0 && o.req.gres != "":
-		return usageErr("--gpus and --gres both given: use one")
-	case o.gpus > 0:
-		o.req.gres = "gpu:" + strconv.Itoa(o.gpus)
+// perGPUOptions are the --gpus, --gpus-per-node, --mem-per-* and
+// --cpus-per-gpu flags given, as options of the request (line -1: the
+// command line); one that says what --gres or --mem says too is an error.
+func (o *submitOpts) perGPUOptions() ([]slurm.ScriptOption, error) {
+	var out []slurm.ScriptOption
+	for _, name := range slices.Sorted(maps.Keys(o.perGPU)) {
+		v := *o.perGPU[name]
+		if v == "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "gpus") && o.req.gres != "":
+			return nil, usageErr("--%s and --gres both given: use one", name)
+		case strings.HasPrefix(name, "mem-") && o.req.mem != "":
+			return nil, usageErr("--%s and --mem both given: use one", name)
+		}
+		out = append(out, slurm.ScriptOption{Line: -1, Name: name, Value: v, HasValue: true, Written: "--" + name + "=" + v})
 	}
-	return nil
+	return out, nil
 }
 
 // decide checks the request, loads what the placement rests on (the
