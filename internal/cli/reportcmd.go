@@ -204,9 +204,12 @@ func summarize(pts []report.SeriesPoint) seriesSummary {
 func writePlot(path, lineage string, pts []report.SeriesPoint, st *report.JobStatus, w, h vg.Length) error {
 	t0 := pts[0].TMS
 	minutes := func(ms int64) float64 { return float64(ms-t0) / 60000 }
-	var iterXY, rssXY, gpuXY plotter.XYs
+	var iterXY, rssXY, gpuXY, lossXY plotter.XYs
 	for _, p := range pts {
 		x := minutes(p.TMS)
+		if p.Loss != nil {
+			lossXY = append(lossXY, plotter.XY{X: x, Y: *p.Loss})
+		}
 		if p.IterMS > 0 {
 			iterXY = append(iterXY, plotter.XY{X: x, Y: p.IterMS})
 		}
@@ -225,12 +228,20 @@ func writePlot(path, lineage string, pts []report.SeriesPoint, st *report.JobSta
 	if err != nil {
 		return err
 	}
-	span := minutes(pts[len(pts)-1].TMS)
-	for _, p := range []*plot.Plot{top, bottom} {
-		p.Legend.Top, p.Legend.Left = true, true
-		p.Y.Min = 0                             // times and memory read best from zero
-		p.X.Min, p.X.Max = 0, max(span, 1.0/60) // one time axis for both panels
+	panels := []*plot.Plot{top, bottom}
+	if len(lossXY) > 0 {
+		lp, err := lossPanel(lossXY)
+		if err != nil {
+			return err
+		}
+		panels = append(panels, lp)
 	}
+	span := minutes(pts[len(pts)-1].TMS)
+	for _, p := range panels {
+		p.Legend.Top, p.Legend.Left = true, true
+		p.X.Min, p.X.Max = 0, max(span, 1.0/60) // one time axis for every panel
+	}
+	top.Y.Min, bottom.Y.Min = 0, 0 // times and memory read best from zero; a loss as it is
 	if st != nil {
 		for i, sp := range st.History {
 			if i == 0 || sp.StartMS <= t0 {
@@ -240,12 +251,30 @@ func writePlot(path, lineage string, pts []report.SeriesPoint, st *report.JobSta
 			if sp.Partition == st.History[i-1].Partition {
 				label = "again on " + sp.Partition // a new attempt in the same place (continued, requeued)
 			}
-			for _, p := range []*plot.Plot{top, bottom} {
+			for _, p := range panels {
 				mark(p, x, label)
 			}
 		}
 	}
-	return savePanels(path, top, bottom, w, h)
+	return savePanels(path, panels, w, h)
+}
+
+// lossPanel is the third panel, when the loop reports a loss.
+func lossPanel(xy plotter.XYs) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = "loss (as the training loop reports it)"
+	p.Y.Label.Text = "loss"
+	p.X.Label.Text = "minutes since the first sample"
+	p.Add(plotter.NewGrid())
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return nil, err
+	}
+	l.LineStyle.Color = color.RGBA{R: 148, G: 103, B: 189, A: 255}
+	l.LineStyle.Width = vg.Points(1.5)
+	p.Add(l)
+	p.Legend.Add("loss", l)
+	return p, nil
 }
 
 // iterPanel is the top panel: iteration times.
@@ -297,9 +326,9 @@ func memoryPanel(rssXY, gpuXY plotter.XYs) (*plot.Plot, error) {
 	return bottom, nil
 }
 
-// savePanels draws the two panels stacked, as SVG or PNG by path's
-// extension, into path (through a temporary file, renamed).
-func savePanels(path string, top, bottom *plot.Plot, w, h vg.Length) error {
+// savePanels draws the panels stacked, as SVG or PNG by path's extension,
+// into path (through a temporary file, renamed).
+func savePanels(path string, panels []*plot.Plot, w, h vg.Length) error {
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo
@@ -311,12 +340,16 @@ func savePanels(path string, top, bottom *plot.Plot, w, h vg.Length) error {
 		c = vgimg.PngCanvas{Canvas: vgimg.New(w, h)}
 	}
 	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2,
+	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2,
 		PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
-	plots := [][]*plot.Plot{{top}, {bottom}}
+	plots := make([][]*plot.Plot, len(panels))
+	for i, p := range panels {
+		plots[i] = []*plot.Plot{p}
+	}
 	canvases := plot.Align(plots, tiles, dc)
-	top.Draw(canvases[0][0])
-	bottom.Draw(canvases[1][0])
+	for i, p := range panels {
+		p.Draw(canvases[i][0])
+	}
 	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		_, err := c.WriteTo(w)
 		return err

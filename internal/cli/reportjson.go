@@ -56,6 +56,7 @@ type sampleJSON struct {
 	IterS    float64  `json:"iter_s,omitempty"` // absent: no iteration ended since the last sample
 	RSSBytes int64    `json:"rss_bytes"`
 	GPUBytes int64    `json:"gpu_bytes,omitempty"`
+	Loss     *float64 `json:"loss,omitempty"` // the last loss the loop reported in the sample
 }
 
 // json is the report's data for --json.
@@ -71,7 +72,7 @@ func (r *reportData) json() reportJSON {
 		out.Iterations = &iterationsJSON{Count: sum.iters, MedianS: msSeconds(sum.medianIter), P90S: msSeconds(sum.p90Iter), FirstStep: sum.firstStep, LastStep: sum.lastStep}
 	}
 	for i, p := range r.pts {
-		out.Samples[i] = sampleJSON{Time: msTime(p.TMS), Step: p.Step, IterS: msSeconds(p.IterMS), RSSBytes: p.RSS, GPUBytes: p.GPU}
+		out.Samples[i] = sampleJSON{Time: msTime(p.TMS), Step: p.Step, IterS: msSeconds(p.IterMS), RSSBytes: p.RSS, GPUBytes: p.GPU, Loss: p.Loss}
 	}
 	if s := r.status; s != nil {
 		out.Attempts, out.Continuations = attemptsJSON(s.History), s.Continuations

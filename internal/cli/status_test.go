@@ -267,6 +267,10 @@ func (h *harness) reportSeries() {
 			p.GPU = 3 << 30
 			p.IterMS = 60 + float64(i%5)
 		}
+		if i >= 10 { // the loop reports its loss from the 11th sample on
+			loss := 2 / (1 + float64(i)/10)
+			p.Loss = &loss
+		}
 		b, _ := json.Marshal(p)
 		if _, err := h.mr.RPush(key, string(b)); err != nil {
 			h.t.Fatal(err)
@@ -296,7 +300,8 @@ func TestReportPlot(t *testing.T) {
 		switch {
 		case name == "run.png" && !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
 			t.Errorf("%s is not a PNG", name)
-		case name == "run.svg" && (!bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("iteration time"))):
+		case name == "run.svg" && (!bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("iteration time")) ||
+			!bytes.Contains(b, []byte("loss (as the training loop reports it)"))):
 			t.Errorf("%s is not the SVG plot", name)
 		}
 		if len(b) < 5000 {

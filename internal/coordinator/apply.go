@@ -190,6 +190,12 @@ func seriesPoint(atMS, step, rss, gpu int64, iters []report.Iter) []byte {
 		slices.Sort(d)
 		p.IterMS, p.TMS = d[n/2], iters[n-1].AtMS
 	}
+	for i := len(iters) - 1; i >= 0; i-- {
+		if iters[i].Loss != nil {
+			p.Loss = iters[i].Loss
+			break
+		}
+	}
 	b, _ := json.Marshal(p)
 	return b
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -601,5 +602,23 @@ func TestLossReachesTheStatus(t *testing.T) {
 	l := e.status(lin).Loss
 	if l == nil || l.N != 19 || l.NonFinite != 1 || l.Last != 10.0/25 || l.Step != 25 || l.Min != l.Last || l.Trend >= -0.5 {
 		t.Errorf("loss status %+v; want 19 values to 0.4 at step 25, one NaN, falling", l)
+	}
+}
+
+// A series point carries the last loss of its sample's iterations.
+func TestSeriesPointLoss(t *testing.T) {
+	t.Parallel()
+	a, b := 0.9, 0.7
+	iters := []report.Iter{{Step: 1, AtMS: 10, DurMS: 5, Loss: &a}, {Step: 2, AtMS: 20, DurMS: 5, Loss: &b}, {Step: 3, AtMS: 30, DurMS: 5, LossNonFinite: true}}
+	var p report.SeriesPoint
+	if err := json.Unmarshal(seriesPoint(0, 3, 1, 0, iters), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Loss == nil || *p.Loss != b || p.Step != 3 {
+		t.Errorf("point %+v, want the loss %v of step 2", p, b)
+	}
+	var none report.SeriesPoint
+	if err := json.Unmarshal(seriesPoint(0, 3, 1, 0, iters[2:]), &none); err != nil || none.Loss != nil {
+		t.Errorf("a sample without a finite loss: %+v %v", none, err)
 	}
 }

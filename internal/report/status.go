@@ -10,6 +10,9 @@ type SeriesPoint struct {
 	IterMS float64 `json:"iter_ms,omitempty"`
 	RSS    int64   `json:"rss"`
 	GPU    int64   `json:"gpu,omitempty"`
+	// Loss is the last finite loss among the sample's iterations (nil:
+	// none reported).
+	Loss *float64 `json:"loss,omitempty"`
 }
 
 // JobStatus is the coordinator's view of one lineage, stored at
