@@ -76,21 +76,14 @@ func findBatchScript(argv []string, dir string, read func(string) ([]byte, error
 	}
 	cmd := argv
 	if at == 0 {
-		interp := strings.Fields(strings.TrimPrefix(string(b[:bytes.IndexByte(append(b, '\n'), '\n')]), "#!"))
+		first, _, _ := bytes.Cut(b, []byte("\n"))
+		interp := strings.Fields(string(bytes.TrimPrefix(first, []byte("#!"))))
 		if len(interp) == 0 {
 			return nil, usageErr("%s line 1: the #! line names no interpreter", argv[0])
 		}
 		cmd = append(interp, argv...)
 	}
 	return &batchScript{path: argv[at], cmd: cmd, opts: opts}, nil
-}
-
-// orNoScript is bs, or an empty one for options of the command line alone.
-func orNoScript(bs *batchScript) *batchScript {
-	if bs == nil {
-		return &batchScript{path: "the command line"}
-	}
-	return bs
 }
 
 // fromScript are the request's options that came from the script or the
@@ -108,10 +101,27 @@ func (r *scriptReq) fromScript() map[string]slurm.ScriptOption {
 // scriptReq is what a batch script asks, the last of each option winning
 // as in sbatch, before the command line's flags go over it.
 type scriptReq struct {
+	path string                        // the script's, for the messages
 	vals map[string]slurm.ScriptOption // the request's options, by long name
 	site []Directive                   // options passed on as they are
-	from map[string]string             // directive name → where it was given, for the notes
+	// envTaken are the SBATCH_* variables taken into the request.
+	envTaken map[string]bool
 }
+
+// where says where an option was given: the command line (line -1), the
+// environment (line 0), or the script's line.
+func (r *scriptReq) where(o slurm.ScriptOption) string {
+	switch {
+	case o.Line < 0:
+		return o.Written
+	case o.Line == 0:
+		return o.Written + " (environment)"
+	}
+	return fmt.Sprintf("%s line %d: %s", r.path, o.Line, o.Written)
+}
+
+// from is where the request's option name was given.
+func (r *scriptReq) from(name string) string { return r.where(r.vals[name]) }
 
 // scriptRefused are the options a batch script may not carry into an isched
 // run, and why (those isched sets itself, or that break the run).
@@ -145,20 +155,11 @@ var scriptRequestOptions = map[string]bool{
 // readScriptReq sorts a script's options (then the SBATCH_* variables of
 // environ, over them) into the request, the site lines, the notes; a
 // refused option is the error, with its line.
-func readScriptReq(bs *batchScript, opts []slurm.ScriptOption) (*scriptReq, []string, error) {
-	r := &scriptReq{vals: map[string]slurm.ScriptOption{}, from: map[string]string{}}
+func readScriptReq(path string, opts []slurm.ScriptOption) (*scriptReq, []string, error) {
+	r := &scriptReq{path: path, vals: map[string]slurm.ScriptOption{}, envTaken: map[string]bool{}}
 	var notes []string
-	bs.envTaken = map[string]bool{}
 	for _, o := range opts {
-		var where string
-		switch {
-		case o.Line < 0:
-			where = o.Written
-		case o.Line == 0:
-			where = o.Written + " (environment)"
-		default:
-			where = fmt.Sprintf("%s line %d: %s", bs.path, o.Line, o.Written)
-		}
+		where := r.where(o)
 		if why, ok := scriptRefused[o.Name]; ok {
 			return nil, nil, usageErr("%s: --%s is not taken (%s)", where, o.Name, why)
 		}
@@ -168,9 +169,9 @@ func readScriptReq(bs *batchScript, opts []slurm.ScriptOption) (*scriptReq, []st
 		}
 		if scriptRequestOptions[o.Name] {
 			if o.Line == 0 {
-				bs.envTaken[o.Written[:strings.IndexByte(o.Written, '=')]] = true
+				r.envTaken[o.Written[:strings.IndexByte(o.Written, '=')]] = true
 			}
-			r.vals[o.Name], r.from[o.Name] = o, where
+			r.vals[o.Name] = o
 			continue
 		}
 		d, err := checkPassed(o)
@@ -188,15 +189,8 @@ func envOptions(environ []string) []slurm.ScriptOption {
 	var out []slurm.ScriptOption
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		name, ok := strings.CutPrefix(k, "SBATCH_")
-		if !ok {
-			continue
-		}
-		opt, ok := sbatchEnvOption[k]
-		if !ok {
-			opt = strings.ReplaceAll(strings.ToLower(name), "_", "-")
-		}
-		if scriptRequestOptions[opt] && opt != "signal" && opt != "export" {
+		opt, ok := envVarOption(k)
+		if ok && scriptRequestOptions[opt] && opt != "signal" && opt != "export" {
 			out = append(out, slurm.ScriptOption{Name: opt, Value: v, HasValue: true, Written: kv})
 		}
 	}
@@ -204,9 +198,9 @@ func envOptions(environ []string) []slurm.ScriptOption {
 }
 
 // checkPassed checks an option passed on to sbatch as it is: a value of
-// safe characters (as --sbatch-arg's), and no negative nice.
+// safe characters, as --sbatch-arg's.
 func checkPassed(o slurm.ScriptOption) (Directive, error) {
-	if o.HasValue && (len(o.Value) > maxSbatchValue || !sbatchValueRE.MatchString(o.Value)) {
+	if o.HasValue && !safeSbatchValue(o.Value) {
 		return Directive{}, fmt.Errorf("the value of --%s may hold only letters, digits and ._,:=/@%%+*&|[]()!~^- (no spaces, quotes, '#' or '$')", o.Name)
 	}
 	return Directive{Name: o.Name, Value: o.Value, HasValue: o.HasValue}, nil
@@ -237,7 +231,7 @@ func flagsSet(fs *flag.FlagSet) map[string]bool {
 }
 
 // apply takes the script's request into o where the command line did not
-// set the same; notes say what was taken from where.
+// set the same.
 func (r *scriptReq) apply(o *submitOpts, set map[string]bool) error {
 	str := func(opt, flagName string, dst *string) {
 		if v, ok := r.vals[opt]; ok && !set[flagName] {
@@ -300,7 +294,7 @@ func (r *scriptReq) counts(o *submitOpts, set map[string]bool) error {
 		}
 		n, err := strconv.Atoi(v.Value)
 		if err != nil || n < 1 {
-			return usageErr("%s: --%s %q: want a count", r.from[c.opt], c.opt, v.Value)
+			return usageErr("%s: --%s %q: want a count", r.from(c.opt), c.opt, v.Value)
 		}
 		*c.dst = n
 	}
@@ -311,7 +305,7 @@ func (r *scriptReq) counts(o *submitOpts, set map[string]bool) error {
 // on one node, as the ideal's GRES; it returns the GPUs per node.
 func (r *scriptReq) gpus(o *submitOpts, set map[string]bool) (int, error) {
 	if set["gres"] {
-		return gresCount(o.req.gres), nil
+		return gresGPUs(o.req.gres), nil
 	}
 	if v, ok := r.last("gres", "gpus-per-node", "gpus"); ok {
 		opt := v.Name
@@ -319,7 +313,7 @@ func (r *scriptReq) gpus(o *submitOpts, set map[string]bool) (int, error) {
 		if opt == "gres" {
 			rest, isGPU := strings.CutPrefix(val, "gpu")
 			if !isGPU || rest != "" && rest[0] != ':' || strings.Contains(val, ",") {
-				return 0, usageErr("%s: --gres %q: isched requests GPUs only (gpu[:type]:N)", r.from[opt], val)
+				return 0, usageErr("%s: --gres %q: isched requests GPUs only (gpu[:type]:N)", r.from(opt), val)
 			}
 			val = strings.TrimPrefix(rest, ":")
 			if val == "" {
@@ -327,11 +321,11 @@ func (r *scriptReq) gpus(o *submitOpts, set map[string]bool) (int, error) {
 			}
 		}
 		if opt == "gpus" && o.site.nodes != "" && o.site.nodes != "1" {
-			return 0, usageErr("%s: --gpus counts the GPUs of all %s nodes: say --gpus-per-node", r.from[opt], o.site.nodes)
+			return 0, usageErr("%s: --gpus counts the GPUs of all %s nodes: say --gpus-per-node", r.from(opt), o.site.nodes)
 		}
 		m := gpuCountRE.FindStringSubmatch(val)
 		if m == nil {
-			return 0, usageErr("%s: --%s %q: want [type:]N GPUs", r.from[opt], opt, v.Value)
+			return 0, usageErr("%s: --%s %q: want [type:]N GPUs", r.from(opt), opt, v.Value)
 		}
 		o.req.gres = "gpu:" + m[2]
 		if m[1] != "" {
@@ -366,14 +360,13 @@ func (r *scriptReq) last(names ...string) (slurm.ScriptOption, bool) {
 	return best, found
 }
 
-// gresCount is the GPU count of "gpu[:type]:N" (0: none).
-func gresCount(g string) int {
-	if g == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(g[strings.LastIndexByte(g, ':')+1:])
-	if err != nil {
-		return 1
+// gresGPUs is the GPUs a --gres asks per node, as slurm.GPUs counts them
+// (0: none, or not a GRES Slurm reads).
+func gresGPUs(g string) int {
+	byType, _ := slurm.GPUs(g)
+	n := 0
+	for _, c := range byType {
+		n += c
 	}
 	return n
 }
@@ -384,7 +377,7 @@ func (r *scriptReq) memory(o *submitOpts, set map[string]bool, gpus int) error {
 	if v, ok := r.last("cpus-per-task", "cpus-per-gpu"); ok && v.Name == "cpus-per-gpu" && !set["cpus"] {
 		n, err := strconv.Atoi(v.Value)
 		if err != nil || n < 1 || gpus == 0 {
-			return usageErr("%s: --cpus-per-gpu %q: want a count, and GPUs asked", r.from["cpus-per-gpu"], v.Value)
+			return usageErr("%s: --cpus-per-gpu %q: want a count, and GPUs asked", r.from("cpus-per-gpu"), v.Value)
 		}
 		o.req.cpus = n * gpus
 	}
@@ -396,7 +389,7 @@ func (r *scriptReq) memory(o *submitOpts, set map[string]bool, gpus int) error {
 		opt := v.Name
 		m := memSizeRE.FindStringSubmatch(v.Value)
 		if m == nil || per[opt] == 0 {
-			return usageErr("%s: --%s %q: want a size such as 40G (and, per GPU, GPUs asked)", r.from[opt], opt, v.Value)
+			return usageErr("%s: --%s %q: want a size such as 40G (and, per GPU, GPUs asked)", r.from(opt), opt, v.Value)
 		}
 		if opt == "mem" {
 			o.req.mem = v.Value
@@ -422,7 +415,7 @@ func (r *scriptReq) signal(o *submitOpts) error {
 	}
 	sig = strings.TrimPrefix(strings.ToUpper(sig), "SIG")
 	if _, err := child.ParseSignalMap("USR1=" + sig); err != nil || !signalNameRE.MatchString(sig) {
-		return usageErr("%s: --signal %q: want [B:]SIGNAL[@seconds] with a signal the wrapper can deliver", r.from["signal"], v.Value)
+		return usageErr("%s: --signal %q: want [B:]SIGNAL[@seconds] with a signal the wrapper can deliver", r.from("signal"), v.Value)
 	}
 	o.wrapperArgs = append(o.wrapperArgs, "--checkpoint-signal", sig)
 	return nil
@@ -435,7 +428,7 @@ func (r *scriptReq) nice(o *submitOpts) error {
 		return nil
 	}
 	if n, err := strconv.Atoi(v.Value); v.HasValue && (err != nil || n < 0) {
-		return usageErr("%s: --nice %q: only a privileged user may lower a nice value below 0", r.from["nice"], v.Value)
+		return usageErr("%s: --nice %q: only a privileged user may lower a nice value below 0", r.from("nice"), v.Value)
 	}
 	o.site.scriptDirs = append(o.site.scriptDirs, Directive{Name: "nice", Value: v.Value, HasValue: v.HasValue})
 	return nil
@@ -466,7 +459,11 @@ func (a *App) takeRequest(o *submitOpts, set map[string]bool) error {
 	if len(opts) == 0 {
 		return nil
 	}
-	r, notes, err := readScriptReq(orNoScript(bs), opts)
+	path := "the command line"
+	if bs != nil {
+		path = bs.path
+	}
+	r, notes, err := readScriptReq(path, opts)
 	if err != nil {
 		return err
 	}
@@ -476,6 +473,7 @@ func (a *App) takeRequest(o *submitOpts, set map[string]bool) error {
 	if err := r.apply(o, set); err != nil || bs == nil {
 		return err
 	}
+	bs.envTaken = r.envTaken
 	o.batch, o.argv = bs, bs.cmd
 	if o.name == "" { // the script's name, as sbatch names the job
 		o.name = jobName([]string{strings.TrimSuffix(filepath.Base(bs.path), filepath.Ext(bs.path))})

@@ -219,7 +219,7 @@ func parseSbatchArg(a string) (Directive, error) {
 		return Directive{}, usageErr("--sbatch-arg %q: --%s takes no value", a, name)
 	case !hasVal && kind == slurm.ArgRequired:
 		return Directive{}, usageErr("--sbatch-arg %q: --%s needs a value (--%s=VALUE)", a, name, name)
-	case hasVal && (len(val) > maxSbatchValue || !sbatchValueRE.MatchString(val)):
+	case hasVal && !safeSbatchValue(val):
 		return Directive{}, usageErr("--sbatch-arg %q: the value may hold only letters, digits and ._,:=/@%%+*&|[]()!~^- (no spaces, quotes, '#', '$' or control characters)", a)
 	}
 	return Directive{Name: name, Value: val, HasValue: hasVal}, nil
@@ -232,6 +232,25 @@ func parseSbatchArg(a string) (Directive, error) {
 var sbatchEnvOption = map[string]string{
 	"SBATCH_TIMELIMIT": "time", "SBATCH_MEM_PER_NODE": "mem", "SBATCH_ARRAY_INX": "array", "SBATCH_DEBUG": "verbose",
 	"SBATCH_REQ_SWITCH": "switches", "SBATCH_WAIT4SWITCH": "switches",
+}
+
+// envVarOption is the long option an SBATCH_* variable stands for; ok is
+// false for a variable that is not SBATCH_*.
+func envVarOption(k string) (opt string, ok bool) {
+	name, ok := strings.CutPrefix(k, "SBATCH_")
+	if !ok {
+		return "", false
+	}
+	if opt, known := sbatchEnvOption[k]; known {
+		return opt, true
+	}
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-"), true
+}
+
+// safeSbatchValue: a value of an #SBATCH line isched writes holds only
+// sbatchValueRE's characters, at most maxSbatchValue of them.
+func safeSbatchValue(v string) bool {
+	return len(v) <= maxSbatchValue && sbatchValueRE.MatchString(v)
 }
 
 // sbatchEnvAlso are options whose line also overrides variables of other
@@ -258,12 +277,9 @@ func sbatchEnv(environ []string, lines []string) (keep, dropped []string, err er
 	}
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "SBATCH_") {
-			continue
-		}
-		opt, ok := sbatchEnvOption[k]
+		opt, ok := envVarOption(k)
 		if !ok {
-			opt = strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, "SBATCH_")), "_", "-")
+			continue
 		}
 		if covered[opt] {
 			dropped = append(dropped, fmt.Sprintf("%s ignored: the script sets --%s", k, opt))

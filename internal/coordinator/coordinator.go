@@ -90,7 +90,7 @@ func (c *Config) defaults() {
 		c.StallFactor = 10
 	}
 	if c.RequeueWait <= 0 {
-		c.RequeueWait = 30 * time.Minute
+		c.RequeueWait = policy.DefaultRequeueWait
 	}
 	if c.SeriesLen <= 0 {
 		c.SeriesLen = 1000 // ~90 KiB per job: 1,000 points of one sample report each

@@ -24,6 +24,12 @@ const (
 	DefaultMaxPreemptions    = 2
 )
 
+// DefaultRequeueWait is the coordinator's RequeueWait when unset: a
+// requeued job not started again after it is no longer waited for, and a
+// run that yielded (rule 8) is released after it even if the job it
+// yielded to still waits. The replay uses it too.
+const DefaultRequeueWait = 30 * time.Minute
+
 // Config holds the policy's knobs. Zero values mean the defaults above;
 // where zero is a meaningful setting, a negative value expresses it (see
 // each field).

@@ -8,14 +8,9 @@ import (
 	"github.com/isched/isched/internal/policy"
 )
 
-// requeueWait is the coordinator's RequeueWait default: a run that
-// yielded is released after it even if the job it yielded to still
-// waits.
-const requeueWait = 30 * 60.0
-
 // preemptForShort is rule 8 in the replay, as the coordinator's
 // preemptForShort runs it every round: the runs that yielded are released
-// once the job they yielded to has started (or after requeueWait), and,
+// once the job they yielded to has started (or after policy.DefaultRequeueWait), and,
 // one preemption at a time, policy.Preempt picks a long run of isched's
 // to checkpoint and yield to a much shorter one waiting behind it.
 func (s *sim) preemptForShort() {
@@ -44,7 +39,7 @@ func (s *sim) releaseYielded() (busy bool) {
 		switch {
 		case js.phase == lifecycle.Yielding:
 			busy = true
-			if w := &s.jobs[js.yieldTo-1]; w.state == stPending && s.now-js.yieldSince <= requeueWait {
+			if w := &s.jobs[js.yieldTo-1]; w.state == stPending && s.now-js.yieldSince <= secs(policy.DefaultRequeueWait) {
 				continue
 			}
 			s.to(js, lifecycle.Released)
