@@ -48,7 +48,7 @@ DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 INSTALL_STRIP ?=
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
 # python3-venv: scripts/python-venv (make test-python) makes a venv.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client slurmdbd mariadb-server redis-server python3 python3-venv python3-torch python3-torchvision shellcheck gcc man-db systemd prometheus lmod lintian fish zsh
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client slurmdbd mariadb-server redis-server python3 python3-venv python3-torch python3-torchvision python3-cloudpickle shellcheck gcc man-db systemd prometheus lmod lintian fish zsh
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`
@@ -162,7 +162,7 @@ test-python: ## the Python package's tests (python/tests, with the real Lightnin
 	scripts/gpu-check --self-test
 	scripts/gpu-check --cycle-on-cpu --python /usr/bin/python3
 
-test-notebook: build cluster-up ## run examples/table2.ipynb on the local cluster with its GPU partitions busy: Table 2 and both plans
+test-notebook: build cluster-up ## run examples/table2.ipynb (GPU partitions busy: Table 2, both plans) and examples/functions.ipynb (functions as jobs, as alice) on the local cluster
 	scripts/notebook-test
 
 test-unit: check-tags ## hermetic tests only (no servers)

@@ -128,7 +128,7 @@ func (r *scriptReq) from(name string) string { return r.where(r.vals[name]) }
 var scriptRefused = map[string]string{
 	"array": "an array's elements would share one lineage: submit each element with isched submit", "chdir": "isched runs the job in the directory isched submit runs in",
 	"clusters": "use isched submit --cluster", "wait": "isched submits and returns", "wrap": "the script is the command", "test-only": "use isched submit --dry-run",
-	"parsable": "isched prints the job id and its lineage", "comment": "the comment carries isched's plan", "no-requeue": "moves and continuations are requeues",
+	"comment": "the comment carries isched's plan", "no-requeue": "moves and continuations are requeues",
 	"uid": "use --as-user", "gid": "use --as-user", "priority": "a privileged option", "get-user-env": "use --export=NONE",
 	"export-file": "use --export", "time-min": "isched sets and extends the time limit", "help": "not an option of a job", "usage": "not an option of a job",
 	"version": "not an option of a job", "batch": "not an option of a job step", "gpus-per-task": "use --gpus-per-node or --gres",
@@ -148,7 +148,7 @@ var scriptReplaced = map[string]string{
 var scriptRequestOptions = map[string]bool{
 	"partition": true, "gres": true, "gpus": true, "gpus-per-node": true, "time": true, "mem": true, "mem-per-cpu": true,
 	"mem-per-gpu": true, "cpus-per-task": true, "cpus-per-gpu": true, "nodes": true, "ntasks": true, "job-name": true,
-	"output": true, "account": true, "qos": true, "mail-type": true, "mail-user": true, "constraint": true, "export": true,
+	"output": true, "error": true, "parsable": true, "account": true, "qos": true, "mail-type": true, "mail-user": true, "constraint": true, "export": true,
 	"signal": true, "nice": true,
 }
 
@@ -240,6 +240,10 @@ func (r *scriptReq) apply(o *submitOpts, set map[string]bool) error {
 	}
 	str("job-name", "job-name", &o.name)
 	str("output", "output", &o.output)
+	str("error", "error", &o.errPath)
+	if _, ok := r.vals["parsable"]; ok && !set["parsable"] {
+		o.parsable = true
+	}
 	str("time", "time", &o.req.time)
 	str("account", "account", &o.site.account)
 	str("qos", "qos", &o.site.qos)

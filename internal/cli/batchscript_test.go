@@ -224,3 +224,23 @@ func TestSubmitPerGPUFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitBatchScriptOutputs: a script's -e (its stderr apart) is taken
+// with --output's checks, and its --parsable prints the job id alone, as
+// sbatch would.
+func TestSubmitBatchScriptOutputs(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	errFile := filepath.Join(h.dir, "train-%j.err")
+	job := writeScript(t, "#!/bin/bash\n#SBATCH -p cpu\n#SBATCH -e "+errFile+"\n#SBATCH --parsable\npython3 train.py\n")
+	code, out, errOut := h.run("submit", "--checkpoint-dir", filepath.Join(h.dir, "ck"), "--wrapper", "/opt/isched/bin/isched-wrapper", job)
+	if code != 0 || out != "101\n" {
+		t.Fatalf("exit %d, stdout %q: %s", code, out, errOut)
+	}
+	if script := string(h.slurm.submitted[0]); !strings.Contains(script, "#SBATCH --error="+errFile+"\n") {
+		t.Errorf("the script's -e is not the job's --error:\n%s", script)
+	}
+	if code, out, _ := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", job); code != 0 || !strings.HasPrefix(out, "#!/bin/bash") {
+		t.Errorf("a dry run of a --parsable script: exit %d\n%s", code, out)
+	}
+}

@@ -451,6 +451,10 @@ func TestUsageAndInputErrors(t *testing.T) {
 			"--site", "../../examples/site-lab.json"}, ExitUsage, `optimizer "lbfgs"`},
 		{[]string{"estimate", "--model", "../plan/testdata/resnet50.json", "--samples", "10", "--batch", "8"}, ExitUsage, "no site catalogue"},
 		{[]string{"submit", "--dry-run"}, ExitUsage, "no training command"},
+		// without a --model the counts still make the run's total: refused as with one
+		{[]string{"submit", "--dry-run", "--samples", "-100", "--batch", "8", "--", "/usr/bin/python3", "x.py"}, ExitUsage,
+			"--samples -100: want the training samples per epoch, a positive number"},
+		{[]string{"submit", "--dry-run", "--epochs", "0", "--", "/usr/bin/python3", "x.py"}, ExitUsage, "--epochs 0: must be positive"},
 		{[]string{"submit", "--dry-run", "--model", "../plan/testdata/resnet50.json", "--samples", "10", "--batch", "100000", "--receipts", "none",
 			"--site", "../../examples/site-lab.json", "--", "/usr/bin/python3", "x.py"}, ExitError,
 			"batch size 100000: no partition can run this batch size: dev (lab-dev): memory: needs "},

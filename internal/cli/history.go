@@ -2,11 +2,15 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 )
 
@@ -72,22 +76,76 @@ func (a *App) recallElsewhere(jobID string) string {
 
 // recallOn is recall for a cluster's submissions.
 func (a *App) recallOn(cluster, jobID string) string {
-	p := a.historyPath()
-	if p == "" {
-		return ""
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
 	found := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && fields[0] == cluster && fields[1] == jobID && stream.ValidName(fields[2]) {
-			found = fields[2]
+	for _, e := range a.submissions(cluster) {
+		if e.jobID == jobID {
+			found = e.lineage
 		}
 	}
 	return found
+}
+
+// submitted is one line of the submission history.
+type submitted struct{ jobID, lineage string }
+
+// submissions are the history's entries for a cluster, oldest first.
+func (a *App) submissions(cluster string) []submitted {
+	p := a.historyPath()
+	if p == "" {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []submitted
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 3 && fields[0] == cluster && isJobID(fields[1]) && stream.ValidName(fields[2]) {
+			out = append(out, submitted{jobID: fields[1], lineage: fields[2]})
+		}
+	}
+	return out
+}
+
+// maxHistoryJobs bounds the submissions historyTable asks Slurm about.
+const maxHistoryJobs = 100
+
+// historyTable is a job table of this user's latest submissions that
+// slurmctld still shows (scontrol show job each): what `isched status`
+// lists where no agent publishes the cluster's job table.
+func (a *App) historyTable(ctx context.Context) *report.JobTable {
+	subs := a.submissions(a.cluster())
+	if len(subs) > maxHistoryJobs {
+		subs = subs[len(subs)-maxHistoryJobs:]
+	}
+	t := &report.JobTable{}
+	seen := map[string]bool{}
+	for _, s := range subs {
+		if seen[s.jobID] {
+			continue
+		}
+		seen[s.jobID] = true
+		info, err := a.Slurm.ShowJob(ctx, s.jobID)
+		if err != nil {
+			continue // forgotten by slurmctld (MinJobAge), or no Slurm to ask
+		}
+		id, _ := strconv.ParseUint(info.JobID, 10, 64)
+		j := report.Job{JobID: id, Name: info.Name, User: info.User, UID: info.UID, Partition: info.Partition, State: info.State,
+			Reason: info.Reason, Nodes: info.NodeList, Comment: info.Comment, StartMS: unixMilliOrZero(info.StartTime)}
+		if slurmEnded(info.State) {
+			j.EndMS = unixMilliOrZero(info.EndTime)
+		}
+		t.Jobs = append(t.Jobs, j)
+	}
+	return t
+}
+
+func unixMilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

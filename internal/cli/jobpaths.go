@@ -78,7 +78,11 @@ func (a *App) jobPaths(o *submitOpts, cwd string) error {
 	}{
 		{&o.ckptDir, "--checkpoint-dir", filepath.Join("checkpoints", o.lineage), "checkpoints"},
 		{&o.output, "--output", "isched-" + o.lineage + ".out", "isched-" + o.lineage + ".out"},
+		{&o.errPath, "--error", "", ""},
 	} {
+		if *p.path == "" && p.def == "" {
+			continue // no default: the file is optional
+		}
 		if *p.path == "" {
 			if private != "" {
 				*p.path = filepath.Join(private, p.inPrivate)
@@ -107,7 +111,11 @@ func (a *App) ownPaths(o *submitOpts) error {
 	}{
 		{"--checkpoint-dir", o.ckptDir, ownDir},
 		{"--output", o.output, ownOutput},
+		{"--error", o.errPath, ownOutput},
 	} {
+		if p.path == "" {
+			continue
+		}
 		fi, err := a.Lstat(p.path)
 		switch {
 		case err == nil:

@@ -20,6 +20,8 @@ var jsonOutputs = map[string]any{
 	"estimate":      []jsonRow{},
 	"plan":          []jsonPlan{},
 	"status JOB":    statusJSON{},
+	"status, Slurm": slurmStatusJSON{}, // a job the coordinator has no record of
+	"submit":        submitJSON{},
 	"status":        []statusJSON{},
 	"report":        reportJSON{},
 	"simulate":      []simRowJSON{},

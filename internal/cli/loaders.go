@@ -217,6 +217,18 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	return l, nil
 }
 
+// checkCounts refuses a negative --samples and an --epochs below one,
+// which submit takes for the run's total even without a --model.
+func (in *inputs) checkCounts() error {
+	if in.samples < 0 {
+		return usageErr("--samples %d: want the training samples per epoch, a positive number", in.samples)
+	}
+	if in.epochs <= 0 {
+		return usageErr("--epochs %d: must be positive", in.epochs)
+	}
+	return nil
+}
+
 // check checks the flags load needs and returns the batch sizes and the
 // training settings they give.
 func (in *inputs) check() ([]int, plan.Training, error) {
@@ -227,11 +239,8 @@ func (in *inputs) check() ([]int, plan.Training, error) {
 	if in.samples == 0 {
 		return nil, tr, usageErr("--samples is required: training samples per epoch")
 	}
-	if in.samples < 0 {
-		return nil, tr, usageErr("--samples %d: want the training samples per epoch, a positive number", in.samples)
-	}
-	if in.epochs <= 0 {
-		return nil, tr, usageErr("--epochs %d: must be positive", in.epochs)
+	if err := in.checkCounts(); err != nil {
+		return nil, tr, err
 	}
 	batches, err := parseBatches(in.batches)
 	if err != nil {

@@ -37,7 +37,6 @@ func TestParseSbatchArg(t *testing.T) {
 		{"--dependency=afterok:123:456", Directive{Name: "dependency", Value: "afterok:123:456", HasValue: true}},
 		{"--nodelist=gpu[1-2]", Directive{Name: "nodelist", Value: "gpu[1-2]", HasValue: true}},
 		{"--begin=now+1hour", Directive{Name: "begin", Value: "now+1hour", HasValue: true}},
-		{"--error=/home/a/err-%j.txt", Directive{Name: "error", Value: "/home/a/err-%j.txt", HasValue: true}},
 		{"--hold", Directive{Name: "hold"}},
 	}
 	for _, tt := range ok {
@@ -54,6 +53,7 @@ func TestParseSbatchArg(t *testing.T) {
 		{"--mem-per-cpu=4G", "isched sets --mem-per-cpu"},
 		{"--gpus=2", "isched sets --gpus"},
 		{"--account=a", "use --account"},
+		{"--error=/home/a/err-%j.txt", "use --error"}, // its own flag, checked as --output is
 		{"--wait", "isched submits and returns"},
 		{"--array=1-4", "one job"},
 		{"--export=ALL", "use --export"},

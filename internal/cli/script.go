@@ -17,6 +17,7 @@ type Script struct {
 	MemMiB     int64         // --mem; 0: Slurm's default
 	TimeLimit  time.Duration // --time; 0: the partition's default
 	Output     string        // --output, appended to across attempts
+	Error      string        // --error, appended to likewise; "": with the output
 	Chdir      string
 	Comment    string      // the plan (report.Plan.FormatComment)
 	Nodes      string      // --nodes, N or MIN-MAX; "" is 1
@@ -191,6 +192,7 @@ func (s *Script) directives(b *strings.Builder) error {
 	}
 	b.WriteString("#SBATCH --open-mode=append\n")
 	add("output", s.Output)
+	add("error", s.Error)
 	add("chdir", s.Chdir)
 	add("comment", s.Comment)
 	if err := s.siteLines(b); err != nil {

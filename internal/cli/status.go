@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,8 @@ type target struct {
 	// acct: the job as Slurm's accounting keeps it (sacct), read when
 	// slurmctld no longer knows it; nil without accounting
 	acct *slurm.AcctJob
+	// info: the job as slurmctld shows it (scontrol), when asked
+	info *slurm.JobInfo
 	// unknown: a job id Slurm says it does not know (scontrol: Invalid
 	// job id, and no accounting record) that neither the job table nor the
 	// submission history lists;
@@ -135,7 +138,7 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 	if err == nil {
 		owner = info.UID
 		if p, ok, err := report.ParsePlanComment(info.Comment); ok && err == nil && p.Lineage != "" {
-			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner}, nil
+			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner, info: info}, nil
 		}
 	}
 	var acct *slurm.AcctJob
@@ -150,7 +153,7 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 		}
 	}
 	if l := a.recall(arg); l != "" {
-		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner, acct: acct}, nil
+		return target{lineage: l, how: "from your submission history " + a.historyPath(), jobArg: arg, ownerUID: owner, acct: acct, info: info}, nil
 	}
 	if errors.Is(err, slurm.ErrNotFound) && acct == nil {
 		// not a job of this cluster: one this user sent to another
@@ -159,7 +162,7 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 		}
 	}
 	return target{lineage: a.cluster() + "-" + arg, how: "the wrapper's default (job not in the job table)", jobArg: arg, ownerUID: owner, dflt: true,
-		acct: acct, unknown: errors.Is(err, slurm.ErrNotFound) && acct == nil}, nil
+		acct: acct, info: info, unknown: errors.Is(err, slurm.ErrNotFound) && acct == nil}, nil
 }
 
 // resolveLineage is the target of a lineage id, with the job in the table
@@ -300,10 +303,7 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 		}
 	}
 	if asJSON {
-		if s == nil {
-			return nil, fmt.Errorf("no status for lineage %s (key %s): the coordinator has not seen the job yet", t.lineage, st.Keys().JobStatus(t.lineage))
-		}
-		return s, writeJSON(a.stdout, statusView(s))
+		return s, a.writeStatusJSON(s, t, st.Keys().JobStatus(t.lineage))
 	}
 	if watch && !first {
 		if a.Terminal(a.stdout) {
@@ -319,6 +319,20 @@ func (a *App) showOne(ctx context.Context, arg string, asJSON, watch, first bool
 	}
 	writeStatus(a.stdout, s, t.job, now)
 	return s, nil
+}
+
+// writeStatusJSON prints the coordinator's record of the target, else what
+// Slurm says of its job (slurmStatus); an error when neither knows it.
+func (a *App) writeStatusJSON(s *report.JobStatus, t target, key string) error {
+	if s != nil {
+		return writeJSON(a.stdout, statusView(s))
+	}
+	note := fmt.Sprintf("no isched status yet (key %s): the coordinator has not seen the job start, or none follows this cluster", key)
+	v, ok := slurmStatus(t, cmp.Or(a.lineageCluster(t.lineage), a.cluster()), note)
+	if !ok {
+		return fmt.Errorf("no status for lineage %s (key %s): the coordinator has not seen the job yet, and Slurm does not show it", t.lineage, key)
+	}
+	return writeJSON(a.stdout, v)
 }
 
 // writeNoStatus shows a target the coordinator has no status of: its job
@@ -715,7 +729,9 @@ func (a *App) myJobs(ctx context.Context, st Store, jobs *report.JobTable, clust
 func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 	jobs, err := a.jobTable(ctx)
 	if err != nil {
-		return fmt.Errorf("no job table (%v): pass a job id or lineage", err)
+		// no agent publishes this cluster: the submissions Slurm still shows
+		jobs = a.historyTable(ctx)
+		fmt.Fprintf(a.stderr, "isched status: no job table (%v): listing your submissions (%s) that Slurm still shows\n", shortErr(err), a.historyPath())
 	}
 	st, _ := a.openStore(ctx)
 	rows := a.myJobs(ctx, st, jobs, "")
@@ -729,10 +745,12 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 		}
 	}
 	if asJSON {
-		out := []statusJSON{}
+		out := []any{}
 		for _, r := range rows {
 			if r.status != nil {
 				out = append(out, statusView(r.status))
+			} else if v, ok := slurmStatus(target{lineage: r.plan.Lineage, job: r.job}, cmp.Or(r.cluster, a.cluster()), "no isched status yet: the coordinator has not seen the job start"); ok {
+				out = append(out, v)
 			}
 		}
 		return writeJSON(a.stdout, out)

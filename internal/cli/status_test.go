@@ -98,8 +98,11 @@ func TestStatus(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
+	// the pending job 44, which the coordinator has not seen, is listed
+	// with what Slurm says of it
 	var list []statusJSON
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].Lineage != want.Lineage {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 2 || list[0].Lineage != want.Lineage ||
+		list[0].Source != "coordinator" || list[1].Source != "slurm" || list[1].JobID != 44 || list[1].State != "PENDING" {
 		t.Errorf("status --json: %v %+v", err, list)
 	}
 }
@@ -140,8 +143,43 @@ func TestStatusNotYetKnown(t *testing.T) {
 	if code, out, _ := h.run("status", "999"); code != ExitOK || !strings.Contains(out, "lineage lab-999 (the wrapper's default") {
 		t.Errorf("default lineage: exit %d\n%s", code, out)
 	}
-	if code, _, errOut := h.run("status", "999", "--json"); code != ExitError || !strings.Contains(errOut, "no status for lineage lab-999") {
-		t.Errorf("--json without status: exit %d %q", code, errOut)
+	// --json: what Slurm says, marked as such
+	code, out, errOut := h.run("status", "999", "--json")
+	var got slurmStatusJSON
+	if err := json.Unmarshal([]byte(out), &got); code != ExitOK || err != nil || got.Source != "slurm" || got.State != "PENDING" ||
+		got.JobID != 999 || got.Lineage != "lab-999" || got.Ended != nil || got.ExitStatus != nil || !strings.Contains(got.Note, "no isched status yet") {
+		t.Errorf("--json without status: exit %d %v %+v %s", code, err, got, errOut)
+	}
+	if code, _, errOut := h.run("status", "lab-nobody-1", "--json"); code != ExitError || !strings.Contains(errOut, "no status for lineage lab-nobody-1") ||
+		!strings.Contains(errOut, "Slurm does not show it") {
+		t.Errorf("--json of a lineage nobody knows: exit %d %q", code, errOut)
+	}
+}
+
+// TestStatusJSONOfEndedSlurmJob: a job the coordinator never recorded
+// that Slurm shows ended carries its end and exit status as a shell
+// would show it (128+signal when killed).
+func TestStatusJSONOfEndedSlurmJob(t *testing.T) {
+	end := time.Date(2026, 11, 28, 16, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		state, code string
+		want        int
+	}{{"COMPLETED", "0:0", 0}, {"FAILED", "3:0", 3}, {"CANCELLED", "0:9", 137}, {"TIMEOUT", "0:15", 143}} {
+		h := newHarness(t)
+		h.statusState()
+		h.slurm.jobs = map[string]*slurm.JobInfo{"901": {JobID: "901", UID: 1001, User: "alice", State: c.state, EndTime: end,
+			Fields: map[string]string{"ExitCode": c.code}}}
+		code, out, errOut := h.run("status", "901", "--json")
+		var got slurmStatusJSON
+		if err := json.Unmarshal([]byte(out), &got); code != ExitOK || err != nil {
+			t.Fatalf("%s: exit %d %v %s", c.state, code, err, errOut)
+		}
+		if got.State != c.state || got.ExitStatus == nil || *got.ExitStatus != c.want || got.Ended == nil || !got.Ended.Equal(end) || got.UID != 1001 {
+			t.Errorf("%s %s: %+v", c.state, c.code, got)
+		}
+	}
+	if exitStatus("") != nil || exitStatus("x:0") != nil || exitStatus("1") != nil {
+		t.Error("a malformed ExitCode must give no exit status")
 	}
 }
 
@@ -476,5 +514,37 @@ func TestLossLine(t *testing.T) {
 		if got := lossLine(&tc.l); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.l, got, tc.want)
 		}
+	}
+}
+
+// TestStatusListWithoutJobTable: where no agent publishes the cluster's
+// job table, `isched status` lists the user's submissions (the history)
+// that Slurm still shows, with what Slurm says of them; a submission
+// slurmctld forgot is left out.
+func TestStatusListWithoutJobTable(t *testing.T) {
+	h := newHarness(t)
+	hist := filepath.Join(h.dir, ".cache", "isched", "submitted")
+	if err := os.MkdirAll(filepath.Dir(hist), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lines := "lab 500 lab-u1001-old-1\nlab 501 lab-u1001-fn-2\nlab2 501 lab2-u1001-x-3\nnot a line\n"
+	if err := os.WriteFile(hist, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.slurm.jobs = map[string]*slurm.JobInfo{"501": {JobID: "501", User: "alice", UID: 1001, State: "RUNNING", Partition: "cpu", NodeList: "cpu1",
+		Comment: report.Plan{Lineage: "lab-u1001-fn-2", Ideal: "cpu"}.FormatComment()}}
+	code, out, errOut := h.run("status", "--json")
+	var got []slurmStatusJSON
+	if err := json.Unmarshal([]byte(out), &got); code != ExitOK || err != nil || len(got) != 1 {
+		t.Fatalf("exit %d %v %q %s", code, err, out, errOut)
+	}
+	if g := got[0]; g.JobID != 501 || g.Lineage != "lab-u1001-fn-2" || g.State != "RUNNING" || g.Source != "slurm" || g.Node != "cpu1" {
+		t.Errorf("listed %+v", g)
+	}
+	if !strings.Contains(errOut, "no job table") || !strings.Contains(errOut, hist) {
+		t.Errorf("stderr does not say where the list comes from: %q", errOut)
+	}
+	if code, out, _ := h.run("status"); code != ExitOK || !strings.Contains(out, "501") || !strings.Contains(out, "lab-u1001-fn-2") || strings.Contains(out, "500") {
+		t.Errorf("text list: exit %d\n%s", code, out)
 	}
 }

@@ -9,7 +9,8 @@ import "github.com/isched/isched/internal/report"
 // field of the record is here, under its own key or a renamed one
 // (TestJSONViewsCoverRecords).
 type statusJSON struct {
-	V         int         `json:"v"` // the record's schema version
+	V         int         `json:"v"`      // the record's schema version
+	Source    string      `json:"source"` // "coordinator"; "slurm" in slurmStatusJSON
 	Cluster   string      `json:"cluster"`
 	Lineage   string      `json:"lineage"`
 	JobID     uint64      `json:"job_id"`
@@ -125,7 +126,7 @@ type decisionJSON struct {
 // statusView is s in the --json style.
 func statusView(s *report.JobStatus) statusJSON {
 	v := statusJSON{
-		V: s.V, Cluster: s.Cluster, Lineage: s.Lineage, JobID: s.JobID, User: s.User, UID: s.UID, State: s.State,
+		V: s.V, Source: sourceCoordinator, Cluster: s.Cluster, Lineage: s.Lineage, JobID: s.JobID, User: s.User, UID: s.UID, State: s.State,
 		Partition: s.Partition, Node: s.Node, Attempt: s.Attempt, Plan: planView(s.Plan),
 		Started: msTimeOrNil(s.StartedMS), Ended: msTimeOrNil(s.EndedMS), ExitStatus: s.ExitStatus,
 		History: attemptsJSON(s.History), Continuations: s.Continuations, ResumeFailures: s.ResumeFailures,

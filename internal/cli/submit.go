@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -86,11 +87,14 @@ type submitOpts struct {
 	ckptDir     string
 	name        string
 	output      string
+	errPath     string // --error: the job's stderr apart; "": with the output
 	wrapper     string
 	wrapperArgs listFlag
 	lineage     string
 	lineageMade bool // lineage is newLineage's, not the user's --lineage
 	dryRun      bool
+	asJSON      bool // --json: say where the job went as JSON (submitJSON)
+	parsable    bool // --parsable: the job id (and ;cluster) alone, as sbatch
 	asUser      string
 	argv        []string
 	site        siteOpts
@@ -137,6 +141,15 @@ func (c *submitCmd) run(ctx context.Context, args []string) error {
 	o.argv = fs.Args()
 	if len(o.argv) == 0 {
 		return usageErr("no training command: isched submit [flags] -- python train.py ... (or a batch script: isched submit job.sbatch)")
+	}
+	if o.dryRun && (o.asJSON || o.parsable) {
+		return usageErr("--json and --parsable say where a submitted job went: a --dry-run submits nothing")
+	}
+	if o.asJSON && o.parsable {
+		return usageErr("--json or --parsable, not both")
+	}
+	if err := o.in.checkCounts(); err != nil {
+		return err
 	}
 	if err := a.takeRequest(o, flagsSet(fs)); err != nil {
 		return err
@@ -200,6 +213,46 @@ func (a *App) showDryRun(o *submitOpts, cluster string, script []byte, comment s
 	}
 }
 
+// submitJSON is `isched submit --json`: where the job went, for a program
+// that follows it (the Python Job reads its output files from here).
+type submitJSON struct {
+	JobID         uint64   `json:"job_id"`
+	Cluster       string   `json:"cluster"`
+	Lineage       string   `json:"lineage"`
+	Partitions    []string `json:"partitions"` // in the order the job may start on them
+	Ideal         string   `json:"ideal"`
+	Output        string   `json:"output"`         // Slurm's --output, as given to it (%j and the like unexpanded)
+	Error         *string  `json:"error"`          // --error; null: stderr goes to the output
+	CheckpointDir string   `json:"checkpoint_dir"` // --checkpoint-dir
+}
+
+// saySubmitted prints the job id on stdout: sbatch's line, the id alone
+// (--parsable) or where the job went (--json).
+func (a *App) saySubmitted(o *submitOpts, sub *submission, id string) error {
+	switch {
+	case o.asJSON:
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil {
+			return fmt.Errorf("sbatch printed job id %q: %w", id, err)
+		}
+		v := submitJSON{JobID: n, Cluster: cmp.Or(sub.cluster, a.cluster()), Lineage: o.lineage, Partitions: sub.partitions,
+			Ideal: sub.ideal, Output: o.output, CheckpointDir: o.ckptDir}
+		if o.errPath != "" {
+			v.Error = &o.errPath
+		}
+		return writeJSON(a.stdout, v)
+	case o.parsable && sub.cluster != "":
+		fmt.Fprintf(a.stdout, "%s;%s\n", id, sub.cluster)
+	case o.parsable:
+		fmt.Fprintln(a.stdout, id)
+	case sub.cluster != "":
+		fmt.Fprintf(a.stdout, "Submitted batch job %s on cluster %s\n", id, sub.cluster)
+	default:
+		fmt.Fprintf(a.stdout, "Submitted batch job %s\n", id)
+	}
+	return nil
+}
+
 // send makes the checkpoint directory, submits the script and says where
 // the job went.
 func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script []byte, spec slurm.SubmitSpec) error {
@@ -215,10 +268,8 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 	if err != nil {
 		return err
 	}
-	if sub.cluster != "" {
-		fmt.Fprintf(a.stdout, "Submitted batch job %s on cluster %s\n", id, sub.cluster)
-	} else {
-		fmt.Fprintf(a.stdout, "Submitted batch job %s\n", id)
+	if err := a.saySubmitted(o, sub, id); err != nil {
+		return err
 	}
 	if err := a.remember(sub.cluster, id, o.lineage); err != nil {
 		fmt.Fprintf(a.stderr, "isched: warning: submission history: %v\n", err)
@@ -252,11 +303,14 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.req.cpus, "cpus", 0, "CPUs per task (default: the node type's share)")
 	fs.StringVar(&o.name, "job-name", "", "job name (default: the training script's name)")
 	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
+	fs.StringVar(&o.errPath, "error", "", "file for the job's stderr, appended to across attempts (default: with the output)")
 	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
 	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
 	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
 	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
+	fs.BoolVar(&o.asJSON, "json", false, "print where the job went as JSON: job id, cluster, lineage, partitions, output and error files, checkpoint directory (docs/json.md)")
+	fs.BoolVar(&o.parsable, "parsable", false, "print only the job id, and ;cluster when one was named, as sbatch --parsable")
 	fs.BoolVar(&o.reportDirect, "report-direct", false, "the job reports straight to Redis with the reporter password, not through isched-relay (default: report_direct in isched.conf; an opt-in for sites that give every job user that password, docs/threat-model.md)")
 	fs.BoolVar(&o.req.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
@@ -278,7 +332,7 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 // isched flag they mean: a Slurm user's -p gpu -t 2:00:00 -c 8 -N 1 -J name.
 var sbatchShort = [][2]string{
 	{"p", "partition-ideal"}, {"partition", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"cpus-per-task", "cpus"},
-	{"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"C", "constraint"},
+	{"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"e", "error"}, {"C", "constraint"},
 }
 
 // sbatchAliases registers sbatchShort on fs: each shares its isched
@@ -439,7 +493,7 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	}
 	s := Script{
 		JobName: o.name, Partitions: sub.partitions, Gres: sub.gres, CPUs: sub.cpus, MemMiB: sub.memMiB, TimeLimit: sub.timeLimit,
-		Output: o.output, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
+		Output: o.output, Error: o.errPath, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
 		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs, InBatchStep: o.batch != nil,
 	}

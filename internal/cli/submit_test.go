@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -274,5 +275,58 @@ func TestSubmitHelperDir(t *testing.T) {
 				t.Errorf("want one export ISCHED_HELPER_DIR=%s, got %d:\n%s", tc.want, got, out.String())
 			}
 		})
+	}
+}
+
+// TestSubmitSaysWhereTheJobWent: --json gives a program what it needs to
+// follow the job (id, lineage, output and error files, checkpoints);
+// --parsable the id alone, as sbatch; --error puts stderr apart, under the
+// same ownership checks as --output; neither goes with a dry run.
+func TestSubmitSaysWhereTheJobWent(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	errFile := filepath.Join(h.dir, "logs", "fn.err")
+	if err := os.MkdirAll(filepath.Dir(errFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--site", "../../examples/site-lab.json", "--receipts", "none", "--partition-ideal", "cpu", "--output", filepath.Join(h.dir, "logs", "fn.out"), "--wrapper", "/opt/isched/bin/isched-wrapper"}
+	code, out, errOut := h.run(append(append([]string{"submit", "--json", "-e", errFile, "--checkpoint-dir", filepath.Join(h.dir, "ck")}, common...), "--", "python3", "train.py")...)
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errOut)
+	}
+	var got submitJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	p, _, _ := report.ParsePlanComment(h.slurm.specs[0].Comment)
+	if got.JobID != 101 || got.Cluster != "lab" || got.Lineage != p.Lineage || got.Output != filepath.Join(h.dir, "logs", "fn.out") ||
+		got.Error == nil || *got.Error != errFile || got.CheckpointDir != filepath.Join(h.dir, "ck") || len(got.Partitions) == 0 {
+		t.Errorf("--json: %+v", got)
+	}
+	if script := string(h.slurm.submitted[0]); !strings.Contains(script, "#SBATCH --error="+errFile+"\n") {
+		t.Errorf("no --error line:\n%s", script)
+	}
+	// (the fake sbatch runs as root: each submission its own checkpoint directory)
+	code, out, errOut = h.run(append(append([]string{"submit", "--parsable", "--checkpoint-dir", filepath.Join(h.dir, "ck2")}, common...), "--", "python3", "train.py")...)
+	if code != 0 || out != "102\n" {
+		t.Fatalf("--parsable: exit %d %q %s", code, out, errOut)
+	}
+	if script := string(h.slurm.submitted[1]); strings.Contains(script, "--error") {
+		t.Errorf("an --error line without --error:\n%s", script)
+	}
+	for _, args := range [][]string{{"--json", "--dry-run"}, {"--parsable", "--dry-run"}, {"--json", "--parsable"}} {
+		if code, _, errOut := h.run(append(append(append([]string{"submit"}, args...), common...), "--", "python3", "train.py")...); code != ExitUsage ||
+			!strings.Contains(errOut, "--json") {
+			t.Errorf("%v: exit %d %s", args, code, errOut)
+		}
+	}
+	// a link planted at the error file is refused as at the output
+	link := filepath.Join(h.dir, "logs", "planted.err")
+	if err := os.Symlink("/etc/passwd", link); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := h.run(append(append([]string{"submit", "--error", link}, common...), "--", "python3", "train.py")...); code != ExitUsage ||
+		!strings.Contains(errOut, "--error "+link) {
+		t.Errorf("a linked --error: exit %d %s", code, errOut)
 	}
 }

@@ -26,6 +26,7 @@ type JobInfo struct {
 	BatchFlag   bool
 	TimeLimit   *time.Duration // nil: UNLIMITED or unset
 	StartTime   time.Time      // zero when Unknown/None
+	EndTime     time.Time      // the end, or while it runs the limit's; zero when Unknown/None
 	Comment     string
 	TresPerNode string // as printed, e.g. "gres:gpu:1"
 	TresPerJob  string
@@ -242,7 +243,7 @@ func (j *JobInfo) setUser(u string) error {
 	return nil
 }
 
-// setTimes reads Restarts, TimeLimit and StartTime where f has them; on
+// setTimes reads Restarts, TimeLimit, StartTime and EndTime where f has them; on
 // error, the field that is wrong.
 func (j *JobInfo) setTimes(f map[string]string) (string, error) {
 	if s, ok := f["Restarts"]; ok {
@@ -259,12 +260,17 @@ func (j *JobInfo) setTimes(f map[string]string) (string, error) {
 		}
 		j.TimeLimit = d
 	}
-	if s := f["StartTime"]; s != "" {
-		t, err := parseTimestamp(s)
-		if err != nil {
-			return "StartTime", err
+	for _, tf := range []struct {
+		name string
+		to   *time.Time
+	}{{"StartTime", &j.StartTime}, {"EndTime", &j.EndTime}} {
+		if s := f[tf.name]; s != "" {
+			t, err := parseTimestamp(s)
+			if err != nil {
+				return tf.name, err
+			}
+			*tf.to = t
 		}
-		j.StartTime = t
 	}
 	return "", nil
 }

@@ -45,7 +45,9 @@ The user's side (a notebook, a script): ``isched.summarize(model, (3, 224,
 ``isched.estimate``, ``plan``, ``submit``, ``status``, ``follow``, ``report``
 (isched.cli: they run the isched command with --json; ``parse_time`` reads
 its RFC 3339 times), ``table2``,
-``migration_plans``, ``format_table`` (isched.tables). They are loaded on first
+``migration_plans``, ``format_table`` (isched.tables); ``Job``, ``jobs``,
+``Executor`` (isched.runs: a submitted run as an object, and Python
+functions as jobs). They are loaded on first
 use, so a training loop's ``import isched`` stays cheap.
 
 Frameworks: isched.lightning.IschedCallback (PyTorch Lightning) and
@@ -83,6 +85,11 @@ _LAZY = {
     "CLIError": "cli",
     "cli_path": "cli",
     "parse_time": "cli",
+    "Job": "runs",
+    "FunctionJob": "runs",
+    "Executor": "runs",
+    "JobError": "runs",
+    "jobs": "runs",
     "table2": "tables",
     "migration_plans": "tables",
     "format_table": "tables",

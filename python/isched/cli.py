@@ -42,8 +42,6 @@ __all__ = ["CLIError", "cli_path", "flag_args", "run", "estimate", "plan", "subm
 # a list repeats the flag instead of joining the values with commas.
 REPEATABLE = frozenset({"sbatch_arg", "wrapper_arg"})
 
-_SUBMITTED = re.compile(r"^Submitted batch job (\d+)\s*$", re.MULTILINE)
-
 # RFC 3339, as --json prints times ("2026-11-27T15:04:05.123Z", docs/json.md).
 _RFC3339 = re.compile(r"^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)$")
 
@@ -202,23 +200,25 @@ def plan(model, samples=None, epochs=None, batch=None, as_frame=False, timeout=N
 
 
 def submit(command, model=None, timeout=None, **flags):
-    """isched submit [flags] -- command...: the Slurm job id (an int).
+    """isched submit [flags] -- command...: an isched.Job (isched.runs) to
+    follow, wait for, cancel and read; int(job) is the Slurm job id.
 
     command is the training command as a list, e.g. ["python3", "train.py",
     "--epochs", "10"]; it runs as given under isched-wrapper, no shell. With
     dry_run=True nothing is submitted and the batch script is returned.
+    To run a Python function in a job, see isched.Executor.
     """
     if isinstance(command, (str, bytes)) or not command:
         raise TypeError("command: want a non-empty list of arguments such as ['python3', 'train.py'] "
                         "(it runs without a shell), got %r" % (command,))
-    with _model_file(model) as path:
-        out = run(["submit"] + flag_args(dict(model=path, **flags)) + ["--"] + [str(a) for a in command], timeout)
+    if callable(command):
+        raise TypeError("command: a function goes through isched.Executor().submit(fn, *args), not isched.submit")
     if flags.get("dry_run"):
-        return out
-    m = _SUBMITTED.search(out)
-    if m is None:
-        raise ValueError("isched submit succeeded but printed no 'Submitted batch job N': %.200r" % out)
-    return int(m.group(1))
+        with _model_file(model) as path:
+            return run(["submit"] + flag_args(dict(model=path, **flags)) + ["--"] + [str(a) for a in command], timeout)
+    from isched import runs  # noqa: PLC0415 - runs imports this module
+
+    return runs.submit_job(command, model=model, timeout=timeout, **flags)
 
 
 def status(job=None, as_frame=False, timeout=None):
@@ -233,15 +233,31 @@ def status(job=None, as_frame=False, timeout=None):
     return _frame(out if isinstance(out, list) else [out])
 
 
+# Slurm's states of a job that is over (it may still be requeued and
+# continued by isched when a coordinator follows it).
+SLURM_ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                         "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})
+
+
+def over(record):
+    """Whether a status record says the run is over: the coordinator's
+    record ENDED, or, for a job no coordinator has a record of ("source":
+    "slurm"), Slurm's end."""
+    if record.get("source") == "slurm":
+        return record.get("state") in SLURM_ENDED
+    return record.get("state") == "ENDED"
+
+
 def follow(job, every=5.0, timeout=None):
-    """Yield status(job) now and every `every` seconds until its state is
-    ENDED (the last record yielded is the ended one), like isched status --watch."""
+    """Yield status(job) now and every `every` seconds until the run is
+    over (over(); the last record yielded is the ended one), like isched
+    status --watch."""
     import time  # noqa: PLC0415
 
     while True:
         st = status(job, timeout=timeout)
         yield st
-        if st.get("state") == "ENDED":
+        if over(st):
             return
         time.sleep(every)
 

@@ -136,12 +136,12 @@ class Commands(FakeCLI):
         self.assertFalse(os.path.exists(path), "the temporary model file is removed after the call")
 
     def test_submit_runs_the_command_without_a_shell(self):
-        self.answer("note: estimate from receipts\nSubmitted batch job 4211\n")
+        self.answer('{"job_id": 4211, "lineage": "lab-u1-train-1"}\n')
         cmd = ["python3", "train.py", "--tag", "a b; rm -rf / $(id) `id`", "*"]
         job = isched.submit(cmd, model="m.json", samples=100, batch=32, partition_ideal="gpu")
         self.assertEqual(job, 4211)
         self.assertEqual(self.called()["argv"],
-                         ["submit", "--model", "m.json", "--samples", "100", "--batch", "32", "--partition-ideal",
+                         ["submit", "--json", "--model", "m.json", "--samples", "100", "--batch", "32", "--partition-ideal",
                           "gpu", "--"] + cmd)
 
     def test_submit_dry_run_returns_the_script(self):
@@ -157,7 +157,7 @@ class Commands(FakeCLI):
 
     def test_submit_without_a_job_id_is_an_error(self):
         self.answer("something else\n")
-        with self.assertRaisesRegex(ValueError, "Submitted batch job"):
+        with self.assertRaisesRegex(ValueError, "printed no JSON"):
             isched.submit(["true"])
 
     def test_status_and_report(self):
