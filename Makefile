@@ -182,7 +182,7 @@ test-scenario: build cluster-up ## the 9-minute issue-14 scenario that make test
 CHAOS_MIGRATIONS ?= 50
 CHAOS_RUN := ^(TestChaos.*|TestCheckpointDamageNeverResumed|TestHostileUser|TestRedisOutage|TestSpoolDiskFull)$$
 test-chaos: build cluster-up ## fault-injection suite on the real cluster (CHAOS_MIGRATIONS=50 migrations under SIGKILLs)
-	ISCHED_INTEGRATION=1 ISCHED_CHAOS_SLURMD=1 ISCHED_CHAOS_MIGRATIONS=$(CHAOS_MIGRATIONS) $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 60m \
+	ISCHED_INTEGRATION=1 ISCHED_CHAOS_MIGRATIONS=$(CHAOS_MIGRATIONS) $(GO) test -race -count=1 -tags integration,$(GOTAGS) -p 1 -timeout 60m \
 	  -run '$(CHAOS_RUN)' -v ./internal/e2e/ ./internal/wrapper/ 2>&1 | tee /tmp/isched-chaos.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|took|seed|chaos kills|moved'; exit $${PIPESTATUS[0]}
 
 # fuzz-ci: every fuzz target for a fixed number of executions (FUZZ_BUDGETS,

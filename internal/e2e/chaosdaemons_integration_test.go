@@ -227,6 +227,12 @@ func slurmctldCrashedSince(t time.Time) bool {
 	return false
 }
 
+// heldAfterCrash: Slurm holds the job (pending at priority 0) and the
+// lab's supervisor restarted a crashed slurmctld since t.
+func heldAfterCrash(s map[string]string, t time.Time) bool {
+	return s["JobState"] == "PENDING" && s["Priority"] == "0" && slurmctldCrashedSince(t)
+}
+
 // TestChaosSlurmdKilled (issue 8, requirement 3): the slurmd of the node a
 // planned job runs on is SIGKILLed, with the job's processes (the node is
 // gone). Slurm must notice (the node not responding, the run ending
@@ -234,17 +240,20 @@ func slurmctldCrashedSince(t time.Time) bool {
 // the job resumes from its last checkpoint and completes; the coordinator
 // follows the lineage through it (one lineage, two attempts, ended once).
 //
-// make test-chaos runs it (ISCHED_CHAOS_SLURMD=1); make test does not: on
-// the lab's Slurm 22.05.8 this scenario fails in ways isched does not
-// control in 3 of the last 5 clean-clone runs of make test (ci56, ci59,
-// ci60): the resumed attempt SIGKILLed again by the failed node's stale
-// terminate request (continuedAfterSecondKill: now checked, not failed), or
-// slurmctld segfaulting as the node returns and its restart leaving the
-// job held ("Job already running, do not launch second copy").
+// On the lab's Slurm 22.05.8 the scenario has three more endings that
+// isched does not control, each checked for what isched must still do:
+//   - the resumed attempt SIGKILLed again, 30 s in, by the failed node's
+//     stale REQUEST_TERMINATE_JOB (slurmctld keeps the job id across the
+//     requeue; seen at debug2): the coordinator continues the run from its
+//     newest checkpoint (continuedAfterSecondKill);
+//   - slurmctld segfaulting as the node returns, restarted by the lab's
+//     supervisor, the attempt's srun failing: the coordinator continues
+//     the run;
+//   - that crash's restart leaving the job held (Priority=0, "Job already
+//     running, do not launch second copy"): Slurm holds it and isched must
+//     not release what Slurm held; the test is skipped, naming the crash
+//     and the hold (.ci/allowed-skips lets this test skip, and only then).
 func TestChaosSlurmdKilled(t *testing.T) {
-	if os.Getenv("ISCHED_CHAOS_SLURMD") == "" {
-		t.Skip("make test-chaos runs it (ISCHED_CHAOS_SLURMD=1): Slurm 22.05.8's own failures in this scenario made make test flaky")
-	}
 	testutil.ClaimPartitions(t, "cpu", "gpu", "scavenger") // it kills the slurmd of a cpu node (scavenger's too)
 	w := newWorld(t, fastPolicy)
 	restoreClusterOnCleanup(t)
@@ -303,7 +312,15 @@ func TestChaosSlurmdKilled(t *testing.T) {
 	t.Logf("coordinator's last confirmed checkpoint: step %d (newest on disk: %d)", resume, ck)
 
 	clusterUp(t) // slurmd back; the node returns to service
-	s := waitJobEnd(t, w, job.id, 4*time.Minute)
+	var s map[string]string
+	waitFor(t, w, 4*time.Minute, "job "+job.id+" to end (or Slurm to hold it after a crash)", func() bool {
+		s = slurmJob(job.id)
+		return slurmEnded(s["JobState"]) || heldAfterCrash(s, killedAt)
+	})
+	if heldAfterCrash(s, killedAt) {
+		t.Skipf("slurmctld crashed after the kill (%s) and its restart left job %s held (JobState=%s Priority=0 Reason=%s...): Slurm's own failure; isched does not release a job Slurm held",
+			supervisorLog, job.id, s["JobState"], s["Reason"])
+	}
 	if s["JobState"] == "COMPLETED" && s["Restarts"] == "2" && slurmctldCrashedSince(killedAt) {
 		// slurmctld 22.05.8 can segfault as the node returns (seen in
 		// ci: right after it allocated the requeued job); the supervisor
