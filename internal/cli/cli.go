@@ -93,6 +93,10 @@ type App struct {
 	// Lstat is Stat not following a final link (default os.Lstat): the
 	// job's output and checkpoint directory as they are.
 	Lstat func(string) (fs.FileInfo, error)
+	// MakeJobDir makes a submission's checkpoint directory (default
+	// os.MkdirAll, mode 0750); send then checks, by Lstat, that it is the
+	// user's own.
+	MakeJobDir func(dir string) error
 	// Username is who runs the CLI (default: os/user, else $USER).
 	Username func() string
 	// UID is the uid that runs the CLI (default os.Getuid): the namespace
@@ -303,6 +307,9 @@ func (a *App) defaults() {
 	}
 	if a.Lstat == nil {
 		a.Lstat = os.Lstat
+	}
+	if a.MakeJobDir == nil {
+		a.MakeJobDir = func(dir string) error { return os.MkdirAll(dir, 0o750) }
 	}
 	if a.Prober == nil {
 		a.Prober = execProbe{}

@@ -208,10 +208,21 @@ func (h *harness) app() *App {
 		Getwd:      func() (string, error) { return harnessCwd, nil },
 		Stat:       h.homes.stat,
 		Lstat:      h.homes.lstat,
-		Username:   func() string { return "alice" },
-		UID:        func() int { return 1001 },
-		Random:     func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
-		Terminal:   func(io.Writer) bool { return false },
+		// a submission's checkpoint directory under /home is made in the
+		// fake homes: a test never writes into this machine's /home/alice
+		MakeJobDir: func(dir string) error {
+			if !strings.HasPrefix(dir, "/home/") {
+				return os.MkdirAll(dir, 0o750)
+			}
+			if _, ok := h.homes[dir]; !ok {
+				h.homes[dir] = ownedFile{fs.ModeDir | 0o750, os.Geteuid()}
+			}
+			return nil
+		},
+		Username: func() string { return "alice" },
+		UID:      func() int { return 1001 },
+		Random:   func(n int) []byte { return bytes.Repeat([]byte{0xab}, n) },
+		Terminal: func(io.Writer) bool { return false },
 		Sleep: func(context.Context, time.Duration) error {
 			h.slept++
 			if h.onSleep != nil {

@@ -159,8 +159,11 @@ func abs(cwd, p string) string {
 // checkOwnDir checks that dir (just made or found) is the user's own and
 // not writable by others: a directory another user made first is not one
 // to resume from.
-func checkOwnDir(dir string, uid int) error {
-	fi, err := os.Lstat(dir)
+func checkOwnDir(dir string, uid int) error { return checkOwnDirWith(os.Lstat, dir, uid) }
+
+// checkOwnDirWith is checkOwnDir through lstat.
+func checkOwnDirWith(lstat func(string) (fs.FileInfo, error), dir string, uid int) error {
+	fi, err := lstat(dir)
 	if err != nil {
 		return err
 	}

@@ -256,11 +256,11 @@ func (a *App) saySubmitted(o *submitOpts, sub *submission, id string) error {
 // send makes the checkpoint directory, submits the script and says where
 // the job went.
 func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script []byte, spec slurm.SubmitSpec) error {
-	if err := os.MkdirAll(o.ckptDir, 0o750); err != nil {
+	if err := a.MakeJobDir(o.ckptDir); err != nil {
 		return fmt.Errorf("checkpoint directory: %w", err)
 	}
 	if o.asUser == "" { // root making another user's directory owns it
-		if err := checkOwnDir(o.ckptDir, os.Geteuid()); err != nil {
+		if err := checkOwnDirWith(a.Lstat, o.ckptDir, os.Geteuid()); err != nil {
 			return fmt.Errorf("checkpoint directory: %w", err)
 		}
 	}
