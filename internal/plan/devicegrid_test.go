@@ -136,3 +136,69 @@ func hasReceipt(rs []report.Receipt, key string) bool {
 	}
 	return false
 }
+
+// TestDeviceGridStaticHalf replays the H100 grids' bf16 cells with the
+// summary's emulated autocast bytes (testdata/grid-saved-half.json, made
+// by isched.summarize on the CPU; the recorded summaries predate the
+// field): how much of what autograd keeps autocast halves is the
+// model's own (ResNet-50 0.51, GPT-2 0.72 of the float32 bytes), where
+// one HalfActivationFactor (0.5) put GPT-2's static estimate 16 to 30 %
+// under nvidia-smi's figure. With the emulated bytes, at 8 to 64 samples:
+// ResNet-50 +0.8 to +4.5 %; GPT-2 -8.1 to +0.3 % (was -16 to -30 %; the
+// summary, made on logits, leaves out the float32 loss over a 50257-token
+// vocabulary, and at 32 the allocator reserved 1.12 x what it allocated,
+// against 1.03 to 1.05 at 16 and 64); ResNet-18 -4.8 to -14.2 % (was -7
+// to -19 %): its allocated bytes are predicted (0.55 of float32, the
+// allocated growth per sample within 2 %), what is missing is the
+// caching allocator's reserve over them (reserved / allocated 1.17 to
+// 1.47): the allocator replay is the next step (docs/gpu-check.md). The
+// bounds below hold those figures so that a change that loses them fails.
+func TestDeviceGridStaticHalf(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("testdata/grid-saved-half.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var half struct {
+		Bytes map[string]int64 `json:"saved_half_bytes_per_sample"`
+	}
+	if err := json.Unmarshal(b, &half); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, name := range []string{"h100-2026-11-27b-bf16", "h100-2026-11-27c-bf16", "h100-2026-11-27d-bf16"} {
+		g, _ := loadGrid(t, name)
+		for _, c := range g.Configs {
+			m, err := DecodeModel(g.Summaries[c.Model])
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := Training{"adam", c.Precision}
+			m.SavedHalfBytesPerSample = half.Bytes[c.Model]
+			if m.SavedHalfBytesPerSample == 0 {
+				t.Fatalf("%s: no emulated bytes for %s", name, c.Model)
+			}
+			for _, r := range c.Rows {
+				if r.Batch > 64 {
+					continue // the largest batch that fit: memory-bound, its own test
+				}
+				was := StaticMemory(m, tr, r.Batch, true).Total()
+				mSaved := *m
+				mSaved.SavedHalfBytesPerSample = 0
+				old := StaticMemory(&mSaved, tr, r.Batch, true).Total()
+				e := float64(was-r.SMIBytes) / float64(r.SMIBytes)
+				t.Logf("%s %s %s batch %d: static %s (was %s) against %s: %+.1f%%", name, c.Model, c.Precision, r.Batch,
+					FormatBytes(was), FormatBytes(old), FormatBytes(r.SMIBytes), 100*e)
+				seen++
+				bound := map[string][2]float64{"resnet50": {-0.01, 0.10}, "gpt2": {-0.09, 0.10}, "resnet18": {-0.15, 0.10}}[c.Model]
+				if e < bound[0] || e > bound[1] || was < old {
+					t.Errorf("%s %s batch %d: static %s (%s with the one half factor) against %s measured: %+.1f%%, want %+.0f%%..%+.0f%% and no lower than before",
+						name, c.Model, r.Batch, FormatBytes(was), FormatBytes(old), FormatBytes(r.SMIBytes), 100*e, 100*bound[0], 100*bound[1])
+				}
+			}
+		}
+	}
+	if seen < 12 {
+		t.Errorf("%d bf16 cells replayed, want the grids' 12 at 8 to 64", seen)
+	}
+}

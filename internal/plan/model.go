@@ -52,6 +52,13 @@ type Model struct {
 	// not need are freed). Optional (older summaries); when present the
 	// static model scales it instead of ActivationBytesPerSample.
 	SavedBytesPerSample int64 `json:"saved_bytes_per_sample,omitempty"`
+	// SavedHalfBytesPerSample is SavedBytesPerSample under CUDA's autocast
+	// to half precision, emulated by the summary on the CPU: how much of
+	// what autograd keeps autocast halves depends on the model (ResNet-50
+	// 0.51, GPT-2 0.72). Optional; when present a GPU estimate under
+	// bf16/fp16 scales it instead of HalfActivationFactor x the float32
+	// bytes.
+	SavedHalfBytesPerSample int64 `json:"saved_half_bytes_per_sample,omitempty"`
 	// FLOPsPerSample is forward FLOPs for one sample, a multiply-add
 	// counting as 2 (convolutions and matrix products).
 	// Element-wise work is not counted; 0 for a model of embeddings only.
@@ -130,6 +137,7 @@ func (m *Model) checks() []fieldCheck {
 		{!slices.Contains([]int{1, 2, 4, 8}, m.ParamBytes), "param_bytes", "want 1, 2, 4 or 8 (bytes per parameter), got %d", []any{m.ParamBytes}},
 		{m.ActivationBytesPerSample <= 0, "activation_bytes_per_sample", "required, must be positive", nil},
 		{m.SavedBytesPerSample < 0, "saved_bytes_per_sample", "must not be negative", nil},
+		{m.SavedHalfBytesPerSample < 0, "saved_half_bytes_per_sample", "must not be negative", nil},
 		// 0 is possible (a model of embeddings only): its static time is 0
 		{m.FLOPsPerSample < 0, "flops_per_sample", "must not be negative", nil},
 		{!slices.Contains([]string{"", "aten-outputs", "leaf-outputs"}, m.ActivationsCounted), "activations_counted",

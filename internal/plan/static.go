@@ -135,11 +135,16 @@ func StaticMemory(m *Model, t Training, batch int, device bool) Memory {
 	// bytes on the CPU grid (bench-predict, summaries of torch 1.13) the
 	// static figure was under in 5 of 12 cells (down to -8.9 %), and the
 	// profiled fit, whose slope is capped at the static one, in 3 of 6.
-	perSample := float64(m.ActivationBytesPerSample+m.InputBytesPerSample()) * BackwardFactor
-	if device && m.SavedBytesPerSample > 0 {
-		perSample = float64(m.SavedBytesPerSample+m.InputBytesPerSample()) * SavedFactor
+	perSample := float64(m.ActivationBytesPerSample+m.InputBytesPerSample()) * BackwardFactor * half
+	switch {
+	case device && half != 1 && m.SavedHalfBytesPerSample > 0:
+		// what autocast keeps, measured by the summary's emulation at its
+		// own precision; the input itself stays float32
+		perSample = float64(m.SavedHalfBytesPerSample+m.InputBytesPerSample()) * SavedFactor
+	case device && m.SavedBytesPerSample > 0:
+		perSample = float64(m.SavedBytesPerSample+m.InputBytesPerSample()) * SavedFactor * half
 	}
-	mem.Activations = int64(math.Ceil(perSample * half * float64(batch)))
+	mem.Activations = int64(math.Ceil(perSample * float64(batch)))
 	if device {
 		mem.Overhead = GPUContextBytes
 	} else {

@@ -391,6 +391,37 @@ class Summarize(unittest.TestCase):
         self.assertFalse(net.bn.training)
         self.assertTrue(torch.equal(torch.get_rng_state(), before), "the global RNG state is restored")
 
+    def test_autocast_emulation(self):
+        """saved_half_bytes_per_sample: what autograd keeps under CUDA's
+        autocast, emulated on the CPU. A conv net keeps about half its
+        float32 bytes; a block whose layer norm and softmax autocast keeps in
+        float32 keeps more of them; the live model is left in float32."""
+        import torch
+
+        torch.manual_seed(0)
+        conv = isched.summarize(self.ns["Tiny"](), (1, 8, 8), layers=False)
+        self.assertIn("saved_half_bytes_per_sample", conv)
+        conv_ratio = conv["saved_half_bytes_per_sample"] / conv["saved_bytes_per_sample"]
+        self.assertGreater(conv_ratio, 0.4)
+        self.assertLess(conv_ratio, 0.75)
+
+        class Attn(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = torch.nn.LayerNorm(32)
+                self.qkv = torch.nn.Linear(32, 96)
+
+            def forward(self, x):
+                q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+                w = torch.softmax(q @ k.transpose(1, 2) / 32 ** 0.5, dim=-1)
+                return x + w @ v
+
+        m = Attn()
+        att = isched.summarize(m, (16, 32), layers=False)
+        att_ratio = att["saved_half_bytes_per_sample"] / att["saved_bytes_per_sample"]
+        self.assertGreater(att_ratio, conv_ratio, "layer norm and softmax stay float32 under autocast")
+        self.assertEqual({p.dtype for p in m.parameters()}, {torch.float32})
+
     def test_bad_arguments(self):
         net = self.ns["Tiny"]()
         for shape in ((), (1, 0, 8), "abc"):
