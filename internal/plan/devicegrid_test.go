@@ -151,7 +151,7 @@ func hasReceipt(rs []report.Receipt, key string) bool {
 // to -19 %): its allocated bytes are predicted (0.55 of float32, the
 // allocated growth per sample within 2 %), what is missing is the
 // caching allocator's reserve over them (reserved / allocated 1.17 to
-// 1.47): the allocator replay is the next step (docs/gpu-check.md). The
+// 1.47): the allocator replay is the next step (docs/model-summary.md). The
 // bounds below hold those figures so that a change that loses them fails.
 func TestDeviceGridStaticHalf(t *testing.T) {
 	t.Parallel()
