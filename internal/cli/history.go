@@ -135,7 +135,7 @@ func (a *App) historyTable(ctx context.Context) *report.JobTable {
 		id, _ := strconv.ParseUint(info.JobID, 10, 64)
 		j := report.Job{JobID: id, Name: info.Name, User: info.User, UID: info.UID, Partition: info.Partition, State: info.State,
 			Reason: info.Reason, Nodes: info.NodeList, Comment: info.Comment, StartMS: unixMilliOrZero(info.StartTime)}
-		if slurmEnded(info.State) {
+		if info.Ended() {
 			j.EndMS = unixMilliOrZero(info.EndTime)
 		}
 		t.Jobs = append(t.Jobs, j)

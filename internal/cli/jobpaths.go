@@ -156,13 +156,10 @@ func abs(cwd, p string) string {
 	return filepath.Join(cwd, p)
 }
 
-// checkOwnDir checks that dir (just made or found) is the user's own and
-// not writable by others: a directory another user made first is not one
-// to resume from.
-func checkOwnDir(dir string, uid int) error { return checkOwnDirWith(os.Lstat, dir, uid) }
-
-// checkOwnDirWith is checkOwnDir through lstat.
-func checkOwnDirWith(lstat func(string) (fs.FileInfo, error), dir string, uid int) error {
+// checkOwnDir checks that dir (just made or found, as lstat shows it) is
+// the user's own and not writable by others: a directory another user made
+// first is not one to resume from.
+func checkOwnDir(lstat func(string) (fs.FileInfo, error), dir string, uid int) error {
 	fi, err := lstat(dir)
 	if err != nil {
 		return err

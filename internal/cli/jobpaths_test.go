@@ -96,7 +96,7 @@ func TestCheckOwnDir(t *testing.T) {
 		{open, me, "writable by every user"},
 		{link, me, "not a directory (a symlink?)"},
 	} {
-		err := checkOwnDir(tt.dir, tt.uid)
+		err := checkOwnDir(os.Lstat, tt.dir, tt.uid)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s as uid %d: %v, want %q", tt.dir, tt.uid, err, tt.want)
 		}

@@ -3,6 +3,8 @@ package cli
 import (
 	"strconv"
 	"strings"
+
+	"github.com/isched/isched/internal/slurm"
 )
 
 // slurmStatusJSON is `isched status --json` for a job the coordinator has
@@ -45,7 +47,7 @@ func slurmStatus(t target, cluster, note string) (slurmStatusJSON, bool) {
 		v.JobID, _ = strconv.ParseUint(i.JobID, 10, 64)
 		v.User, v.UID, v.State, v.Reason, v.Partition, v.Node = i.User, i.UID, i.State, i.Reason, i.Partition, i.NodeList
 		v.Started = timeOrNil(i.StartTime)
-		if slurmEnded(i.State) {
+		if i.Ended() {
 			v.Ended = timeOrNil(i.EndTime)
 			v.ExitStatus = exitStatus(i.Fields["ExitCode"])
 		}
@@ -56,9 +58,8 @@ func slurmStatus(t target, cluster, note string) (slurmStatusJSON, bool) {
 	case t.acct != nil:
 		j := t.acct
 		v.JobID, _ = strconv.ParseUint(strings.SplitN(j.JobID, ".", 2)[0], 10, 64)
-		v.User, v.UID, v.Partition = j.User, j.UID, j.Partition
-		v.State, _, _ = strings.Cut(j.State, " ") // "CANCELLED by 1001"
-		if slurmEnded(v.State) {
+		v.User, v.UID, v.Partition, v.State = j.User, j.UID, j.Partition, j.State
+		if slurm.Ended(j.State) {
 			v.ExitStatus = exitStatus(j.ExitCode)
 		}
 	default:
@@ -68,16 +69,6 @@ func slurmStatus(t target, cluster, note string) (slurmStatusJSON, bool) {
 		v.Reason = ""
 	}
 	return v, true
-}
-
-// slurmEnded: Slurm shows the job over (it may still be requeued and
-// continued by isched when a coordinator follows it).
-func slurmEnded(state string) bool {
-	switch state {
-	case "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT":
-		return true
-	}
-	return false
 }
 
 // exitStatus reads Slurm's "status:signal" ExitCode as a shell would show

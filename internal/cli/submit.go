@@ -260,7 +260,7 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 		return fmt.Errorf("checkpoint directory: %w", err)
 	}
 	if o.asUser == "" { // root making another user's directory owns it
-		if err := checkOwnDirWith(a.Lstat, o.ckptDir, os.Geteuid()); err != nil {
+		if err := checkOwnDir(a.Lstat, o.ckptDir, os.Geteuid()); err != nil {
 			return fmt.Errorf("checkpoint directory: %w", err)
 		}
 	}
