@@ -271,38 +271,37 @@ class FunctionJob(Job):
         self.calldir = calldir
 
     def _outcome(self, timeout):
+        """Wait for the end; (the return value, None) when the function
+        returned, else (None, the exception to raise)."""
         rec = self.wait(timeout)
         path = os.path.join(self.calldir, "result.pkl")
         try:
             f = open(path, "rb")
         except FileNotFoundError:
             tail = [ln for ln in (self.stderr() or "").splitlines() if ln.strip() and not _wrapper_line(ln)][-5:]
-            return "lost", JobError("job %d (%s) ended without a result (%s)%s" % (
+            return None, JobError("job %d (%s) ended without a result (%s)%s" % (
                 self.job_id, self.lineage, _state_text(rec), (": " + " | ".join(tail)) if tail else ""), rec)
         with f:
             check_private(f.fileno(), path)
             kind, *rest = pickle.load(f)
-        return kind, rest
+        if kind == "ok":
+            return rest[0], None
+        exc, tb = rest
+        exc.__cause__ = RemoteTraceback(tb)
+        return None, exc
 
     def exception(self, timeout=None):
         """Wait for the end; None when the function returned, else the
         exception it raised (or a JobError when the job ended without a
         result: killed, timed out, cancelled)."""
-        kind, rest = self._outcome(timeout)
-        if kind == "ok":
-            return None
-        if kind == "lost":
-            return rest
-        exc, tb = rest
-        exc.__cause__ = RemoteTraceback(tb)
-        return exc
+        return self._outcome(timeout)[1]
 
     def result(self, timeout=None):
         """Wait for the end; the function's return value, or its exception raised."""
-        kind, rest = self._outcome(timeout)
-        if kind == "ok":
-            return rest[0]
-        raise self.exception(timeout)
+        value, exc = self._outcome(timeout)
+        if exc is not None:
+            raise exc
+        return value
 
 
 def _wrapper_line(line):

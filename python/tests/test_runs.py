@@ -19,6 +19,7 @@ import sys
 import tempfile
 import textwrap
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -62,8 +63,11 @@ def square(x):
 
 class Fake(unittest.TestCase):
     def setUp(self):
-        self.saved = {k: os.environ.get(k) for k in ("ISCHED_CLI", "FAKE_CALLS", "FAKE_ANSWERS", "XDG_CACHE_HOME")}
+        env = mock.patch.dict(os.environ)  # the environment as it was, after the test
+        env.start()
+        self.addCleanup(env.stop)
         self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
         fake = os.path.join(self.tmp.name, "isched")
         with open(fake, "w") as f:
             f.write(FAKE)
@@ -72,14 +76,6 @@ class Fake(unittest.TestCase):
         os.environ["FAKE_CALLS"] = os.path.join(self.tmp.name, "calls")
         os.environ["FAKE_ANSWERS"] = os.path.join(self.tmp.name, "answers.json")
         os.environ["XDG_CACHE_HOME"] = os.path.join(self.tmp.name, "cache")
-
-    def tearDown(self):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        self.tmp.cleanup()
 
     def answers(self, *outs, rc=0):
         with open(os.environ["FAKE_ANSWERS"], "w") as f:

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import textwrap
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -50,7 +51,6 @@ FAKE = textwrap.dedent("""\
     sys.exit(int(os.environ.get("FAKE_RC", "0")))
     """) % sys.executable
 
-FAKE_ENV = ("ISCHED_CLI", "FAKE_RECORD", "FAKE_STDOUT", "FAKE_STDERR", "FAKE_RC", "PATH")
 
 
 def testdata(name):
@@ -80,8 +80,11 @@ class FlagArgs(unittest.TestCase):
 
 class FakeCLI(unittest.TestCase):
     def setUp(self):
-        self.saved = {k: os.environ.get(k) for k in FAKE_ENV}
+        env = mock.patch.dict(os.environ)  # the environment as it was, after the test
+        env.start()
+        self.addCleanup(env.stop)
         self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
         self.fake = os.path.join(self.tmp.name, "isched")
         with open(self.fake, "w") as f:
             f.write(FAKE)
@@ -91,14 +94,6 @@ class FakeCLI(unittest.TestCase):
         os.environ["FAKE_RECORD"] = self.record
         for k in ("FAKE_STDOUT", "FAKE_STDERR", "FAKE_RC"):
             os.environ.pop(k, None)
-
-    def tearDown(self):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        self.tmp.cleanup()
 
     def answer(self, stdout="", stderr="", rc=0):
         os.environ["FAKE_STDOUT"] = stdout
