@@ -16,16 +16,15 @@ import pickle
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
-from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 import isched  # noqa: E402
 from isched import runs  # noqa: E402
+from fakecli import FakeCLITest  # noqa: E402
 
 # The fake isched: answers call N with $FAKE_ANSWERS[N] (the last one
 # again once they run out): {"stdout": ..., "rc": ...}; appends each argv
@@ -61,18 +60,11 @@ def square(x):
     return x * x
 
 
-class Fake(unittest.TestCase):
+class Fake(FakeCLITest):
+    FAKE = FAKE
+
     def setUp(self):
-        env = mock.patch.dict(os.environ)  # the environment as it was, after the test
-        env.start()
-        self.addCleanup(env.stop)
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        fake = os.path.join(self.tmp.name, "isched")
-        with open(fake, "w") as f:
-            f.write(FAKE)
-        os.chmod(fake, 0o755)
-        os.environ["ISCHED_CLI"] = fake
+        super().setUp()
         os.environ["FAKE_CALLS"] = os.path.join(self.tmp.name, "calls")
         os.environ["FAKE_ANSWERS"] = os.path.join(self.tmp.name, "answers.json")
         os.environ["XDG_CACHE_HOME"] = os.path.join(self.tmp.name, "cache")

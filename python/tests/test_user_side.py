@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import isched  # noqa: E402
 from isched import cli, tables  # noqa: E402
+from fakecli import FakeCLITest  # noqa: E402
 
 # The fake isched: records argv (and the --model file's content, when it
 # exists) as JSON in $FAKE_RECORD, prints $FAKE_STDOUT and $FAKE_STDERR,
@@ -78,19 +79,12 @@ class FlagArgs(unittest.TestCase):
                          ["--site", "/etc/isched/site.json"])
 
 
-class FakeCLI(unittest.TestCase):
+class FakeCLI(FakeCLITest):
+    FAKE = FAKE
+
     def setUp(self):
-        env = mock.patch.dict(os.environ)  # the environment as it was, after the test
-        env.start()
-        self.addCleanup(env.stop)
-        self.tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self.tmp.cleanup)
-        self.fake = os.path.join(self.tmp.name, "isched")
-        with open(self.fake, "w") as f:
-            f.write(FAKE)
-        os.chmod(self.fake, 0o755)
+        super().setUp()
         self.record = os.path.join(self.tmp.name, "record.json")
-        os.environ["ISCHED_CLI"] = self.fake
         os.environ["FAKE_RECORD"] = self.record
         for k in ("FAKE_STDOUT", "FAKE_STDERR", "FAKE_RC"):
             os.environ.pop(k, None)
@@ -253,7 +247,6 @@ def pandas_missing():
 class Frames(FakeCLI):
     def test_as_frame_without_pandas_says_so(self):
         self.answer("[]")
-        from unittest import mock
         with mock.patch.dict(sys.modules, {"pandas": None}):  # import pandas raises ImportError
             with self.assertRaisesRegex(ImportError, "as_frame=True needs pandas"):
                 isched.estimate("m.json", as_frame=True)
