@@ -69,6 +69,10 @@ func (f *fakeSlurm) addJob(id string, extra ...string) *slurm.JobInfo {
 			j.Restarts, _ = strconv.Atoi(v)
 		case "held":
 			j.State, j.Reason, j.Fields["Priority"] = "PENDING", "JobHeldUser", "0"
+		case "array": // "11_3": element 3 of array 11
+			j.ArrayJobID, j.ArrayTaskID, _ = strings.Cut(v, "_")
+		case "rest": // an array's pending rest of these tasks ("3", "2-3")
+			j.ArrayJobID, j.ArrayTaskID, j.Fields["rest"] = id, v, "1"
 		}
 	}
 	f.jobs[id] = j
@@ -142,7 +146,14 @@ func (f *fakeSlurm) Jobs(ctx context.Context) ([]report.Job, error) {
 	var out []report.Job
 	for id, j := range f.jobs {
 		n, _ := strconv.ParseUint(id, 10, 64)
-		out = append(out, report.Job{JobID: n, Name: j.Name, User: j.User, State: j.State, Partition: j.Partition, Comment: j.Comment})
+		rj := report.Job{JobID: n, Name: j.Name, User: j.User, State: j.State, Partition: j.Partition, Comment: j.Comment}
+		if j.Fields["rest"] != "" {
+			rj.ArrayTasks = j.ArrayTaskID
+		} else if task, err := strconv.Atoi(j.ArrayTaskID); err == nil {
+			rj.ArrayJobID, _ = strconv.ParseUint(j.ArrayJobID, 10, 64)
+			rj.ArrayTaskID = &task
+		}
+		out = append(out, rj)
 	}
 	return out, nil
 }

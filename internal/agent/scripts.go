@@ -55,6 +55,9 @@ type savedJob struct {
 	Comment   string `json:"comment"`
 	WorkDir   string `json:"work_dir"`
 	Partition string `json:"partition"`
+	// ArrayTask is the task id of an array element (its lineage is the
+	// array's with "_<task>"); it is submitted again as that one task.
+	ArrayTask *int   `json:"array_task,omitempty"`
 	SavedMS   int64  `json:"saved_ms"`
 	Script    string `json:"script"`
 }
@@ -103,11 +106,18 @@ func (s *scriptStore) path(id uint64) string {
 // naming its lineage (the lineage travels in the script, so the new job
 // resumes from the lineage's checkpoints).
 func resubmittable(j report.Job) (string, bool) {
-	p, ok, err := report.ParsePlanComment(j.Comment)
+	p, ok, err := report.JobPlan(j)
 	if !ok || err != nil || p.Lineage == "" {
 		return "", false
 	}
 	return p.Lineage, true
+}
+
+// jobLineage is the lineage of a job of isched's ("" for others): an
+// array's elements share a comment and each is a lineage of its own.
+func jobLineage(j report.Job) string {
+	p, _, _ := report.JobPlan(j)
+	return p.Lineage
 }
 
 // saveNew saves the batch script of each resubmittable job of the table
@@ -160,7 +170,7 @@ func (a *Agent) saveScript(ctx context.Context, j report.Job, lineage string) er
 		return err
 	}
 	rec := savedJob{JobID: j.JobID, User: info.User, UID: info.UID, Lineage: lineage, Comment: strings.TrimSpace(j.Comment),
-		WorkDir: info.Fields["WorkDir"], Partition: info.Partition, SavedMS: a.cfg.Now().UnixMilli(), Script: string(script)}
+		WorkDir: info.Fields["WorkDir"], Partition: info.Partition, ArrayTask: j.ArrayTaskID, SavedMS: a.cfg.Now().UnixMilli(), Script: string(script)}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -305,7 +315,7 @@ func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Resul
 		return refuse("job %d cannot be resubmitted: its script asks for what only a privileged user may (%s); Slurm would grant it to a submission by the agent", act.JobID, strings.Join(priv, "; "))
 	}
 	spec := slurm.SubmitSpec{User: rec.User, Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
-		Comment: rec.Comment, Chdir: rec.WorkDir, IgnorePBS: !pbs}
+		Comment: rec.Comment, Chdir: rec.WorkDir, IgnorePBS: !pbs, ArrayTask: rec.ArrayTask}
 	newID, err := a.slurm.SubmitWith(ctx, []byte(rec.Script), spec)
 	if err != nil {
 		if slurmDown(err) {
@@ -341,7 +351,7 @@ func (a *Agent) recoverResubmit(ctx context.Context, act *report.Action) (*repor
 		return nil, transient(err)
 	}
 	for _, j := range jobs {
-		if j.JobID > act.JobID && j.User == rec.User && strings.TrimSpace(j.Comment) == rec.Comment {
+		if j.JobID > act.JobID && j.User == rec.User && strings.TrimSpace(j.Comment) == rec.Comment && jobLineage(j) == rec.Lineage {
 			r := a.result(act.ID, report.StatusOK, fmt.Sprintf("resubmitted job %d as job %d (confirmed after an agent restart)", act.JobID, j.JobID), nil)
 			r.NewJobID = j.JobID
 			return r, nil

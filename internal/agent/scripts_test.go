@@ -298,3 +298,48 @@ func TestRecoverResubmit(t *testing.T) {
 		t.Errorf("new job 40: %+v, %v", r, err)
 	}
 }
+
+// TestResubmitArrayElement: an element of `isched submit --array` is a
+// lineage of its own ("_<task>"); submitted again, it is that one task of
+// an array (--array=3), so its script gives the wrapper the same lineage
+// and checkpoint directory. After an agent restart, the resubmission is
+// the new job of that element, not another element's with the same
+// comment.
+func TestResubmitArrayElement(t *testing.T) {
+	e := newEnv(t)
+	e.slurm.addJob("14", "comment="+planComment, "state=COMPLETED", "array=11_3")
+	cfg := e.config()
+	cfg.ScriptDir = filepath.Join(t.TempDir(), "scripts")
+	a, err := New(cfg, e.slurm, e.rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _ := e.slurm.Jobs(context.Background())
+	a.saveNew(context.Background(), jobs)
+	act := e.action(report.ActionResubmit, 14, func(a *report.Action) {
+		a.Lineage, a.Partition, a.TimeLimitMin = "lab-u1001-train-ab12_3", "cpu", 20
+	})
+	e.slurm.addJob("40", "comment="+planComment, "state=PENDING", "array=40_4") // another element's
+	if r, err := a.recoverResubmit(context.Background(), act); err != nil || r.Status != report.StatusFailed {
+		t.Errorf("element 4's job taken for element 3's resubmission: %+v, %v", r, err)
+	}
+	e.send(act)
+	if _, err := drain(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusOK {
+		t.Fatalf("result %+v", r)
+	}
+	e.slurm.mu.Lock()
+	spec := e.slurm.lastSubmit
+	e.slurm.mu.Unlock()
+	if spec.ArrayTask == nil || *spec.ArrayTask != 3 || spec.Comment != planComment {
+		t.Errorf("submitted with array task %v, comment %q; want task 3 and the array's comment", spec.ArrayTask, spec.Comment)
+	}
+	// Slurm 22.05 lists the new job, until it starts, as a pending rest of
+	// one task ("41_[3]" in squeue): that is element 3's resubmission
+	e.slurm.addJob("41", "comment="+planComment, "state=PENDING", "rest=3")
+	if r, err := a.recoverResubmit(context.Background(), act); err != nil || r.Status != report.StatusOK || r.NewJobID != 41 {
+		t.Errorf("the pending rest [3] not taken for element 3's resubmission: %+v, %v", r, err)
+	}
+}

@@ -126,7 +126,7 @@ func (r *scriptReq) from(name string) string { return r.where(r.vals[name]) }
 // scriptRefused are the options a batch script may not carry into an isched
 // run, and why (those isched sets itself, or that break the run).
 var scriptRefused = map[string]string{
-	"array": "an array's elements would share one lineage: submit each element with isched submit", "chdir": "isched runs the job in the directory isched submit runs in",
+	"chdir":    "isched runs the job in the directory isched submit runs in",
 	"clusters": "use isched submit --cluster", "wait": "isched submits and returns", "wrap": "the script is the command", "test-only": "use isched submit --dry-run",
 	"comment": "the comment carries isched's plan", "no-requeue": "moves and continuations are requeues",
 	"uid": "use --as-user", "gid": "use --as-user", "priority": "a privileged option", "get-user-env": "use --export=NONE",
@@ -149,7 +149,7 @@ var scriptRequestOptions = map[string]bool{
 	"partition": true, "gres": true, "gpus": true, "gpus-per-node": true, "time": true, "mem": true, "mem-per-cpu": true,
 	"mem-per-gpu": true, "cpus-per-task": true, "cpus-per-gpu": true, "nodes": true, "ntasks": true, "job-name": true,
 	"output": true, "error": true, "parsable": true, "account": true, "qos": true, "mail-type": true, "mail-user": true, "constraint": true, "export": true,
-	"signal": true, "nice": true,
+	"signal": true, "nice": true, "array": true,
 }
 
 // readScriptReq sorts a script's options (then the SBATCH_* variables of
@@ -252,6 +252,7 @@ func (r *scriptReq) apply(o *submitOpts, set map[string]bool) error {
 	str("constraint", "constraint", &o.site.constraint)
 	str("export", "export", &o.export)
 	str("nodes", "nodes", &o.site.nodes)
+	str("array", "array", &o.array)
 	if err := r.partitions(o, set); err != nil {
 		return err
 	}

@@ -98,7 +98,8 @@ func TestSubmitBatchScriptRefusals(t *testing.T) {
 	h := newHarness(t)
 	h.labState()
 	for _, tc := range []struct{ line, want string }{
-		{"#SBATCH --array=0-9", "line 2: --array=0-9: --array is not taken (an array's elements would share one lineage"},
+		{"#SBATCH --array=0-9%0", "--array: array \"0-9%0\": %0: want a positive count"},
+		{"#SBATCH -a 5-2", "--array: array \"5-2\": \"5-2\": the range ends before it starts"},
 		{"#SBATCH -D /scratch", "line 2: -D /scratch: --chdir is not taken"},
 		{"#SBATCH --priority=9000", "line 2: --priority=9000: --priority is not taken (a privileged option)"},
 		{"#SBATCH --nice=-100", "line 2: --nice=-100: --nice \"-100\": only a privileged user"},
@@ -116,6 +117,40 @@ func TestSubmitBatchScriptRefusals(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, tc.want) || !strings.Contains(errOut, job) {
 			t.Errorf("%q: exit %d, stderr %q; want the file and ~%q", tc.line, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestSubmitBatchScriptArray: a script's #SBATCH --array is taken: the
+// job is that array, each element a run of its own (lineage
+// <lineage>_<task>, its own checkpoint directory and output file), and
+// the command line's --array goes over the script's.
+func TestSubmitBatchScriptArray(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	job := writeScript(t, "#!/bin/bash\n#SBATCH -p cpu\n#SBATCH --array=0-3%2\npython train.py --seed $SLURM_ARRAY_TASK_ID\n")
+	code, out, errOut := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", job)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lineage := "lab-u1001-job-abababab"
+	for _, want := range []string{
+		"#SBATCH --array=0-3%2\n",
+		"#SBATCH --output=" + harnessCwd + "/isched-" + lineage + "_%a.out\n",
+		"export ISCHED_LINEAGE=" + lineage + "\n",
+		"\nexport ISCHED_LINEAGE=\"${ISCHED_LINEAGE}_${SLURM_ARRAY_TASK_ID}\"\n",
+		"\nexport ISCHED_CHECKPOINT_DIR=" + harnessCwd + "/checkpoints/" + lineage + `/"${SLURM_ARRAY_TASK_ID}"` + "\n",
+		"\nexec /opt/isched/bin/isched-wrapper --checkpoint-signal file ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the script lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "line 3 --array=0-3%2") {
+		t.Errorf("stderr does not say the array was taken from line 3:\n%s", errOut)
+	}
+	code, out, errOut = h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", "-a", "7", job)
+	if code != 0 || !strings.Contains(out, "#SBATCH --array=7\n") || strings.Contains(out, "--array=0-3") {
+		t.Errorf("-a 7 over the script's line: exit %d:\n%s%s", code, out, errOut)
 	}
 }
 

@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
 )
 
 // The submission history lets `isched status JOB` and `isched report JOB`
 // find the lineage of the user's own jobs after Slurm and the agent's job
 // table have forgotten them (MinJobAge): one line "<cluster> <job id>
-// <lineage>" per submission, in the user's cache directory.
+// <lineage>" per submission, and " array=<spec>" for an array (whose
+// elements are lineages <lineage>_<task>), in the user's cache directory.
 
 // historyPath is $XDG_CACHE_HOME/isched/submitted, else
 // $HOME/.cache/isched/submitted; "" when neither is set.
@@ -34,7 +36,7 @@ func (a *App) historyPath() string {
 }
 
 // remember appends a submission; failing to is only worth a warning.
-func (a *App) remember(cluster, jobID, lineage string) error {
+func (a *App) remember(cluster, jobID, lineage, array string) error {
 	if cluster == "" {
 		cluster = a.cluster()
 	}
@@ -49,7 +51,11 @@ func (a *App) remember(cluster, jobID, lineage string) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "%s %s %s\n", cluster, jobID, lineage)
+	line := cluster + " " + jobID + " " + lineage
+	if array != "" {
+		line += " array=" + array
+	}
+	_, err = fmt.Fprintln(f, line)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -86,7 +92,7 @@ func (a *App) recallOn(cluster, jobID string) string {
 }
 
 // submitted is one line of the submission history.
-type submitted struct{ jobID, lineage string }
+type submitted struct{ jobID, lineage, array string }
 
 // submissions are the history's entries for a cluster, oldest first.
 func (a *App) submissions(cluster string) []submitted {
@@ -103,9 +109,18 @@ func (a *App) submissions(cluster string) []submitted {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 3 && fields[0] == cluster && isJobID(fields[1]) && stream.ValidName(fields[2]) {
-			out = append(out, submitted{jobID: fields[1], lineage: fields[2]})
+		if len(fields) < 3 || len(fields) > 4 || fields[0] != cluster || !isJobID(fields[1]) || !stream.ValidName(fields[2]) {
+			continue
 		}
+		s := submitted{jobID: fields[1], lineage: fields[2]}
+		if len(fields) == 4 {
+			spec, ok := strings.CutPrefix(fields[3], "array=")
+			if _, err := slurm.ParseArraySpec(spec); !ok || err != nil {
+				continue
+			}
+			s.array = spec
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -71,13 +71,17 @@ func (a *App) jobPaths(o *submitOpts, cwd string) error {
 		}
 		fmt.Fprintf(a.stderr, "isched: %s is writable by every user: the job's output and checkpoints go to %s (--output and --checkpoint-dir choose)\n", cwd, private)
 	}
+	out := "isched-" + o.lineage + ".out"
+	if o.array != "" {
+		out = "isched-" + o.lineage + "_%a.out" // Slurm's %a: the element's task id
+	}
 	for _, p := range []struct {
 		path           *string
 		flag           string
 		def, inPrivate string
 	}{
 		{&o.ckptDir, "--checkpoint-dir", filepath.Join("checkpoints", o.lineage), "checkpoints"},
-		{&o.output, "--output", "isched-" + o.lineage + ".out", "isched-" + o.lineage + ".out"},
+		{&o.output, "--output", out, out},
 		{&o.errPath, "--error", "", ""},
 	} {
 		if *p.path == "" && p.def == "" {

@@ -54,7 +54,7 @@ var iSchedOwned = map[string]string{
 	"signal": "isched sets the time-limit warning", "export": "use --export (isched writes the environment into the script)",
 	"export-file": "use --export (isched writes the environment into the script)", "get-user-env": "use --export=NONE", "uid": "use --as-user", "gid": "use --as-user",
 	"parsable": "use --parsable", "test-only": "it submits nothing: use --dry-run", "wait": "isched submits and returns",
-	"array": "an isched lineage is one job", "clusters": "isched follows one cluster", "wrap": "the command goes after --",
+	"array": "use --array", "clusters": "isched follows one cluster", "wrap": "the command goes after --",
 	"help": "not an option of a job", "usage": "not an option of a job", "version": "not an option of a job",
 	"account": "use --account", "qos": "use --qos", "mail-type": "use --mail-type", "mail-user": "use --mail-user",
 	"constraint": "use --constraint", "ntasks": "use --ntasks", "nodes": "use --nodes",

@@ -55,7 +55,7 @@ func TestParseSbatchArg(t *testing.T) {
 		{"--account=a", "use --account"},
 		{"--error=/home/a/err-%j.txt", "use --error"}, // its own flag, checked as --output is
 		{"--wait", "isched submits and returns"},
-		{"--array=1-4", "one job"},
+		{"--array=1-4", "use --array"},
 		{"--export=ALL", "use --export"},
 		{"--no-requeue", "isched sets --no-requeue"},
 		{"--signal=B:USR2@60", "isched sets --signal"},

@@ -35,6 +35,12 @@ type Script struct {
 	Wrapper      string
 	WrapperArgs  []string
 	Argv         []string
+	// Array is --array: the script makes each element a run of its own
+	// (lineage ISCHED_LINEAGE_<task>, report.ElementLineage), checkpointing
+	// into ArrayCkptDir/<task> (ISCHED_CHECKPOINT_DIR, which the wrapper
+	// takes as its --checkpoint-dir).
+	Array        string
+	ArrayCkptDir string
 	// InBatchStep runs the wrapper in the batch step, not under srun: the
 	// command is the user's batch script, whose own srun lines start its
 	// steps (a step inside a step would wait for resources its parent
@@ -139,6 +145,9 @@ func (s *Script) Render() ([]byte, error) {
 	if err := s.environment(&b); err != nil {
 		return nil, err
 	}
+	if s.Array != "" {
+		s.element(&b)
+	}
 	b.WriteString(`echo "isched: lineage $ISCHED_LINEAGE job ${SLURM_JOB_ID:-} attempt ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_PARTITION:-}/${SLURMD_NODENAME:-} at $(date -Is)"` + "\n")
 	cmd, err := s.command()
 	if err != nil {
@@ -146,6 +155,26 @@ func (s *Script) Render() ([]byte, error) {
 	}
 	b.WriteString(cmd + "\n")
 	return []byte(b.String()), nil
+}
+
+// element writes what makes an array's element a run of its own: its
+// lineage and checkpoint directory, by its task id (set -u: a script run
+// outside an array fails here, before anything runs).
+func (s *Script) element(b *strings.Builder) {
+	b.WriteString("# An array: each element is a run of its own, lineage " + clean(s.lineageOf()) + "_<task id>, checkpoints in <dir>/<task id>.\n")
+	b.WriteString(`export ISCHED_LINEAGE="${ISCHED_LINEAGE}_${SLURM_ARRAY_TASK_ID}"` + "\n")
+	b.WriteString("export ISCHED_CHECKPOINT_DIR=" + ShellQuote(s.ArrayCkptDir) + `/"${SLURM_ARRAY_TASK_ID}"` + "\n")
+	b.WriteString(`mkdir -p -- "$ISCHED_CHECKPOINT_DIR"` + "\n")
+}
+
+// lineageOf is the ISCHED_LINEAGE the script exports.
+func (s *Script) lineageOf() string {
+	for _, kv := range s.Env {
+		if kv[0] == "ISCHED_LINEAGE" {
+			return kv[1]
+		}
+	}
+	return ""
 }
 
 // directives writes the #SBATCH lines; the first value the parser would
@@ -164,6 +193,7 @@ func (s *Script) directives(b *strings.Builder) error {
 		b.WriteString("#SBATCH --" + flag + "=" + v + "\n")
 	}
 	add("job-name", s.JobName)
+	add("array", s.Array)
 	add("partition", strings.Join(s.Partitions, ","))
 	add("gres", s.Gres)
 	nodes, ntasks := s.counts()

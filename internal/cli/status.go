@@ -48,6 +48,9 @@ func (c *statusCmd) run(ctx context.Context, args []string) error {
 	if len(pos) == 0 {
 		return a.listJobs(ctx, c.asJSON)
 	}
+	if shown, err := a.showArray(ctx, pos[0], c.asJSON); shown || err != nil {
+		return err
+	}
 	for first := true; ; first = false {
 		st, err := a.showOne(ctx, pos[0], c.asJSON, c.watch, first)
 		if err != nil || !c.watch || (st != nil && st.State == "ENDED") {
@@ -137,8 +140,8 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 	info, err := a.Slurm.ShowJob(ctx, arg)
 	if err == nil {
 		owner = info.UID
-		if p, ok, err := report.ParsePlanComment(info.Comment); ok && err == nil && p.Lineage != "" {
-			return target{lineage: p.Lineage, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner, info: info}, nil
+		if l := commentLineage(info.Comment, info.ID()); l != "" {
+			return target{lineage: l, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner, info: info}, nil
 		}
 	}
 	var acct *slurm.AcctJob
@@ -147,8 +150,8 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 		acct = a.acctJob(ctx, arg)
 		if acct != nil {
 			owner = acct.UID
-			if p, ok, perr := report.ParsePlanComment(acct.Comment); ok && perr == nil && p.Lineage != "" {
-				return target{lineage: p.Lineage, how: "plan in the job's comment (Slurm accounting)", jobArg: arg, ownerUID: owner, acct: acct}, nil
+			if l := commentLineage(acct.Comment, acct.JobID); l != "" {
+				return target{lineage: l, how: "plan in the job's comment (Slurm accounting)", jobArg: arg, ownerUID: owner, acct: acct}, nil
 			}
 		}
 	}
@@ -174,7 +177,7 @@ func resolveLineage(arg string, jobs *report.JobTable) (target, error) {
 	t := target{lineage: arg, how: "given"}
 	if jobs != nil {
 		for i := range jobs.Jobs {
-			if p, ok, _ := report.ParsePlanComment(jobs.Jobs[i].Comment); ok && p.Lineage == arg {
+			if p, ok, _ := report.JobPlan(jobs.Jobs[i]); ok && p.Lineage == arg {
 				t.job = &jobs.Jobs[i]
 			}
 		}
@@ -193,7 +196,7 @@ func (a *App) resolveInTable(arg string, jobs *report.JobTable) (target, bool) {
 		if strconv.FormatUint(j.JobID, 10) != arg && jobKey(j) != arg {
 			continue
 		}
-		if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil && p.Lineage != "" {
+		if p, ok, err := report.JobPlan(*j); ok && err == nil && p.Lineage != "" {
 			return target{lineage: p.Lineage, job: j, how: "plan in the job's comment", jobArg: arg, ownerUID: j.UID}, true
 		}
 		return target{lineage: a.cluster() + "-" + jobKey(j), job: j, how: "no isched plan in the comment: the wrapper's default",
@@ -222,8 +225,11 @@ func (a *App) acctJob(ctx context.Context, id string) *slurm.AcctJob {
 }
 
 func jobKey(j *report.Job) string {
-	if j.ArrayTaskID != nil {
+	switch {
+	case j.ArrayTaskID != nil:
 		return strconv.FormatUint(j.ArrayJobID, 10) + "_" + strconv.Itoa(*j.ArrayTaskID)
+	case j.ArrayTasks != "":
+		return strconv.FormatUint(j.JobID, 10) + "_[" + j.ArrayTasks + "]" // squeue's spelling of a pending rest
 	}
 	return strconv.FormatUint(j.JobID, 10)
 }
@@ -711,12 +717,12 @@ func (a *App) myJobs(ctx context.Context, st Store, jobs *report.JobTable, clust
 		if me != "" && j.User != me {
 			continue
 		}
-		p, ok, err := report.ParsePlanComment(j.Comment)
+		p, ok, err := rowPlan(*j)
 		if !ok || err != nil {
 			continue
 		}
 		r := listedJob{cluster: cluster, job: j, plan: p}
-		if st != nil {
+		if st != nil && stream.ValidName(p.Lineage) { // not a pending rest of several
 			r.status, _ = readStatus(ctx, st, p.Lineage)
 		}
 		rows = append(rows, r)
@@ -745,21 +751,27 @@ func (a *App) listJobs(ctx context.Context, asJSON bool) error {
 		}
 	}
 	if asJSON {
-		out := []any{}
-		for _, r := range rows {
-			if r.status != nil {
-				out = append(out, statusView(r.status))
-			} else if v, ok := slurmStatus(target{lineage: r.plan.Lineage, job: r.job}, cmp.Or(r.cluster, a.cluster()), "no isched status yet: the coordinator has not seen the job start"); ok {
-				out = append(out, v)
-			}
-		}
-		return writeJSON(a.stdout, out)
+		return a.writeRowsJSON(rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintf(a.stdout, "no isched jobs of %s in the job table\n", a.Username())
 		return nil
 	}
 	return a.writeJobList(rows)
+}
+
+// writeRowsJSON prints rows as `isched status --json` lists runs: the
+// coordinator's record of each, else what Slurm says of it.
+func (a *App) writeRowsJSON(rows []listedJob) error {
+	out := []any{}
+	for _, r := range rows {
+		if r.status != nil {
+			out = append(out, statusView(r.status))
+		} else if v, ok := slurmStatus(target{lineage: r.plan.Lineage, job: r.job}, cmp.Or(r.cluster, a.cluster()), "no isched status yet: the coordinator has not seen the job start"); ok {
+			out = append(out, v)
+		}
+	}
+	return writeJSON(a.stdout, out)
 }
 
 func (a *App) writeJobList(rows []listedJob) error {

@@ -218,7 +218,7 @@ func TestUnknownJob(t *testing.T) {
 			h.mr.RPush("isched:lab:job:{lab-999999}:series", string(b))
 		}, code: ExitOK, out: "lineage lab-999999: 1 points"},
 		{name: "status: in the submission history", args: []string{"status", "999999"}, setup: func(h *harness) {
-			if err := h.app().remember("", "999999", "lab-u1001-train-cdcdcdcd"); err != nil {
+			if err := h.app().remember("", "999999", "lab-u1001-train-cdcdcdcd", ""); err != nil {
 				t.Fatal(err)
 			}
 		}, code: ExitOK, out: "lineage lab-u1001-train-cdcdcdcd (from your submission history"},

@@ -92,15 +92,20 @@ type submitOpts struct {
 	wrapperArgs listFlag
 	lineage     string
 	lineageMade bool // lineage is newLineage's, not the user's --lineage
-	dryRun      bool
-	asJSON      bool // --json: say where the job went as JSON (submitJSON)
-	parsable    bool // --parsable: the job id (and ;cluster) alone, as sbatch
-	asUser      string
-	argv        []string
-	site        siteOpts
-	siteDirs    []Directive
-	env         [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
-	export      string      // --export: the environment the job gets (ALL, NONE, NAME,...)
+	// array is --array (sbatch's spelling, "0-15%4"): each element a run
+	// of its own, lineage <lineage>_<task> (report.ElementLineage), with
+	// its own checkpoint directory <ckptDir>/<task>; arraySpec is it read.
+	array     string
+	arraySpec slurm.ArraySpec
+	dryRun    bool
+	asJSON    bool // --json: say where the job went as JSON (submitJSON)
+	parsable  bool // --parsable: the job id (and ;cluster) alone, as sbatch
+	asUser    string
+	argv      []string
+	site      siteOpts
+	siteDirs  []Directive
+	env       [][2]string // more variables for the job (isched profile's ISCHED_BATCH)
+	export    string      // --export: the environment the job gets (ALL, NONE, NAME,...)
 	// perGPU are the sbatch options given on the command line that
 	// count GPUs or memory per GPU or CPU (--gpus [type:]N,
 	// --gpus-per-node, --mem-per-gpu, --mem-per-cpu, --cpus-per-gpu):
@@ -224,6 +229,10 @@ type submitJSON struct {
 	Output        string   `json:"output"`         // Slurm's --output, as given to it (%j and the like unexpanded)
 	Error         *string  `json:"error"`          // --error; null: stderr goes to the output
 	CheckpointDir string   `json:"checkpoint_dir"` // --checkpoint-dir
+	// Array is --array, Elements its count: element <task> is lineage
+	// <lineage>_<task>, checkpointing in <checkpoint_dir>/<task>.
+	Array    string `json:"array,omitempty"`
+	Elements int    `json:"elements,omitempty"`
 }
 
 // saySubmitted prints the job id on stdout: sbatch's line, the id alone
@@ -236,7 +245,7 @@ func (a *App) saySubmitted(o *submitOpts, sub *submission, id string) error {
 			return fmt.Errorf("sbatch printed job id %q: %w", id, err)
 		}
 		v := submitJSON{JobID: n, Cluster: cmp.Or(sub.cluster, a.cluster()), Lineage: o.lineage, Partitions: sub.partitions,
-			Ideal: sub.ideal, Output: o.output, CheckpointDir: o.ckptDir}
+			Ideal: sub.ideal, Output: o.output, CheckpointDir: o.ckptDir, Array: o.array, Elements: o.arraySpec.Count}
 		if o.errPath != "" {
 			v.Error = &o.errPath
 		}
@@ -271,10 +280,14 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 	if err := a.saySubmitted(o, sub, id); err != nil {
 		return err
 	}
-	if err := a.remember(sub.cluster, id, o.lineage); err != nil {
+	if err := a.remember(sub.cluster, id, o.lineage, o.array); err != nil {
 		fmt.Fprintf(a.stderr, "isched: warning: submission history: %v\n", err)
 	}
-	fmt.Fprintf(a.stderr, "isched: lineage %s on %s", o.lineage, strings.Join(sub.partitions, ","))
+	if o.array != "" {
+		fmt.Fprintf(a.stderr, "isched: array %s of %d runs, lineages %s_<task>, on %s", o.array, o.arraySpec.Count, o.lineage, strings.Join(sub.partitions, ","))
+	} else {
+		fmt.Fprintf(a.stderr, "isched: lineage %s on %s", o.lineage, strings.Join(sub.partitions, ","))
+	}
 	if sub.cluster != "" {
 		fmt.Fprintf(a.stderr, " of cluster %s", sub.cluster)
 	}
@@ -307,6 +320,7 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
 	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
 	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
+	fs.StringVar(&o.array, "array", "", "an array of runs, as sbatch --array (0-15, 1,3,5-9:2, 0-99%10): each element is a run of its own, lineage <lineage>_<task>, checkpoints in <checkpoint-dir>/<task>, output <lineage>_<task>.out; SLURM_ARRAY_TASK_ID tells the command which it is")
 	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
 	fs.BoolVar(&o.asJSON, "json", false, "print where the job went as JSON: job id, cluster, lineage, partitions, output and error files, checkpoint directory (docs/json.md)")
@@ -333,6 +347,7 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 var sbatchShort = [][2]string{
 	{"p", "partition-ideal"}, {"partition", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"cpus-per-task", "cpus"},
 	{"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"e", "error"}, {"C", "constraint"},
+	{"a", "array"},
 }
 
 // sbatchAliases registers sbatchShort on fs: each shares its isched
@@ -397,28 +412,57 @@ func (a *App) decide(ctx context.Context, o *submitOpts) (submission, error) {
 	cl.others = a.otherNames()
 	sub, err := place(o.req, est, cl, now)
 	if err == nil && sub.cluster != "" && o.lineageMade {
-		o.lineage = a.newLineageIn(sub.cluster, o.name) // the coordinator there reserves its own namespace
+		o.lineage = a.newLineageIn(sub.cluster, o.name, o.elementRoom()) // the coordinator there reserves its own namespace
 	}
 	return sub, err
 }
 
 // nameJob checks or makes the job's name and lineage.
 func (a *App) nameJob(o *submitOpts) error {
+	if err := o.readArray(); err != nil {
+		return err
+	}
 	if o.name == "" {
 		o.name = jobName(o.argv)
 	} else if !stream.ValidName(o.name) {
 		return usageErr("--job-name %q: want 1-64 of [A-Za-z0-9._-]", o.name)
 	}
 	if o.lineage == "" {
-		o.lineage, o.lineageMade = a.newLineage(o.name), true
+		o.lineage, o.lineageMade = a.newLineageIn(a.cluster(), o.name, o.elementRoom()), true
 	} else if !stream.ValidName(o.lineage) {
 		return usageErr("--lineage %q: want 1-64 of [A-Za-z0-9._-]", o.lineage)
+	} else if room := o.elementRoom(); len(o.lineage)+room > 64 {
+		return usageErr("--lineage %q: an element's lineage (%s) would be over 64 characters: want at most %d for --array %s",
+			o.lineage, report.ElementLineage(o.lineage, o.arraySpec.MaxTask), 64-room, o.array)
 	} else if ns := a.lineageNamespace(); !strings.HasPrefix(o.lineage, ns) {
 		// free-form names are first come, first served (docs/threat-model.md)
 		fmt.Fprintf(a.stderr, "isched: warning: lineage %q is not in your namespace (%s…): another user who learns the name before your job's first report can claim it; use --lineage %s%s\n",
 			o.lineage, ns, ns, o.lineage)
 	}
 	return nil
+}
+
+// readArray checks --array (or the script's): sbatch's syntax, task
+// ids Slurm takes.
+func (o *submitOpts) readArray() error {
+	if o.array == "" {
+		return nil
+	}
+	spec, err := slurm.ParseArraySpec(o.array)
+	if err != nil {
+		return usageErr("--array: %v", err)
+	}
+	o.arraySpec = spec
+	return nil
+}
+
+// elementRoom is what an array's elements add to its lineage: "_" and
+// the highest task id; 0 without --array.
+func (o *submitOpts) elementRoom() int {
+	if o.array == "" {
+		return 0
+	}
+	return 1 + len(strconv.Itoa(o.arraySpec.MaxTask))
 }
 
 // loadEstimate loads the estimate of a submission with --model: its one
@@ -514,6 +558,9 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		s.Env = append(s.Env, [2]string{"ISCHED_HELPER_DIR", dir})
 	}
 	s.WrapperArgs = []string{"--checkpoint-dir", o.ckptDir, "--checkpoint-signal", "file"}
+	if o.array != "" { // the script gives each element its own (Script.Array)
+		s.Array, s.ArrayCkptDir, s.WrapperArgs = o.array, o.ckptDir, s.WrapperArgs[2:]
+	}
 	if sub.totalIters > 0 {
 		s.WrapperArgs = append(s.WrapperArgs, "--total-iters", strconv.FormatInt(sub.totalIters, 10))
 	}
@@ -677,15 +724,16 @@ func jobName(argv []string) string {
 // characters. The coordinator reserves a name of this form for that uid,
 // so another user who reads it in squeue cannot claim it first.
 func (a *App) newLineage(name string) string {
-	return a.newLineageIn(a.cluster(), name)
+	return a.newLineageIn(a.cluster(), name, 0)
 }
 
-// newLineageIn is newLineage for a job on cluster.
-func (a *App) newLineageIn(cluster, name string) string {
+// newLineageIn is newLineage for a job on cluster, room characters
+// shorter (an array's elements add "_<task>").
+func (a *App) newLineageIn(cluster, name string, room int) string {
 	suffix := hex.EncodeToString(a.Random(4))
 	prefix := cluster + "-u" + strconv.Itoa(a.UID()) + "-" + name
-	if len(prefix) > 64-9 {
-		prefix = prefix[:64-9]
+	if len(prefix) > 64-9-room {
+		prefix = prefix[:64-9-room]
 	}
 	return prefix + "-" + suffix
 }

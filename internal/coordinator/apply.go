@@ -271,7 +271,7 @@ func lastPartition(st *report.JobStatus) string {
 func (l *lineage) startFromTable(j report.Job, env *report.Envelope) {
 	st := &l.Status
 	st.User = j.User // Slurm's word; the report's user name is only the wrapper's
-	if p, ok, err := report.ParsePlanComment(j.Comment); ok && err == nil {
+	if p, ok, err := report.JobPlan(j); ok && err == nil {
 		st.Plan = &p
 		if env.Start.TotalIters == 0 && p.Total > 0 {
 			st.PlanTotal = p.Total

@@ -37,7 +37,7 @@ func confirmRun(j report.Job, listed bool, r report.Receipt, run ranFor) (ok boo
 	case r.UID == nil || j.UID != *r.UID:
 		return false, fmt.Sprintf("job owned by uid %d, not the lineage's owner", j.UID)
 	}
-	p, isPlan, err := report.ParsePlanComment(j.Comment)
+	p, isPlan, err := report.JobPlan(j)
 	switch {
 	case !isPlan || err != nil:
 		return false, "no isched plan in the job's comment"

@@ -65,7 +65,7 @@ func (c *Coordinator) adoptQueuedJobs(ctx context.Context, now time.Time) {
 	ids := slices.Sorted(maps.Keys(c.jobs))
 	for _, id := range ids {
 		j := c.jobs[id]
-		p, ok, err := report.ParsePlanComment(j.Comment)
+		p, ok, err := report.JobPlan(j)
 		if !ok || err != nil || p.Lineage == "" || (p.Cluster != "" && p.Cluster != c.keys.Cluster) {
 			continue // not ours: another isched deployment's job on the same Slurm
 		}

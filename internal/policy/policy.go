@@ -2,9 +2,10 @@ package policy
 
 import (
 	"fmt"
-	"github.com/isched/isched/internal/lifecycle"
 	"strings"
 	"time"
+
+	"github.com/isched/isched/internal/lifecycle"
 
 	"github.com/isched/isched/internal/estimate"
 	"github.com/isched/isched/internal/report"

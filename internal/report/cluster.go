@@ -207,9 +207,13 @@ func (t *JobTable) Validate() error {
 // valid UTF-8, including shell metacharacters and escape sequences. They are
 // never executed, and whoever prints them must escape them.
 type Job struct {
-	JobID           uint64 `json:"job_id"`
-	ArrayJobID      uint64 `json:"array_job_id,omitempty"`
-	ArrayTaskID     *int   `json:"array_task_id,omitempty"`
+	JobID       uint64 `json:"job_id"`
+	ArrayJobID  uint64 `json:"array_job_id,omitempty"`
+	ArrayTaskID *int   `json:"array_task_id,omitempty"`
+	// ArrayTasks is the task range of an array's pending rest ("2-3%2"),
+	// which squeue lists as one record under the array's job id; "" for
+	// other jobs. Each element gets its own record once Slurm starts it.
+	ArrayTasks      string `json:"array_tasks,omitempty"`
 	Name            string `json:"name"`
 	User            string `json:"user"`
 	UID             int    `json:"uid"`
@@ -247,6 +251,7 @@ func (j *Job) Validate() error {
 		slurmID("job_id", j.JobID, true),
 		slurmID("array_job_id", j.ArrayJobID, false),
 		arrayTask("array_job_id", j.ArrayJobID, j.ArrayTaskID),
+		printable("array_tasks", j.ArrayTasks, maxName, false),
 		text("name", j.Name, MaxText, false),
 		printable("user", j.User, maxName, false),
 		uid("uid", j.UID),

@@ -188,3 +188,41 @@ func planNumber(most int64, set func(*Plan, int64)) func(*Plan, string, string) 
 		return ""
 	}
 }
+
+// JobPlan is the plan in job j's comment as it applies to j. The elements
+// of an array (`isched submit --array`) share the comment, but each is a
+// lineage of its own, the comment's lineage and "_<task id>"
+// (ElementLineage): the name its batch script gives the wrapper. An
+// array's pending rest of one task ("3", as Slurm 22.05 lists an element
+// submitted again as --array=3 until it starts) is that element. ok is
+// false for a job without a plan and for a pending rest of several tasks
+// (j.ArrayTasks), which is no one element yet; err names the bad key of a
+// bad plan, or an element's lineage that would be too long.
+func JobPlan(j Job) (p Plan, ok bool, err error) {
+	p, ok, err = ParsePlanComment(j.Comment)
+	if !ok || err != nil {
+		return p, ok, err
+	}
+	task, isElement := j.ArrayTaskID, j.ArrayTaskID != nil
+	if j.ArrayTasks != "" {
+		one, _, _ := strings.Cut(j.ArrayTasks, "%")
+		n, err := strconv.Atoi(one)
+		if err != nil || n < 0 {
+			return Plan{}, false, nil
+		}
+		task, isElement = &n, true
+	}
+	if isElement && p.Lineage != "" {
+		p.Lineage = ElementLineage(p.Lineage, *task)
+		if err := lineage("comment.lineage", p.Lineage, true); err != nil {
+			return Plan{}, true, err
+		}
+	}
+	return p, true, nil
+}
+
+// ElementLineage is the lineage of task task of an array submitted as
+// lineage base.
+func ElementLineage(base string, task int) string {
+	return base + "_" + strconv.Itoa(task)
+}

@@ -64,3 +64,39 @@ func TestPlanJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestJobPlan: an array's elements share the comment but are lineages of
+// their own; its pending rest is no element yet.
+func TestJobPlan(t *testing.T) {
+	comment := Plan{Lineage: "lab-u1001-sweep-0a0b0c0d", Ideal: "gpu"}.FormatComment()
+	task := func(n int) *int { return &n }
+	long := Plan{Lineage: strings.Repeat("x", 62), Ideal: "gpu"}.FormatComment()
+	tests := []struct {
+		name    string
+		job     Job
+		ok      bool
+		lineage string
+		err     string
+	}{
+		{"plain job", Job{JobID: 7, Comment: comment}, true, "lab-u1001-sweep-0a0b0c0d", ""},
+		{"element 0", Job{JobID: 15, ArrayJobID: 11, ArrayTaskID: task(0), Comment: comment}, true, "lab-u1001-sweep-0a0b0c0d_0", ""},
+		{"element 12", Job{JobID: 11, ArrayJobID: 11, ArrayTaskID: task(12), Comment: comment}, true, "lab-u1001-sweep-0a0b0c0d_12", ""},
+		{"pending rest", Job{JobID: 11, ArrayTasks: "2-3%2", Comment: comment}, false, "", ""},
+		{"pending rest of two", Job{JobID: 11, ArrayTasks: "2,5", Comment: comment}, false, "", ""},
+		{"pending rest of one task", Job{JobID: 13, ArrayTasks: "3", Comment: comment}, true, "lab-u1001-sweep-0a0b0c0d_3", ""},
+		{"pending rest of one, throttled", Job{JobID: 13, ArrayTasks: "3%1", Comment: comment}, true, "lab-u1001-sweep-0a0b0c0d_3", ""},
+		{"no plan", Job{JobID: 8, Comment: "my run"}, false, "", ""},
+		{"element too long", Job{JobID: 9, ArrayJobID: 9, ArrayTaskID: task(100), Comment: long}, true, "", "comment.lineage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, ok, err := JobPlan(tt.job)
+			if ok != tt.ok || p.Lineage != tt.lineage {
+				t.Errorf("JobPlan = %q, ok %v; want %q, ok %v", p.Lineage, ok, tt.lineage, tt.ok)
+			}
+			if (err != nil) != (tt.err != "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("err = %v, want one naming %q", err, tt.err)
+			}
+		})
+	}
+}

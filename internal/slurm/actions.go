@@ -239,6 +239,11 @@ type SubmitSpec struct {
 	Cluster string
 	// IgnorePBS passes --ignore-pbs: sbatch reads no #PBS or #BSUB lines.
 	IgnorePBS bool
+	// ArrayTask submits the script as an array of that one task
+	// (`--array=N`, over the script's own #SBATCH --array): an element of
+	// an array submitted again keeps its SLURM_ARRAY_TASK_ID, hence its
+	// lineage and checkpoint directory. nil: not an array.
+	ArrayTask *int
 }
 
 // SubmitWith submits a batch script read from stdin (`sbatch --parsable`)
@@ -337,6 +342,15 @@ var sbatchOptions = []func(SubmitSpec) (string, error){
 	},
 	func(s SubmitSpec) (string, error) { return flagIf(s.Hold, "--hold"), nil },
 	func(s SubmitSpec) (string, error) { return flagIf(s.IgnorePBS, "--ignore-pbs"), nil },
+	func(s SubmitSpec) (string, error) {
+		if s.ArrayTask == nil {
+			return "", nil
+		}
+		if *s.ArrayTask < 0 {
+			return "", fmt.Errorf("%w: array task %d", ErrInvalid, *s.ArrayTask)
+		}
+		return "--array=" + strconv.Itoa(*s.ArrayTask), nil
+	},
 	func(s SubmitSpec) (string, error) {
 		return checked(s.Cluster, clusterRE.MatchString(s.Cluster), "--clusters="+s.Cluster, "cluster %q", s.Cluster)
 	},

@@ -481,6 +481,12 @@ func TestSubmitWith(t *testing.T) {
 	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Chdir: "/home/alice/run 1", IgnorePBS: true}); err != nil || id != "78" {
 		t.Fatalf("with --chdir: %q %v", id, err)
 	}
+	// an array element submitted again: that one task of an array
+	three := 3
+	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --array=3", stdout: "80\n"})
+	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{ArrayTask: &three}); err != nil || id != "80" {
+		t.Fatalf("with --array: %q %v", id, err)
+	}
 	// another cluster of the same slurmdbd: sbatch --clusters, whose
 	// --parsable answer is "id;cluster"
 	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --partition=gpu --clusters=lab2", stdout: "79;lab2\n"})
@@ -510,6 +516,7 @@ func TestSubmitWithInvalid(t *testing.T) {
 		{SubmitSpec{Gres: "gpu=1"}, `gres "gpu=1"`},
 		{SubmitSpec{TimeLimit: -time.Second}, `time limit -1s`},
 		{SubmitSpec{Cluster: "-M"}, `cluster "-M"`},
+		{SubmitSpec{ArrayTask: new(int(-1))}, `array task -1`},
 		{SubmitSpec{Comment: "a\x00b"}, `comment "a\x00b"`},
 		{SubmitSpec{Comment: strings.Repeat("c", 1025)}, `comment "` + strings.Repeat("c", 1025) + `"`},
 		{SubmitSpec{Chdir: "run"}, `working directory "run": want an absolute path without control characters`},

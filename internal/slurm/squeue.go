@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ type squeueJob struct {
 	JobID        num      `json:"job_id"`
 	ArrayJobID   num      `json:"array_job_id"`
 	ArrayTaskID  num      `json:"array_task_id"`
+	ArrayTasks   string   `json:"array_task_string"`
 	Name         string   `json:"name"`
 	UserName     string   `json:"user_name"`
 	UserID       num      `json:"user_id"`
@@ -185,6 +187,20 @@ func (sj *squeueJob) member(s *scanner, key []byte) error {
 	return nil
 }
 
+// array sets an array element's ids, or a pending rest's task range
+// ("11_[2-3%2]" has array_job_id but no task id; report.Job pairs the
+// two, so it is job 11 with its range).
+func (sj *squeueJob) array(j *report.Job) {
+	switch {
+	case !sj.ArrayJobID.Set || sj.ArrayJobID.V == 0:
+	case sj.ArrayTaskID.Set && !sj.ArrayTaskID.Inf:
+		t := int(sj.ArrayTaskID.V)
+		j.ArrayJobID, j.ArrayTaskID = uint64(sj.ArrayJobID.V), &t
+	case j.State == StatePending:
+		j.ArrayTasks = cmp.Or(sj.ArrayTasks, "?")
+	}
+}
+
 // numMember is the number member key names, or nil.
 func (sj *squeueJob) numMember(key []byte) *num {
 	switch string(key) {
@@ -245,6 +261,8 @@ func (sj *squeueJob) textMember(key []byte) *string {
 		return &sj.TresPerJob
 	case "comment":
 		return &sj.Comment
+	case "array_task_string":
+		return &sj.ArrayTasks
 	}
 	return nil
 }
@@ -420,12 +438,7 @@ func (sj *squeueJob) job() (report.Job, error) {
 		Priority:     sj.Priority.int(0),
 		Nice:         niceOf(sj.Nice),
 	}
-	if sj.ArrayJobID.Set && sj.ArrayJobID.V > 0 && sj.ArrayTaskID.Set && !sj.ArrayTaskID.Inf {
-		// A pending array remainder ("11_[2-3%2]") has array_job_id but no
-		// task id; report.Job pairs the two, so it is listed as job 11 alone.
-		t := int(sj.ArrayTaskID.V)
-		j.ArrayJobID, j.ArrayTaskID = uint64(sj.ArrayJobID.V), &t
-	}
+	sj.array(&j)
 	j.MemPerNodeBytes = memPerNode(sj.MemPerNode, sj.MemPerCPU, j.CPUs, j.NodeCount)
 	if sj.TimeLimit.Set && !sj.TimeLimit.Inf {
 		v := sj.TimeLimit.V

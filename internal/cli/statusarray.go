@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
+	"github.com/isched/isched/internal/stream"
+)
+
+// Arrays. The elements of `isched submit --array` share one plan comment
+// and each is a run of its own, lineage <lineage>_<task>
+// (report.ElementLineage). `isched status ARRAY_JOB_ID` or `isched
+// status LINEAGE` (the array's) shows them together: the elements the job
+// table lists, its pending rest, and the elements that ended and left it,
+// found by the array recorded in the submission history.
+
+// commentLineage is the lineage a job's comment gives the job Slurm
+// names key ("104_3" for element 3 of array 104), "" for none (no plan,
+// or an array's pending rest "104_[2-3]").
+func commentLineage(comment, key string) string {
+	p, ok, err := report.ParsePlanComment(comment)
+	if !ok || err != nil || p.Lineage == "" {
+		return ""
+	}
+	if _, task, isElement := strings.Cut(key, "_"); isElement {
+		n, err := strconv.Atoi(task)
+		if err != nil {
+			return ""
+		}
+		return report.ElementLineage(p.Lineage, n)
+	}
+	return p.Lineage
+}
+
+// rowPlan is the plan of a row of the user's job list: an element's
+// (report.JobPlan), and for an array's pending rest, whose elements
+// have no lineage yet, the array's with its task range in place of a task.
+func rowPlan(j report.Job) (report.Plan, bool, error) {
+	if p, ok, err := report.JobPlan(j); ok || err != nil {
+		return p, ok, err
+	}
+	p, ok, err := report.ParsePlanComment(j.Comment)
+	if ok && err == nil && p.Lineage != "" {
+		p.Lineage += "_[" + j.ArrayTasks + "]"
+	}
+	return p, ok, err
+}
+
+// arrayRef is an array of the user's: its job id, the lineage it was
+// submitted as, and its --array.
+type arrayRef struct {
+	jobID   uint64 // the array's job id, 0 when not known
+	lineage string // the lineage it was submitted as, "" when not known
+	spec    string // its --array, from the history; "" when not there
+}
+
+// arrayOf finds the array arg names (its job id, or the lineage it was
+// submitted as) among rows (the user's listed jobs) and in the submission
+// history; ok is false when arg names no array of the user's.
+func (a *App) arrayOf(arg string, rows []listedJob) (arrayRef, bool) {
+	var ref arrayRef
+	for _, s := range a.submissions(a.cluster()) {
+		if s.array != "" && (s.jobID == arg || s.lineage == arg) {
+			ref.lineage, ref.spec = s.lineage, s.array
+			ref.jobID, _ = strconv.ParseUint(s.jobID, 10, 64)
+		}
+	}
+	for _, r := range rows {
+		j := r.job
+		id := j.ArrayJobID
+		if j.ArrayTasks != "" {
+			id = j.JobID
+		}
+		p, ok, _ := report.ParsePlanComment(j.Comment)
+		if id == 0 || !ok {
+			continue
+		}
+		if strconv.FormatUint(id, 10) == arg || p.Lineage == arg {
+			ref.jobID, ref.lineage = id, p.Lineage
+		}
+	}
+	return ref, ref.jobID != 0 || ref.lineage != ""
+}
+
+// members are the rows of the array's elements and rest, then those of
+// elements the history's --array names that the table no longer lists,
+// from the coordinator's records (slurm.ArraySpec.Tasks: at most
+// slurm.MaxListedTasks looked up).
+func (a *App) members(ctx context.Context, st Store, ref arrayRef, rows []listedJob) []listedJob {
+	var out []listedJob
+	listed := map[string]bool{}
+	for _, r := range rows {
+		p, ok, _ := report.ParsePlanComment(r.job.Comment)
+		if !ok || p.Lineage != ref.lineage || (r.job.ArrayTaskID == nil && r.job.ArrayTasks == "") {
+			continue
+		}
+		out = append(out, r)
+		listed[r.plan.Lineage] = true
+	}
+	if ref.spec == "" || st == nil {
+		return out
+	}
+	spec, err := slurm.ParseArraySpec(ref.spec)
+	if err != nil {
+		return out
+	}
+	for _, task := range spec.Tasks {
+		name := report.ElementLineage(ref.lineage, task)
+		if listed[name] {
+			continue
+		}
+		s, err := readStatus(ctx, st, name)
+		if err != nil || s == nil {
+			continue
+		}
+		t := task
+		j := &report.Job{JobID: s.JobID, ArrayJobID: ref.jobID, ArrayTaskID: &t, State: s.State, Partition: s.Partition}
+		out = append(out, listedJob{job: j, plan: report.Plan{Lineage: name}, status: s})
+	}
+	return out
+}
+
+// showArray prints an array's elements as `isched status` lists runs;
+// false when arg names no array.
+func (a *App) showArray(ctx context.Context, arg string, asJSON bool) (bool, error) {
+	if !isJobID(arg) && !stream.ValidName(arg) || strings.Contains(arg, "_") && isJobID(arg) {
+		return false, nil
+	}
+	jobs, err := a.jobTable(ctx)
+	if err != nil {
+		jobs = a.historyTable(ctx)
+	}
+	st, _ := a.openStore(ctx)
+	rows := a.myJobs(ctx, st, jobs, "")
+	ref, ok := a.arrayOf(arg, rows)
+	if !ok {
+		return false, nil
+	}
+	members := a.members(ctx, st, ref, rows)
+	if asJSON {
+		return true, a.writeRowsJSON(members)
+	}
+	fmt.Fprintf(a.stdout, "array %s, lineage %s: element <task> is lineage %s_<task>\n", arrayName(ref), ref.lineage, ref.lineage)
+	if len(members) == 0 {
+		fmt.Fprintln(a.stdout, "no element in the job table or the coordinator's records yet")
+		return true, nil
+	}
+	return true, a.writeJobList(members)
+}
+
+func arrayName(ref arrayRef) string {
+	name := "job " + strconv.FormatUint(ref.jobID, 10)
+	if ref.jobID == 0 {
+		name = "(job id not known)"
+	}
+	if ref.spec != "" {
+		name += " (--array=" + ref.spec + ")"
+	}
+	return name
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/report"
+)
+
+// arrayState: alice's array 50 (--array=0-4, lineage L): elements 0 and 1
+// run as jobs 51 and 52, element 2 ended and left the job table (the
+// coordinator keeps its record), elements 3 and 4 are the array's pending rest.
+func (h *harness) arrayState(t *testing.T) string {
+	t.Helper()
+	const base = "lab-u1001-sweep-0a0b0c0d"
+	comment := report.Plan{Lineage: base, Ideal: "cpu", Total: 100}.FormatComment()
+	task := func(n int) *int { return &n }
+	env := report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+		{JobID: 51, ArrayJobID: 50, ArrayTaskID: task(0), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+		{JobID: 52, ArrayJobID: 50, ArrayTaskID: task(1), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+		{JobID: 50, ArrayTasks: "3-4", Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "PENDING", Comment: comment},
+		{JobID: 60, ArrayJobID: 60, ArrayTaskID: task(0), Name: "other", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING",
+			Comment: report.Plan{Lineage: "lab-u1001-other-01020304", Ideal: "cpu"}.FormatComment()},
+	}}
+	h.setEnvelope("isched:lab:jobs", env)
+	for task, st := range map[int]report.JobStatus{
+		0: {V: 1, Cluster: "lab", Lineage: base + "_0", JobID: 51, User: "alice", UID: 1001, State: "RUNNING", Partition: "cpu", Step: 40, TotalIters: 100, ETAMS: at(10 * time.Minute)},
+		2: {V: 1, Cluster: "lab", Lineage: base + "_2", JobID: 53, User: "alice", UID: 1001, State: "ENDED", Partition: "cpu", Step: 100, TotalIters: 100},
+	} {
+		h.setJSON("isched:lab:job:{"+report.ElementLineage(base, task)+"}:status", st)
+	}
+	if err := h.app().remember("", "50", base, "0-4"); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+// TestStatusArray: `isched status ARRAY_ID` and `isched status LINEAGE`
+// show an array's elements together, each under its own lineage,
+// including the one that left the job table; `isched status A_T` is one
+// element's run.
+func TestStatusArray(t *testing.T) {
+	h := newHarness(t)
+	base := h.arrayState(t)
+	for _, arg := range []string{"50", base} {
+		code, out, errOut := h.run("status", arg)
+		if code != 0 {
+			t.Fatalf("status %s: exit %d: %s", arg, code, errOut)
+		}
+		for _, want := range []string{
+			"array job 50 (--array=0-4), lineage " + base + ": element <task> is lineage " + base + "_<task>\n",
+			"50_0  " + base + "_0      RUNNING  cpu        40/100",
+			"50_1  " + base + "_1      RUNNING  cpu        -",
+			"50_2  " + base + "_2      ENDED    cpu        100/100",
+			"50_[3-4]  " + base + "_[3-4]  PENDING",
+		} {
+			if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+				t.Errorf("status %s lacks %q:\n%s", arg, want, out)
+			}
+		}
+		if strings.Contains(out, "other") {
+			t.Errorf("status %s lists another array's element:\n%s", arg, out)
+		}
+	}
+	code, out, errOut := h.run("status", "50", "--json")
+	var rows []statusJSON
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 4 {
+		t.Fatalf("--json: exit %d, %v, %d rows (want the 2 elements with a record, element 1 and the pending rest from Slurm): %s%s", code, err, len(rows), out, errOut)
+	}
+	var lineages []string
+	for _, r := range rows {
+		lineages = append(lineages, r.Lineage+" "+r.Source)
+	}
+	if got, want := strings.Join(lineages, ","), base+"_0 coordinator,"+base+"_1 slurm,"+base+"_[3-4] slurm,"+base+"_2 coordinator"; got != want {
+		t.Errorf("--json rows %s, want %s", got, want)
+	}
+	code, out, errOut = h.run("status", "50_0")
+	if code != 0 || !strings.Contains(out, "lineage "+base+"_0") || strings.Contains(out, "50_1") {
+		t.Errorf("status 50_0: exit %d: %s%s", code, out, errOut)
+	}
+}
