@@ -57,7 +57,13 @@ FORMAT_VERSION = 1
 _CHILD = r"""
 import importlib
 import os
+import resource
 import sys
+# a cap on the data segment (--data-limit): an import that would hold more
+# fails here rather than taking the host's memory
+_cap = int(os.environ.get("ISCHED_PROBE_DATA_LIMIT", "0") or 0)
+if _cap > 0:
+    resource.setrlimit(resource.RLIMIT_DATA, (_cap, _cap))
 import torch
 try:
     import torchvision  # noqa: F401
@@ -164,11 +170,12 @@ def _byte_stat(values):
     return {k: (int(v) if k != "median" else int(round(v))) for k, v in _stat(values).items()}
 
 
-def framework_rss(mode, threads, repeats, timeout, imports=()):
+def framework_rss(mode, threads, repeats, timeout, imports=(), data_limit=0):
     """the footprints (bytes) of repeats fresh children in mode (import or
-    a reference network), each importing imports after torch"""
+    a reference network), each importing imports after torch, with its data
+    segment capped at data_limit bytes (0: no cap)"""
     out = []
-    env = dict(os.environ, ISCHED_PROBE_IMPORTS=",".join(imports))
+    env = dict(os.environ, ISCHED_PROBE_IMPORTS=",".join(imports), ISCHED_PROBE_DATA_LIMIT=str(data_limit))
     for _ in range(repeats):
         try:
             p = subprocess.run([sys.executable, "-c", _CHILD, str(threads), mode], capture_output=True, text=True,
@@ -278,7 +285,55 @@ def throughput(repeats, min_seconds):
     return {k: _stat(v) for k, v in res.items()}
 
 
+def list_imports(path):
+    """the modules a training script imports that its environment holds
+    besides the standard library, read from its source (ast: nothing of it
+    runs) as {"imports": [...], "local": [...], "missing": [...]}: every
+    absolute `import a.b` and `from a.b import c`, at any depth of the file
+    (an import inside main() counts); "local" are those found beside the
+    script (its own modules, which may run anything when imported: never
+    imported by the probe), "missing" those this Python cannot find. Only
+    top-level names are looked up (importlib's find_spec of a top-level
+    name runs no code)."""
+    import ast  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read(), filename=path)
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    here = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, here)  # as the script runs: its directory first
+    out = {"imports": [], "local": [], "missing": []}
+    for name in sorted(set(names)):
+        top = name.split(".")[0]
+        if top in sys.stdlib_module_names or top in ("torch", "torchvision") and name == top:
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations", None) or []), "")
+        if spec is None:
+            out["missing"].append(name)
+        elif origin and os.path.abspath(origin).startswith(here + os.sep):
+            out["local"].append(name)
+        elif _MODULE.match(name) and len(name) <= 128:
+            out["imports"].append(name)
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--list-imports"]:
+        if len(argv) != 2:
+            _fail("--list-imports SCRIPT")
+        return list_imports(argv[1])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--node-type", required=True, help="the site catalogue's node type this machine is")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's default here)")
@@ -292,6 +347,8 @@ def main(argv=None):
                     help="with --footprint: the interpreter's path as the user runs it (default: this one's)")
     ap.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                     help="with --footprint: a module the user's scripts import besides torch (repeatable)")
+    ap.add_argument("--data-limit", type=int, default=0, metavar="BYTES",
+                    help="cap each footprint child's data segment (RLIMIT_DATA) at this many bytes (0: none)")
     args = ap.parse_args(argv)
     for m in args.imports:
         if not _MODULE.match(m) or len(m) > 128:
@@ -300,6 +357,8 @@ def main(argv=None):
         _fail("--import needs --footprint")
     if args.footprint and not os.path.isabs(args.environment):
         _fail("--environment %r: want an absolute path" % args.environment)
+    if args.data_limit < 0:
+        _fail("--data-limit: want bytes, 0 for no cap")
     if args.repeats < 1 or args.repeats > 100:
         _fail("--repeats: want 1 to 100")
     if args.threads < 0 or args.threads > 4096:
@@ -327,9 +386,9 @@ def main(argv=None):
         "python": platform.python_version(),
         "threads": threads,
         "load_average": round(os.getloadavg()[0], 2),
-        "import_rss_bytes": _byte_stat(framework_rss("import", threads, args.repeats, args.child_timeout, args.imports)),
+        "import_rss_bytes": _byte_stat(framework_rss("import", threads, args.repeats, args.child_timeout, args.imports, args.data_limit)),
     }
-    refs = {r: framework_rss(r, threads, args.repeats, args.child_timeout, args.imports) for r in REFERENCES}
+    refs = {r: framework_rss(r, threads, args.repeats, args.child_timeout, args.imports, args.data_limit) for r in REFERENCES}
     rec["runtime_rss_bytes"] = _byte_stat([v for vs in refs.values() for v in vs])
     rec["runtime_references"] = {r: _byte_stat(vs) for r, vs in refs.items()}
     if args.footprint:

@@ -31,6 +31,28 @@ func (a *App) footprintPath(python string) string {
 	return filepath.Join(dir, "footprints", hex.EncodeToString(sum[:8])+".json")
 }
 
+// pythonPath is the interpreter the training runs in: --python, else
+// python3 in PATH, resolved as submit resolves the command's program,
+// absolute; "" when no python3 is found and none was named.
+func (a *App) pythonPath(python string) (string, error) {
+	name := python
+	if name == "" {
+		name = "python3"
+	}
+	cwd, err := a.Getwd()
+	if err != nil {
+		return "", err
+	}
+	path, err := lookProgram(name, a.Getenv("PATH"), cwd, a.Stat)
+	if err != nil {
+		if python == "" {
+			return "", nil
+		}
+		return "", usageErr("--python: %v", err)
+	}
+	return filepath.Abs(path)
+}
+
 // pythonRE is a program name that is a Python interpreter: python,
 // python3, python3.11.
 var pythonRE = regexp.MustCompile(`^python[0-9.]*$`)
@@ -46,22 +68,8 @@ func isPython(program string) bool { return pythonRE.MatchString(filepath.Base(p
 // none has a record (nothing to say); a record that does not decode is an
 // error naming its file.
 func (a *App) environment(python string) (fp *plan.Footprint, note string, err error) {
-	name := python
-	if name == "" {
-		name = "python3"
-	}
-	cwd, err := a.Getwd()
-	if err != nil {
-		return nil, "", err
-	}
-	path, err := lookProgram(name, a.Getenv("PATH"), cwd, a.Stat)
-	if err != nil {
-		if python == "" {
-			return nil, "", nil
-		}
-		return nil, "", usageErr("--python: %v", err)
-	}
-	if path, err = filepath.Abs(path); err != nil {
+	path, err := a.pythonPath(python)
+	if err != nil || path == "" {
 		return nil, "", err
 	}
 	file := a.footprintPath(path)

@@ -43,6 +43,11 @@ type inputs struct {
 	// record ("": python3 in PATH; submit: the command's program when it
 	// is a Python)
 	python string
+	// script: the training script, whose imports are measured for the
+	// static memory (scriptprobe.go); submit: the command's, when it is a
+	// Python script. noProbe: never measure them.
+	script  string
+	noProbe bool
 }
 
 func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
@@ -58,6 +63,8 @@ func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
 	fs.StringVar(&in.state, "state", "auto", "cluster state: auto (the agent's snapshot in Redis, else Slurm), redis, slurm, none")
 	fs.DurationVar(&in.overhead, "migration-overhead", plan.DefaultMigrationOverhead, "wall time one move costs (checkpoint, requeue, restart)")
 	fs.StringVar(&in.python, "python", "", "the Python the training runs in: its framework footprint (isched site probe --footprint) counts in the static memory (default: python3 in PATH; submit: the command's program when it is a Python)")
+	fs.StringVar(&in.script, "script", "", "the training script (submit: the command's): what it imports besides torch is measured once in --python and counts in the static memory")
+	fs.BoolVar(&in.noProbe, "no-probe", false, "do not measure what the training script imports (the static memory then counts torch's footprint alone)")
 }
 
 // registerQOS adds --qos, for the commands whose flags do not already
@@ -191,6 +198,9 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	}
 	fp, note, err := a.environment(in.python)
 	if err != nil {
+		return nil, err
+	}
+	if fp, note, err = a.scriptEnvironment(ctx, in, fp, note); err != nil {
 		return nil, err
 	}
 	l.site.UseEnvironment(fp)

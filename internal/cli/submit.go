@@ -470,6 +470,9 @@ func (o *submitOpts) elementRoom() int {
 // waits.
 func (a *App) loadEstimate(ctx context.Context, o *submitOpts) (*placeEstimate, error) {
 	o.in.user, o.in.qos = o.asUser, o.site.qos // the job's owner and QOS: their limits hold it
+	if o.in.script == "" {
+		o.in.script = pythonScript(o.argv) // its imports count in the static memory
+	}
 	if o.in.python == "" && len(o.argv) > 0 && isPython(o.argv[0]) {
 		// the command's own interpreter, where it is found here (the job
 		// may resolve it in another environment: jobEnv says so)
