@@ -124,11 +124,28 @@ func (a *App) members(ctx context.Context, st Store, ref arrayRef, rows []listed
 	return out
 }
 
-// showArray prints an array's elements as `isched status` lists runs;
-// false when arg names no array.
-func (a *App) showArray(ctx context.Context, arg string, asJSON bool) (bool, error) {
+// arrayElements is the array arg names, if any, and its elements'
+// lineages (those in the job table and the coordinator's records).
+func (a *App) arrayElements(ctx context.Context, arg string) (arrayRef, []string, bool) {
+	st, rows, ref, ok := a.findArray(ctx, arg)
+	if !ok {
+		return arrayRef{}, nil, false
+	}
+	var out []string
+	for _, r := range a.members(ctx, st, ref, rows) {
+		if stream.ValidName(r.plan.Lineage) { // not a pending rest of several
+			out = append(out, r.plan.Lineage)
+		}
+	}
+	return ref, out, true
+}
+
+// findArray finds the array arg names among the user's jobs of the job
+// table (else the submission history's) and the history; ok is false
+// when arg names none (a job id of an element, A_T, never does).
+func (a *App) findArray(ctx context.Context, arg string) (Store, []listedJob, arrayRef, bool) {
 	if !isJobID(arg) && !stream.ValidName(arg) || strings.Contains(arg, "_") && isJobID(arg) {
-		return false, nil
+		return nil, nil, arrayRef{}, false
 	}
 	jobs, err := a.jobTable(ctx)
 	if err != nil {
@@ -137,6 +154,13 @@ func (a *App) showArray(ctx context.Context, arg string, asJSON bool) (bool, err
 	st, _ := a.openStore(ctx)
 	rows := a.myJobs(ctx, st, jobs, "")
 	ref, ok := a.arrayOf(arg, rows)
+	return st, rows, ref, ok
+}
+
+// showArray prints an array's elements as `isched status` lists runs;
+// false when arg names no array.
+func (a *App) showArray(ctx context.Context, arg string, asJSON bool) (bool, error) {
+	st, rows, ref, ok := a.findArray(ctx, arg)
 	if !ok {
 		return false, nil
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ func (h *harness) arrayState(t *testing.T) string {
 	h.setEnvelope("isched:lab:jobs", env)
 	for task, st := range map[int]report.JobStatus{
 		0: {V: 1, Cluster: "lab", Lineage: base + "_0", JobID: 51, User: "alice", UID: 1001, State: "RUNNING", Partition: "cpu", Step: 40, TotalIters: 100, ETAMS: at(10 * time.Minute)},
-		2: {V: 1, Cluster: "lab", Lineage: base + "_2", JobID: 53, User: "alice", UID: 1001, State: "ENDED", Partition: "cpu", Step: 100, TotalIters: 100},
+		2: {V: 1, Cluster: "lab", Lineage: base + "_2", JobID: 53, User: "alice", UID: 1001, State: "ENDED", Partition: "cpu", Step: 100, TotalIters: 100,
+			EndedMS: at(-time.Minute)},
 	} {
 		h.setJSON("isched:lab:job:{"+report.ElementLineage(base, task)+"}:status", st)
 	}
@@ -80,5 +82,29 @@ func TestStatusArray(t *testing.T) {
 	code, out, errOut = h.run("status", "50_0")
 	if code != 0 || !strings.Contains(out, "lineage "+base+"_0") || strings.Contains(out, "50_1") {
 		t.Errorf("status 50_0: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// TestStopArray: `isched stop ARRAY_ID` cancels the array (its pending
+// rest with it, as scancel does) and stops each element's run, as `isched
+// stop` stops one: a cancelled run is never continued; an element over
+// already is said so.
+func TestStopArray(t *testing.T) {
+	h := newHarness(t)
+	base := h.arrayState(t)
+	// element 1 has no record yet: stopped by its id in the table, 50_1
+	h.slurm.jobs = slurmJobs(map[string]string{"50": "PENDING", "51": "RUNNING", "50_1": "RUNNING", "53": "COMPLETED"})
+	code, out, errOut := h.run("stop", base)
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if !slices.Equal(h.slurm.cancelled, []string{"50", "51", "50_1"}) {
+		t.Errorf("cancelled %q, want the array 50, then elements 0 and 1's jobs", h.slurm.cancelled)
+	}
+	for _, want := range []string{"cancelled array job 50 (lineage " + base + "_<task>)", "cancelled job 51 (lineage " + base + "_0)",
+		"cancelled job 50_1 (lineage " + base + "_1)", "lineage " + base + "_2 is over already (ENDED)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stop lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -44,10 +44,20 @@ func (c *stopCmd) run(ctx context.Context, args []string) error {
 	if c.every <= 0 {
 		return usageErr("--interval %s: want a positive duration", c.every)
 	}
+	if ref, elements, ok := a.arrayElements(ctx, pos[0]); ok {
+		return c.stopArray(ctx, ref, elements)
+	}
+	return c.stopOne(ctx, pos[0])
+}
+
+// stopOne stops one lineage's run (JOB|LINEAGE arg), waiting for a
+// continued job as --wait says.
+func (c *stopCmd) stopOne(ctx context.Context, arg string) error {
+	a := c.app
 	sent := map[string]bool{} // jobs this command cancelled
 	said := false
 	for waited := time.Duration(0); ; waited += c.every {
-		err := a.stopOnce(ctx, pos[0], sent, waited == 0)
+		err := a.stopOnce(ctx, arg, sent, waited == 0)
 		switch {
 		case errors.Is(err, errCancelSent) && c.wait == 0:
 			fmt.Fprintf(a.stdout, "%v: a cancelled run is never continued by isched\n", err)
@@ -64,6 +74,32 @@ func (c *stopCmd) run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+}
+
+// stopArray stops an array's runs: scancel of the array's job id (every
+// element Slurm holds under it, the pending rest among them, as scancel
+// does), then each element's lineage as stopOne does, for an element
+// isched continued under another job.
+func (c *stopCmd) stopArray(ctx context.Context, ref arrayRef, elements []string) error {
+	a := c.app
+	if ref.jobID != 0 {
+		id := strconv.FormatUint(ref.jobID, 10)
+		switch err := a.Slurm.Cancel(ctx, id); {
+		case errors.Is(err, slurm.ErrNotFound):
+			fmt.Fprintf(a.stderr, "isched stop: array job %s: Slurm no longer holds it\n", id)
+		case err != nil:
+			return fmt.Errorf("scancel %s: %w", id, err)
+		default:
+			fmt.Fprintf(a.stdout, "cancelled array job %s (lineage %s_<task>)\n", id, ref.lineage)
+		}
+	}
+	var errs []error
+	for _, l := range elements {
+		if err := c.stopOne(ctx, l); err != nil {
+			errs = append(errs, fmt.Errorf("element %s: %w", l, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 var (

@@ -122,6 +122,16 @@ func TestJudgeSoak(t *testing.T) {
 	if len(v) != 3 || v[1].Name != "coordinator live heap" || !v[1].Pass || !v[1].Floor {
 		t.Fatalf("flat live heap: %+v", v)
 	}
+	// the RSS rising with a backlog (a loaded machine) while the live heap
+	// stays flat: the RSS is shown, not judged, where the live heap is
+	backlog := withLive(func(i int) int64 { return 16 << 20 })
+	for i := range backlog {
+		backlog[i].CoordRSS = 100<<20 + int64(i)<<21
+	}
+	v = JudgeSoak(backlog, 5*time.Minute)
+	if len(v) != 3 || v[0].Name != "coordinator RSS" || !v[0].Shown || v[0].Growth < SoakLimit || !v[1].Pass {
+		t.Fatalf("RSS rising over a flat live heap: %+v", v)
+	}
 	v = JudgeSoak(withLive(func(i int) int64 { return 16<<20 + int64(i)<<19 }), 5*time.Minute)
 	if len(v) != 3 || v[1].Pass || v[1].Growth < SoakLimit || !v[0].Pass {
 		t.Fatalf("growing live heap under a flat RSS: %+v", v)

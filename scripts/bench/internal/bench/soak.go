@@ -80,10 +80,14 @@ const SoakHeapGrain = 256 << 10
 // floor, the RSS right after a collection: for them the figure is the
 // minimum of each part. A live heap is measured right after a collection
 // the soak forces, so it holds what the process keeps plus the work in
-// flight at that moment: its floor too is what a leak raises. Where the
-// agent's live heap is measured its RSS is shown, not judged: at 25 MiB
-// one squeue buffer more or less at the sampled moment is 5 %, and four
-// samples need not catch a trough. The heap goal is shown, not judged.
+// flight at that moment: its floor too is what a leak raises. Where a
+// process's live heap is measured its RSS is shown, not judged: at 25 MiB
+// one squeue buffer more or less at the agent's sampled moment is 5 %, and
+// four samples need not catch a trough; the coordinator's RSS rises with a
+// backlog of reports on a machine that other work loads (ci18: +41.6 % in
+// the last quarter of a 2-minute soak, backlog 947 reports, p99 8 s, its
+// live heap -2.5 %) and falls when it drains, which no leak does. The
+// heap goal is shown, not judged.
 // The Redis bytes are not collected: medians. Fewer than 4 samples after
 // the warm-up cannot be judged (Pass false).
 func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
@@ -94,6 +98,7 @@ func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
 		}
 	}
 	agentHeap := slices.ContainsFunc(after, func(s SoakSample) bool { return s.AgentLiveHeap > 0 })
+	coordHeap := slices.ContainsFunc(after, func(s SoakSample) bool { return s.CoordLiveHeap > 0 })
 	figures := []struct {
 		name  string
 		floor bool
@@ -101,7 +106,7 @@ func JudgeSoak(samples []SoakSample, warmUp time.Duration) []SoakVerdict {
 		grain float64 // a growth up to this passes whatever its ratio
 		get   func(SoakSample) float64
 	}{
-		{"coordinator RSS", true, false, 0, func(s SoakSample) float64 { return float64(s.CoordRSS) }},
+		{"coordinator RSS", true, coordHeap, 0, func(s SoakSample) float64 { return float64(s.CoordRSS) }},
 		{"coordinator live heap", true, false, SoakHeapGrain, func(s SoakSample) float64 { return float64(s.CoordLiveHeap) }},
 		{"agent live heap", true, false, SoakHeapGrain, func(s SoakSample) float64 { return float64(s.AgentLiveHeap) }},
 		{"agent RSS", true, agentHeap, 0, func(s SoakSample) float64 { return float64(s.AgentRSS) }},
