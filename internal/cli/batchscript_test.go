@@ -199,6 +199,9 @@ func TestSubmitDryRunWithoutTheStack(t *testing.T) {
 	h := newHarness(t)
 	delete(h.env, "ISCHED_CLUSTER")
 	delete(h.env, "ISCHED_RELAY_ADDR")
+	// no isched-wrapper in PATH, whatever this machine has installed (make
+	// test's deb-test installs the package in /usr/bin beside this test)
+	h.env["PATH"] = t.TempDir()
 	job := writeScript(t, "#!/bin/bash\n#SBATCH -p gpu --gres=gpu:1 -t 1:00:00 --mem=4G\npython train.py\n")
 	code, out, errOut := h.run("submit", "--dry-run", job)
 	if code != 0 {
