@@ -140,7 +140,9 @@ func (a *App) resolve(ctx context.Context, arg string, jobs *report.JobTable) (t
 	info, err := a.Slurm.ShowJob(ctx, arg)
 	if err == nil {
 		owner = info.UID
-		if l := commentLineage(info.Comment, info.ID()); l != "" {
+		// "A_T" asked: element T's, also where Slurm shows it still in the
+		// array's pending rest (its record's id is then the array's)
+		if l := commentLineage(info.Comment, cmp.Or(elementKey(arg), info.ID())); l != "" {
 			return target{lineage: l, how: "plan in the job's comment (scontrol)", jobArg: arg, ownerUID: owner, info: info}, nil
 		}
 	}

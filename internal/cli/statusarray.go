@@ -36,6 +36,14 @@ func commentLineage(comment, key string) string {
 	return p.Lineage
 }
 
+// elementKey is arg when it names an array's element ("104_3"), else "".
+func elementKey(arg string) string {
+	if _, task, ok := strings.Cut(arg, "_"); ok && task != "" && strings.Trim(task, "0123456789") == "" {
+		return arg
+	}
+	return ""
+}
+
 // rowPlan is the plan of a row of the user's job list: an element's
 // (report.JobPlan), and for an array's pending rest, whose elements
 // have no lineage yet, the array's with its task range in place of a task.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
 )
 
 // arrayState: alice's array 50 (--array=0-4, lineage L): elements 0 and 1
@@ -82,6 +83,13 @@ func TestStatusArray(t *testing.T) {
 	code, out, errOut = h.run("status", "50_0")
 	if code != 0 || !strings.Contains(out, "lineage "+base+"_0") || strings.Contains(out, "50_1") {
 		t.Errorf("status 50_0: exit %d: %s%s", code, out, errOut)
+	}
+	// an element still in the pending rest: Slurm shows the rest's record
+	h.slurm.jobs = map[string]*slurm.JobInfo{"50_4": {JobID: "50", ArrayJobID: "50", ArrayTaskID: "3-4", State: "PENDING", UID: 1001,
+		Comment: report.Plan{Lineage: base, Ideal: "cpu"}.FormatComment()}}
+	code, out, errOut = h.run("status", "50_4")
+	if code != 0 || !strings.Contains(out, "lineage "+base+"_4 (plan in the job's comment (scontrol))") {
+		t.Errorf("status 50_4 (pending in the rest): exit %d: %s%s", code, out, errOut)
 	}
 }
 

@@ -233,6 +233,9 @@ type submitJSON struct {
 	// <lineage>_<task>, checkpointing in <checkpoint_dir>/<task>.
 	Array    string `json:"array,omitempty"`
 	Elements int    `json:"elements,omitempty"`
+	// Tasks are the elements' task ids (absent beyond
+	// slurm.MaxListedTasks).
+	Tasks []int `json:"tasks,omitempty"`
 }
 
 // saySubmitted prints the job id on stdout: sbatch's line, the id alone
@@ -245,7 +248,7 @@ func (a *App) saySubmitted(o *submitOpts, sub *submission, id string) error {
 			return fmt.Errorf("sbatch printed job id %q: %w", id, err)
 		}
 		v := submitJSON{JobID: n, Cluster: cmp.Or(sub.cluster, a.cluster()), Lineage: o.lineage, Partitions: sub.partitions,
-			Ideal: sub.ideal, Output: o.output, CheckpointDir: o.ckptDir, Array: o.array, Elements: o.arraySpec.Count}
+			Ideal: sub.ideal, Output: o.output, CheckpointDir: o.ckptDir, Array: o.array, Elements: o.arraySpec.Count, Tasks: o.arraySpec.Tasks}
 		if o.errPath != "" {
 			v.Error = &o.errPath
 		}

@@ -206,7 +206,10 @@ def submit(command, model=None, timeout=None, **flags):
     command is the training command as a list, e.g. ["python3", "train.py",
     "--epochs", "10"]; it runs as given under isched-wrapper, no shell. With
     dry_run=True nothing is submitted and the batch script is returned.
-    To run a Python function in a job, see isched.Executor.
+    With array="0-3" (sbatch's --array) it is a list of Jobs, one per
+    element, each a run of its own (lineage <lineage>_<task>; the command
+    reads SLURM_ARRAY_TASK_ID). To run a Python function in a job, see
+    isched.Executor.
     """
     if isinstance(command, (str, bytes)) or not command:
         raise TypeError("command: want a non-empty list of arguments such as ['python3', 'train.py'] "

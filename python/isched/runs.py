@@ -77,14 +77,25 @@ class Job:
     it new job ids: status() follows them). int(job) and str(job) are the
     job id, so a Job goes wherever an id did (isched.status(job))."""
 
-    def __init__(self, job_id, lineage=None, cluster=None, output=None, error=None, checkpoint_dir=None):
+    def __init__(self, job_id, lineage=None, cluster=None, output=None, error=None, checkpoint_dir=None, task=None):
         self.job_id = int(job_id)
         self.lineage = lineage
         self.cluster = cluster
         self.output = output
         self.error = error
         self.checkpoint_dir = checkpoint_dir
+        # task: the element's task id for one element of an array
+        # (submit(..., array=...)): job_id is the array's, key "A_T"
+        self.task = task
         self._last = None  # the last record seen once the run is over
+
+    @property
+    def key(self):
+        """The id isched and Slurm know the run's job by: the job id, or
+        "<array job id>_<task>" for an array's element."""
+        if self.task is None:
+            return str(self.job_id)
+        return "%d_%d" % (self.job_id, self.task)
 
     @classmethod
     def from_record(cls, rec):
@@ -98,26 +109,28 @@ class Job:
     __index__ = __int__
 
     def __str__(self):
-        return str(self.job_id)
+        return self.key
 
     def __repr__(self):
+        if self.task is not None:
+            return "%s(%d, task=%d, lineage=%r)" % (type(self).__name__, self.job_id, self.task, self.lineage)
         return "%s(%d, lineage=%r)" % (type(self).__name__, self.job_id, self.lineage)
 
     def __eq__(self, other):
         if isinstance(other, Job):
-            return (self.job_id, self.cluster) == (other.job_id, other.cluster)
+            return (self.job_id, self.task, self.cluster) == (other.job_id, other.task, other.cluster)
         if isinstance(other, int) and not isinstance(other, bool):
             return self.job_id == other
         return NotImplemented
 
     def __hash__(self):
-        return hash(self.job_id)
+        return hash((self.job_id, self.task))
 
     def status(self, timeout=None):
         """The run's status record now (isched status --json): a dict."""
         if self._last is not None:
             return self._last
-        rec = cli.status(self.job_id, timeout=timeout)
+        rec = cli.status(self.key, timeout=timeout)
         if over(rec):
             self._last = rec  # an ended run changes no more
         return rec
@@ -154,7 +167,7 @@ class Job:
             if over(rec):
                 return rec
             if timeout is not None and time.monotonic() - start + delay > timeout:
-                raise TimeoutError("job %d (%s): not over after %gs: %s" % (self.job_id, self.lineage, timeout,
+                raise TimeoutError("job %s (%s): not over after %gs: %s" % (self.key, self.lineage, timeout,
                                                                             _state_text(rec)))
             time.sleep(delay)
             if every is None:
@@ -165,7 +178,7 @@ class Job:
         rec = self.wait(timeout)
         if succeeded(rec):
             return None
-        return JobError("job %d (%s) did not succeed: %s" % (self.job_id, self.lineage, _state_text(rec)), rec)
+        return JobError("job %s (%s) did not succeed: %s" % (self.key, self.lineage, _state_text(rec)), rec)
 
     def result(self, timeout=None):
         """Wait for the end; the last record when the run succeeded, else
@@ -179,7 +192,7 @@ class Job:
         """Cancel the run (isched stop: its current job, and a continued one
         between attempts); isched never continues it. Returns what isched
         stop printed."""
-        return cli.run(["stop", str(self.job_id)], timeout=timeout)
+        return cli.run(["stop", self.key], timeout=timeout)
 
     def stdout(self):
         """The job's output file, as text (every attempt's, appended); None
@@ -218,14 +231,17 @@ def _read_output(path, job):
 
 def expand_pattern(path, job):
     """Slurm's filename pattern of --output as Slurm expands it for a job:
-    %j (and %A, the first job id), %x (the lineage's job name is unknown
-    here: left), %u the user, %% a percent sign."""
+    %j (and %A, the first job id; an array's), %a an array element's task
+    id, %x (the lineage's job name is unknown here: left), %u the user, %%
+    a percent sign."""
     out, i = [], 0
     while i < len(path):
         c = path[i]
         if c == "%" and i + 1 < len(path):
             nxt = path[i + 1]
             rep = {"j": str(job.job_id), "A": str(job.job_id), "%": "%", "u": _user()}.get(nxt)
+            if nxt == "a" and job.task is not None:
+                rep = str(job.task)
             if rep is not None:
                 out.append(rep)
                 i += 2
@@ -250,7 +266,21 @@ def submit_job(command, model=None, timeout=None, **flags):
         rec = json.loads(out)
     except ValueError as e:
         raise ValueError("isched submit --json printed no JSON (%s): %.200r" % (e, out)) from e
+    if rec.get("array"):
+        return array_jobs(rec)
     return Job.from_record(rec)
+
+
+def array_jobs(rec):
+    """The Jobs of an array's elements from isched submit --json's record:
+    element T is the run of lineage <lineage>_T, checkpointing in
+    <checkpoint_dir>/T."""
+    if "tasks" not in rec:
+        raise ValueError("array %s of %d elements: too many to follow one by one here; isched status %s lists them"
+                         % (rec["array"], rec.get("elements", 0), rec["job_id"]))
+    ck = rec.get("checkpoint_dir")
+    return [Job(rec["job_id"], lineage="%s_%d" % (rec["lineage"], t), cluster=rec.get("cluster"), output=rec.get("output"),
+                error=rec.get("error"), checkpoint_dir=os.path.join(ck, str(t)) if ck else None, task=t) for t in rec["tasks"]]
 
 
 def jobs(timeout=None):

@@ -91,6 +91,20 @@ class Jobs(Fake):
                                                                                         "/h/a/out-%j.txt", None))
         self.assertEqual(self.calls(), [["submit", "--json", "--samples", "100", "--batch", "32", "--", "python3", "train.py"]])
 
+    def test_submit_of_an_array_is_one_job_per_element(self):
+        self.answers(json.dumps({"job_id": 4300, "cluster": "lab", "lineage": "lab-u1-sweep-2", "partitions": ["gpu"], "ideal": "gpu",
+                                 "output": "/h/a/isched-lab-u1-sweep-2_%a.out", "error": None, "checkpoint_dir": "/h/a/ck",
+                                 "array": "0-2:2", "elements": 2, "tasks": [0, 2]}),
+                     coord("RUNNING", job_id=4301, lineage="lab-u1-sweep-2_2", step=10, total_iters=100))
+        jobs = isched.submit(["python3", "train.py"], array="0-2:2")
+        self.assertEqual([(str(j), j.task, j.lineage, j.checkpoint_dir) for j in jobs],
+                         [("4300_0", 0, "lab-u1-sweep-2_0", "/h/a/ck/0"), ("4300_2", 2, "lab-u1-sweep-2_2", "/h/a/ck/2")])
+        self.assertEqual(runs.expand_pattern(jobs[1].output, jobs[1]), "/h/a/isched-lab-u1-sweep-2_2.out")
+        self.assertEqual(jobs[1].progress.step, 10)
+        self.assertNotEqual(jobs[0], jobs[1])
+        self.assertEqual(self.calls(), [["submit", "--json", "--array", "0-2:2", "--", "python3", "train.py"],
+                                        ["status", "--json", "4300_2"]])
+
     def test_submit_of_a_function_says_where_to_go(self):
         with self.assertRaisesRegex(TypeError, "Executor"):
             isched.submit(square)
