@@ -22,6 +22,14 @@ func scriptEnv(t *testing.T) (*env, *Agent, string) {
 	e := newEnv(t)
 	j := e.slurm.addJob("12", "comment="+planComment, "state=COMPLETED")
 	j.Fields["WorkDir"] = "/home/alice/run 1"
+	a, dir := scriptAgent(t, e)
+	return e, a, dir
+}
+
+// scriptAgent is an agent of e with a script store (its directory
+// returned) that has seen the fake Slurm's jobs once.
+func scriptAgent(t *testing.T, e *env) (*Agent, string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "scripts")
 	cfg := e.config()
 	cfg.ScriptDir = dir
@@ -34,7 +42,7 @@ func scriptEnv(t *testing.T) (*env, *Agent, string) {
 	}
 	jobs, _ := e.slurm.Jobs(context.Background())
 	a.saveNew(context.Background(), jobs)
-	return e, a, dir
+	return a, dir
 }
 
 func (e *env) resubmitAction(mod ...func(*report.Action)) *report.Action {
@@ -231,14 +239,7 @@ func TestScriptStoreChecks(t *testing.T) {
 	// jobs without a plan are not saved: they cannot name their lineage
 	e := newEnv(t)
 	e.slurm.addJob("13", "comment=isched")
-	cfg := e.config()
-	cfg.ScriptDir = filepath.Join(t.TempDir(), "s")
-	a, err := New(cfg, e.slurm, e.rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := e.slurm.Jobs(context.Background())
-	a.saveNew(context.Background(), jobs)
+	scriptAgent(t, e)
 	if n := e.slurm.count("batch_script"); n != 0 {
 		t.Errorf("a job without a plan: batch_script called %d times", n)
 	}
@@ -308,14 +309,7 @@ func TestRecoverResubmit(t *testing.T) {
 func TestResubmitArrayElement(t *testing.T) {
 	e := newEnv(t)
 	e.slurm.addJob("14", "comment="+planComment, "state=COMPLETED", "array=11_3")
-	cfg := e.config()
-	cfg.ScriptDir = filepath.Join(t.TempDir(), "scripts")
-	a, err := New(cfg, e.slurm, e.rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs, _ := e.slurm.Jobs(context.Background())
-	a.saveNew(context.Background(), jobs)
+	a, _ := scriptAgent(t, e)
 	act := e.action(report.ActionResubmit, 14, func(a *report.Action) {
 		a.Lineage, a.Partition, a.TimeLimitMin = "lab-u1001-train-ab12_3", "cpu", 20
 	})
