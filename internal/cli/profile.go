@@ -508,9 +508,6 @@ func (a *App) loadProfiled() (rs []report.Receipt, path string, bad int, err err
 	return rs, path, bad, nil
 }
 
-// endedStates are Slurm job states after which the job runs no more.
-var endedStates = []string{"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
-
 // profileSlurm submits one batch size as a short job on the partition
 // through submit's own path (the batch script, sbatch as the user), with
 // a time limit of the start-up allowance + the window + a margin, and
@@ -594,7 +591,7 @@ func (a *App) awaitProfile(ctx context.Context, j profileJob) (profileRun, error
 				started = true
 				deadline = a.Now().Add(j.limit)
 			}
-			if slices.Contains(endedStates, ji.State) {
+			if slurm.Ended(ji.State) {
 				return j.ended(ctx, ji)
 			}
 		}

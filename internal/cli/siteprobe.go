@@ -298,7 +298,7 @@ func (a *App) awaitProbe(ctx context.Context, id, record, output string, queueWa
 				started = true
 				deadline = a.Now().Add(limit)
 			}
-			if slices.Contains(endedStates, ji.State) {
+			if slurm.Ended(ji.State) {
 				// the record is written before the job ends; give a shared
 				// file system a moment to show it
 				b, err := waitFile(ctx, record, 10*time.Second)

@@ -309,6 +309,11 @@ func requeuedSince(j report.Job, e *attemptEnd, after bool) bool {
 	return false
 }
 
+// slurmEnded: the job is over and Slurm will not run it again by itself.
+// Narrower than slurm.Ended on purpose: a PREEMPTED job is requeued by
+// Slurm (PreemptMode=REQUEUE) after the state shows, so it is settled
+// only after a grace (settleEnd), and SPECIAL_EXIT is Slurm's requeued
+// hold, which the user or an operator releases.
 func slurmEnded(state string) bool {
 	switch state {
 	case "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE":
