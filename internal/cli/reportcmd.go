@@ -53,6 +53,10 @@ func (c *reportCmd) run(ctx context.Context, args []string) error {
 			return usageErr("--plot %q: want a .png or .svg file", c.out)
 		}
 	}
+	if ref, elements, ok := a.arrayElements(ctx, pos[0]); ok {
+		return usageErr("%s is array %s: a report is of one run, an element's (%s); isched status %s lists them",
+			pos[0], arrayName(ref), elementExamples(ref, elements), pos[0])
+	}
 	r, err := a.loadReport(ctx, pos[0])
 	if err != nil {
 		return err

@@ -184,6 +184,18 @@ func (a *App) showArray(ctx context.Context, arg string, asJSON bool) (bool, err
 	return true, a.writeJobList(members)
 }
 
+// elementExamples names an array's first elements as `isched report`
+// takes them: their lineages.
+func elementExamples(ref arrayRef, elements []string) string {
+	if len(elements) == 0 {
+		return ref.lineage + "_<task>"
+	}
+	if len(elements) > 2 {
+		return strings.Join(elements[:2], ", ") + ", ..."
+	}
+	return strings.Join(elements, ", ")
+}
+
 func arrayName(ref arrayRef) string {
 	name := "job " + strconv.FormatUint(ref.jobID, 10)
 	if ref.jobID == 0 {

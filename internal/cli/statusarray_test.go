@@ -93,6 +93,22 @@ func TestStatusArray(t *testing.T) {
 	}
 }
 
+// TestReportArray: a report is of one run: an array's id is refused,
+// naming its elements' lineages; an element's is reported.
+func TestReportArray(t *testing.T) {
+	h := newHarness(t)
+	base := h.arrayState(t)
+	code, _, errOut := h.run("report", "50")
+	if code != ExitUsage || !strings.Contains(errOut, "50 is array job 50 (--array=0-4): a report is of one run, an element's ("+base+"_0, "+base+"_1, ...)") {
+		t.Errorf("report 50: exit %d: %s", code, errOut)
+	}
+	b, _ := json.Marshal(report.SeriesPoint{TMS: at(-time.Minute), Step: 100, RSS: 1 << 20})
+	h.mr.RPush("isched:lab:job:{"+base+"_2}:series", string(b))
+	if code, out, errOut := h.run("report", base+"_2"); code != 0 || !strings.Contains(out, base+"_2") {
+		t.Errorf("report of element 2: exit %d: %s%s", code, out, errOut)
+	}
+}
+
 // TestStopArray: `isched stop ARRAY_ID` cancels the array (its pending
 // rest with it, as scancel does) and stops each element's run, as `isched
 // stop` stops one: a cancelled run is never continued; an element over
