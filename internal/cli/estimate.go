@@ -207,7 +207,7 @@ func (m *estimateMarks) legend(w io.Writer, site *plan.Site) {
 	fmt.Fprintln(w, "        profiled = your isched profile receipts only (at this batch, or fitted over the profiled batches)")
 	writeStaticBasis(w, site)
 	if len(m.staticNotes) > 0 {
-		fmt.Fprintln(w, "static rows on CPU node types: the range real / static took on the bench-predict grid of CPU trainings (docs/model-summary.md):")
+		fmt.Fprintln(w, "static rows: the range real / static took on the calibration grids, CPU trainings (docs/model-summary.md) and recorded GPU ones (docs/gpu-check.md); a GPU row must fit at its band's top:")
 		for _, n := range m.staticNotes {
 			fmt.Fprintln(w, n)
 		}
@@ -282,8 +282,8 @@ func bandText(r *plan.Row) string {
 	return "; band: " + strings.Join(parts, ", ")
 }
 
-// jsonBand is a measured range; absent for a static figure nothing
-// calibrated (a GPU row).
+// jsonBand is a measured or calibrated range; absent for a figure nothing
+// calibrated (a static row of an emulated GPU).
 type jsonBand struct {
 	Low  float64 `json:"low"`
 	High float64 `json:"high"`

@@ -222,7 +222,7 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	if r.IterBand.Mid != r.IterSeconds {
 		r.IterBand = Band{}
 	}
-	s.staticBands(&r)
+	s.staticBands(&r, req.Training)
 	if r.Source == Static {
 		r.Whose = ""
 	}
@@ -235,6 +235,16 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	r.Iters = perEpoch * int64(req.Epochs)
 	s.complete(&r)
 	return r
+}
+
+// FitMem is the memory the plan asks to fit: the estimate, and for a
+// static row the top of its band, where the real peak fell on the
+// calibration grids (a static GPU row's may lie 31 % above the estimate).
+func (r *Row) FitMem() int64 {
+	if r.Source == Static && int64(r.MemBand.High) > r.Mem {
+		return int64(r.MemBand.High)
+	}
+	return r.Mem
 }
 
 // KnownRow is the row of a run whose iterations, iteration time on nt and
@@ -253,7 +263,7 @@ func (s *Site) KnownRow(nt *NodeType, batch int, iters int64, iterSeconds float6
 // each partition of its node type.
 func (s *Site) complete(r *Row) {
 	nt := r.NodeType
-	r.Fits = r.Mem <= r.MemCap
+	r.Fits = r.FitMem() <= r.MemCap
 	r.Hours = float64(r.Iters) * r.IterSeconds / 3600
 	r.CostPerHour = nt.CostPerHour()
 	r.Cost = r.Hours * r.CostPerHour
@@ -274,6 +284,9 @@ func (s *Site) fit(r *Row, ps *PartitionSpec) PartitionFit {
 		return f
 	}
 	if !r.Fits {
+		if r.FitMem() > r.Mem {
+			return no("memory: needs up to %s (the static estimate %s and its band's top), has %s", FormatBytes(r.FitMem()), FormatBytes(r.Mem), FormatBytes(r.MemCap))
+		}
 		return no("memory: needs %s, has %s", FormatBytes(r.Mem), FormatBytes(r.MemCap))
 	}
 	if u := ps.PerUser; u != nil {

@@ -323,8 +323,11 @@ func TestStaticBands(t *testing.T) {
 			}
 			for _, r := range rows {
 				if r.NodeType.Kind != KindCPU {
-					if r.MemBand != (Band{}) || r.IterBand != (Band{}) {
-						t.Errorf("%s: GPU row has bands %v %v", r.NodeType.Name, r.MemBand, r.IterBand)
+					// the recorded GPU grids' memory band (fp32), no time band;
+					// the plan asks for the band's top
+					mem, g := float64(r.Mem), staticBandGPU[PrecFP32]
+					if want := (Band{mem * g.MemLow, mem, mem * g.MemHigh}); r.MemBand != want || r.IterBand != (Band{}) || r.FitMem() != int64(mem*g.MemHigh) {
+						t.Errorf("%s: GPU row has bands %v %v, fit %d; want memory %v, fit its top", r.NodeType.Name, r.MemBand, r.IterBand, r.FitMem(), want)
 					}
 					continue
 				}
