@@ -113,13 +113,6 @@ func resubmittable(j report.Job) (string, bool) {
 	return p.Lineage, true
 }
 
-// jobLineage is the lineage of a job of isched's ("" for others): an
-// array's elements share a comment and each is a lineage of its own.
-func jobLineage(j report.Job) string {
-	p, _, _ := report.JobPlan(j)
-	return p.Lineage
-}
-
 // saveNew saves the batch script of each resubmittable job of the table
 // not saved yet (at most savesPerPoll per call). Failures are logged: a
 // job whose script could not be saved cannot be resubmitted, nothing more.
@@ -170,7 +163,7 @@ func (a *Agent) saveScript(ctx context.Context, j report.Job, lineage string) er
 		return err
 	}
 	rec := savedJob{JobID: j.JobID, User: info.User, UID: info.UID, Lineage: lineage, Comment: strings.TrimSpace(j.Comment),
-		WorkDir: info.Fields["WorkDir"], Partition: info.Partition, ArrayTask: j.ArrayTaskID, SavedMS: a.cfg.Now().UnixMilli(), Script: string(script)}
+		WorkDir: info.Fields["WorkDir"], Partition: info.Partition, ArrayTask: arrayTask(j), SavedMS: a.cfg.Now().UnixMilli(), Script: string(script)}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -179,6 +172,15 @@ func (a *Agent) saveScript(ctx context.Context, j report.Job, lineage string) er
 		return fmt.Errorf("record of %d bytes is over %d", len(b), maxSavedFile)
 	}
 	return atomicfile.WriteFile(a.scripts.path(j.JobID), b, 0o600)
+}
+
+// arrayTask is the array element a job is (nil for none): an element's
+// pending rest of one task too, which holds the array's job id.
+func arrayTask(j report.Job) *int {
+	if t, ok := j.Element(); ok {
+		return &t
+	}
+	return nil
 }
 
 // load reads the saved job id; an error matching fs.ErrNotExist when none
@@ -351,7 +353,7 @@ func (a *Agent) recoverResubmit(ctx context.Context, act *report.Action) (*repor
 		return nil, transient(err)
 	}
 	for _, j := range jobs {
-		if j.JobID > act.JobID && j.User == rec.User && strings.TrimSpace(j.Comment) == rec.Comment && jobLineage(j) == rec.Lineage {
+		if l, _ := resubmittable(j); j.JobID > act.JobID && j.User == rec.User && strings.TrimSpace(j.Comment) == rec.Comment && l == rec.Lineage {
 			r := a.result(act.ID, report.StatusOK, fmt.Sprintf("resubmitted job %d as job %d (confirmed after an agent restart)", act.JobID, j.JobID), nil)
 			r.NewJobID = j.JobID
 			return r, nil

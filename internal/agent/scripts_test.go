@@ -337,3 +337,32 @@ func TestResubmitArrayElement(t *testing.T) {
 		t.Errorf("the pending rest [3] not taken for element 3's resubmission: %+v, %v", r, err)
 	}
 }
+
+// TestResubmitLastElement: an element Slurm still lists as the array's
+// pending rest of one task (the last element keeps the array's job id) is
+// saved as that element, so it goes again as --array=<task>, not as the
+// script's whole #SBATCH --array.
+func TestResubmitLastElement(t *testing.T) {
+	e := newEnv(t)
+	e.slurm.addJob("11", "comment="+planComment, "state=PENDING", "rest=3")
+	a, _ := scriptAgent(t, e)
+	e.slurm.mu.Lock()
+	delete(e.slurm.jobs, "11") // it ran, ended and slurmctld forgot it
+	e.slurm.mu.Unlock()
+	act := e.action(report.ActionResubmit, 11, func(a *report.Action) {
+		a.Lineage, a.Partition, a.TimeLimitMin = "lab-u1001-train-ab12_3", "cpu", 20
+	})
+	e.send(act)
+	if _, err := drain(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusOK {
+		t.Fatalf("result %+v", r)
+	}
+	e.slurm.mu.Lock()
+	spec := e.slurm.lastSubmit
+	e.slurm.mu.Unlock()
+	if spec.ArrayTask == nil || *spec.ArrayTask != 3 {
+		t.Errorf("submitted with array task %v, want 3", spec.ArrayTask)
+	}
+}

@@ -203,22 +203,32 @@ func JobPlan(j Job) (p Plan, ok bool, err error) {
 	if !ok || err != nil {
 		return p, ok, err
 	}
-	task, isElement := j.ArrayTaskID, j.ArrayTaskID != nil
-	if j.ArrayTasks != "" {
-		one, _, _ := strings.Cut(j.ArrayTasks, "%")
-		n, err := strconv.Atoi(one)
-		if err != nil || n < 0 {
-			return Plan{}, false, nil
-		}
-		task, isElement = &n, true
+	task, isElement := j.Element()
+	if !isElement && j.ArrayTasks != "" {
+		return Plan{}, false, nil
 	}
 	if isElement && p.Lineage != "" {
-		p.Lineage = ElementLineage(p.Lineage, *task)
+		p.Lineage = ElementLineage(p.Lineage, task)
 		if err := lineage("comment.lineage", p.Lineage, true); err != nil {
 			return Plan{}, true, err
 		}
 	}
 	return p, true, nil
+}
+
+// Element is the array task job j runs: its ArrayTaskID, or the one task
+// of a pending rest of one ("3", or "3%1"); ok is false for a job that is
+// no one element (not an array's, or a rest of several tasks).
+func (j Job) Element() (task int, ok bool) {
+	if j.ArrayTaskID != nil {
+		return *j.ArrayTaskID, true
+	}
+	one, _, _ := strings.Cut(j.ArrayTasks, "%")
+	n, err := strconv.Atoi(one)
+	if j.ArrayTasks == "" || err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
 }
 
 // ElementLineage is the lineage of task task of an array submitted as

@@ -100,3 +100,25 @@ func TestJobPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestElement: which array task a job runs, as JobPlan reads it.
+func TestElement(t *testing.T) {
+	t.Parallel()
+	task := func(n int) *int { return &n }
+	for _, tt := range []struct {
+		job  Job
+		task int
+		ok   bool
+	}{
+		{Job{JobID: 7}, 0, false},
+		{Job{JobID: 15, ArrayJobID: 11, ArrayTaskID: task(0)}, 0, true},
+		{Job{JobID: 13, ArrayTasks: "3"}, 3, true},
+		{Job{JobID: 13, ArrayTasks: "3%1"}, 3, true},
+		{Job{JobID: 11, ArrayTasks: "2-3%2"}, 0, false},
+		{Job{JobID: 11, ArrayTasks: "?"}, 0, false},
+	} {
+		if got, ok := tt.job.Element(); got != tt.task || ok != tt.ok {
+			t.Errorf("%+v: Element() = %d, %v; want %d, %v", tt.job, got, ok, tt.task, tt.ok)
+		}
+	}
+}
