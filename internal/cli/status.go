@@ -227,9 +227,12 @@ func (a *App) acctJob(ctx context.Context, id string) *slurm.AcctJob {
 }
 
 func jobKey(j *report.Job) string {
+	task, isElement := j.Element()
 	switch {
-	case j.ArrayTaskID != nil:
-		return strconv.FormatUint(j.ArrayJobID, 10) + "_" + strconv.Itoa(*j.ArrayTaskID)
+	case isElement && j.ArrayTaskID != nil:
+		return strconv.FormatUint(j.ArrayJobID, 10) + "_" + strconv.Itoa(task)
+	case isElement: // a pending rest of one task holds the array's id
+		return strconv.FormatUint(j.JobID, 10) + "_" + strconv.Itoa(task)
 	case j.ArrayTasks != "":
 		return strconv.FormatUint(j.JobID, 10) + "_[" + j.ArrayTasks + "]" // squeue's spelling of a pending rest
 	}

@@ -22,16 +22,13 @@ import (
 // names key ("104_3" for element 3 of array 104), "" for none (no plan,
 // or an array's pending rest "104_[2-3]").
 func commentLineage(comment, key string) string {
-	p, ok, err := report.ParsePlanComment(comment)
-	if !ok || err != nil || p.Lineage == "" {
-		return ""
-	}
+	j := report.Job{Comment: comment}
 	if _, task, isElement := strings.Cut(key, "_"); isElement {
-		n, err := strconv.Atoi(task)
-		if err != nil {
-			return ""
-		}
-		return report.ElementLineage(p.Lineage, n)
+		j.ArrayTasks = task // an element's "3", or a rest's "[2-3]": no one element
+	}
+	p, ok, err := report.JobPlan(j)
+	if !ok || err != nil {
+		return ""
 	}
 	return p.Lineage
 }
@@ -67,9 +64,10 @@ type arrayRef struct {
 }
 
 // arrayOf finds the array arg names (its job id, or the lineage it was
-// submitted as) among rows (the user's listed jobs) and in the submission
-// history; ok is false when arg names no array of the user's.
-func (a *App) arrayOf(arg string, rows []listedJob) (arrayRef, bool) {
+// submitted as) among the user's jobs of the job table (nil: none) and in
+// the submission history; ok is false when arg names no array of the
+// user's.
+func (a *App) arrayOf(arg string, jobs *report.JobTable) (arrayRef, bool) {
 	var ref arrayRef
 	for _, s := range a.submissions(a.cluster()) {
 		if s.array != "" && (s.jobID == arg || s.lineage == arg) {
@@ -77,8 +75,15 @@ func (a *App) arrayOf(arg string, rows []listedJob) (arrayRef, bool) {
 			ref.jobID, _ = strconv.ParseUint(s.jobID, 10, 64)
 		}
 	}
-	for _, r := range rows {
-		j := r.job
+	var listed []report.Job
+	if jobs != nil {
+		listed = jobs.Jobs
+	}
+	me := a.Username()
+	for _, j := range listed {
+		if me != "" && j.User != me {
+			continue
+		}
 		id := j.ArrayJobID
 		if j.ArrayTasks != "" {
 			id = j.JobID
@@ -149,20 +154,25 @@ func (a *App) arrayElements(ctx context.Context, arg string) (arrayRef, []string
 }
 
 // findArray finds the array arg names among the user's jobs of the job
-// table (else the submission history's) and the history; ok is false
-// when arg names none (a job id of an element, A_T, never does).
+// table and in the history (ok false when arg names none: a job id of an
+// element, A_T, never does), then lists the user's jobs with their
+// records as the list form does (without a job table, the history's).
+// Only an array costs the listing: a status, stop or report of one run
+// pays one read of the job table here.
 func (a *App) findArray(ctx context.Context, arg string) (Store, []listedJob, arrayRef, bool) {
 	if !isJobID(arg) && !stream.ValidName(arg) || strings.Contains(arg, "_") && isJobID(arg) {
 		return nil, nil, arrayRef{}, false
 	}
-	jobs, err := a.jobTable(ctx)
-	if err != nil {
+	jobs, _ := a.jobTable(ctx) // nil without one
+	ref, ok := a.arrayOf(arg, jobs)
+	if !ok {
+		return nil, nil, arrayRef{}, false
+	}
+	if jobs == nil {
 		jobs = a.historyTable(ctx)
 	}
 	st, _ := a.openStore(ctx)
-	rows := a.myJobs(ctx, st, jobs, "")
-	ref, ok := a.arrayOf(arg, rows)
-	return st, rows, ref, ok
+	return st, a.myJobs(ctx, st, jobs, ""), ref, true
 }
 
 // showArray prints an array's elements as `isched status` lists runs;

@@ -563,10 +563,12 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 	if dir := a.helperDir(); dir != "" && (o.noReport || a.Getenv("ISCHED_HELPER_DIR") == "") {
 		s.Env = append(s.Env, [2]string{"ISCHED_HELPER_DIR", dir})
 	}
-	s.WrapperArgs = []string{"--checkpoint-dir", o.ckptDir, "--checkpoint-signal", "file"}
 	if o.array != "" { // the script gives each element its own (Script.Array)
-		s.Array, s.ArrayCkptDir, s.WrapperArgs = o.array, o.ckptDir, s.WrapperArgs[2:]
+		s.Array, s.ArrayCkptDir = o.array, o.ckptDir
+	} else {
+		s.WrapperArgs = []string{"--checkpoint-dir", o.ckptDir}
 	}
+	s.WrapperArgs = append(s.WrapperArgs, "--checkpoint-signal", "file")
 	if sub.totalIters > 0 {
 		s.WrapperArgs = append(s.WrapperArgs, "--total-iters", strconv.FormatInt(sub.totalIters, 10))
 	}
