@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -63,15 +64,27 @@ func isPython(program string) bool { return pythonRE.MatchString(filepath.Base(p
 // environment finds the footprint record of the Python the training will
 // run in: --python, else python3 in PATH (an activated venv's comes
 // first), resolved as submit resolves the command's program (never
-// through symbolic links: a venv's python is a link to the system's).
-// note says what was used, "" when the user named no interpreter and
-// none has a record (nothing to say); a record that does not decode is an
-// error naming its file.
-func (a *App) environment(python string) (fp *plan.Footprint, note string, err error) {
-	path, err := a.pythonPath(python)
+// through symbolic links: a venv's python is a link to the system's),
+// measured again first where the training script imports what it does not
+// cover (scriptEnvironment). note says what was used, "" when the user
+// named no interpreter and none has a record (nothing to say); a record
+// that does not decode is an error naming its file.
+func (a *App) environment(ctx context.Context, in *inputs) (fp *plan.Footprint, note string, err error) {
+	path, err := a.pythonPath(in.python)
 	if err != nil || path == "" {
 		return nil, "", err
 	}
+	if fp, note, err = a.footprintOf(in.python, path); err != nil {
+		return nil, "", err
+	}
+	fp, note = a.scriptEnvironment(ctx, in, path, fp, note)
+	return fp, note, nil
+}
+
+// footprintOf reads the footprint record of the interpreter at path (the
+// absolute resolution of python, as the user named it: "" for the
+// default); nil without one.
+func (a *App) footprintOf(python, path string) (fp *plan.Footprint, note string, err error) {
 	file := a.footprintPath(path)
 	if file == "" {
 		return nil, "", nil

@@ -196,11 +196,8 @@ func (a *App) load(ctx context.Context, in *inputs, withState bool) (*loaded, er
 	if err := a.addClusters(l); err != nil {
 		return nil, err
 	}
-	fp, note, err := a.environment(in.python)
+	fp, note, err := a.environment(ctx, in)
 	if err != nil {
-		return nil, err
-	}
-	if fp, note, err = a.scriptEnvironment(ctx, in, fp, note); err != nil {
 		return nil, err
 	}
 	l.site.UseEnvironment(fp)

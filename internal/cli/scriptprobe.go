@@ -69,16 +69,12 @@ func pythonScript(argv []string) string {
 	return ""
 }
 
-// scriptEnvironment is environment's record, measured again first when
-// the training script imports what it does not cover; note says so where
-// the measuring failed.
-func (a *App) scriptEnvironment(ctx context.Context, in *inputs, fp *plan.Footprint, note string) (*plan.Footprint, string, error) {
+// scriptEnvironment is the record fp (with its note) of the interpreter
+// at python, measured again first when the training script imports what
+// it does not cover; where the measuring fails, fp and stderr says why.
+func (a *App) scriptEnvironment(ctx context.Context, in *inputs, python string, fp *plan.Footprint, note string) (*plan.Footprint, string) {
 	if in.script == "" || in.noProbe {
-		return fp, note, nil
-	}
-	python, err := a.pythonPath(in.python)
-	if err != nil || python == "" {
-		return fp, note, err
+		return fp, note
 	}
 	script := in.script
 	if cwd, err := a.Getwd(); err == nil {
@@ -87,9 +83,9 @@ func (a *App) scriptEnvironment(ctx context.Context, in *inputs, fp *plan.Footpr
 	got, why := a.probeScriptImports(ctx, python, script, fp)
 	if why != "" {
 		fmt.Fprintf(a.stderr, "isched: %s\n", why)
-		return fp, note, nil
+		return fp, note
 	}
-	return got, clean(python) + ": " + got.Describe(), nil
+	return got, clean(python) + ": " + got.Describe()
 }
 
 // probeScriptImports measures what the script's imports hold in python
