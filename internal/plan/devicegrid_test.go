@@ -155,16 +155,7 @@ func hasReceipt(rs []report.Receipt, key string) bool {
 // bounds below hold those figures so that a change that loses them fails.
 func TestDeviceGridStaticHalf(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("testdata/grid-saved-half.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var half struct {
-		Bytes map[string]int64 `json:"saved_half_bytes_per_sample"`
-	}
-	if err := json.Unmarshal(b, &half); err != nil {
-		t.Fatal(err)
-	}
+	half := savedHalf(t)
 	seen := 0
 	for _, name := range []string{"h100-2026-11-27b-bf16", "h100-2026-11-27c-bf16", "h100-2026-11-27d-bf16"} {
 		g, _ := loadGrid(t, name)
@@ -174,7 +165,7 @@ func TestDeviceGridStaticHalf(t *testing.T) {
 				t.Fatal(err)
 			}
 			tr := Training{"adam", c.Precision}
-			m.SavedHalfBytesPerSample = half.Bytes[c.Model]
+			m.SavedHalfBytesPerSample = half[c.Model]
 			if m.SavedHalfBytesPerSample == 0 {
 				t.Fatalf("%s: no emulated bytes for %s", name, c.Model)
 			}
@@ -201,4 +192,21 @@ func TestDeviceGridStaticHalf(t *testing.T) {
 	if seen < 12 {
 		t.Errorf("%d bf16 cells replayed, want the grids' 12 at 8 to 64", seen)
 	}
+}
+
+// savedHalf is what the summary's autocast emulation keeps per sample for
+// each recorded grid model (testdata/grid-saved-half.json).
+func savedHalf(t *testing.T) map[string]int64 {
+	t.Helper()
+	b, err := os.ReadFile("testdata/grid-saved-half.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var half struct {
+		Bytes map[string]int64 `json:"saved_half_bytes_per_sample"`
+	}
+	if err := json.Unmarshal(b, &half); err != nil {
+		t.Fatal(err)
+	}
+	return half.Bytes
 }

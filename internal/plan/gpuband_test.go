@@ -1,9 +1,7 @@
 package plan
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 )
 
@@ -16,16 +14,7 @@ import (
 // would have held a model the band was not made from.
 func TestStaticBandGPU(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("testdata/grid-saved-half.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var half struct {
-		Bytes map[string]int64 `json:"saved_half_bytes_per_sample"`
-	}
-	if err := json.Unmarshal(b, &half); err != nil {
-		t.Fatal(err)
-	}
+	half := savedHalf(t)
 	type cell struct {
 		model string
 		v     float64
@@ -43,7 +32,7 @@ func TestStaticBandGPU(t *testing.T) {
 				if m.SavedBytesPerSample == 0 {
 					t.Fatalf("%s %s: no saved tensors in the summary", name, c.Model)
 				}
-				m.SavedHalfBytesPerSample = half.Bytes[c.Model]
+				m.SavedHalfBytesPerSample = half[c.Model]
 				for _, r := range c.Rows {
 					st := StaticMemory(m, Training{"adam", c.Precision}, r.Batch, true).Total()
 					ratios[prec] = append(ratios[prec], cell{c.Model, float64(r.SMIBytes) / float64(st)})
