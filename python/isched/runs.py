@@ -232,16 +232,18 @@ def _read_output(path, job):
 def expand_pattern(path, job):
     """Slurm's filename pattern of --output as Slurm expands it for a job:
     %j (and %A, the first job id; an array's), %a an array element's task
-    id, %x (the lineage's job name is unknown here: left), %u the user, %%
-    a percent sign."""
+    id (its %j, Slurm's id of the element, is not known here: left), %x
+    (the lineage's job name is unknown here: left), %u the user, %% a
+    percent sign."""
     out, i = [], 0
+    known = {"j": str(job.job_id), "A": str(job.job_id), "%": "%", "u": _user()}
+    if job.task is not None:
+        known["a"] = str(job.task)
+        del known["j"]
     while i < len(path):
         c = path[i]
         if c == "%" and i + 1 < len(path):
-            nxt = path[i + 1]
-            rep = {"j": str(job.job_id), "A": str(job.job_id), "%": "%", "u": _user()}.get(nxt)
-            if nxt == "a" and job.task is not None:
-                rep = str(job.task)
+            rep = known.get(path[i + 1])
             if rep is not None:
                 out.append(rep)
                 i += 2

@@ -100,6 +100,7 @@ class Jobs(Fake):
         self.assertEqual([(str(j), j.task, j.lineage, j.checkpoint_dir) for j in jobs],
                          [("4300_0", 0, "lab-u1-sweep-2_0", "/h/a/ck/0"), ("4300_2", 2, "lab-u1-sweep-2_2", "/h/a/ck/2")])
         self.assertEqual(runs.expand_pattern(jobs[1].output, jobs[1]), "/h/a/isched-lab-u1-sweep-2_2.out")
+        self.assertEqual(runs.expand_pattern("/h/a/%A_%a-%j.out", jobs[1]), "/h/a/4300_2-%j.out")
         self.assertEqual(jobs[1].progress.step, 10)
         self.assertNotEqual(jobs[0], jobs[1])
         self.assertEqual(self.calls(), [["submit", "--json", "--array", "0-2:2", "--", "python3", "train.py"],
