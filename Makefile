@@ -48,7 +48,7 @@ DEB := $(BIN)/isched_$(VERSION)_$(DEBARCH).deb
 INSTALL_STRIP ?=
 # Debian packages the tests and the demo need on a fresh Debian 12 machine.
 # python3-venv: scripts/python-venv (make test-python) makes a venv.
-APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client slurmdbd mariadb-server redis-server python3 python3-venv python3-torch python3-torchvision python3-cloudpickle shellcheck gcc man-db systemd prometheus lmod lintian fish zsh
+APT_PACKAGES := munge libmunge-dev slurmctld slurmd slurm-client slurmdbd mariadb-server redis-server python3 python3-venv python3-torch python3-torchvision python3-cloudpickle shellcheck gcc man-db systemd prometheus lmod lintian fish zsh bash-completion
 # Build tags of every go command make runs (the builds tests start too, through
 # GOFLAGS). libmunge: the coordinator opens MUNGE credentials in-process
 # (cgo, libmunge-dev) instead of running unmunge for each; `make build GOTAGS=`
@@ -87,7 +87,7 @@ build: check-tags ## build the five binaries into ./bin (PIE, RELRO; see BUILDFL
 	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched ./isched
 	@for b in $(BINARIES); do $(BIN)/$$b -version >/dev/null || { echo "$(BIN)/$$b does not start" >&2; exit 1; }; done
 
-man: build ## man pages and bash/zsh/fish completion, generated from the built binaries' flags (into $(BIN)/share)
+man: build ## man pages and bash/zsh/fish completion, generated from isched's command tree and the daemons' flags (into $(BIN)/share)
 	$(GO) run ./scripts/genman -bin $(BIN) -out $(BIN)/share -version '$(VERSION)'
 
 check-tags:
@@ -328,9 +328,9 @@ install: build man ## install what a site needs under DESTDIR/PREFIX (default /u
 	  s=$${p##*.}; gzip -9n -c "$$p" > $(DESTDIR)$(MANDIR)/man$$s/$$(basename "$$p").gz; chmod 0644 $(DESTDIR)$(MANDIR)/man$$s/$$(basename "$$p").gz; done
 	install -m 0644 $(BIN)/share/bash-completion/isched $(DESTDIR)$(BASHCOMPDIR)/isched
 	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched $(DESTDIR)$(BASHCOMPDIR)/$$b; done
-	install -m 0644 $(BIN)/share/zsh/_isched $(DESTDIR)$(ZSHCOMPDIR)/_isched
-	install -m 0644 $(BIN)/share/fish/isched.fish $(DESTDIR)$(FISHCOMPDIR)/isched.fish
-	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched.fish $(DESTDIR)$(FISHCOMPDIR)/$$b.fish; done
+	install -m 0644 $(BIN)/share/zsh/_isched $(BIN)/share/zsh/_isched_daemons $(DESTDIR)$(ZSHCOMPDIR)/
+	install -m 0644 $(BIN)/share/fish/isched.fish $(BIN)/share/fish/isched-daemons.fish $(DESTDIR)$(FISHCOMPDIR)/
+	for b in isched-wrapper isched-agent isched-coordinator isched-relay; do ln -sf isched-daemons.fish $(DESTDIR)$(FISHCOMPDIR)/$$b.fish; done
 	install -m 0644 README.md $(filter-out docs/README.md,$(wildcard docs/*.md)) $(DESTDIR)$(DOCDIR)/
 	install -m 0644 docs/README.md $(DESTDIR)$(DOCDIR)/index.md # the docs' own index, beside the project's README
 	$(GO) run ./scripts/gencopyright $(addprefix ./,$(subst isched-,,$(BINARIES))) > $(BIN)/copyright

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"cmp"
-	"flag"
 	"fmt"
 	"maps"
 	"math"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/isched/isched/internal/child"
 	"github.com/isched/isched/internal/slurm"
+	"github.com/spf13/pflag"
 )
 
 // A user's batch script is a request: `isched submit job.sbatch ARGS` (or
@@ -214,19 +214,9 @@ var (
 
 // flagsSet are the isched flags given on the command line, each by its
 // isched name (an sbatch spelling counts as its flag).
-func flagsSet(fs *flag.FlagSet) map[string]bool {
-	alias := map[string]string{}
-	for _, al := range sbatchShort {
-		alias[al[0]] = al[1]
-	}
+func flagsSet(fs *pflag.FlagSet) map[string]bool {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) {
-		name := f.Name
-		if n, ok := alias[name]; ok {
-			name = n
-		}
-		set[name] = true
-	})
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true }) // sbatchAliases: the names are isched's
 	return set
 }
 

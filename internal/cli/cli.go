@@ -19,22 +19,18 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/user"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/isched/isched/internal/clientconfig"
 	"github.com/isched/isched/internal/retry"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
-	"github.com/isched/isched/internal/version"
 )
 
 // Exit codes.
@@ -113,7 +109,6 @@ type App struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 
 	stdout, stderr io.Writer
-	flags          *cmdFlags // the running command's flags (newFlags)
 	store          Store
 	storeErr       error
 	storeOpened    bool
@@ -138,30 +133,6 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return app.Run(ctx, args, stdout, stderr)
 }
 
-const usage = `usage: isched <command> [flags]
-
-commands:
-  estimate   memory, hours, cost and where the numbers come from, per batch size and node type
-  plan       waits, run time, total and cost per partition; plans with and without migration
-  submit     generate the batch script (--dry-run shows it) and submit it: isched submit [flags] -- CMD ARGS...
-  profile    run the training command for a short measured window per batch size (--local or a short
-             Slurm job) and keep receipts: isched profile [flags] -- CMD ... {batch} ...
-  status     a job's partitions, progress, ETA, memory, checkpoints and decisions
-  report     plot a job's iteration time and memory: isched report JOB --plot run.png|run.svg
-  stop       the run is done: cancel its current job (scancel, as you); isched never continues it
-  simulate   replay a workload trace on a site catalogue with Slurm alone and with isched, and compare:
-             isched simulate --trace F --site S [--json] [--plots DIR]
-  site probe measure this node type (framework memory, throughput per kind of layer) for the static
-             model, once per node type (site administrators): isched site probe --partition P (a short
-             job there), or --local --node-type T on a node of the type
-  config     each setting (cluster, relay, Redis, site catalogue, account) and where it comes from
-  version    print the version (also --version)
-
-'isched <command> -h' lists a command's flags. Settings come from /etc/isched/isched.conf, then
-~/.config/isched/isched.conf, then the environment (ISCHED_CLUSTER, ISCHED_RELAY_ADDR,
-ISCHED_REDIS_ADDR, ISCHED_SITE, ...), then flags: isched config shows them.
-`
-
 // Run runs one command and returns the exit code. Help (-h, --help,
 // help, help CMD, CMD -h) goes to stdout with ExitOK; a usage mistake to
 // stderr with ExitUsage and, for a mistyped command or flag, the closest
@@ -169,112 +140,18 @@ ISCHED_REDIS_ADDR, ISCHED_SITE, ...), then flags: isched config shows them.
 func (a *App) Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a.defaults()
 	a.stdout, a.stderr = stdout, stderr
-	a.store, a.storeErr, a.storeOpened, a.flags = nil, nil, false, nil
+	a.store, a.storeErr, a.storeOpened = nil, nil, false
 	defer func() {
 		if a.store != nil {
 			_ = a.store.Close()
 		}
-		a.store, a.storeErr, a.storeOpened, a.flags = nil, nil, false, nil // an App may run again
+		a.store, a.storeErr, a.storeOpened = nil, nil, false // an App may run again
 	}()
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		writeRootUsage(stderr, a.root())
 		return ExitUsage
 	}
-	if args[0] == "help" && len(args) > 1 {
-		args = append(slices.Clone(args[1:]), "-h") // isched help CMD is isched CMD -h
-	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "version", "-version", "--version":
-		fmt.Fprintln(stdout, version.String("isched"))
-		return ExitOK
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return ExitOK
-	}
-	if a.ConfigErr != nil {
-		fmt.Fprintf(stderr, "isched: %v\n", a.ConfigErr)
-		return ExitUsage
-	}
-	run, ok := a.commands()[cmd]
-	if !ok {
-		if s := suggest(cmd, commandNames); s != nil {
-			fmt.Fprintf(stderr, "isched: unknown command %q%s; 'isched help' lists the commands\n", cmd, didYouMean(s, strconv.Quote))
-		} else {
-			fmt.Fprintf(stderr, "isched: unknown command %q\n\n%s", cmd, usage)
-		}
-		return ExitUsage
-	}
-	return a.exitCode(cmd, run(ctx, rest))
-}
-
-// commandNames are the commands in the usage's order: the candidates of a
-// mistyped command's suggestion.
-var commandNames = []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "simulate", "site", "config", "version", "help"}
-
-// CommandNames are isched's commands in the usage's order, "version" and
-// "help" included (scripts/genman's man page and completions must cover
-// each).
-func CommandNames() []string { return slices.Clone(commandNames) }
-
-// commands maps each command (not version and help) to its method.
-func (a *App) commands() map[string]func(context.Context, []string) error {
-	return map[string]func(context.Context, []string) error{
-		"estimate": (&estimateCmd{app: a}).run,
-		"plan":     (&planCmd{app: a}).run,
-		"submit":   (&submitCmd{app: a}).run,
-		"profile":  (&profileCmd{app: a}).run,
-		"status":   (&statusCmd{app: a}).run,
-		"report":   (&reportCmd{app: a}).run,
-		"stop":     (&stopCmd{app: a}).run,
-		"simulate": (&simulateCmd{app: a}).run,
-		"config":   (&configCmd{app: a}).run,
-		"site": func(ctx context.Context, rest []string) error {
-			if len(rest) > 0 && isHelpArg(rest[0]) {
-				rest = []string{"probe", "-h"} // site's only command
-			}
-			return a.siteCmd(ctx, rest)
-		},
-	}
-}
-
-// isHelpArg is whether an argument asks for help, as the flag package
-// takes it (one or two dashes), or the word help.
-func isHelpArg(s string) bool {
-	switch s {
-	case "-h", "--h", "-help", "--help", "help":
-		return true
-	}
-	return false
-}
-
-// exitCode prints what a command's error means to the user and returns
-// the exit code: the command's help on stdout for -h; the mistake, a
-// suggestion and a short usage line on stderr for a flag the command does
-// not have.
-func (a *App) exitCode(cmd string, err error) int {
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.Is(err, flag.ErrHelp):
-		a.printFlags(a.stdout)
-		return ExitOK
-	case errors.Is(err, errUsage):
-		hint := ""
-		failed := a.flags != nil && a.flags.failed
-		if failed {
-			hint = flagSuggestion(a.flags.fs, err)
-		}
-		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": "); msg != errUsage.Error() {
-			fmt.Fprintf(a.stderr, "isched %s: %s%s\n", cmd, msg, hint)
-		}
-		if failed { // the mistake first, then a short usage line, not every flag
-			fmt.Fprintf(a.stderr, "usage: isched %s %s (isched %s --help lists the flags)\n", a.flags.name, a.flags.synopsis, a.flags.name)
-		}
-		return ExitUsage
-	}
-	fmt.Fprintf(a.stderr, "isched %s: %v\n", cmd, err)
-	return ExitError
+	return a.execute(ctx, args)
 }
 
 var errUsage = errors.New("usage")
@@ -417,61 +294,6 @@ func (a *App) cluster() string {
 // make, <cluster>-u<uid>-, which the coordinator reserves for the uid.
 func (a *App) lineageNamespace() string {
 	return a.cluster() + "-u" + strconv.Itoa(a.UID()) + "-"
-}
-
-// cmdFlags is the flag set of the command that runs, for its usage.
-type cmdFlags struct {
-	fs             *flag.FlagSet
-	name, synopsis string
-	failed         bool // Parse wanted the usage: -h, or a mistake
-}
-
-// newFlags makes the command's flag set. It prints nothing itself: Run
-// prints the usage once the command returns, on stdout for -h and on
-// stderr after a mistake, with the mistake last and a suggestion for a
-// flag the set does not have.
-func (a *App) newFlags(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("isched "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	c := &cmdFlags{fs: fs, name: name, synopsis: synopsis}
-	fs.Usage = func() { c.failed = true }
-	a.flags = c
-	return fs
-}
-
-// printFlags writes the running command's usage line and flags to w.
-func (a *App) printFlags(w io.Writer) {
-	c := a.flags
-	if c == nil {
-		return
-	}
-	fmt.Fprintf(w, "usage: isched %s %s\n\nflags:\n", c.name, c.synopsis)
-	c.fs.SetOutput(w)
-	c.fs.PrintDefaults()
-	c.fs.SetOutput(io.Discard)
-}
-
-// parse parses flags, allowing them after positional arguments too
-// ("isched status 123 --json").
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("%w: %w", errUsage, err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
 
 // readFile reads a user's input file with a size bound.

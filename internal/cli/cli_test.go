@@ -41,6 +41,15 @@ type fakeSlurm struct {
 	showErr error
 	// acct is Slurm's accounting (sacct); nil: the cluster has none
 	acct map[string]*slurm.AcctJob
+	// partitions is scontrol show partition; nil: it fails
+	partitions []slurm.PartitionInfo
+}
+
+func (f *fakeSlurm) Partitions(context.Context) ([]slurm.PartitionInfo, error) {
+	if f.partitions == nil {
+		return nil, errors.New("scontrol: error: Unable to contact slurm controller")
+	}
+	return f.partitions, nil
 }
 
 func (f *fakeSlurm) AcctJob(_ context.Context, id string) (*slurm.AcctJob, error) {
@@ -495,10 +504,16 @@ func TestHelpAndMistakes(t *testing.T) {
 		{[]string{"-h"}, ExitOK, "usage: isched <command>", ""},
 		{[]string{"--help"}, ExitOK, "usage: isched <command>", ""},
 		{[]string{"help"}, ExitOK, "usage: isched <command>", ""},
-		{[]string{"status", "-h"}, ExitOK, "usage: isched status [JOB|LINEAGE] [--json] [--watch]\n\nflags:\n  -interval duration", ""},
+		{[]string{"status", "-h"}, ExitOK, "usage: isched status [JOB|LINEAGE] [--json] [--watch]\n\nflags:\n  -h, --help                help for status\n      --interval duration", ""},
 		{[]string{"status", "42", "--help"}, ExitOK, "usage: isched status", ""},
 		{[]string{"help", "stop"}, ExitOK, "usage: isched stop JOB|LINEAGE [--wait D]", ""},
-		{[]string{"submit", "--help"}, ExitOK, "  -partition-ideal string", ""},
+		{[]string{"submit", "--help"}, ExitOK, "  -p, --partition-ideal string", ""},
+		{[]string{"completion", "bash"}, ExitOK, "complete -o default -F __start_isched isched", ""},
+		{[]string{"completion", "--help"}, ExitOK, "usage: isched completion", ""},
+		{[]string{"version"}, ExitOK, "isched ", ""},
+		{[]string{"--version"}, ExitOK, "isched ", ""},
+		{[]string{"site"}, ExitUsage, "", "isched site: want a command: isched site probe\n"},
+		{[]string{"site", "prob"}, ExitUsage, "", `isched site: unknown command "prob" (did you mean "probe"?)`},
 		{[]string{"report", "-h"}, ExitOK, "usage: isched report JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]", ""},
 		{[]string{"estimate", "-h"}, ExitOK, "usage: isched estimate", ""},
 		{[]string{"plan", "-h"}, ExitOK, "usage: isched plan", ""},
@@ -507,16 +522,20 @@ func TestHelpAndMistakes(t *testing.T) {
 		{[]string{"help", "site", "probe"}, ExitOK, "usage: isched site probe", ""},
 		{[]string{"stauts", "42"}, ExitUsage, "", `isched: unknown command "stauts" (did you mean "status"?); 'isched help' lists the commands` + "\n"},
 		{[]string{"help", "reprot"}, ExitUsage, "", `(did you mean "report"?)`},
-		{[]string{"frobnicate"}, ExitUsage, "", "unknown command \"frobnicate\"\n\nusage: isched <command>"},
+		{[]string{"frobnicate"}, ExitUsage, "", "isched: unknown command \"frobnicate\"; 'isched help' lists the commands\n"},
 		{[]string{"submit", "--parition-ideal", "gpu", "--", "python3", "x.py"}, ExitUsage, "",
-			"isched submit: flag provided but not defined: -parition-ideal (did you mean --partition-ideal?)\n"},
+			"isched submit: unknown flag: --parition-ideal (did you mean --partition-ideal?)\n"},
+		// a long flag with one dash, as Go's flag package took it
+		{[]string{"status", "-json"}, ExitUsage, "", "isched status: unknown shorthand flag: 'j' in -json (did you mean --json?)\n"},
+		// sbatch's attached short value, and the long spelling sbatch has
+		{[]string{"submit", "--dry-run", "-pnosuch", "--partition=gpu", "--nosuch"}, ExitUsage, "", "isched submit: unknown flag: --nosuch\n"},
 		{[]string{"submit", "--partiton-ideal=gpu", "--", "python3", "x.py"}, ExitUsage, "", "(did you mean --partition-ideal?)\n"},
-		{[]string{"stop", "42", "--wiat", "1s"}, ExitUsage, "", "isched stop: flag provided but not defined: -wiat (did you mean --wait?)\n"},
+		{[]string{"stop", "42", "--wiat", "1s"}, ExitUsage, "", "isched stop: unknown flag: --wiat (did you mean --wait?)\n"},
 		// the mistake first, then one usage line, not every flag (issue 43)
-		{[]string{"status", "--jsn"}, ExitUsage, "", "isched status: flag provided but not defined: -jsn (did you mean --json?)\n" +
+		{[]string{"status", "--jsn"}, ExitUsage, "", "isched status: unknown flag: --jsn (did you mean --json?)\n" +
 			"usage: isched status [JOB|LINEAGE] [--json] [--watch] (isched status --help lists the flags)\n"},
 		{[]string{"site", "probe", "--loacl"}, ExitUsage, "", "(did you mean --local?)\n"},
-		{[]string{"stop", "--wait", "soon", "42"}, ExitUsage, "", "isched stop: invalid value \"soon\" for flag -wait: parse error\n"},
+		{[]string{"stop", "--wait", "soon", "42"}, ExitUsage, "", "isched stop: invalid argument \"soon\" for \"--wait\" flag: time: invalid duration \"soon\"\n"},
 		{[]string{"stop"}, ExitUsage, "", "isched stop: want one job id or lineage"},
 	}
 	for _, c := range cases {
@@ -525,10 +544,10 @@ func TestHelpAndMistakes(t *testing.T) {
 			(c.out == "") != (out == "") || (c.errOut == "") != (errOut == "") {
 			t.Errorf("isched %q: exit %d, stdout %q, stderr %q; want exit %d, stdout ~%q, stderr ~%q", c.args, code, out, errOut, c.code, c.out, c.errOut)
 		}
-		if strings.Contains(errOut, "flag provided but not defined") && strings.Contains(errOut, "flags:") {
+		if strings.Contains(errOut, "unknown flag") && strings.Contains(errOut, "flags:") {
 			t.Errorf("isched %q: every flag listed after a mistake:\n%s", c.args, errOut)
 		}
-		if strings.Count(errOut, "flag provided but not defined") > 1 {
+		if strings.Count(errOut, "unknown flag") > 1 {
 			t.Errorf("isched %q: the mistake is printed twice:\n%s", c.args, errOut)
 		}
 	}

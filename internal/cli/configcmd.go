@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/isched/isched/internal/clientconfig"
+	"github.com/spf13/pflag"
 )
 
 // builtins are the values the CLI falls back to when nothing sets a key.
@@ -60,14 +61,19 @@ type configCmd struct {
 	asJSON bool
 }
 
-func (c *configCmd) run(_ context.Context, args []string) error {
-	a := c.app
-	fs := a.newFlags("config", "[--json]")
-	fs.BoolVar(&c.asJSON, "json", false, "print the settings as JSON: key, env, value, origin")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func (c *configCmd) leaf() leaf {
+	return leaf{
+		use:   "config [--json]",
+		short: "each setting (cluster, relay, Redis, site catalogue, account) and where it comes from",
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&c.asJSON, "json", false, "print the settings as JSON: key, env, value, origin")
+		},
+		run: c.run, args: noArgs,
 	}
+}
+
+func (c *configCmd) run(_ context.Context, pos []string) error {
+	a := c.app
 	if len(pos) > 0 {
 		return usageErr("isched config takes no arguments")
 	}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/isched/isched/internal/plan"
+	"github.com/spf13/pflag"
 )
 
 // estimateCmd is `isched estimate`: the estimate's rows for each batch
@@ -23,17 +24,22 @@ type estimateCmd struct {
 	asJSON, explain bool
 }
 
-func (c *estimateCmd) run(ctx context.Context, args []string) error {
-	a := c.app
-	fs := a.newFlags("estimate", "--model model.json --samples N --epochs E --batch 8,16,32 [flags]")
-	c.in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
-	c.in.registerQOS(fs)
-	fs.BoolVar(&c.asJSON, "json", false, "print the rows as JSON")
-	fs.BoolVar(&c.explain, "explain", false, "also print the static memory breakdown of every row")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func (c *estimateCmd) leaf() leaf {
+	return leaf{
+		use:   "estimate --model model.json --samples N --epochs E --batch 8,16,32 [flags]",
+		short: "memory, hours, cost and where the numbers come from, per batch size and node type",
+		flags: func(fs *pflag.FlagSet) {
+			c.in.register(fs, "batch sizes to compare, e.g. 8,16,32,64")
+			c.in.registerQOS(fs)
+			fs.BoolVar(&c.asJSON, "json", false, "print the rows as JSON")
+			fs.BoolVar(&c.explain, "explain", false, "also print the static memory breakdown of every row")
+		},
+		run: c.run, args: noArgs,
 	}
+}
+
+func (c *estimateCmd) run(ctx context.Context, pos []string) error {
+	a := c.app
 	if len(pos) > 0 {
 		return usageErr("unexpected arguments %q", pos)
 	}

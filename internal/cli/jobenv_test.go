@@ -270,9 +270,15 @@ func TestSubmitSbatchSpellings(t *testing.T) {
 	}
 	_, helpOut, helpErr := h.run("submit", "-h")
 	for _, al := range sbatchShort {
-		if !strings.Contains(helpOut+helpErr, "  -"+al[0]+" ") {
-			t.Errorf("-%s is not a flag of isched submit", al[0])
+		if len(al[0]) == 1 && !strings.Contains(helpOut+helpErr, "  -"+al[0]+", --"+al[1]+" ") {
+			t.Errorf("-%s is not the shorthand of --%s in isched submit -h", al[0], al[1])
 		}
+	}
+	// sbatch's long spellings mean the isched flag
+	code, out, errOut = h.run("submit", "--dry-run", "--partition=gpu", "--cpus-per-task", "3", "--gpus", "1",
+		"--wrapper", "/opt/isched/bin/isched-wrapper", "--", "/usr/bin/python3", "train.py")
+	if code != 0 || !strings.Contains(out, "#SBATCH --partition=gpu\n") || !strings.Contains(out, "#SBATCH --cpus-per-task=3\n") {
+		t.Errorf("--partition, --cpus-per-task: exit %d %s\n%s", code, errOut, out)
 	}
 	if code, _, errOut := h.run("submit", "--dry-run", "--gpus", "1", "--gres", "gpu:2", "--", "/usr/bin/python3", "x.py"); code != ExitUsage ||
 		!strings.Contains(errOut, "--gpus and --gres") {

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
+	"github.com/spf13/pflag"
 )
 
 // DefaultSitePath is where a site installs its catalogue.
@@ -50,7 +50,7 @@ type inputs struct {
 	noProbe bool
 }
 
-func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
+func (in *inputs) register(fs *pflag.FlagSet, batchHelp string) {
 	fs.StringVar(&in.model, "model", "", "model summary (model.json from scripts/model_summary.py)")
 	fs.StringVar(&in.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+")")
 	fs.Int64Var(&in.samples, "samples", 0, "training samples per epoch")
@@ -69,7 +69,7 @@ func (in *inputs) register(fs *flag.FlagSet, batchHelp string) {
 
 // registerQOS adds --qos, for the commands whose flags do not already
 // carry sbatch's.
-func (in *inputs) registerQOS(fs *flag.FlagSet) {
+func (in *inputs) registerQOS(fs *pflag.FlagSet) {
 	fs.StringVar(&in.qos, "qos", "", "the QOS the job would run under (default: your default QOS): waits honour its per-user limits")
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/plan"
+	"github.com/spf13/pflag"
 )
 
 // planCmd is `isched plan`: for each batch size, where the job could run,
@@ -18,16 +19,21 @@ type planCmd struct {
 	asJSON bool
 }
 
-func (c *planCmd) run(ctx context.Context, args []string) error {
-	a := c.app
-	fs := a.newFlags("plan", "--model model.json --samples N --epochs E --batch 32 [flags]")
-	c.in.register(fs, "batch size(s) to plan, e.g. 32 (one table per batch size)")
-	c.in.registerQOS(fs)
-	fs.BoolVar(&c.asJSON, "json", false, "print the plans as JSON")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func (c *planCmd) leaf() leaf {
+	return leaf{
+		use:   "plan --model model.json --samples N --epochs E --batch 32 [flags]",
+		short: "waits, run time, total and cost per partition; plans with and without migration",
+		flags: func(fs *pflag.FlagSet) {
+			c.in.register(fs, "batch size(s) to plan, e.g. 32 (one table per batch size)")
+			c.in.registerQOS(fs)
+			fs.BoolVar(&c.asJSON, "json", false, "print the plans as JSON")
+		},
+		run: c.run, args: noArgs,
 	}
+}
+
+func (c *planCmd) run(ctx context.Context, pos []string) error {
+	a := c.app
 	if len(pos) > 0 {
 		return usageErr("unexpected arguments %q", pos)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/spf13/pflag"
 )
 
 // `isched profile` runs the user's real training command under
@@ -83,17 +83,20 @@ type profileCmd struct {
 	o   profileOpts
 }
 
-func (c *profileCmd) run(ctx context.Context, args []string) error {
-	a, o := c.app, &c.o
-	fs := a.newFlags("profile", "--model model.json --batches 8,16 (--local --node-type T | --partition P) [flags] -- COMMAND [ARGS...] ({batch} in an argument, or the command reads ISCHED_BATCH)")
-	o.register(fs, a.Getenv("ISCHED_ITER_PATTERN"))
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+func (c *profileCmd) leaf() leaf {
+	return leaf{
+		use: "profile --model model.json --batches 8,16 (--local --node-type T | --partition P) [flags] -- COMMAND [ARGS...] ({batch} in an argument, or the command reads ISCHED_BATCH)",
+		short: "run the training command for a short measured window per batch size (--local or a short Slurm job) " +
+			"and keep receipts: isched profile [flags] -- CMD ... {batch} ...",
+		ordered: true,
+		flags:   func(fs *pflag.FlagSet) { c.o.register(fs, c.app.Getenv("ISCHED_ITER_PATTERN")) },
+		run:     c.run,
 	}
-	o.argv = fs.Args()
+}
+
+func (c *profileCmd) run(ctx context.Context, pos []string) error {
+	a, o := c.app, &c.o
+	o.argv = pos
 	batches, err := o.validate()
 	if err != nil {
 		return err
@@ -146,7 +149,7 @@ func (c *profileCmd) run(ctx context.Context, args []string) error {
 
 // register adds isched profile's flags to fs; iterPattern is the
 // default of --iter-pattern ($ISCHED_ITER_PATTERN).
-func (o *profileOpts) register(fs *flag.FlagSet, iterPattern string) {
+func (o *profileOpts) register(fs *pflag.FlagSet, iterPattern string) {
 	fs.StringVar(&o.model, "model", "", "model summary (model.json from scripts/model_summary.py): the receipts are this model's")
 	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+")")
 	fs.StringVar(&o.optimizer, "optimizer", "adam", "the command's optimizer: sgd, momentum, nesterov, rmsprop, adagrad, adam, adamw, lamb")
@@ -163,7 +166,7 @@ func (o *profileOpts) register(fs *flag.FlagSet, iterPattern string) {
 	fs.StringVar(&o.mem, "mem", "", "with --partition: memory per node, Slurm spelling such as 4G (default: Slurm's)")
 	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
 	fs.StringVar(&o.iterPattern, "iter-pattern", iterPattern, "the command's iteration lines, as isched-wrapper --iter-pattern (a preset or a Go regexp with a (?P<step>...) group)")
-	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable)")
+	fs.StringArrayVar(o.wrapperArgs.ptr(), "wrapper-arg", nil, "extra isched-wrapper argument (repeatable)")
 	o.site2.register(fs)
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/isched/isched/internal/atomicfile"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/report"
+	"github.com/spf13/pflag"
 )
 
 // reportCmd is `isched report`: a run's summary, attempts and samples,
@@ -34,17 +35,22 @@ type reportCmd struct {
 	height float64
 }
 
-func (c *reportCmd) run(ctx context.Context, args []string) error {
-	a := c.app
-	fs := a.newFlags("report", "JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]")
-	fs.StringVar(&c.out, "plot", "", "write iteration time and memory over the run to this PNG or SVG file")
-	fs.BoolVar(&c.asJSON, "json", false, "print the report's data as JSON (snake_case keys, RFC 3339 times): the summary, the attempts and the samples")
-	fs.Float64Var(&c.width, "width", 24, "plot width, cm")
-	fs.Float64Var(&c.height, "height", 16, "plot height, cm")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func (c *reportCmd) leaf() leaf {
+	return leaf{
+		use:   "report JOB|LINEAGE [--plot FILE.png|FILE.svg] [--json]",
+		short: "plot a job's iteration time and memory, and its metrics: isched report JOB --plot run.png|run.svg",
+		flags: func(fs *pflag.FlagSet) {
+			fs.StringVar(&c.out, "plot", "", "write iteration time and memory over the run to this PNG or SVG file")
+			fs.BoolVar(&c.asJSON, "json", false, "print the report's data as JSON (snake_case keys, RFC 3339 times): the summary, the attempts and the samples")
+			fs.Float64Var(&c.width, "width", 24, "plot width, cm")
+			fs.Float64Var(&c.height, "height", 16, "plot height, cm")
+		},
+		run: c.run, args: c.app.completeJobs,
 	}
+}
+
+func (c *reportCmd) run(ctx context.Context, pos []string) error {
+	a := c.app
 	if len(pos) != 1 {
 		return usageErr("want one job id or lineage")
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"regexp"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/isched/isched/internal/slurm"
+	"github.com/spf13/pflag"
 )
 
 // Site options of `isched submit`: the sbatch options a site needs
@@ -90,15 +90,15 @@ type siteOpts struct {
 }
 
 // register adds the site options' flags to fs.
-func (s *siteOpts) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.account, "account", "", "charge the job to this account (sbatch --account)")
-	fs.StringVar(&s.qos, "qos", "", "quality of service (sbatch --qos)")
+func (s *siteOpts) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&s.account, "account", "A", "", "charge the job to this account (sbatch --account)")
+	fs.StringVarP(&s.qos, "qos", "q", "", "quality of service (sbatch --qos)")
 	fs.StringVar(&s.mailType, "mail-type", "", "mail on these events, e.g. END,FAIL (sbatch --mail-type)")
 	fs.StringVar(&s.mailUser, "mail-user", "", "who gets the mail (sbatch --mail-user)")
-	fs.StringVar(&s.constraint, "constraint", "", "node features, e.g. a100|h100 (sbatch --constraint)")
-	fs.IntVar(&s.ntasks, "ntasks", 0, "tasks (ranks) of the job; each runs a wrapper (default 1)")
-	fs.StringVar(&s.nodes, "nodes", "", "nodes, N or MIN-MAX (default 1)")
-	fs.Var(&s.sbatchArgs, "sbatch-arg", "any other sbatch option as --name or --name=value (repeatable), e.g. --sbatch-arg=--exclusive; options isched sets itself are refused")
+	fs.StringVarP(&s.constraint, "constraint", "C", "", "node features, e.g. a100|h100 (sbatch --constraint)")
+	fs.IntVarP(&s.ntasks, "ntasks", "n", 0, "tasks (ranks) of the job; each runs a wrapper (default 1)")
+	fs.StringVarP(&s.nodes, "nodes", "N", "", "nodes, N or MIN-MAX (default 1)")
+	fs.StringArrayVar(s.sbatchArgs.ptr(), "sbatch-arg", nil, "any other sbatch option as --name or --name=value (repeatable), e.g. --sbatch-arg=--exclusive; options isched sets itself are refused")
 }
 
 // directives validates the site options and returns their #SBATCH

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -24,6 +23,7 @@ import (
 	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/sim"
+	"github.com/spf13/pflag"
 )
 
 // simulateCmd is `isched simulate`: a trace replayed on a site catalogue
@@ -41,10 +41,19 @@ type simulateCmd struct {
 	plots, csv                 string
 	asJSON, quiet, censored    bool
 	loadsSet                   bool // --loads given
+	fs                         *pflag.FlagSet
 }
 
-func (c *simulateCmd) flags() *simulateCmd {
-	fs := c.app.newFlags("simulate", "--trace F | --from-sacct F --site S [flags]")
+func (c *simulateCmd) leaf() leaf {
+	return leaf{
+		use:   "simulate --trace F | --from-sacct F --site S [flags]",
+		short: "replay a workload trace on a site catalogue with Slurm alone and with isched, and compare: isched simulate --trace F --site S [--json] [--plots DIR]",
+		flags: c.register, run: c.run, args: noArgs,
+	}
+}
+
+func (c *simulateCmd) register(fs *pflag.FlagSet) {
+	c.fs = fs
 	fs.StringVar(&c.trace, "trace", "", "workload trace: SWF (.swf), openb tasks (openb_pod_list*.csv), run times (philly_runtime.csv), or Philly with real arrivals (philly_pollux_82k.csv; known by its header)")
 	fs.StringVar(&c.sacct, "from-sacct", "", "a site's own history: sacct --parsable2 --allocations output with a header")
 	fs.StringVar(&c.site, "site", "", "site catalogue (site.json) the trace is replayed on")
@@ -69,18 +78,13 @@ func (c *simulateCmd) flags() *simulateCmd {
 	fs.BoolVar(&c.asJSON, "json", false, "print the rows as JSON instead of the table")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&c.censored, "keep-censored", false, "keep openb tasks still running at the trace's end (their run times are cut there)")
-	return c
 }
 
-func (c *simulateCmd) run(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags().app.flags.fs, args)
-	if err != nil {
-		return err
-	}
+func (c *simulateCmd) run(ctx context.Context, pos []string) error {
 	if len(pos) > 0 {
 		return usageErr("unexpected argument %q", pos[0])
 	}
-	c.app.flags.fs.Visit(func(f *flag.Flag) { c.loadsSet = c.loadsSet || f.Name == "loads" })
+	c.loadsSet = c.fs.Changed("loads")
 	if c.trace != "" && c.formatOf(c.trace) == "curie" {
 		return c.curieFidelity()
 	}

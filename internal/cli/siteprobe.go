@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -19,6 +17,7 @@ import (
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/spf13/pflag"
 )
 
 // `isched site probe` measures the node type it runs on for the static
@@ -91,13 +90,6 @@ type siteProbeOpts struct {
 	timeout, queueWait                     time.Duration
 }
 
-func (a *App) siteCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "probe" {
-		return usageErr("want a subcommand: isched site probe --local --node-type T [flags]")
-	}
-	return (&siteProbeCmd{app: a}).run(ctx, args[1:])
-}
-
 // siteProbeCmd is `isched site probe`: measure a node type, or the user's
 // environment's framework footprint.
 type siteProbeCmd struct {
@@ -105,17 +97,20 @@ type siteProbeCmd struct {
 	o   siteProbeOpts
 }
 
-func (c *siteProbeCmd) run(ctx context.Context, args []string) error {
-	a, o := c.app, &c.o
-	fs := a.newFlags("site probe", "(--local --node-type T | --partition P [--node-type T]) [flags] (--local on a node of type T; --partition as a short Slurm job there)")
-	o.register(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+func (c *siteProbeCmd) leaf() leaf {
+	return leaf{
+		use: "probe (--local --node-type T | --partition P [--node-type T]) [flags] (--local on a node of type T; --partition as a short Slurm job there)",
+		short: "measure this node type (framework memory, throughput per kind of layer) for the static model, " +
+			"once per node type (site administrators): isched site probe --partition P (a short job there), or --local --node-type T on a node of the type",
+		ordered: true,
+		flags:   c.o.register,
+		run:     c.run, args: noArgs,
 	}
-	imports, err := o.validate(fs.Args())
+}
+
+func (c *siteProbeCmd) run(ctx context.Context, pos []string) error {
+	a, o := c.app, &c.o
+	imports, err := o.validate(pos)
 	if err != nil {
 		return err
 	}
@@ -152,7 +147,7 @@ func (c *siteProbeCmd) run(ctx context.Context, args []string) error {
 }
 
 // register adds isched site probe's flags to fs.
-func (o *siteProbeOpts) register(fs *flag.FlagSet) {
+func (o *siteProbeOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.site, "site", "", "site catalogue (default $ISCHED_SITE, else "+DefaultSitePath+"); the record goes to probes/ beside it")
 	fs.StringVar(&o.nodeType, "node-type", "", "the catalogue's node type this machine is (required with --local; with --partition default the partition's only node type)")
 	fs.BoolVar(&o.local, "local", false, "measure this machine (run the command on a node of the type)")
@@ -163,7 +158,7 @@ func (o *siteProbeOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.script, "script", "", "site_probe.py (default: share/isched/ or scripts/ beside this program)")
 	fs.IntVar(&o.threads, "threads", 0, "torch threads of the micro-benchmarks (default: torch's default, all cores)")
 	fs.IntVar(&o.repeats, "repeats", 5, "repeats of each measurement")
-	fs.StringVar(&o.output, "o", "", "write the record here instead of probes/<node type>.json beside the catalogue (--footprint: your footprint record of --python)")
+	fs.StringVarP(&o.output, "output", "o", "", "write the record here instead of probes/<node type>.json beside the catalogue (--footprint: your footprint record of --python)")
 	fs.BoolVar(&o.footprint, "footprint", false, "measure only the framework footprint of the --python environment, for your own estimates (kept under ~/.local/share/isched; no site files written)")
 	fs.StringVar(&o.imports, "import", "", "with --footprint: modules your scripts import besides torch, comma-separated (e.g. transformers,pandas)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "how long the probe may take")

@@ -18,6 +18,7 @@ import (
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/spf13/pflag"
 )
 
 // statusCmd is `isched status`: the coordinator's status of one run, or
@@ -29,16 +30,21 @@ type statusCmd struct {
 	every  time.Duration
 }
 
-func (c *statusCmd) run(ctx context.Context, args []string) error {
-	a := c.app
-	fs := a.newFlags("status", "[JOB|LINEAGE] [--json] [--watch]")
-	fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's record of the job as JSON (RFC 3339 times, seconds, bytes: docs/json.md)")
-	fs.BoolVar(&c.watch, "watch", false, "refresh until the job ends (Ctrl-C to stop)")
-	fs.DurationVar(&c.every, "interval", 5*time.Second, "refresh interval of --watch")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func (c *statusCmd) leaf() leaf {
+	return leaf{
+		use:   "status [JOB|LINEAGE] [--json] [--watch]",
+		short: "a job's partitions, progress, ETA, memory, checkpoints and decisions; with no job, your runs",
+		flags: func(fs *pflag.FlagSet) {
+			fs.BoolVar(&c.asJSON, "json", false, "print the coordinator's record of the job as JSON (RFC 3339 times, seconds, bytes: docs/json.md)")
+			fs.BoolVar(&c.watch, "watch", false, "refresh until the job ends (Ctrl-C to stop)")
+			fs.DurationVar(&c.every, "interval", 5*time.Second, "refresh interval of --watch")
+		},
+		run: c.run, args: c.app.completeJobs,
 	}
+}
+
+func (c *statusCmd) run(ctx context.Context, pos []string) error {
+	a := c.app
 	if len(pos) > 1 {
 		return usageErr("one job id or lineage at a time, got %q", pos)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/spf13/pflag"
 )
 
 // stopCmd is `isched stop JOB|LINEAGE`: the user says the run is done. The
@@ -29,15 +30,20 @@ type stopCmd struct {
 	every time.Duration
 }
 
-func (c *stopCmd) run(ctx context.Context, args []string) error {
-	a := c.app
-	fs := a.newFlags("stop", "JOB|LINEAGE [--wait D]")
-	fs.DurationVar(&c.wait, "wait", 3*time.Minute, "how long to wait for Slurm to show the job cancelled and, between two attempts, for isched's continued job, to cancel it (0: do not wait)")
-	fs.DurationVar(&c.every, "interval", 2*time.Second, "how often --wait looks again")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
+func (c *stopCmd) leaf() leaf {
+	return leaf{
+		use:   "stop JOB|LINEAGE [--wait D]",
+		short: "the run is done: cancel its current job (scancel, as you); isched never continues it",
+		flags: func(fs *pflag.FlagSet) {
+			fs.DurationVar(&c.wait, "wait", 3*time.Minute, "how long to wait for Slurm to show the job cancelled and, between two attempts, for isched's continued job, to cancel it (0: do not wait)")
+			fs.DurationVar(&c.every, "interval", 2*time.Second, "how often --wait looks again")
+		},
+		run: c.run, args: c.app.completeJobs,
 	}
+}
+
+func (c *stopCmd) run(ctx context.Context, pos []string) error {
+	a := c.app
 	if len(pos) != 1 {
 		return usageErr("want one job id or lineage, got %q", pos)
 	}

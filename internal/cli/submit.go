@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/slurm"
 	"github.com/isched/isched/internal/stream"
+	"github.com/spf13/pflag"
 )
 
 // forwardEnv are the variables of the submitter's environment (and
@@ -69,10 +69,11 @@ func reportEnv(getenv func(string) string, direct bool) ([][2]string, error) {
 	return env, nil
 }
 
+// listFlag is a repeatable flag's values, in order (pflag's
+// StringArray: a comma is part of a value).
 type listFlag []string
 
-func (l *listFlag) String() string     { return strings.Join(*l, " ") }
-func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+func (l *listFlag) ptr() *[]string { return (*[]string)(l) }
 
 var (
 	memRE  = regexp.MustCompile(`^[0-9]{1,9}[KMGT]?$`)
@@ -128,22 +129,28 @@ type submitOpts struct {
 type submitCmd struct {
 	app *App
 	o   submitOpts
+	fs  *pflag.FlagSet
 }
 
-func (c *submitCmd) run(ctx context.Context, args []string) error {
-	a, o := c.app, &c.o
-	fs := a.newFlags("submit", "[flags] -- COMMAND [ARGS...], or [flags] BATCH_SCRIPT [ARGS...] (its #SBATCH lines are the request)")
-	o.register(fs)
-	sbatchAliases(fs)
-	// the site's or the user's report_direct is the flag's default
-	o.reportDirect, _ = clientconfig.ParseBool(a.Getenv("ISCHED_REPORT_DIRECT")) // not a yes: the default, no
-	if err := fs.Parse(splitAttached(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+func (c *submitCmd) leaf() leaf {
+	return leaf{
+		use:     "submit [flags] -- COMMAND [ARGS...], or [flags] BATCH_SCRIPT [ARGS...] (its #SBATCH lines are the request)",
+		short:   "generate the batch script (--dry-run shows it) and submit it: isched submit [flags] -- CMD ARGS..., or isched submit job.sbatch",
+		ordered: true,
+		flags: func(fs *pflag.FlagSet) {
+			c.fs = fs
+			c.o.register(fs)
+			sbatchAliases(fs)
+			// the site's or the user's report_direct is the flag's default
+			c.o.reportDirect, _ = clientconfig.ParseBool(c.app.Getenv("ISCHED_REPORT_DIRECT")) // not a yes: the default, no
+		},
+		run: c.run,
 	}
-	o.argv = fs.Args()
+}
+
+func (c *submitCmd) run(ctx context.Context, pos []string) error {
+	a, o, fs := c.app, &c.o, c.fs
+	o.argv = pos
 	if len(o.argv) == 0 {
 		return usageErr("no training command: isched submit [flags] -- python train.py ... (or a batch script: isched submit job.sbatch)")
 	}
@@ -307,23 +314,23 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 
 // register adds isched submit's flags to fs (without the sbatch
 // spellings: sbatchAliases).
-func (o *submitOpts) register(fs *flag.FlagSet) {
+func (o *submitOpts) register(fs *pflag.FlagSet) {
 	o.in.register(fs, "batch size of the run (one), for the estimate")
 	fs.StringVar(&o.req.policy, "policy", plan.PolicyAuto, "auto (the recommendation), immediate, ideal, cheapest or deadline=TIME (RFC 3339, 2006-01-02T15:04 or +6h)")
 	fs.StringVar(&o.ckptDir, "checkpoint-dir", "", "directory the training writes checkpoints to (default ./checkpoints/<lineage>)")
-	fs.StringVar(&o.req.ideal, "partition-ideal", "", "ideal partition (default: from the estimate, else the default partition)")
+	fs.StringVarP(&o.req.ideal, "partition-ideal", "p", "", "ideal partition (default: from the estimate, else the default partition)")
 	fs.StringVar(&o.req.fallback, "fallback", "", "comma-separated partitions the job may run on meanwhile (default: from the estimate)")
 	fs.StringVar(&o.req.gres, "gres", "", "GRES of the submission, e.g. gpu:1 (default: from the estimate)")
-	fs.StringVar(&o.req.time, "time", "", "time limit, Slurm spelling (default: estimate + 25% + 10 min, capped at MaxTime)")
+	fs.StringVarP(&o.req.time, "time", "t", "", "time limit, Slurm spelling (default: estimate + 25% + 10 min, capped at MaxTime)")
 	fs.StringVar(&o.req.mem, "mem", "", "memory per node, Slurm spelling such as 4G (default: estimate + 25%)")
-	fs.IntVar(&o.req.cpus, "cpus", 0, "CPUs per task (default: the node type's share)")
-	fs.StringVar(&o.name, "job-name", "", "job name (default: the training script's name)")
-	fs.StringVar(&o.output, "output", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
-	fs.StringVar(&o.errPath, "error", "", "file for the job's stderr, appended to across attempts (default: with the output)")
+	fs.IntVarP(&o.req.cpus, "cpus", "c", 0, "CPUs per task (default: the node type's share)")
+	fs.StringVarP(&o.name, "job-name", "J", "", "job name (default: the training script's name)")
+	fs.StringVarP(&o.output, "output", "o", "", "output file, appended to across attempts (default ./isched-<lineage>.out)")
+	fs.StringVarP(&o.errPath, "error", "e", "", "file for the job's stderr, appended to across attempts (default: with the output)")
 	fs.StringVar(&o.wrapper, "wrapper", "", "isched-wrapper path (default: beside this program, else in PATH)")
-	fs.Var(&o.wrapperArgs, "wrapper-arg", "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
+	fs.StringArrayVar(o.wrapperArgs.ptr(), "wrapper-arg", nil, "extra isched-wrapper argument (repeatable), e.g. --wrapper-arg=--iter-pattern=tqdm")
 	fs.StringVar(&o.lineage, "lineage", "", "lineage id (default <cluster>-u<uid>-<name>-<random>)")
-	fs.StringVar(&o.array, "array", "", "an array of runs, as sbatch --array (0-15, 1,3,5-9:2, 0-99%10): each element is a run of its own, lineage <lineage>_<task>, checkpoints in <checkpoint-dir>/<task>, output <lineage>_<task>.out; SLURM_ARRAY_TASK_ID tells the command which it is")
+	fs.StringVarP(&o.array, "array", "a", "", "an array of runs, as sbatch --array (0-15, 1,3,5-9:2, 0-99%10): each element is a run of its own, lineage <lineage>_<task>, checkpoints in <checkpoint-dir>/<task>, output <lineage>_<task>.out; SLURM_ARRAY_TASK_ID tells the command which it is")
 	fs.Int64Var(&o.req.totalIters, "total-iters", 0, "total iterations (default: from --samples, --epochs and --batch)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the batch script and do not submit")
 	fs.BoolVar(&o.asJSON, "json", false, "print where the job went as JSON: job id, cluster, lineage, partitions, output and error files, checkpoint directory (docs/json.md)")
@@ -341,26 +348,45 @@ func (o *submitOpts) register(fs *flag.FlagSet) {
 		{"mem-per-cpu", "memory per CPU, such as 4G: --mem is that times the CPUs of a node's tasks"},
 		{"cpus-per-gpu", "CPUs per GPU: --cpus is that times the GPUs"},
 	} {
-		o.perGPU[f.name] = fs.String(f.name, "", f.usage)
+		o.perGPU[f.name] = fs.StringP(f.name, sbatchShorthand(f.name), "", f.usage)
 	}
 }
 
 // sbatchShort are the sbatch spellings `isched submit` takes, as the
-// isched flag they mean: a Slurm user's -p gpu -t 2:00:00 -c 8 -N 1 -J name.
+// isched flag they mean: a Slurm user's -p gpu -t 2:00:00 -c 8 -N 1 -J
+// name (one letter: the flag's shorthand), --partition, --cpus-per-task.
 var sbatchShort = [][2]string{
 	{"p", "partition-ideal"}, {"partition", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"cpus-per-task", "cpus"},
 	{"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"e", "error"}, {"C", "constraint"},
 	{"a", "array"},
 }
 
-// sbatchAliases registers sbatchShort on fs: each shares its isched
-// flag's value.
-func sbatchAliases(fs *flag.FlagSet) {
+// sbatchShorthand is the one-letter sbatch spelling of an isched flag, ""
+// for none.
+func sbatchShorthand(name string) string {
 	for _, al := range sbatchShort {
-		if f := fs.Lookup(al[1]); f != nil { // each one is, TestSubmitSbatchSpellings checks
-			fs.Var(f.Value, al[0], "sbatch's spelling of --"+al[1])
+		if al[1] == name && len(al[0]) == 1 {
+			return al[0]
 		}
 	}
+	return ""
+}
+
+// sbatchAliases makes fs take sbatch's long spellings of sbatchShort
+// (--partition, --cpus-per-task) as the isched flag they mean.
+func sbatchAliases(fs *pflag.FlagSet) {
+	long := map[string]string{}
+	for _, al := range sbatchShort {
+		if len(al[0]) > 1 {
+			long[al[0]] = al[1]
+		}
+	}
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if n, ok := long[name]; ok {
+			return pflag.NormalizedName(n)
+		}
+		return pflag.NormalizedName(name)
+	})
 }
 
 // perGPUOptions are the --gpus, --gpus-per-node, --mem-per-* and

@@ -1,8 +1,11 @@
 package cli
 
 import (
-	"flag"
+	"errors"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // suggest returns the known names closest to a mistyped one: those one
@@ -77,29 +80,24 @@ func didYouMean(names []string, quote func(string) string) string {
 	return " (did you mean " + strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1] + "?)"
 }
 
-// flagName writes a flag as users type it: --name, or -x for one letter
-// (the flag package takes both with one or two dashes).
-func flagName(name string) string {
-	if len([]rune(name)) == 1 {
-		return "-" + name
-	}
-	return "--" + name
-}
-
-// undefinedFlagPrefix starts the flag package's error for a flag the set
-// does not define. The package has no typed error for it; its text has
-// not changed since Go 1, and TestUnknownFlagError pins it.
-const undefinedFlagPrefix = "flag provided but not defined: -"
-
-// flagSuggestion is the did-you-mean of a parse error of fs when the error
-// (or the usage error wrapping it: its message ends with the flag
-// package's) is an undefined flag; "" otherwise.
-func flagSuggestion(fs *flag.FlagSet, err error) string {
-	_, name, ok := strings.Cut(err.Error(), undefinedFlagPrefix)
-	if !ok {
+// flagSuggestion is the did-you-mean of a parse error of cmd's flags
+// when it is a flag the command does not have; "" otherwise. A long flag
+// given with one dash ("-json", as Go's flag package took it) reads as
+// shorthands: the whole group is the name meant.
+func flagSuggestion(cmd *cobra.Command, err error) string {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
 		return ""
 	}
+	name := ne.GetSpecifiedName()
+	if group := ne.GetSpecifiedShortnames(); group != "" {
+		name, _, _ = strings.Cut(group, "=")
+	}
+	dashes := func(n string) string { return "--" + n }
+	if f := cmd.Flags().Lookup(name); f != nil && len(name) > 1 {
+		return didYouMean([]string{f.Name}, dashes)
+	}
 	var known []string
-	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
-	return didYouMean(suggest(name, known), flagName)
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { known = append(known, f.Name) })
+	return didYouMean(suggest(name, known), dashes)
 }

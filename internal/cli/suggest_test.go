@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"errors"
-	"flag"
-	"io"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 func TestEditDistance(t *testing.T) {
@@ -39,6 +38,7 @@ func TestEditDistance(t *testing.T) {
 
 func TestSuggest(t *testing.T) {
 	t.Parallel()
+	commandNames := []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "simulate", "site", "config", "version", "help"}
 	flags := []string{"cpus", "dry-run", "fallback", "gres", "job-name", "mem", "partition-ideal", "time", "wrapper", "wrapper-arg"}
 	cases := []struct {
 		name  string
@@ -96,34 +96,33 @@ func TestDidYouMean(t *testing.T) {
 			t.Errorf("didYouMean(%q) = %q, want %q", c.names, got, c.want)
 		}
 	}
-	if got := didYouMean([]string{"wait", "o"}, flagName); got != " (did you mean --wait or -o?)" {
-		t.Errorf("flags: %q", got)
-	}
 }
 
-// TestUnknownFlagError pins the flag package's text that flagSuggestion
-// reads (it has no typed error for an undefined flag), wrapped as the
-// commands wrap it.
+// TestUnknownFlagError checks the suggestion for pflag's errors, as cobra
+// hands them to the command: a mistyped long flag, a long flag given with
+// one dash (as Go's flag package took it), none for a bad value.
 func TestUnknownFlagError(t *testing.T) {
 	t.Parallel()
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Bool("dry-run", false, "")
-	fs.Duration("wait", 0, "")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--dryrun"}, " (did you mean --dry-run?)"},
-		{[]string{"-wiat=3s"}, " (did you mean --wait?)"},
+		{[]string{"--wiat=3s"}, " (did you mean --wait?)"},
+		{[]string{"-wait=3s"}, " (did you mean --wait?)"},
+		{[]string{"-dry-run"}, " (did you mean --dry-run?)"},
+		{[]string{"-z"}, ""},
 		{[]string{"--account", "a"}, ""},
 		{[]string{"--wait", "soon"}, ""}, // a bad value: no suggestion
 	} {
-		err := fs.Parse(c.args)
+		cmd := &cobra.Command{Use: "x"}
+		cmd.Flags().Bool("dry-run", false, "")
+		cmd.Flags().Duration("wait", 0, "")
+		err := cmd.Flags().Parse(c.args)
 		if err == nil {
 			t.Fatalf("%q: parsed", c.args)
 		}
-		if got := flagSuggestion(fs, errors.Join(errUsage, err)); got != c.want {
+		if got := flagSuggestion(cmd, err); got != c.want {
 			t.Errorf("%q (%v): %q, want %q", c.args, err, got, c.want)
 		}
 	}

@@ -210,14 +210,24 @@ class Errors(FakeCLI):
         self.assertEqual(e.argv[0], self.fake)
         self.assertIn("estimate exited with status 1: isched estimate: open nope.json", str(e))
 
-    def test_a_usage_error_says_its_last_line(self):
-        usage = "usage: isched estimate --model model.json [flags]\n\nflags:\n  -batch string\n"
-        self.answer(stderr=usage + "isched estimate: flag provided but not defined: -bogus\n", rc=2)
+    def test_a_usage_error_says_the_mistake(self):
+        # as isched prints it: the mistake, then one short usage line
+        stderr = ("isched estimate: unknown flag: --bogus\n"
+                  "usage: isched estimate --model model.json --samples N --epochs E --batch 8,16,32 [flags] "
+                  "(isched estimate --help lists the flags)\n")
+        self.answer(stderr=stderr, rc=2)
         with self.assertRaises(isched.CLIError) as cm:
             isched.estimate("m.json", bogus=1)
         self.assertEqual(cm.exception.returncode, 2)
-        self.assertTrue(str(cm.exception).endswith("status 2: isched estimate: flag provided but not defined: -bogus"))
-        self.assertIn("-batch string", cm.exception.stderr)
+        self.assertIn("status 2: isched estimate: unknown flag: --bogus\nusage: isched estimate", str(cm.exception))
+        self.assertEqual(cm.exception.stderr, stderr)
+
+    def test_a_listing_before_the_mistake_says_its_last_line(self):
+        usage = "usage: isched estimate --model model.json [flags]\n\nflags:\n      --batch string\n"
+        self.answer(stderr=usage + "isched estimate: unknown flag: --bogus\n", rc=2)
+        with self.assertRaises(isched.CLIError) as cm:
+            isched.estimate("m.json", bogus=1)
+        self.assertTrue(str(cm.exception).endswith("status 2: isched estimate: unknown flag: --bogus"))
 
     def test_output_that_is_not_json(self):
         self.answer("model: resnet18\n")

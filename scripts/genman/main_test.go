@@ -28,33 +28,41 @@ const agentHelp = `Usage of isched-agent:
 func TestParseDefaults(t *testing.T) {
 	got := ParseDefaults(agentHelp)
 	want := []Flag{
-		{"cluster", "string", "cluster name in every Redis key (default: $ISCHED_CLUSTER, else Slurm's ClusterName)"},
-		{"once", "", "publish one snapshot and exit (no actions)"},
-		{"poll", "duration", "how often to publish the cluster snapshot (default 5s)"},
-		{"x", "", "a one-letter flag keeps its usage on the line"},
-		{"version", "", "print the version and exit"},
+		{Name: "cluster", Type: "string", Usage: "cluster name in every Redis key (default: $ISCHED_CLUSTER, else Slurm's ClusterName)"},
+		{Name: "once", Usage: "publish one snapshot and exit (no actions)"},
+		{Name: "poll", Type: "duration", Usage: "how often to publish the cluster snapshot (default 5s)"},
+		{Name: "x", Usage: "a one-letter flag keeps its usage on the line"},
+		{Name: "version", Usage: "print the version and exit"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
 
-// TestEveryCommandDocumented: the man page and the completions cover every
-// command isched has (simulate was missing from both).
+// TestEveryCommandDocumented: the man page covers every command of
+// isched's tree (simulate was once missing), each with its synopsis and
+// flags, sbatch's one-letter spellings as the flags' shorthands.
 func TestEveryCommandDocumented(t *testing.T) {
-	for _, c := range cli.CommandNames() {
-		if c == "help" || c == "version" {
-			continue // no flags of their own
+	cmds := ischedCommands(cli.Tree())
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name)
+		if c.Synopsis == "" || len(c.Flags) == 0 {
+			t.Errorf("isched %s: synopsis %q, %d flags", c.Name, c.Synopsis, len(c.Flags))
 		}
-		if !slices.ContainsFunc(Commands, func(d string) bool { return d == c || strings.HasPrefix(d, c+" ") }) {
-			t.Errorf("isched %s is missing from genman's Commands: no man page section, no completion", c)
+		if c.Name == "submit" && !slices.Contains(c.Flags, Flag{Name: "partition-ideal", Short: "p", Type: "string", Usage: "ideal partition (default: from the estimate, else the default partition)"}) {
+			t.Errorf("isched submit: no -p, --partition-ideal in %+v", c.Flags)
 		}
+	}
+	want := []string{"estimate", "plan", "submit", "profile", "status", "report", "stop", "simulate", "site probe", "config"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("commands %q, want %q", names, want)
 	}
 }
 
 func TestRoffEscapes(t *testing.T) {
 	p := Program{Name: "isched-agent", Section: "8", Summary: "s", Description: ".starts with a dot\n\n'quote and back\\slash",
-		Commands: []Command{{Flags: []Flag{{"log-level", "string", `.x \fB bold`}}}}}
+		Commands: []Command{{Flags: []Flag{{Name: "log-level", Type: "string", Usage: `.x \fB bold`}}}}}
 	page := Roff(p, "1.0", "2026-11-25")
 	for _, want := range []string{".TH ISCHED-AGENT 8", `\&.starts with a dot`, `\&'quote and back\eslash`, `.B \-\-log\-level \fIstring\fR`, `\&.x \efB bold`} {
 		if !strings.Contains(page, want) {
@@ -63,57 +71,25 @@ func TestRoffEscapes(t *testing.T) {
 	}
 }
 
-// bashComplete sources a bash completion file and returns what _isched
-// offers for words with the cursor on the last one.
-func bashComplete(t *testing.T, file string, words ...string) string {
+// bashComplete sources bash-completion and a completion file, and returns
+// what fn offers for words with the cursor on the last one; bin is put
+// first in PATH (cobra's script asks isched __complete).
+func bashComplete(t *testing.T, file, bin, fn string, words ...string) string {
 	t.Helper()
-	script := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _isched; printf '%s\n' "${COMPREPLY[@]}"`
-	got, err := exec.Command("bash", append([]string{"-c", script, "bash", file}, words...)...).CombinedOutput()
+	const lib = "/usr/share/bash-completion/bash_completion"
+	if _, err := os.Stat(lib); err != nil {
+		t.Fatalf("%s: %v (make deps installs bash-completion)", lib, err)
+	}
+	script := `source ` + lib + `; source "$1"; fn=$2; shift 2; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; "$fn"; printf '%s\n' "${COMPREPLY[@]}"`
+	cmd := exec.Command("bash", append([]string{"-c", script, "bash", file, fn}, words...)...)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin", "ISCHED_SITE=../../examples/site-lab.json")
+	var errOut strings.Builder
+	cmd.Stderr = &errOut // compopt says it runs outside a completion
+	got, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("bash completion of %q: %v\n%s", words, err, got)
+		t.Fatalf("bash completion of %q: %v\n%s%s", words, err, got, errOut.String())
 	}
 	return strings.TrimSpace(string(got))
-}
-
-// TestBashTwoWordCommands: a two-word command completes its first word,
-// then its second, then its own flags; one-word commands are unchanged.
-func TestBashTwoWordCommands(t *testing.T) {
-	p := Program{Name: "isched", Commands: []Command{
-		{Name: "submit", Flags: []Flag{{"account", "string", ""}}},
-		{Name: "site probe", Flags: []Flag{{"node-type", "string", ""}, {"local", "", ""}}},
-		{Name: "site show", Flags: []Flag{{"json", "", ""}}},
-		{Name: "stop"},
-	}}
-	file := filepath.Join(t.TempDir(), "isched")
-	if err := os.WriteFile(file, []byte(Bash([]Program{p})), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		words []string
-		want  string
-	}{
-		{[]string{"isched", "s"}, "submit\nsite\nstop"},
-		{[]string{"isched", "site", ""}, "probe\nshow"},
-		{[]string{"isched", "site", "p"}, "probe"},
-		{[]string{"isched", "site", "probe", "--no"}, "--node-type"},
-		{[]string{"isched", "site", "probe", "--l"}, "--local"},
-		{[]string{"isched", "site", "show", "--"}, "--json"},
-		{[]string{"isched", "submit", "--a"}, "--account"},
-		{[]string{"isched", "stop", "--"}, ""},
-		{[]string{"isched", "site", "nosuch", "--"}, ""},
-		{[]string{"isched", "help", "s"}, "submit\nsite\nstop"},
-		{[]string{"isched", "help", "stop", ""}, ""},
-	} {
-		if got := bashComplete(t, file, tt.words...); got != tt.want {
-			t.Errorf("bash completion of %q: %q, want %q", tt.words, got, tt.want)
-		}
-	}
-	z := Zsh([]Program{p})
-	for _, want := range []string{`local -a cmds=("submit" "site" "stop" help version)`, `local -a subs=("probe" "show" )`, `"site probe")`, "shift words", `local -a helpcmds=("submit" "site" "stop" )`} {
-		if !strings.Contains(z, want) {
-			t.Errorf("zsh completion lacks %q:\n%s", want, z)
-		}
-	}
 }
 
 // TestGenerateFromBinaries builds the five binaries, generates the pages
@@ -139,7 +115,8 @@ func TestGenerateFromBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`.B \-\-account \fIstring\fR`, `.B \-\-sbatch\-arg \fIvalue\fR`, ".SH COMMAND: SUBMIT", ".SH COMMAND: STATUS", ".SH COMMAND: SITE PROBE", ".SH COMMAND: STOP", `.B \-\-node\-type \fIstring\fR`, `isched 9.9.9`} {
+	for _, want := range []string{`.B \-A, \-\-account \fIstring\fR`, `.B \-\-sbatch\-arg \fIstringArray\fR`, ".SH COMMAND: SUBMIT", ".SH COMMAND: STATUS",
+		".SH COMMAND: SITE PROBE", ".SH COMMAND: STOP", `.B \-\-node\-type \fIstring\fR`, `isched 9.9.9`, "Options are GNU's"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("isched.1 lacks %q", want)
 		}
@@ -163,37 +140,40 @@ func TestGenerateFromBinaries(t *testing.T) {
 		{"status", "isched", "help", "stat"},
 		{"ideal", "isched", "submit", "--policy", "id"},
 		{"bf16", "isched", "estimate", "--precision", "b"},
+		{"gpu-dev", "isched", "submit", "-p", "gpu-"},                  // the site catalogue's partitions without Slurm
+		{`dev\,gpu-dev`, "isched", "submit", "--fallback", "dev,gpu-"}, // bash inserts it quoted
 	} {
-		if got := bashComplete(t, bashFile, tt[1:]...); got != tt[0] {
+		if got := bashComplete(t, bashFile, bin, "__start_isched", tt[1:]...); got != tt[0] {
 			t.Errorf("bash completion of %q: %q, want %q", tt[1:], got, tt[0])
 		}
 	}
-	fish, err := os.ReadFile(filepath.Join(out, "fish", "isched.fish"))
-	if err != nil {
-		t.Fatal(err)
+	if got := bashComplete(t, bashFile, bin, "_isched_agent", "isched-agent", "--pprof-l"); got != "--pprof-listen" {
+		t.Errorf("bash completion of isched-agent --pprof-l: %q", got)
 	}
-	for _, want := range []string{
-		"complete -c isched -f -n '__fish_use_subcommand' -a '",
-		"complete -c isched -f -n '__fish_seen_subcommand_from site; and not __fish_seen_subcommand_from probe' -a 'probe'",
-		"complete -c isched -n '__fish_seen_subcommand_from submit' -l policy -d ",
-		"-x -a 'auto immediate ideal cheapest deadline'",
-		"complete -c isched -n '__fish_seen_subcommand_from submit' -o p -d ",
-		"-x -a '(sinfo -h -o %R 2>/dev/null)'",
-		"complete -c isched -n '__fish_seen_subcommand_from site; and __fish_seen_subcommand_from probe' -l node-type -d ",
-		"complete -c isched-agent -l pprof-listen -d ",
+	for file, wants := range map[string][]string{
+		"isched.fish":         {"complete -c isched -n 'not __isched_requires_order_preservation && __isched_prepare_completions' -f -a '$__isched_comp_results'"},
+		"isched-daemons.fish": {"complete -c isched-agent -l pprof-listen -d "},
 	} {
-		if !strings.Contains(string(fish), want) {
-			t.Errorf("isched.fish lacks %q", want)
+		text, err := os.ReadFile(filepath.Join(out, "fish", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(text), want) {
+				t.Errorf("%s lacks %q", file, want)
+			}
+		}
+		if fishBin := shell(t, "fish"); fishBin != "" {
+			if out, err := exec.Command(fishBin, "--no-execute", filepath.Join(out, "fish", file)).CombinedOutput(); err != nil {
+				t.Errorf("fish --no-execute %s: %v\n%s", file, err, out)
+			}
 		}
 	}
-	if fishBin := shell(t, "fish"); fishBin != "" {
-		if out, err := exec.Command(fishBin, "--no-execute", filepath.Join(out, "fish", "isched.fish")).CombinedOutput(); err != nil {
-			t.Errorf("fish --no-execute: %v\n%s", err, out)
-		}
-	}
-	if zsh := shell(t, "zsh"); zsh != "" {
-		if out, err := exec.Command(zsh, "-n", filepath.Join(out, "zsh", "_isched")).CombinedOutput(); err != nil {
-			t.Errorf("zsh -n: %v\n%s", err, out)
+	for _, file := range []string{"_isched", "_isched_daemons"} {
+		if zsh := shell(t, "zsh"); zsh != "" {
+			if out, err := exec.Command(zsh, "-n", filepath.Join(out, "zsh", file)).CombinedOutput(); err != nil {
+				t.Errorf("zsh -n %s: %v\n%s", file, err, out)
+			}
 		}
 	}
 }
