@@ -9,7 +9,7 @@
     ex = isched.Executor(partition_ideal="cpu", time="30", mem="2G")
     job = ex.submit(train, lr=0.1)   # train(lr=0.1) runs in a Slurm job, under isched-wrapper
     job.result()                     # its return value (or its exception, raised here)
-    jobs = ex.map(train, [0.1, 0.01])
+    jobs = ex.map(train, [0.1, 0.01])   # one Slurm array of 2: a FunctionJob per element
     [j.result() for j in jobs]
     isched.jobs()                    # your isched jobs
 
@@ -27,8 +27,10 @@ The job runs the notebook's own Python (sys.executable) with the notebook's
 environment, so the same packages are there. Each call has its own private
 directory (mode 0700) under the executor's folder, default
 ``$XDG_CACHE_HOME/isched/functions`` (``~/.cache/isched/functions``): the
-call, its result, stdout and stderr. A pickle runs code when loaded, so
-both sides refuse a directory or file that another user owns or may write.
+call, its result, stdout and stderr; map's array has one such directory
+per element under its call directory (<calldir>/<task>). A pickle runs
+code when loaded, so both sides refuse a directory or file that another
+user owns or may write.
 """
 
 import collections
@@ -306,7 +308,7 @@ class FunctionJob(Job):
     return value, or raises its exception (its traceback in the job chained
     as the cause). calldir holds the call and its result.pkl: the call's
     directory, or for an element of Executor.map's array (task set) the
-    element's subdirectory of it; cancel() cancels that element alone."""
+    element's subdirectory of it; cancel() is isched stop <array id>_<task>."""
 
     def __init__(self, job_id, calldir, **kw):
         super().__init__(job_id, **kw)
