@@ -9,10 +9,17 @@ temporary name and renamed: ("ok", value) or ("error", exception,
 traceback text). The exit status is 0 when the function returned, 1 when
 it raised, 2 when the call could not be loaded. Standard library only (a
 cloudpickle pickle imports cloudpickle when loaded).
+
+An array's CALLDIR (Executor.map) holds the file "array" and, for each
+element T, the directory CALLDIR/T with T's call.pkl: the element
+SLURM_ARRAY_TASK_ID names runs that call and writes CALLDIR/T/result.pkl;
+path.pkl is shared. Without a directory of its own the element loads
+nothing (exit 2): never another element's call.
 """
 
 import os
 import pickle
+import stat
 import sys
 import traceback
 
@@ -27,9 +34,37 @@ def private(path):
         raise PermissionError("%s may be written by other users (mode %o): not loaded" % (path, st.st_mode & 0o7777))
 
 
-def load(calldir):
-    """The call (fn, args, kwargs), with the caller's sys.path added."""
-    for p in (calldir, os.path.join(calldir, "path.pkl"), os.path.join(calldir, "call.pkl")):
+# The file that says CALLDIR holds an array's calls (isched.runs.ARRAY_MARKER).
+ARRAY_MARKER = "array"
+
+
+def taskdir(calldir, environ):
+    """The directory of the call this job runs: calldir, or in an array's
+    calldir the element's subdirectory (SLURM_ARRAY_TASK_ID). Raises
+    (ValueError, FileNotFoundError, PermissionError) when there is none
+    of the user's own."""
+    private(calldir)
+    marker = os.path.join(calldir, ARRAY_MARKER)
+    if not os.path.lexists(marker):
+        return calldir
+    private(marker)
+    task = environ.get("SLURM_ARRAY_TASK_ID", "")
+    if not task.isdigit() or not task.isascii():
+        raise ValueError("%s holds an array's calls: SLURM_ARRAY_TASK_ID=%r names no element" % (calldir, task))
+    d = os.path.join(calldir, str(int(task)))
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        raise FileNotFoundError("%s holds no call of element %s (no directory %s)" % (calldir, task, d)) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ValueError("%s: not a directory (element %s's call): not loaded" % (d, task))
+    return d
+
+
+def load(calldir, task_dir):
+    """The call (fn, args, kwargs) in task_dir, with the caller's sys.path
+    (calldir's) added."""
+    for p in (calldir, os.path.join(calldir, "path.pkl"), task_dir, os.path.join(task_dir, "call.pkl")):
         private(p)
     # This file's directory (the isched package) is sys.path[0]: it would
     # shadow the user's modules by the package's (lightning, hf): the
@@ -38,7 +73,7 @@ def load(calldir):
     with open(os.path.join(calldir, "path.pkl"), "rb") as f:
         caller = pickle.load(f)
     sys.path.extend(p for p in caller if isinstance(p, str) and p not in sys.path)
-    with open(os.path.join(calldir, "call.pkl"), "rb") as f:
+    with open(os.path.join(task_dir, "call.pkl"), "rb") as f:
         return pickle.load(f)
 
 
@@ -74,7 +109,8 @@ def main(argv):
         return 2
     calldir = os.path.abspath(argv[1])
     try:
-        fn, args, kwargs = load(calldir)
+        task_dir = taskdir(calldir, os.environ)
+        fn, args, kwargs = load(calldir, task_dir)
     except Exception as e:  # noqa: BLE001 - any failure to load is the job's end
         sys.stderr.write("isched: cannot load the call in %s: %s: %s\n" % (calldir, type(e).__name__, e))
         return 2
@@ -87,7 +123,7 @@ def main(argv):
         outcome = ("error", e, tb)
         code = 1
     sys.stdout.flush()
-    write(calldir, outcome)
+    write(task_dir, outcome)
     return code
 
 

@@ -9,7 +9,7 @@
     ex = isched.Executor(partition_ideal="cpu", time="30", mem="2G")
     job = ex.submit(train, lr=0.1)   # train(lr=0.1) runs in a Slurm job, under isched-wrapper
     job.result()                     # its return value (or its exception, raised here)
-    jobs = ex.map(train, [0.1, 0.01])
+    jobs = ex.map(train, [0.1, 0.01])   # one Slurm array of 2: a FunctionJob per element
     [j.result() for j in jobs]
     isched.jobs()                    # your isched jobs
 
@@ -27,8 +27,10 @@ The job runs the notebook's own Python (sys.executable) with the notebook's
 environment, so the same packages are there. Each call has its own private
 directory (mode 0700) under the executor's folder, default
 ``$XDG_CACHE_HOME/isched/functions`` (``~/.cache/isched/functions``): the
-call, its result, stdout and stderr. A pickle runs code when loaded, so
-both sides refuse a directory or file that another user owns or may write.
+call, its result, stdout and stderr; map's array has one such directory
+per element under its call directory (<calldir>/<task>). A pickle runs
+code when loaded, so both sides refuse a directory or file that another
+user owns or may write.
 """
 
 import collections
@@ -46,6 +48,14 @@ from isched import cli
 __all__ = ["Job", "FunctionJob", "Executor", "JobError", "Progress", "jobs", "submit_job"]
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_call.py")
+
+# The file in a call directory that says it holds an array's calls, one
+# subdirectory per element (Executor.map; _call.py reads the same name).
+ARRAY_MARKER = "array"
+# The most items of one map: isched submit --json lists an array's task ids
+# ("tasks", what array_jobs follows) up to internal/slurm/array.go's
+# MaxListedTasks.
+MAX_MAP_ITEMS = 10000
 
 Progress = collections.namedtuple("Progress", "step total fraction eta")
 Progress.__doc__ = """A run's progress: the last step (None before the first), the total steps
@@ -296,7 +306,9 @@ def jobs(timeout=None):
 class FunctionJob(Job):
     """A Job that runs one call of a Python function: result() is its
     return value, or raises its exception (its traceback in the job chained
-    as the cause)."""
+    as the cause). calldir holds the call and its result.pkl: the call's
+    directory, or for an element of Executor.map's array (task set) the
+    element's subdirectory of it; cancel() is isched stop <array id>_<task>."""
 
     def __init__(self, job_id, calldir, **kw):
         super().__init__(job_id, **kw)
@@ -311,8 +323,8 @@ class FunctionJob(Job):
             f = open(path, "rb")
         except FileNotFoundError:
             tail = [ln for ln in (self.stderr() or "").splitlines() if ln.strip() and not _wrapper_line(ln)][-5:]
-            return None, JobError("job %d (%s) ended without a result (%s)%s" % (
-                self.job_id, self.lineage, _state_text(rec), (": " + " | ".join(tail)) if tail else ""), rec)
+            return None, JobError("job %s (%s) ended without a result (%s)%s" % (
+                self.key, self.lineage, _state_text(rec), (": " + " | ".join(tail)) if tail else ""), rec)
         with f:
             check_private(f.fileno(), path)
             kind, *rest = pickle.load(f)
@@ -404,29 +416,81 @@ class Executor:
         d = tempfile.mkdtemp(prefix=datetime.datetime.now().strftime("%Y%m%d-%H%M%S-"), dir=self.folder)
         return d  # mkdtemp: mode 0700, ours
 
-    def submit(self, fn, *args, **kwargs):
-        """Run fn(*args, **kwargs) in a job; a FunctionJob."""
-        if not callable(fn):
-            raise TypeError("fn: want a callable, got %r" % (fn,))
-        payload = _dumps((fn, args, kwargs))
-        d = self._calldir()
-        with open(os.path.join(d, "path.pkl"), "wb") as f:
-            pickle.dump([p for p in sys.path if isinstance(p, str)], f)
-        with open(os.path.join(d, "call.pkl"), "wb") as f:
-            f.write(payload)
+    def _flags(self, fn, d, element=""):
+        """The submission's flags: the executor's, with the job name and
+        the output, stderr and checkpoints in the call directory d unless
+        given (element: the path part of an array's element, "%a/")."""
         flags = dict(self.flags)
         flags.setdefault("job_name", getattr(fn, "__name__", "function").strip("<>") or "function")
-        flags.setdefault("output", os.path.join(d, "stdout"))
-        flags.setdefault("error", os.path.join(d, "stderr"))
+        flags.setdefault("output", os.path.join(d, element + "stdout"))
+        flags.setdefault("error", os.path.join(d, element + "stderr"))
         flags.setdefault("checkpoint_dir", os.path.join(d, "checkpoints"))
-        job = submit_job([self.python, RUNNER, d], **flags)
+        return flags
+
+    def _check(self, fn):
+        """Refuse what cannot be submitted, before anything is written."""
+        if not callable(fn):
+            raise TypeError("fn: want a callable, got %r" % (fn,))
+        if "array" in self.flags:
+            raise TypeError("Executor: array=%r is no flag of an executor: map() submits its items as one array "
+                            "of its own" % (self.flags["array"],))
+
+    def submit(self, fn, *args, **kwargs):
+        """Run fn(*args, **kwargs) in a job; a FunctionJob."""
+        self._check(fn)
+        payload = _dumps((fn, args, kwargs))
+        d = self._calldir()
+        _write_path(d)
+        _write(os.path.join(d, "call.pkl"), payload)
+        job = submit_job([self.python, RUNNER, d], **self._flags(fn, d))
         fj = FunctionJob(job.job_id, d, lineage=job.lineage, cluster=job.cluster, output=job.output, error=job.error,
                          checkpoint_dir=job.checkpoint_dir)
-        with open(os.path.join(d, "job"), "w") as f:
-            f.write("%d %s\n" % (fj.job_id, fj.lineage or ""))
+        _write(os.path.join(d, "job"), b"%d %s\n" % (fj.job_id, (fj.lineage or "").encode()))
         return fj
 
     def map(self, fn, *iterables):
-        """fn over the iterables' items (zipped), one job each, as the
-        built-in map; the FunctionJobs in order."""
-        return [self.submit(fn, *items) for items in zip(*iterables)]
+        """fn over the iterables' items (zipped), as the built-in map, in
+        one Slurm job array (isched submit --array 0-<N-1>): element T runs
+        the call of item T, in its own directory <calldir>/T (its call,
+        result, stdout, stderr), checkpoints in <calldir>/checkpoints/T.
+        The FunctionJobs in the items' order, one per element (a single
+        item is a plain submit; no items, []). At most MAX_MAP_ITEMS."""
+        self._check(fn)
+        items = list(zip(*iterables))
+        if len(items) < 2:
+            return [self.submit(fn, *a) for a in items]
+        if len(items) > MAX_MAP_ITEMS:
+            raise ValueError("map of %d items: at most %d go in one array (isched follows no more one by one); "
+                             "split the items into several maps" % (len(items), MAX_MAP_ITEMS))
+        payloads = [_dumps((fn, a, {})) for a in items]
+        d = self._calldir()
+        spec = "0-%d" % (len(items) - 1)
+        _write_path(d)
+        for t, payload in enumerate(payloads):
+            os.mkdir(os.path.join(d, str(t)), 0o700)
+            _write(os.path.join(d, str(t), "call.pkl"), payload)
+        _write(os.path.join(d, ARRAY_MARKER), spec.encode() + b"\n")
+        jobs = submit_job([self.python, RUNNER, d], array=spec, **self._flags(fn, d, element="%a" + os.sep))
+        return self._elements(d, jobs, len(items))
+
+    @staticmethod
+    def _elements(d, jobs, n):
+        """The FunctionJobs of an array's n elements (Jobs of submit_job)."""
+        if not isinstance(jobs, list) or [j.task for j in jobs] != list(range(n)):
+            raise RuntimeError("isched submit --array 0-%d: want elements 0..%d, got %r" % (n - 1, n - 1, jobs))
+        fjs = [FunctionJob(j.job_id, os.path.join(d, str(j.task)), lineage=j.lineage, cluster=j.cluster, output=j.output,
+                           error=j.error, checkpoint_dir=j.checkpoint_dir, task=j.task) for j in jobs]
+        _write(os.path.join(d, "job"), "".join("%s %s\n" % (j.key, j.lineage or "") for j in fjs).encode())
+        return fjs
+
+
+def _write_path(d):
+    """The caller's sys.path, for the job to import what the call needs."""
+    _write(os.path.join(d, "path.pkl"), pickle.dumps([p for p in sys.path if isinstance(p, str)]))
+
+
+def _write(path, data):
+    """A new file of the user's own (mode 0600): never one that exists."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)

@@ -28,7 +28,9 @@ from fakecli import FakeCLITest  # noqa: E402
 
 # The fake isched: answers call N with $FAKE_ANSWERS[N] (the last one
 # again once they run out): {"stdout": ..., "rc": ...}; appends each argv
-# to $FAKE_CALLS (one JSON list per line).
+# to $FAKE_CALLS (one JSON list per line). @OUTPUT@, @ERROR@ and @CKPT@ in
+# stdout are the call's --output, --error and --checkpoint-dir, as isched
+# submit --json prints the paths it was given.
 FAKE = textwrap.dedent("""\
     #!%s
     import json, os, sys
@@ -39,7 +41,11 @@ FAKE = textwrap.dedent("""\
     with open(os.environ["FAKE_ANSWERS"]) as f:
         answers = json.load(f)
     a = answers[min(n, len(answers)) - 1]
-    sys.stdout.write(a.get("stdout", ""))
+    out = a.get("stdout", "")
+    for name, flag in (("@OUTPUT@", "--output"), ("@ERROR@", "--error"), ("@CKPT@", "--checkpoint-dir")):
+        if flag in sys.argv:
+            out = out.replace(name, sys.argv[sys.argv.index(flag) + 1])
+    sys.stdout.write(out)
     sys.stderr.write(a.get("stderr", ""))
     sys.exit(a.get("rc", 0))
     """) % sys.executable
@@ -72,6 +78,15 @@ class Fake(FakeCLITest):
     def answers(self, *outs, rc=0):
         with open(os.environ["FAKE_ANSWERS"], "w") as f:
             json.dump([{"stdout": o, "rc": rc} for o in outs], f)
+
+    def run_job(self, job, argv):
+        """Run the command the submission gave, as the job would; then
+        Slurm says the job completed (or failed)."""
+        cmd = argv[argv.index("--") + 1:]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=self.tmp.name)
+        state = "COMPLETED" if p.returncode == 0 else "FAILED"
+        self.answers(slurm(state, job_id=77, exit_status=p.returncode))
+        return p
 
     def calls(self):
         try:
@@ -178,15 +193,6 @@ class Functions(Fake):
         argv = self.calls()[-1]
         return job, argv
 
-    def run_job(self, job, argv):
-        """Run the command the submission gave, as the job would; then
-        Slurm says the job completed (or failed)."""
-        cmd = argv[argv.index("--") + 1:]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=self.tmp.name)
-        state = "COMPLETED" if p.returncode == 0 else "FAILED"
-        self.answers(slurm(state, job_id=77, exit_status=p.returncode))
-        return p
-
     def test_a_notebook_function_runs_and_returns(self):
         offset = 3
         job, argv = self.submit(lambda x, y=0: x * x + y + offset, 4, y=1)  # by value: cloudpickle
@@ -237,17 +243,6 @@ class Functions(Fake):
         self.assertEqual(path[0], "", "the working directory first, as python -c")
         self.assertIn(os.path.dirname(HERE), path, "the caller's sys.path")
 
-    def test_map_submits_one_job_per_item_in_order(self):
-        self.answers(json.dumps({"job_id": 1, "lineage": "l"}))
-        jobs = isched.Executor().map(pow, [2, 3], [10, 2])
-        self.assertEqual(len(jobs), 2)
-        dirs = [c[c.index("--") + 3] for c in self.calls()]
-        calls = []
-        for d in dirs:
-            with open(os.path.join(d, "call.pkl"), "rb") as f:
-                calls.append(pickle.load(f)[1])
-        self.assertEqual(calls, [(2, 10), (3, 2)])
-
     def test_refuses_a_folder_others_may_write(self):
         shared = os.path.join(self.tmp.name, "shared")
         os.mkdir(shared)
@@ -279,6 +274,158 @@ class Functions(Fake):
         p = self.run_job(job, argv)
         self.assertEqual(p.returncode, 2)
         self.assertIn("belongs to uid 65534", p.stderr)
+
+
+def negative_fails(x):
+    if x < 0:
+        raise ValueError("negative item %d" % x)
+    return x * 10
+
+
+class Map(Fake):
+    """Executor.map: one array, one call directory with a subdirectory per
+    element; each element run here as Slurm would run it
+    (SLURM_ARRAY_TASK_ID)."""
+
+    def map(self, fn, *iterables, **flags):
+        n = len(list(zip(*iterables)))
+        self.answers(json.dumps({"job_id": 90, "cluster": "lab", "lineage": "lab-u1-fn-2", "partitions": ["cpu"],
+                                 "ideal": "cpu", "output": "@OUTPUT@", "error": "@ERROR@", "checkpoint_dir": "@CKPT@",
+                                 "array": "0-%d" % (n - 1), "elements": n, "tasks": list(range(n))}))
+        jobs = isched.Executor(partition_ideal="cpu", **flags).map(fn, *iterables)
+        return jobs, self.calls()[-1]
+
+    def run_element(self, argv, task):
+        """Run the array's command as element task (None: without
+        SLURM_ARRAY_TASK_ID); the completed process."""
+        env = dict(os.environ)
+        env.pop("SLURM_ARRAY_TASK_ID", None)
+        if task is not None:
+            env["SLURM_ARRAY_TASK_ID"] = str(task)
+        return subprocess.run(argv[argv.index("--") + 1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, cwd=self.tmp.name, env=env)
+
+    def results(self, d):
+        """The result files under the call directory d."""
+        return sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs if f == "result.pkl")
+
+    def test_map_submits_one_array_and_returns_in_order(self):
+        jobs, argv = self.map(pow, [2, 3, 4], [10, 2, 1])
+        self.assertEqual(len(self.calls()), 1, "one submission")
+        d = argv[argv.index("--") + 3]
+        for flag, want in [("--array", "0-2"), ("--output", os.path.join(d, "%a", "stdout")),
+                           ("--error", os.path.join(d, "%a", "stderr")), ("--checkpoint-dir", os.path.join(d, "checkpoints")),
+                           ("--job-name", "pow")]:
+            self.assertEqual(argv[argv.index(flag) + 1], want, flag)
+        self.assertEqual([(j.key, j.lineage, j.calldir, j.checkpoint_dir) for j in jobs],
+                         [("90_%d" % t, "lab-u1-fn-2_%d" % t, os.path.join(d, str(t)), os.path.join(d, "checkpoints", str(t)))
+                          for t in range(3)])
+        for t in range(3):
+            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(d, str(t))).st_mode), 0o700)
+            with open(os.path.join(d, str(t), "call.pkl"), "rb") as f:
+                self.assertEqual(pickle.load(f)[1], [(2, 10), (3, 2), (4, 1)][t])
+        self.assertFalse(os.path.exists(os.path.join(d, "call.pkl")), "no call outside the elements'")
+        for t in (2, 0, 1):  # Slurm runs the elements in any order
+            p = self.run_element(argv, t)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.results(d), ["0/result.pkl", "1/result.pkl", "2/result.pkl"])
+        self.answers(slurm("COMPLETED", exit_status=0))
+        self.assertEqual([j.result() for j in jobs], [1024, 9, 4])
+        self.assertEqual([c for c in self.calls() if c[0] == "status"], [["status", "--json", "90_%d" % t] for t in range(3)])
+
+    def test_a_failing_element_has_its_own_exception(self):
+        jobs, argv = self.map(negative_fails, [1, -2, 3])
+        codes = [self.run_element(argv, t).returncode for t in range(3)]
+        self.assertEqual(codes, [0, 1, 0])
+        self.answers(slurm("COMPLETED", exit_status=0), slurm("FAILED", exit_status=1), slurm("COMPLETED", exit_status=0))
+        self.assertEqual([type(j.exception()) for j in jobs], [type(None), ValueError, type(None)])
+        with self.assertRaisesRegex(ValueError, "negative item -2") as cm:
+            jobs[1].result()
+        self.assertIn("in negative_fails", str(cm.exception.__cause__))
+        self.assertEqual((jobs[0].result(), jobs[2].result()), (10, 30))
+
+    def test_an_element_without_a_result_shows_its_own_stderr(self):
+        jobs, argv = self.map(square, [1, 2])
+        with open(os.path.join(jobs[1].calldir, "stderr"), "w") as f:
+            f.write("slurmstepd: error: *** JOB 92 CANCELLED ***\n")
+        self.answers(slurm("CANCELLED", job_id=92, exit_status=143))
+        with self.assertRaisesRegex(isched.JobError, r"job 90_1 \(lab-u1-fn-2_1\) ended without a result .*JOB 92 CANCELLED"):
+            jobs[1].result()
+
+    def test_cancel_of_an_element_stops_that_element(self):
+        jobs, _ = self.map(square, [1, 2, 3])
+        self.answers("cancelled job 93 (lineage lab-u1-fn-2_1)\n")
+        jobs[1].cancel()
+        self.assertEqual(self.calls()[-1], ["stop", "90_1"])
+
+    def test_an_element_loads_only_its_own_call(self):
+        jobs, argv = self.map(square, [1, 2])
+        d = os.path.dirname(jobs[0].calldir)
+        for task, want in [(2, "holds no call of element 2"), (None, "SLURM_ARRAY_TASK_ID=''"),
+                           ("../0", r"SLURM_ARRAY_TASK_ID='\.\./0' names no element"), ("-1", "names no element")]:
+            with self.subTest(task=task):
+                p = self.run_element(argv, task)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertRegex(p.stderr, want)
+        os.rename(jobs[1].calldir, jobs[1].calldir + ".gone")
+        os.symlink(jobs[0].calldir, jobs[1].calldir)  # element 1's directory is element 0's
+        p = self.run_element(argv, 1)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not a directory (element 1's call)", p.stderr)
+        self.assertEqual(self.results(d), [], "no element ran")
+
+    def test_private_checks_hold_for_the_elements(self):
+        jobs, argv = self.map(square, [1, 2, 3])
+        d = os.path.dirname(jobs[0].calldir)
+        for path in [jobs[1].calldir, os.path.join(jobs[1].calldir, "call.pkl"), os.path.join(d, "path.pkl"),
+                     os.path.join(d, "array")]:
+            with self.subTest(path=os.path.relpath(path, d)):
+                mode = stat.S_IMODE(os.stat(path).st_mode)
+                os.chmod(path, 0o777)
+                p = self.run_element(argv, 1)
+                os.chmod(path, mode)
+                self.assertEqual(p.returncode, 2)
+                self.assertIn("%s may be written by other users" % path, p.stderr)
+        self.assertEqual(self.results(d), [])
+        self.assertEqual(self.run_element(argv, 1).returncode, 0)
+        os.chmod(os.path.join(jobs[1].calldir, "result.pkl"), 0o666)
+        self.answers(slurm("COMPLETED", exit_status=0))
+        with self.assertRaisesRegex(PermissionError, "1/result.pkl may be written by other users"):
+            jobs[1].result()
+
+    def test_map_refuses_an_array_flag(self):
+        with self.assertRaisesRegex(TypeError, "array='0-3' is no flag of an executor"):
+            self.map(square, [1, 2], array="0-3")
+        with self.assertRaisesRegex(TypeError, "array="):
+            isched.Executor(array="0-3").submit(square, 1)
+        self.assertEqual(self.calls(), [])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "cache", "isched", "functions")), "nothing written")
+
+    def test_map_refuses_more_items_than_isched_lists(self):
+        n = runs.MAX_MAP_ITEMS + 1
+        with self.assertRaisesRegex(ValueError, "map of %d items: at most %d go in one array" % (n, n - 1)):
+            isched.Executor().map(square, range(n))
+        self.assertEqual(self.calls(), [])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "cache", "isched", "functions")), "nothing written")
+
+    def test_the_limit_is_the_one_of_isched_submit(self):
+        """submit --json lists the tasks (what array_jobs follows) up to
+        internal/slurm/array.go's MaxListedTasks."""
+        with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), "internal", "slurm", "array.go")) as f:
+            go = f.read()
+        self.assertIn("const MaxListedTasks = %d\n" % runs.MAX_MAP_ITEMS, go)
+
+    def test_map_of_one_item_or_none(self):
+        self.assertEqual(isched.Executor().map(square, []), [])
+        self.assertEqual(self.calls(), [])
+        self.answers(json.dumps({"job_id": 5, "lineage": "l"}))
+        jobs = isched.Executor().map(square, [4])
+        self.assertEqual([(j.key, j.task) for j in jobs], [("5", None)])
+        self.assertNotIn("--array", self.calls()[0])
+        self.assertEqual(self.calls()[0][-1], jobs[0].calldir, "a plain call directory")
+        self.assertTrue(os.path.exists(os.path.join(jobs[0].calldir, "call.pkl")))
+        self.assertEqual(self.run_job(jobs[0], self.calls()[0]).returncode, 0)
+        self.assertEqual(jobs[0].result(), 16)
 
 
 if __name__ == "__main__":
