@@ -32,7 +32,7 @@ VERSION ?= $(shell d=$$(git describe --tags --match 'v[0-9]*' 2>/dev/null); \
 # functions unresolved and dlopens libnvidia-ml at run time, so with -z now
 # the loader refuses to start it ("undefined symbol: nvml...") on every
 # machine. The C parts get dpkg-buildflags' fortify and stack protector.
-# make build runs each binary's -version, which a bad link fails.
+# make build runs each binary's --version, which a bad link fails.
 # Check: hardening-check bin/* (devscripts), or readelf -h (Type DYN),
 # readelf -d (FLAGS BIND_NOW), readelf -l (GNU_RELRO).
 BUILDFLAGS := -buildmode=pie
@@ -85,7 +85,7 @@ build: check-tags ## build the five binaries into ./bin (PIE, RELRO; see BUILDFL
 	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched-coordinator ./coordinator
 	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched-relay ./relay
 	CGO_CFLAGS='$(CGO_BUILD_CFLAGS)' $(GO) build $(BUILDFLAGS) -ldflags '$(LDFLAGS_NOW)' -o $(BIN)/isched ./isched
-	@for b in $(BINARIES); do $(BIN)/$$b -version >/dev/null || { echo "$(BIN)/$$b does not start" >&2; exit 1; }; done
+	@for b in $(BINARIES); do $(BIN)/$$b --version >/dev/null || { echo "$(BIN)/$$b does not start" >&2; exit 1; }; done
 
 man: build ## man pages and bash/zsh/fish completion, generated from isched's command tree and the daemons' flags (into $(BIN)/share)
 	$(GO) run ./scripts/genman -bin $(BIN) -out $(BIN)/share -version '$(VERSION)'
