@@ -117,18 +117,45 @@ func TestStopArray(t *testing.T) {
 	h := newHarness(t)
 	base := h.arrayState(t)
 	// element 1 has no record yet: stopped by its id in the table, 50_1
-	h.slurm.jobs = slurmJobs(map[string]string{"50": "PENDING", "51": "RUNNING", "50_1": "RUNNING", "53": "COMPLETED"})
+	// element 0's record names its job 51, cancelled by its element key
+	h.slurm.jobs = slurmJobs(map[string]string{"50": "PENDING", "50_0": "RUNNING", "50_1": "RUNNING", "53": "COMPLETED"})
 	code, out, errOut := h.run("stop", base)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
-	if !slices.Equal(h.slurm.cancelled, []string{"50", "51", "50_1"}) {
+	if !slices.Equal(h.slurm.cancelled, []string{"50", "50_0", "50_1"}) {
 		t.Errorf("cancelled %q, want the array 50, then elements 0 and 1's jobs", h.slurm.cancelled)
 	}
-	for _, want := range []string{"cancelled array job 50 (lineage " + base + "_<task>)", "cancelled job 51 (lineage " + base + "_0)",
+	for _, want := range []string{"cancelled array job 50 (lineage " + base + "_<task>)", "cancelled job 50_0 (lineage " + base + "_0)",
 		"cancelled job 50_1 (lineage " + base + "_1)", "lineage " + base + "_2 is over already (ENDED)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stop lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestStopElementWithTheArraysID: an element that runs under the array's
+// own id (Slurm gives it to one element) is cancelled as A_T: scancel of
+// the bare id would cancel every element of the array.
+func TestStopElementWithTheArraysID(t *testing.T) {
+	h := newHarness(t)
+	const base = "lab-u1001-sweep-0e0e0e0e"
+	comment := report.Plan{Lineage: base, Ideal: "cpu", Total: 100}.FormatComment()
+	task := func(n int) *int { return &n }
+	env := report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+		{JobID: 71, ArrayJobID: 70, ArrayTaskID: task(0), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+		{JobID: 70, ArrayJobID: 70, ArrayTaskID: task(2), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+	}}
+	h.setEnvelope("isched:lab:jobs", env)
+	h.setJSON("isched:lab:job:{"+report.ElementLineage(base, 2)+"}:status", report.JobStatus{V: 1, Cluster: "lab", Lineage: base + "_2", JobID: 70,
+		User: "alice", UID: 1001, State: "RUNNING", Partition: "cpu", Step: 40, TotalIters: 100, ETAMS: at(10 * time.Minute)})
+	h.slurm.jobs = slurmJobs(map[string]string{"70": "RUNNING", "70_2": "RUNNING", "71": "RUNNING"})
+	code, out, errOut := h.run("stop", "--wait", "0", "70_2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if !slices.Equal(h.slurm.cancelled, []string{"70_2"}) {
+		t.Errorf("cancelled %q, want 70_2 alone", h.slurm.cancelled)
 	}
 }

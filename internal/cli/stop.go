@@ -138,7 +138,7 @@ func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool, fi
 	if err := t.noSuchJob(s, false); err != nil && first {
 		return err
 	}
-	job, owner, why := stopTarget(t, s)
+	job, owner, why := stopTarget(t, s, jobs)
 	if job == "" {
 		return fmt.Errorf("lineage %s: %s", t.lineage, why)
 	}
@@ -191,14 +191,29 @@ func (a *App) cancelOnce(ctx context.Context, job, lineage string, sent map[stri
 // stopTarget is the job to cancel for a lineage and its owner's uid (-1
 // unknown): the coordinator's record's current job, else the job the
 // argument resolved to; "" and why when there is none.
-func stopTarget(t target, s *report.JobStatus) (job string, owner int, why string) {
+func stopTarget(t target, s *report.JobStatus, jobs *report.JobTable) (job string, owner int, why string) {
 	switch {
 	case s != nil && s.JobID != 0:
-		return strconv.FormatUint(s.JobID, 10), s.UID, ""
+		return elementID(s.JobID, jobs), s.UID, ""
 	case t.job != nil:
 		return jobKey(t.job), t.job.UID, ""
 	case t.jobArg != "":
 		return t.jobArg, t.ownerUID, ""
 	}
 	return "", -1, "no job: the coordinator has no record of it and the job table lists none"
+}
+
+// elementID is how scancel must name job id: A_T when the job table shows
+// it as an array's element. One element's own id can be the array's (Slurm
+// gives it to one element when it starts), and scancel of that id
+// cancels every element: stopping one run would stop its siblings.
+func elementID(id uint64, jobs *report.JobTable) string {
+	if jobs != nil {
+		for i := range jobs.Jobs {
+			if j := &jobs.Jobs[i]; j.JobID == id && j.ArrayTaskID != nil {
+				return jobKey(j)
+			}
+		}
+	}
+	return strconv.FormatUint(id, 10)
 }
