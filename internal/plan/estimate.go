@@ -222,7 +222,7 @@ func (s *Site) row(req Request, nt *NodeType, batch int, cal map[string]*calibra
 	if r.IterBand.Mid != r.IterSeconds {
 		r.IterBand = Band{}
 	}
-	s.staticBands(&r, req.Training)
+	s.staticBands(&r, req.Training, usesReplay(req.Model, req.Training, nt))
 	if r.Source == Static {
 		r.Whose = ""
 	}

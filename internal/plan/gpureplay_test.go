@@ -171,3 +171,45 @@ func logLeaveOneOut(t *testing.T, prec string, cs []replayCell) {
 		t.Logf("%s %s: %d of %d cells at or below the other models' top %.3f", prec, model, held, n, top)
 	}
 }
+
+// TestEstimateUsesReplayForAutocast: a bf16 (or fp16) estimate of a
+// summary with layers on a GPU is the allocator replay's, with the
+// replay's band; fp32, and a summary without layers, keep StaticMemory
+// and staticBandGPU.
+func TestEstimateUsesReplayForAutocast(t *testing.T) {
+	t.Parallel()
+	g, _ := loadGrid(t, "h100-2026-11-27c-bf16")
+	site := gridSite(t, g)
+	nt := &site.NodeTypes[0]
+	layers := gridLayers(t)
+	c := g.Configs[0]
+	plain, err := DecodeModel(g.Summaries[c.Model])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := layers[c.Model]
+	withLayers := *plain
+	withLayers.Layers, withLayers.SavedBytesPerSample, withLayers.SavedHalfBytesPerSample = cpu.Layers, cpu.SavedBytesPerSample, cpu.SavedHalfBytesPerSample
+	for _, tc := range []struct {
+		m      *Model
+		prec   string
+		replay bool
+	}{
+		{&withLayers, PrecBF16, true}, {&withLayers, PrecFP16, true}, {&withLayers, PrecFP32, false}, {plain, PrecBF16, false},
+	} {
+		tr := Training{"adam", tc.prec}
+		rows, err := site.Estimate(Request{Model: tc.m, Training: tr, Samples: 1000, Epochs: 1, Batches: []int{64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rows[0]
+		want, band := StaticMemory(tc.m, tr, 64, true), gpuBand(tc.prec)
+		if tc.replay {
+			want, _ = ReplayedMemory(tc.m, tr, 64, nt.DeviceMemoryBytes)
+			band = staticBandGPUReplay[PrecBF16]
+		}
+		if r.Static != want || r.MemBand.High != float64(r.Mem)*band.MemHigh {
+			t.Errorf("%s, layers %v: static %+v band %+v; want %+v, band top x%.3f", tc.prec, len(tc.m.Layers) > 0, r.Static, r.MemBand, want, band.MemHigh)
+		}
+	}
+}
