@@ -21,6 +21,7 @@ import (
 
 	"github.com/isched/isched/internal/atomicfile"
 	"github.com/isched/isched/internal/coordconfig"
+	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/sim"
 	"github.com/spf13/pflag"
@@ -85,7 +86,7 @@ func (c *simulateCmd) run(ctx context.Context, pos []string) error {
 		return usageErr("unexpected argument %q", pos[0])
 	}
 	c.loadsSet = c.fs.Changed("loads")
-	if c.trace != "" && c.formatOf(c.trace) == "curie" {
+	if c.trace != "" && c.formatOf(c.trace) == "curie" && c.variants == "" {
 		return c.curieFidelity()
 	}
 	e, name, err := c.experiment()
@@ -185,7 +186,7 @@ func (c *simulateCmd) runs(e *sim.Experiment) error {
 func (c *simulateCmd) schedulerOf(e *sim.Experiment) error {
 	switch c.scheduler {
 	case "":
-		if c.formatOf(c.trace) != "philly" {
+		if f := c.formatOf(c.trace); f != "philly" && f != "curie" {
 			e.Base.Sched = sim.Sched{}
 		}
 	case "backfill":
@@ -260,6 +261,8 @@ func (c *simulateCmd) jobsOf(path string, e *sim.Experiment) (func(uint64) []sim
 		return c.synthesized(path, f)
 	case "philly":
 		return c.philly(path, f, e)
+	case "curie":
+		return c.curie(path, f, e)
 	default:
 		return nil, usageErr("--format %q: want swf, openb, runtimes or philly", format)
 	}
@@ -347,6 +350,44 @@ func (c *simulateCmd) philly(path string, r io.Reader, e *sim.Experiment) (func(
 	return func(uint64) []sim.Job { return jobs }, nil
 }
 
+// curie reads a Curie log for an experiment (--variants): the site's own
+// history at its own arrivals, every job of any shape adoptable
+// (Config.AnyShape: isched follows a job with its user's request and
+// acts on its time limit), under the multifactor and backfill model.
+func (c *simulateCmd) curie(path string, r io.Reader, e *sim.Experiment) (func(uint64) []sim.Job, error) {
+	jobs, _, err := sim.ReadCurie(path, r, siteCores(e.Site))
+	if err != nil {
+		return nil, err
+	}
+	if jobs, err = c.windowOf(jobs); err != nil {
+		return nil, err
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("%s: no jobs", path)
+	}
+	if c.loadsSet {
+		return nil, usageErr("Curie logs replay their own arrivals: use --load factors (1,1.2), not --loads")
+	}
+	if c.load == "" {
+		e.Loads, e.Factors = []float64{1}, true
+	}
+	e.Base.Sched, e.Base.AnyShape = sim.SlurmSched(), true
+	return func(uint64) []sim.Job { return jobs }, nil
+}
+
+// siteCores is the cores per node of a partition's first node type (0: a
+// partition the site does not have).
+func siteCores(site *plan.Site) func(partition string) int {
+	return func(part string) int {
+		if ps := site.Partition(part); ps != nil && len(ps.NodeTypes) > 0 {
+			if nt := site.NodeType(ps.NodeTypes[0]); nt != nil {
+				return nt.Cores
+			}
+		}
+		return 0
+	}
+}
+
 // curieFidelity replays a Curie log (sim.ReadCurie) under Slurm alone,
 // each job where it ran with its requested time as its limit, and prints
 // how close the replayed waits come to those the log recorded.
@@ -363,15 +404,7 @@ func (c *simulateCmd) curieFidelity() error {
 		return err
 	}
 	defer f.Close()
-	cores := func(part string) int {
-		if ps := site.Partition(part); ps != nil && len(ps.NodeTypes) > 0 {
-			if nt := site.NodeType(ps.NodeTypes[0]); nt != nil {
-				return nt.Cores
-			}
-		}
-		return 0
-	}
-	jobs, rec, err := sim.ReadCurie(c.trace, f, cores)
+	jobs, rec, err := sim.ReadCurie(c.trace, f, siteCores(site))
 	if err != nil {
 		return err
 	}

@@ -176,3 +176,33 @@ func TestSimulateCurie(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateCurieVariants: with --variants a Curie log is an
+// experiment at its own arrivals, every job adoptable whatever its shape
+// (its user's request kept): the table has a row per variant and the
+// isched jobs are all of them at --adoption 1.
+func TestSimulateCurieVariants(t *testing.T) {
+	h := newHarness(t)
+	code, out, errs := h.run("simulate", "--trace", "../sim/testdata/curie_excerpt.csv", "--site", "../../examples/site-sim-curie.json",
+		"--variants", "slurm,isched+trim", "--adoption", "1", "--seeds", "1", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if len(rows) != 2 || rows[1]["policy"] != "isched+trim" {
+		t.Fatalf("rows %v", rows)
+	}
+	// the excerpt's jobs are CPU jobs of several nodes: isched's only by AnyShape
+	isched, _ := rows[1]["isched_mean_jct_s"].(map[string]any)
+	all, _ := rows[1]["mean_jct_s"].(map[string]any)
+	if isched == nil || all == nil || isched["mean"] != all["mean"] {
+		t.Errorf("isched jobs' mean JCT %v, want every job's %v (all adopted):\n%s", isched, all, out)
+	}
+	if code, _, errs := h.run("simulate", "--trace", "../sim/testdata/curie_excerpt.csv", "--site", "../../examples/site-sim-curie.json",
+		"--variants", "slurm", "--loads", "0.5"); code != ExitUsage || !strings.Contains(errs, "own arrivals") {
+		t.Errorf("--loads: exit %d %s", code, errs)
+	}
+}

@@ -69,6 +69,13 @@ type Config struct {
 	// one GPU: a training run on one device) that are submitted through it; the others are the
 	// untouched jobs whose wait shows harm.
 	Adoption float64
+	// AnyShape: adopted jobs of every shape run under isched, not only
+	// one-GPU ones. A job of another shape keeps its user's own request
+	// (isched submit job.sbatch: the script's partition, nodes, CPUs and
+	// time limit) and is never moved: only the coordinator's rules on a
+	// running job act on it (continuation at the limit, rule 6's trim).
+	// The time-limit replay of a Slurm site's own history (Curie) uses it.
+	AnyShape bool
 	// PredictErr is the sigma of the log-normal error of isched's
 	// estimate of a run before it starts (0: exact): the planner and
 	// rule 7 see the run's work times the error, the run's measured

@@ -18,6 +18,10 @@ import (
 // asked.
 func (s *sim) submitPlanned(i int) {
 	js := &s.jobs[i]
+	if !js.j.planned() { // Config.AnyShape: the user's own request
+		s.submitRequest(js)
+		return
+	}
 	r := RunSpec{User: js.j.User, Total: js.iters, Left: js.iters - js.lastCkpt, Work: js.work * js.predErr, MemMiB: js.j.MemMiB}
 	sub, err := PlanSubmission(s.planSite, s.clusterState(), r, s.cfg.Variant.Policy, at(s.now))
 	if err != nil {
@@ -30,6 +34,16 @@ func (s *sim) submitPlanned(i int) {
 		js.parts = append(js.parts, s.cl.byName[name])
 	}
 	js.cpus, js.gpus, js.limit = sub.CPUs, gresGPUs(sub.Gres), sub.Limit.Seconds()
+}
+
+// submitRequest submits a job that isched follows but does not plan, as
+// `isched submit job.sbatch` does: its user's partition, shape and time
+// limit, the partition as its ideal one, never moved.
+func (s *sim) submitRequest(js *jobState) {
+	if js.plan == nil {
+		js.plan = &report.Plan{Lineage: "job-" + strconv.Itoa(js.j.ID), Model: "trace", Ideal: s.cl.parts[js.asked].name,
+			IdealGres: gresOf(js.j.GPUs), Total: js.iters}
+	}
 }
 
 // RunSpec is a training run as isched plans it: steps whose cost is
@@ -315,6 +329,7 @@ func (s *sim) predictedEnd(js *jobState) (time.Time, bool) {
 // policy is asked only about jobs whose limit lies far beyond their end.
 func (s *sim) trimDue(js *jobState, lead float64) bool {
 	l := s.limitOf(js, js.pi)
+	s.syncCkpt(js) // the periodic checkpoints since the last round
 	if math.IsInf(l, 1) || js.lastCkptAt < 0 {
 		return false
 	}

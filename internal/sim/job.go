@@ -143,3 +143,7 @@ func (s *jobState) periodicBetween(a, b int64) int {
 func (s *jobState) timeOfStep(n int64) float64 {
 	return s.start + s.startup + float64(n-s.step0)*s.iterSec
 }
+
+// planned is whether isched plans the job (isched submit -- CMD): a
+// training run on one device, one node and one GPU.
+func (j *Job) planned() bool { return j.Nodes == 1 && j.GPUs == 1 }

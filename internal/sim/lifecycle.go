@@ -16,8 +16,8 @@ import (
 // initJob sets up job i: its asked partition and time limit, its steps,
 // and whether it is one of isched's (drawn for every variant alike, so the
 // same jobs are adopted, and untouched, in every variant). isched plans
-// one-device training runs: one node, one GPU; jobs without a GPU are
-// not taken for training jobs and stay with Slurm.
+// one-device training runs: one node, one GPU; jobs of other shapes stay
+// with Slurm unless Config.AnyShape.
 func (s *sim) initJob(i int, j *Job) error {
 	js := &s.jobs[i]
 	*js = jobState{j: j, lastCkptAt: -1, lastMove: -1, firstStart: -1, pi: -1}
@@ -48,7 +48,7 @@ func (s *sim) initJob(i int, j *Job) error {
 	if s.cfg.PredictErr > 0 { // drawn only then: exact replays keep their adoption draws
 		js.predErr = math.Exp(s.cfg.PredictErr * s.rng.NormFloat64())
 	}
-	js.isched = adopt && j.Nodes == 1 && j.GPUs == 1
+	js.isched = adopt && (j.planned() || s.cfg.AnyShape)
 	js.managed = s.cfg.Variant.Isched && js.isched
 	if js.managed {
 		s.managedN++

@@ -313,3 +313,39 @@ func TestPreemptForShortInReplay(t *testing.T) {
 		t.Errorf("summed completion time %g s with rule 8, not below %g s without", sum(got), sum(base))
 	}
 }
+
+// TestTrimAnyShape: with Config.AnyShape a job isched does not plan (a
+// CPU job of the whole request its user wrote) is still isched's, and rule
+// 6 lowers its time limit once a checkpoint is confirmed. The waiting
+// whole-node job's reservation then moves from the user's 20 h guess to
+// the run's predicted end: it starts when the run ends, and the later
+// 8 h job is no longer backfilled into the resources it needs.
+func TestTrimAnyShape(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 8, Run: 4 * 3600, Limit: 20 * 3600, Partition: "cpu"},
+		{ID: 2, User: "b", Submit: 600, Nodes: 1, CPUs: 16, Run: 3600, Limit: 2 * 3600, Partition: "cpu"},
+		{ID: 3, User: "c", Submit: 3600, Nodes: 1, CPUs: 8, Run: 6 * 3600, Limit: 8 * 3600, Partition: "cpu"},
+	}
+	trim := Variant{Name: "isched+trim", Isched: true, Trim: true}
+	anyShape := func(c *Config) { c.AnyShape = true }
+	planned := replay(t, trim, jobs, nil) // one-GPU jobs only: none of these
+	got := replay(t, trim, jobs, anyShape)
+	if planned[1].Isched || !got[1].Isched || !got[1].Managed {
+		t.Fatalf("job 1 isched's: %v without AnyShape, %v (managed %v) with it", planned[1].Isched, got[1].Isched, got[1].Managed)
+	}
+	if w := planned[2].Wait; w < 6*3600 {
+		t.Fatalf("untrimmed, the whole-node job waited %g s; the test wants it behind the backfilled 8 h job", w)
+	}
+	if w := got[2].Wait; w > 4*3600 {
+		t.Errorf("trimmed, the whole-node job waited %g s, want it to start when job 1 ends (3.8 h)", w)
+	}
+	if got[3].Wait < got[2].Wait {
+		t.Errorf("job 3 started at %g s, before the reserved job 2 (%g s)", got[3].Submit+got[3].Wait, got[2].Submit+got[2].Wait)
+	}
+	for id, r := range got {
+		if !r.Done || r.Conts != 0 || r.Lost != 0 {
+			t.Errorf("job %d: %+v; want done in one attempt", id, r)
+		}
+	}
+}
