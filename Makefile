@@ -244,6 +244,8 @@ bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): t
 	  --variants slurm-multi,isched-auto,isched --window busiest-week --load 1,1.2,1.5 --csv $(SIMOUT)/philly-week.csv | tee $(SIMOUT)/philly-week.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_slurm_busiest28d.csv --site examples/site-sim-curie.json | tee $(SIMOUT)/curie-fidelity.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_hybrid_gpu_partition_all.csv --site examples/site-sim-curie.json | tee $(SIMOUT)/curie-hybrid-fidelity.txt
+	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_hybrid_gpu_partition_all.csv --site examples/site-sim-curie.json --seeds 3 --adoption 1 \
+	  --variants slurm,isched,isched+trim,isched+order,isched+levers,isched+order+preempt --csv $(SIMOUT)/curie-limits.csv | tee $(SIMOUT)/curie-limits.txt
 	ISCHED_TRACES=$(abspath $(TRACES)) $(GO) test -run '^$$' -bench 'Replay' -benchmem -benchtime 1x -timeout 60m ./internal/sim/
 
 bench-lab-replay: build cluster-up ## issue 29 item 5: examples/trace-lab.sacct on the lab (real agent, coordinator, wrappers) and in the simulation, compared in bin/bench-lab/replay.txt (~8 min)
