@@ -135,6 +135,7 @@ func (r *run) prepare() (code int, ok bool) {
 	}
 	if r.inSlurm {
 		r.setenv("ISCHED_LINEAGE", r.job.Lineage)
+		r.setDistEnv()
 	}
 	if r.opts.CheckpointDir != "" {
 		r.setenv("ISCHED_CHECKPOINT_DIR", r.opts.CheckpointDir)
@@ -143,6 +144,23 @@ func (r *run) prepare() (code int, ok bool) {
 	r.resumePoint()
 	r.chooseDevice()
 	return 0, true
+}
+
+// setDistEnv gives a rank of a step of several tasks torchrun's
+// environment (distEnv). One that cannot be made is logged: the training
+// runs as it would, with the environment it has.
+func (r *run) setDistEnv() {
+	env, err := distEnv(r.getenv)
+	if err != nil {
+		r.log.Warn("no torch.distributed environment (RANK, WORLD_SIZE, MASTER_ADDR...) for the command", "err", err)
+		return
+	}
+	for _, kv := range env {
+		r.setenv(kv[0], kv[1])
+	}
+	if len(env) > 0 {
+		r.log.Debug("torch.distributed environment", "vars", env)
+	}
 }
 
 // refuseForeignCkptDir stops trusting a checkpoint directory of another

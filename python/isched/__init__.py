@@ -121,6 +121,8 @@ __all__ = [
     "install_signal_handlers",
     "resume_path",
     "device",
+    "world",
+    "accumulation",
 ]
 
 __version__ = "0.1.0"
@@ -466,3 +468,53 @@ def device():
         return "cuda" if torch.cuda.is_available() else "cpu"
     except Exception:  # noqa: BLE001
         return "cpu"
+
+
+def world():
+    """This process's place in a distributed run, as (rank, size, local_rank).
+
+    torch.distributed's group when it is initialised; else the environment
+    torchrun gives its workers and isched-wrapper gives each task of a Slurm
+    step of several (RANK, WORLD_SIZE, LOCAL_RANK); else (0, 1, 0). A run
+    resumed at another world size reads its new size here.
+    """
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0") or 0)
+    except Exception:  # noqa: BLE001 - a half-set-up group: the environment says
+        pass
+
+    def num(name, default):
+        v = os.environ.get(name, "")
+        try:
+            return int(v) if v.strip() else default
+        except ValueError:
+            raise ValueError("%s=%r: want a whole number" % (name, v)) from None
+
+    rank, size, local = num("RANK", 0), num("WORLD_SIZE", 1), num("LOCAL_RANK", 0)
+    if size < 1 or not 0 <= rank < size:
+        raise ValueError("RANK=%d, WORLD_SIZE=%d: want 0 <= RANK < WORLD_SIZE" % (rank, size))
+    return rank, size, local
+
+
+def accumulation(global_batch, batch_per_rank, world_size=None):
+    """Gradient-accumulation steps that keep global_batch samples per optimizer step.
+
+    global_batch = batch_per_rank x world_size x the steps returned, so the
+    optimizer sees the same batch (and the learning rate stays right) when
+    a run resumes at another world size. world_size defaults to world()'s.
+    ValueError when it does not divide: say which batch to use instead.
+    """
+    if world_size is None:
+        world_size = world()[1]
+    for name, v in (("global_batch", global_batch), ("batch_per_rank", batch_per_rank), ("world_size", world_size)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError("%s=%r: want a positive whole number" % (name, v))
+    per_step = batch_per_rank * world_size
+    if global_batch % per_step:
+        raise ValueError("global batch %d is not a multiple of %d (batch %d per rank x %d ranks): "
+                         "use a batch per rank that divides %d, or a global batch of %d or %d"
+                         % (global_batch, per_step, batch_per_rank, world_size, global_batch // world_size,
+                            (global_batch // per_step) * per_step or per_step, (global_batch // per_step + 1) * per_step))
+    return global_batch // per_step
