@@ -206,7 +206,7 @@ func variantNames() string {
 	for _, v := range sim.Variants {
 		names = append(names, v.Name)
 	}
-	return strings.Join(names, ",")
+	return strings.Join(names, ", ")
 }
 
 // pickVariants is the variants named in s, Slurm alone always first (the
