@@ -40,6 +40,7 @@ type attemptJSON struct {
 	StartStep int64     `json:"start_step"`
 	EndStep   *int64    `json:"end_step"`         // null: still running there
 	Reason    string    `json:"reason,omitempty"` // why it ended there
+	Ranks     int       `json:"ranks"`            // world size: the step's tasks (1: one, or not known)
 }
 
 type endedJSON struct {
@@ -87,7 +88,7 @@ func attemptsJSON(history []report.Span) []attemptJSON {
 	out := make([]attemptJSON, len(history))
 	for i, sp := range history {
 		out[i] = attemptJSON{JobID: sp.JobID, Attempt: sp.Attempt, Partition: sp.Partition, Node: sp.Node, Start: msTime(sp.StartMS),
-			StartStep: sp.StartStep, Reason: sp.Reason}
+			StartStep: sp.StartStep, Reason: sp.Reason, Ranks: max(1, sp.Ranks)}
 		if sp.EndMS > 0 {
 			end, step := msTime(sp.EndMS), sp.EndStep
 			out[i].End, out[i].EndStep = &end, &step

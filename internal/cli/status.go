@@ -606,8 +606,8 @@ func writeHistory(w io.Writer, s *report.JobStatus, now time.Time) {
 				end = clock(sp.EndMS, now)
 				steps += strconv.FormatInt(sp.EndStep, 10)
 			}
-			line := fmt.Sprintf("  %s\t%s\tjob %d attempt %d\t%s-%s\t%s", clean(sp.Partition), clean(sp.Node), sp.JobID, sp.Attempt,
-				clock(sp.StartMS, now), end, steps)
+			line := fmt.Sprintf("  %s\t%s\tjob %d attempt %d%s\t%s-%s\t%s", clean(sp.Partition), clean(sp.Node), sp.JobID, sp.Attempt,
+				ranksNote(sp.Ranks), clock(sp.StartMS, now), end, steps)
 			if sp.Reason != "" {
 				line += "\t" + clean(sp.Reason)
 			}
@@ -840,4 +840,13 @@ func chain(s *report.JobStatus) string {
 		out += fmt.Sprintf("; RESTARTED %d time(s) behind the checkpoint it was given (see the resume-failed events)", s.ResumeFailures)
 	}
 	return out
+}
+
+// ranksNote is ", N ranks" for an attempt of several ranks (its world
+// size), "" for one.
+func ranksNote(n int) string {
+	if n > 1 {
+		return fmt.Sprintf(", %d ranks", n)
+	}
+	return ""
 }

@@ -27,7 +27,7 @@ func movedStatus() report.JobStatus {
 		History: []report.Span{
 			{JobID: 42, Attempt: 0, Partition: "cpu", Node: "cpu1", StartMS: at(-50 * time.Minute), EndMS: at(-20 * time.Minute), StartStep: 0, EndStep: 4000,
 				Reason: "moved to gpu (it freed)"},
-			{JobID: 42, Attempt: 1, Partition: "gpu", Node: "gpu1", StartMS: at(-18 * time.Minute), StartStep: 4000},
+			{JobID: 42, Attempt: 1, Partition: "gpu", Node: "gpu1", StartMS: at(-18 * time.Minute), StartStep: 4000, Ranks: 2}, // two ranks there
 		},
 		Step: 7810, TotalIters: 15630, IterMS: 212, IterLowMS: 198, IterHighMS: 231,
 		ETAMS: at(28 * time.Minute), ETALowMS: at(26 * time.Minute), ETAHighMS: at(31 * time.Minute), LimitMS: at(88 * time.Minute),

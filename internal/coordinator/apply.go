@@ -305,13 +305,14 @@ func (l *lineage) openAttempt(span *report.Span, job *report.JobRef, atMS, start
 		// rank 0 of an attempt another rank opened: rank 0 speaks for
 		// where the job resumed
 		span.StartStep, span.EndStep, span.Node = startStep, max(span.EndStep, startStep), job.Node
+		span.Ranks = max(span.Ranks, job.NRanks)
 	default:
 		// one span per attempt: close the previous one (no end report
 		// came: the attempt was killed), open this one
 		l.closeOpenSpan(atMS, "requeued")
 		st := &l.Status
 		st.History = append(st.History, report.Span{JobID: job.JobID, Attempt: job.Attempt, Partition: job.Partition, Node: job.Node,
-			StartMS: atMS, StartStep: startStep, EndStep: startStep})
+			StartMS: atMS, StartStep: startStep, EndStep: startStep, Ranks: job.NRanks})
 		l.CkptsAtStart = l.Ckpts
 		l.newProcess()
 	}

@@ -246,8 +246,8 @@ func TestGangOneSpanPerAttemptAndJobPeak(t *testing.T) {
 	}
 	e.rounds(1)
 	st := e.status("G1")
-	if len(st.History) != 1 || st.History[0].Node != "cpu1" {
-		t.Fatalf("history %s, want one span (rank 0's node cpu1)", spans(st))
+	if len(st.History) != 1 || st.History[0].Node != "cpu1" || st.History[0].Ranks != 2 {
+		t.Fatalf("history %s (ranks %d), want one span (rank 0's node cpu1) of 2 ranks", spans(st), st.History[0].Ranks)
 	}
 	if st.RSSBytes != 200<<20 || st.PeakRSSBytes < st.RSSBytes {
 		t.Errorf("RSS %d MiB peak %d MiB, want 200 MiB and a peak at least that", st.RSSBytes>>20, st.PeakRSSBytes>>20)

@@ -146,6 +146,10 @@ type Span struct {
 	StartStep int64  `json:"start_step"`
 	EndStep   int64  `json:"end_step"`
 	Reason    string `json:"reason,omitempty"` // why it ended
+	// Ranks is the attempt's world size, the tasks of its step
+	// (SLURM_NTASKS as the wrappers report it); 0: one, or not known
+	// (a status written before it was kept).
+	Ranks int `json:"ranks,omitempty"`
 }
 
 // StatusEvent is something the user should see (stall, NaN loss, memory).
