@@ -34,8 +34,9 @@ var flagWords = map[string][]string{
 	"window":    {"busiest-week"},
 }
 
-// partitionFlags name one partition, or several comma-separated (fallback).
-var partitionFlags = []string{"partition-ideal", "fallback", "partition", "dev"}
+// partitionFlags name one partition, or several comma-separated
+// (fallback, dev). --partition is --partition-ideal (sbatchAliases).
+var partitionFlags = []string{"partition-ideal", "fallback", "dev"}
 
 // completeFlags registers the completion of cmd's flags that name
 // something: fixed words, partitions, QOS. The others complete files.

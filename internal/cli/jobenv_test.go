@@ -269,8 +269,10 @@ func TestSubmitSbatchSpellings(t *testing.T) {
 		t.Errorf("attached: the command's own -c8 changed:\n%s", out)
 	}
 	_, helpOut, helpErr := h.run("submit", "-h")
-	for _, al := range sbatchShort {
-		if len(al[0]) == 1 && !strings.Contains(helpOut+helpErr, "  -"+al[0]+", --"+al[1]+" ") {
+	// sbatch's one-letter spellings (man sbatch) of the flags isched takes
+	for _, al := range [][2]string{{"p", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"},
+		{"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"e", "error"}, {"C", "constraint"}, {"a", "array"}} {
+		if !strings.Contains(helpOut+helpErr, "  -"+al[0]+", --"+al[1]+" ") {
 			t.Errorf("-%s is not the shorthand of --%s in isched submit -h", al[0], al[1])
 		}
 	}

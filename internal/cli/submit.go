@@ -312,8 +312,8 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 	return nil
 }
 
-// register adds isched submit's flags to fs (without the sbatch
-// spellings: sbatchAliases).
+// register adds isched submit's flags to fs, sbatch's one-letter
+// spellings as their shorthands (the long ones: sbatchAliases).
 func (o *submitOpts) register(fs *pflag.FlagSet) {
 	o.in.register(fs, "batch size of the run (one), for the estimate")
 	fs.StringVar(&o.req.policy, "policy", plan.PolicyAuto, "auto (the recommendation), immediate, ideal, cheapest or deadline=TIME (RFC 3339, 2006-01-02T15:04 or +6h)")
@@ -341,48 +341,29 @@ func (o *submitOpts) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
 	o.site.register(fs)
 	o.perGPU = map[string]*string{}
-	for _, f := range []struct{ name, usage string }{
-		{"gpus", "GPUs, [type:]N, as sbatch --gpus on one node: the same as --gres=gpu[:type]:N"},
-		{"gpus-per-node", "GPUs per node, [type:]N (sbatch --gpus-per-node)"},
-		{"mem-per-gpu", "memory per GPU, such as 40G: --mem is that times the GPUs"},
-		{"mem-per-cpu", "memory per CPU, such as 4G: --mem is that times the CPUs of a node's tasks"},
-		{"cpus-per-gpu", "CPUs per GPU: --cpus is that times the GPUs"},
+	for _, f := range []struct{ name, short, usage string }{
+		{"gpus", "G", "GPUs, [type:]N, as sbatch --gpus on one node: the same as --gres=gpu[:type]:N"},
+		{"gpus-per-node", "", "GPUs per node, [type:]N (sbatch --gpus-per-node)"},
+		{"mem-per-gpu", "", "memory per GPU, such as 40G: --mem is that times the GPUs"},
+		{"mem-per-cpu", "", "memory per CPU, such as 4G: --mem is that times the CPUs of a node's tasks"},
+		{"cpus-per-gpu", "", "CPUs per GPU: --cpus is that times the GPUs"},
 	} {
-		o.perGPU[f.name] = fs.StringP(f.name, sbatchShorthand(f.name), "", f.usage)
+		o.perGPU[f.name] = fs.StringP(f.name, f.short, "", f.usage)
 	}
 }
 
-// sbatchShort are the sbatch spellings `isched submit` takes, as the
-// isched flag they mean: a Slurm user's -p gpu -t 2:00:00 -c 8 -N 1 -J
-// name (one letter: the flag's shorthand), --partition, --cpus-per-task.
-var sbatchShort = [][2]string{
-	{"p", "partition-ideal"}, {"partition", "partition-ideal"}, {"t", "time"}, {"c", "cpus"}, {"cpus-per-task", "cpus"},
-	{"N", "nodes"}, {"n", "ntasks"}, {"G", "gpus"}, {"J", "job-name"}, {"A", "account"}, {"q", "qos"}, {"o", "output"}, {"e", "error"}, {"C", "constraint"},
-	{"a", "array"},
-}
+// sbatchLong are sbatch's long spellings of isched submit flags that
+// isched names otherwise, as the flag they mean. sbatch's one-letter
+// spellings (-p gpu -t 2:00:00 -c 8 -N 1 -J name ...) are the flags'
+// shorthands, given where each is registered.
+var sbatchLong = map[string]string{"partition": "partition-ideal", "cpus-per-task": "cpus"}
 
-// sbatchShorthand is the one-letter sbatch spelling of an isched flag, ""
-// for none.
-func sbatchShorthand(name string) string {
-	for _, al := range sbatchShort {
-		if al[1] == name && len(al[0]) == 1 {
-			return al[0]
-		}
-	}
-	return ""
-}
-
-// sbatchAliases makes fs take sbatch's long spellings of sbatchShort
-// (--partition, --cpus-per-task) as the isched flag they mean.
+// sbatchAliases makes fs take sbatchLong's spellings as the isched flag
+// they mean: pflag normalizes the name, so the flag's own name is the
+// one set (flagsSet).
 func sbatchAliases(fs *pflag.FlagSet) {
-	long := map[string]string{}
-	for _, al := range sbatchShort {
-		if len(al[0]) > 1 {
-			long[al[0]] = al[1]
-		}
-	}
 	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		if n, ok := long[name]; ok {
+		if n, ok := sbatchLong[name]; ok {
 			return pflag.NormalizedName(n)
 		}
 		return pflag.NormalizedName(name)

@@ -60,7 +60,6 @@ func (a *App) root() *cobra.Command {
 		SilenceErrors: true, SilenceUsage: true,
 		Version:           version.String("isched"),
 		PersistentPreRunE: a.checkConfig,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	if a.stdout != nil { // Tree: cobra's own, os.Stdout and os.Stderr
@@ -82,15 +81,13 @@ func (a *App) root() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), version.String("isched"))
 			return nil
 		}})
-	root.SetHelpCommand(&cobra.Command{Use: "help [COMMAND]", Short: "a command's usage and flags (also COMMAND --help)",
-		ValidArgsFunction: func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
-			return commandWords(cmd.Root(), args), cobra.ShellCompDirectiveNoFileComp
-		},
-		RunE: a.helpCmd})
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
-		if c.Name() == "completion" {
+		switch c.Name() {
+		case "help": // cobra's, which completes the commands; a mistyped one is a usage error here
+			c.Use, c.Short, c.Long, c.RunE = "help [COMMAND]", "a command's usage and flags (also COMMAND --help)", "", a.helpCmd
+		case "completion":
 			c.Short = "print the shell completion script: source <(isched completion bash), or zsh, fish (isched completion bash --help says where to keep it)"
 		}
 	}
@@ -220,8 +217,7 @@ func (a *App) help(cmd *cobra.Command, _ []string) {
 
 // useLine is "isched CMD SYNOPSIS".
 func useLine(cmd *cobra.Command) string {
-	_, syn, _ := strings.Cut(cmd.Use, " ")
-	return strings.TrimSpace(cmd.CommandPath() + " " + syn)
+	return strings.TrimSpace(cmd.CommandPath() + " " + Synopsis(cmd))
 }
 
 // Synopsis is a command's synopsis: its usage line without "isched CMD"
@@ -276,25 +272,6 @@ func wrapWords(s string, width int) []string {
 	return append(lines, line)
 }
 
-// commandWords completes a command path (isched help C...).
-func commandWords(root *cobra.Command, args []string) []cobra.Completion {
-	cmd := root
-	for _, a := range args {
-		next, _, err := cmd.Find([]string{a})
-		if err != nil || next == cmd {
-			return nil
-		}
-		cmd = next
-	}
-	var out []cobra.Completion
-	for _, c := range cmd.Commands() {
-		if c.IsAvailableCommand() {
-			out = append(out, cobra.CompletionWithDesc(c.Name(), c.Short))
-		}
-	}
-	return out
-}
-
 // execute runs the tree on args and maps what it returned to an exit
 // code: help on stdout with ExitOK; a usage mistake on stderr with
 // ExitUsage (for a flag: the mistake, a suggestion, then one short usage
@@ -317,10 +294,7 @@ func (a *App) exitCode(cmd *cobra.Command, err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &cfg):
-		fmt.Fprintf(a.stderr, "isched: %v\n", err)
-		return ExitUsage
-	case errors.As(err, &ce):
+	case errors.As(err, &cfg), errors.As(err, &ce): // isched's own, not a command's
 		fmt.Fprintf(a.stderr, "isched: %v\n", err)
 		return ExitUsage
 	case errors.As(err, &fe):
