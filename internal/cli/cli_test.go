@@ -324,6 +324,16 @@ func golden(t *testing.T, name, got string) {
 
 func i64(v int64) *int64 { return &v }
 
+func intp(v int) *int { return &v }
+
+// setJobs publishes jobs as lab's job table, taken now, as the agent does.
+func (h *harness) setJobs(jobs []report.Job) {
+	h.t.Helper()
+	env := report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: jobs}
+	h.setEnvelope("isched:lab:jobs", env)
+}
+
 // labState is the local cluster: gpu full until jobs end (one by its limit
 // in 80 min, one predicted by the coordinator to end in 60 min) with one job
 // pending ahead, gpu-dev busy, the CPU partitions idle.

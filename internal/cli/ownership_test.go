@@ -22,15 +22,13 @@ func TestStatusNotShadowedBySquatter(t *testing.T) {
 	squat := movedStatus()
 	squat.Lineage, squat.JobID, squat.User, squat.UID, squat.Plan = "lab-96", 90, "bob", 1002, nil
 	h.setJSON("isched:lab:job:{lab-96}:status", squat)
-	env := report.NewEnvelope(report.KindJobs, now)
-	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+	h.setJobs([]report.Job{
 		{JobID: 90, Name: "squat", User: "bob", UID: 1002, Partition: "cpu", State: "RUNNING"},
 		{JobID: 96, Name: "train", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING"},
 		// bob's job 91 names alice's lineage in its comment
 		{JobID: 91, Name: "copy", User: "bob", UID: 1002, Partition: "cpu", State: "PENDING",
 			Comment: report.Plan{Lineage: "lab-train-abababab", Ideal: "cpu"}.FormatComment()},
-	}}
-	h.setEnvelope("isched:lab:jobs", env)
+	})
 	code, out, errOut := h.run("status", "96")
 	if code != ExitError || strings.Contains(out, "user bob") ||
 		!strings.Contains(errOut, "lineage lab-96 tracks job 90 of uid 1002, but job 96 belongs to uid 1001: not shown as job 96's status") {

@@ -52,8 +52,7 @@ func movedStatus() report.JobStatus {
 func (h *harness) statusState() {
 	h.setJSON("isched:lab:job:{lab-train-abababab}:status", movedStatus())
 	plan := report.Plan{Lineage: "lab-train-abababab", Ideal: "gpu", IdealGres: "gpu:1", Migrate: true}
-	env := report.NewEnvelope(report.KindJobs, now)
-	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+	h.setJobs([]report.Job{
 		{JobID: 42, Name: "train", User: "alice", UID: 1001, Partition: "gpu", State: "RUNNING", Nodes: "gpu1", NodeCount: 1, CPUs: 2,
 			Comment: plan.FormatComment(), SubmitMS: at(-time.Hour), StartMS: at(-18 * time.Minute)},
 		{JobID: 43, Name: "other", User: "bob", UID: 1002, Partition: "cpu", State: "PENDING", Reason: "Resources", NodeCount: 1, CPUs: 4,
@@ -61,8 +60,7 @@ func (h *harness) statusState() {
 		{JobID: 44, Name: "mine-pending", User: "alice", UID: 1001, Partition: "gpu", State: "PENDING", Reason: "Priority", NodeCount: 1, CPUs: 2,
 			Comment: report.Plan{Lineage: "lab-pending-2", Ideal: "gpu"}.FormatComment(), SubmitMS: at(-time.Minute),
 			ExpectedStartMS: at(30 * time.Minute)},
-	}}
-	h.setEnvelope("isched:lab:jobs", env)
+	})
 }
 
 func TestStatus(t *testing.T) {

@@ -18,16 +18,13 @@ func (h *harness) arrayState(t *testing.T) string {
 	t.Helper()
 	const base = "lab-u1001-sweep-0a0b0c0d"
 	comment := report.Plan{Lineage: base, Ideal: "cpu", Total: 100}.FormatComment()
-	task := func(n int) *int { return &n }
-	env := report.NewEnvelope(report.KindJobs, now)
-	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
-		{JobID: 51, ArrayJobID: 50, ArrayTaskID: task(0), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
-		{JobID: 52, ArrayJobID: 50, ArrayTaskID: task(1), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+	h.setJobs([]report.Job{
+		{JobID: 51, ArrayJobID: 50, ArrayTaskID: intp(0), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+		{JobID: 52, ArrayJobID: 50, ArrayTaskID: intp(1), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
 		{JobID: 50, ArrayTasks: "3-4", Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "PENDING", Comment: comment},
-		{JobID: 60, ArrayJobID: 60, ArrayTaskID: task(0), Name: "other", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING",
+		{JobID: 60, ArrayJobID: 60, ArrayTaskID: intp(0), Name: "other", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING",
 			Comment: report.Plan{Lineage: "lab-u1001-other-01020304", Ideal: "cpu"}.FormatComment()},
-	}}
-	h.setEnvelope("isched:lab:jobs", env)
+	})
 	for task, st := range map[int]report.JobStatus{
 		0: {V: 1, Cluster: "lab", Lineage: base + "_0", JobID: 51, User: "alice", UID: 1001, State: "RUNNING", Partition: "cpu", Step: 40, TotalIters: 100, ETAMS: at(10 * time.Minute)},
 		2: {V: 1, Cluster: "lab", Lineage: base + "_2", JobID: 53, User: "alice", UID: 1001, State: "ENDED", Partition: "cpu", Step: 100, TotalIters: 100,
@@ -141,13 +138,10 @@ func TestStopElementWithTheArraysID(t *testing.T) {
 	h := newHarness(t)
 	const base = "lab-u1001-sweep-0e0e0e0e"
 	comment := report.Plan{Lineage: base, Ideal: "cpu", Total: 100}.FormatComment()
-	task := func(n int) *int { return &n }
-	env := report.NewEnvelope(report.KindJobs, now)
-	env.Jobs = &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
-		{JobID: 71, ArrayJobID: 70, ArrayTaskID: task(0), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
-		{JobID: 70, ArrayJobID: 70, ArrayTaskID: task(2), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
-	}}
-	h.setEnvelope("isched:lab:jobs", env)
+	h.setJobs([]report.Job{
+		{JobID: 71, ArrayJobID: 70, ArrayTaskID: intp(0), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+		{JobID: 70, ArrayJobID: 70, ArrayTaskID: intp(2), Name: "sweep", User: "alice", UID: 1001, Partition: "cpu", State: "RUNNING", Comment: comment},
+	})
 	h.setJSON("isched:lab:job:{"+report.ElementLineage(base, 2)+"}:status", report.JobStatus{V: 1, Cluster: "lab", Lineage: base + "_2", JobID: 70,
 		User: "alice", UID: 1001, State: "RUNNING", Partition: "cpu", Step: 40, TotalIters: 100, ETAMS: at(10 * time.Minute)})
 	h.slurm.jobs = slurmJobs(map[string]string{"70": "RUNNING", "70_2": "RUNNING", "71": "RUNNING"})
