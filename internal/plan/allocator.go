@@ -184,23 +184,24 @@ func (a *cachingAllocator) free(id int) error {
 	b.free = true
 	if p := b.prev; p != nil && p.free {
 		a.removeFree(p)
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
+		absorb(p, b)
 		b = p
 	}
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
+		absorb(b, n)
 	}
 	a.insertFree(b)
 	return nil
+}
+
+// absorb merges block right into its left neighbour left.
+func absorb(left, right *allocBlock) {
+	left.size += right.size
+	left.next = right.next
+	if right.next != nil {
+		right.next.prev = left
+	}
 }
 
 // releaseCached gives every wholly free segment back to the driver.
