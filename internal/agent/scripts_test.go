@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/slurm"
 )
 
 const planComment = "isched:v1 lineage=lab-u1001-train-ab12 ideal=cpu total=3000"
@@ -92,12 +93,10 @@ func TestResubmitForgottenJob(t *testing.T) {
 	}
 }
 
-// A script from Torque keeps its #PBS resources when resubmitted (no
-// --ignore-pbs); its privileged #PBS lines are refused (TestResubmitRefusals).
-func TestResubmitKeepsPBSResources(t *testing.T) {
-	e, a, dir := scriptEnv(t)
-	savedScript("#!/bin/bash\n#PBS -l walltime=1:00:00,nice=5 -p 10\nexec srun train\n")(t, e, dir)
-	act := e.resubmitAction()
+// resubmitted sends act to the agent, checks that it succeeded and returns
+// the sbatch submission it made.
+func resubmitted(t *testing.T, e *env, a *Agent, act *report.Action) slurm.SubmitSpec {
+	t.Helper()
 	e.send(act)
 	if _, err := drain(context.Background(), a); err != nil {
 		t.Fatal(err)
@@ -107,7 +106,15 @@ func TestResubmitKeepsPBSResources(t *testing.T) {
 	}
 	e.slurm.mu.Lock()
 	defer e.slurm.mu.Unlock()
-	if e.slurm.lastSubmit.IgnorePBS {
+	return e.slurm.lastSubmit
+}
+
+// A script from Torque keeps its #PBS resources when resubmitted (no
+// --ignore-pbs); its privileged #PBS lines are refused (TestResubmitRefusals).
+func TestResubmitKeepsPBSResources(t *testing.T) {
+	e, a, dir := scriptEnv(t)
+	savedScript("#!/bin/bash\n#PBS -l walltime=1:00:00,nice=5 -p 10\nexec srun train\n")(t, e, dir)
+	if resubmitted(t, e, a, e.resubmitAction()).IgnorePBS {
 		t.Errorf("submitted with --ignore-pbs: the script's #PBS resources would be lost")
 	}
 }
@@ -317,16 +324,7 @@ func TestResubmitArrayElement(t *testing.T) {
 	if r, err := a.recoverResubmit(context.Background(), act); err != nil || r.Status != report.StatusFailed {
 		t.Errorf("element 4's job taken for element 3's resubmission: %+v, %v", r, err)
 	}
-	e.send(act)
-	if _, err := drain(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.resultFor(act.ID); r.Status != report.StatusOK {
-		t.Fatalf("result %+v", r)
-	}
-	e.slurm.mu.Lock()
-	spec := e.slurm.lastSubmit
-	e.slurm.mu.Unlock()
+	spec := resubmitted(t, e, a, act)
 	if spec.ArrayTask == nil || *spec.ArrayTask != 3 || spec.Comment != planComment {
 		t.Errorf("submitted with array task %v, comment %q; want task 3 and the array's comment", spec.ArrayTask, spec.Comment)
 	}
@@ -352,16 +350,7 @@ func TestResubmitLastElement(t *testing.T) {
 	act := e.action(report.ActionResubmit, 11, func(a *report.Action) {
 		a.Lineage, a.Partition, a.TimeLimitMin = "lab-u1001-train-ab12_3", "cpu", 20
 	})
-	e.send(act)
-	if _, err := drain(context.Background(), a); err != nil {
-		t.Fatal(err)
-	}
-	if r := e.resultFor(act.ID); r.Status != report.StatusOK {
-		t.Fatalf("result %+v", r)
-	}
-	e.slurm.mu.Lock()
-	spec := e.slurm.lastSubmit
-	e.slurm.mu.Unlock()
+	spec := resubmitted(t, e, a, act)
 	if spec.ArrayTask == nil || *spec.ArrayTask != 3 {
 		t.Errorf("submitted with array task %v, want 3", spec.ArrayTask)
 	}
