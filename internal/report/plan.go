@@ -35,6 +35,42 @@ type Plan struct {
 	Model     string   `json:"model,omitempty"`       // model fingerprint (for receipts), optional
 	Batch     int      `json:"batch,omitempty"`       // batch size (for receipts), optional
 	Migrate   bool     `json:"migrate,omitempty"`     // the user allows migration
+	// Elastic is the range of GPUs (one task each) the run may be resized
+	// within (`isched submit --gpus 1-4`, issue 42); nil: fixed size.
+	Elastic *Elastic `json:"elastic,omitempty"`
+}
+
+// Elastic is an elastic run's size range, in GPUs (ranks): it is launched
+// at Min and may grow to Max when GPUs idle, and shrink back to Min.
+type Elastic struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+}
+
+// MaxElastic bounds an elastic run's largest size (ranks).
+const MaxElastic = 1024
+
+// String is the range as the plan comment and --gpus spell it ("1-4").
+func (e Elastic) String() string { return strconv.Itoa(e.Min) + "-" + strconv.Itoa(e.Max) }
+
+// ParseElastic reads "MIN-MAX" (or "N": a fixed size, nil): 1 <= MIN <=
+// MAX <= MaxElastic.
+func ParseElastic(s string) (*Elastic, error) {
+	lo, hi, ranged := strings.Cut(s, "-")
+	if !ranged {
+		hi = lo
+	}
+	a, errA := strconv.Atoi(lo)
+	b, errB := strconv.Atoi(hi)
+	switch {
+	case errA != nil || errB != nil:
+		return nil, fmt.Errorf("%s: want MIN-MAX GPUs, as 1-4", quote(s))
+	case a < 1 || b > MaxElastic || a > b:
+		return nil, fmt.Errorf("%s: want 1 <= MIN <= MAX <= %d", quote(s), MaxElastic)
+	case a == b:
+		return nil, nil
+	}
+	return &Elastic{Min: a, Max: b}, nil
 }
 
 // UnmarshalJSON reads a plan in either spelling: snake_case (what isched
@@ -95,6 +131,9 @@ func (p Plan) FormatComment() string {
 	}
 	if p.Migrate {
 		add("migrate", "1")
+	}
+	if p.Elastic != nil {
+		add("elastic", p.Elastic.String())
 	}
 	return b.String()
 }
@@ -162,6 +201,14 @@ var planKeys = map[string]func(p *Plan, k, v string) string{
 	},
 	"migrate": func(p *Plan, _, v string) string {
 		p.Migrate = v == "1"
+		return ""
+	},
+	"elastic": func(p *Plan, _, v string) string {
+		e, err := ParseElastic(v)
+		if err != nil || e == nil {
+			return "want MIN-MAX GPUs with MIN < MAX"
+		}
+		p.Elastic = e
 		return ""
 	},
 }

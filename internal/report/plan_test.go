@@ -10,7 +10,8 @@ import (
 
 func TestPlanComment(t *testing.T) {
 	t.Parallel()
-	p := Plan{Lineage: "L-1", Cluster: "lab", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, IdealCPUs: 12, Fallbacks: []string{"cpu", "dev"}, Total: 5000, Model: "resnet18-ab12", Batch: 32, Migrate: true}
+	p := Plan{Lineage: "L-1", Cluster: "lab", Ideal: "gpu", IdealGres: "gpu:1", IdealTime: 90, IdealCPUs: 12, Fallbacks: []string{"cpu", "dev"}, Total: 5000, Model: "resnet18-ab12", Batch: 32, Migrate: true,
+		Elastic: &Elastic{Min: 1, Max: 4}}
 	got, ok, err := ParsePlanComment(p.FormatComment())
 	if err != nil || !ok || !reflect.DeepEqual(got, p) {
 		t.Fatalf("round trip: %+v %v %v", got, ok, err)
@@ -30,6 +31,10 @@ func TestPlanComment(t *testing.T) {
 		"isched:v1 ideal=gpu cpus=0",
 		"isched:v1 ideal=gpu cpus=99999999",
 		"isched:v1 ideal=gpu cpus=two",
+		"isched:v1 ideal=gpu elastic=2",
+		"isched:v1 ideal=gpu elastic=4-1",
+		"isched:v1 ideal=gpu elastic=0-2",
+		"isched:v1 ideal=gpu elastic=1-x",
 	} {
 		_, ok, err := ParsePlanComment(bad)
 		var fe *FieldError
@@ -119,6 +124,30 @@ func TestElement(t *testing.T) {
 	} {
 		if got, ok := tt.job.Element(); got != tt.task || ok != tt.ok {
 			t.Errorf("%+v: Element() = %d, %v; want %d, %v", tt.job, got, ok, tt.task, tt.ok)
+		}
+	}
+}
+
+func TestParseElastic(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want *Elastic
+		err  bool
+	}{
+		{"1-4", &Elastic{1, 4}, false},
+		{"2-8", &Elastic{2, 8}, false},
+		{"2", nil, false},
+		{"3-3", nil, false},
+		{"4-1", nil, true},
+		{"0-2", nil, true},
+		{"1-2000", nil, true},
+		{"a-b", nil, true},
+		{"", nil, true},
+	} {
+		got, err := ParseElastic(c.in)
+		if (err != nil) != c.err || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ParseElastic(%q) = %v, %v; want %v, error %v", c.in, got, err, c.want, c.err)
 		}
 	}
 }
