@@ -36,7 +36,8 @@ type simulateCmd struct {
 	mix, coordConf             string
 	loads, devParts, devWindow string
 	load, window, scheduler    string
-	variants                   string
+	variants, baseline         string
+	scaling                    float64
 	seeds, jobs, cores         int
 	adoption, oversub, predErr float64
 	plots, csv                 string
@@ -66,6 +67,8 @@ func (c *simulateCmd) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.predErr, "predict-error", 0, "isched's estimate of each run before it starts is off by a log-normal factor of this sigma (0: exact, the replay's run times; 0.5: within x0.37..x2.7 for 95 % of runs): its plan, time limit and rule 7's order see the estimate, its measured iterations the truth")
 	fs.Float64Var(&c.oversub, "quota-oversub", 2, "philly traces: each virtual cluster's GrpTRES gres/gpu limit is its share of the trace's GPU-time x the site's GPUs x this (0: no limits)")
 	fs.StringVar(&c.variants, "variants", "", "comma-separated variants to run (default all: "+variantNames()+")")
+	fs.StringVar(&c.baseline, "baseline", "slurm", "the variant the Δ columns compare against, paired by seed (isched: what elastic runs or a lever change over isched alone); it must be among those run")
+	fs.Float64Var(&c.scaling, "scaling", 0, "elastic runs' true throughput kept per doubling of GPUs (0: the policy's prior, 0.9); the policy sees it only through the runs' measured steps")
 	fs.StringVar(&c.mix, "mix", "", "job shapes for a run-times trace: an openb task list (default: one GPU each)")
 	fs.StringVar(&c.loads, "loads", "0.5,0.7,0.9", "offered loads (fractions of the capacity users ask for); 0: the trace's own arrivals")
 	fs.IntVar(&c.seeds, "seeds", 3, "replays per load (trace windows, adoption draws, timing jitter)")
@@ -97,7 +100,7 @@ func (c *simulateCmd) run(ctx context.Context, pos []string) error {
 	if err != nil {
 		return err
 	}
-	rows := sim.Aggregate(cells, sim.Variants[0].Name)
+	rows := sim.Aggregate(cells, c.baseline)
 	if err := c.write(name, rows); err != nil {
 		return err
 	}
@@ -118,6 +121,10 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 	}
 	e := &sim.Experiment{Site: site, Base: sim.DefaultConfig(site)}
 	e.Base.Adoption = c.adoption
+	if !(c.scaling >= 0 && c.scaling <= 1) {
+		return nil, "", usageErr("--scaling %g: want a fraction in 0..1", c.scaling)
+	}
+	e.Base.Scaling = c.scaling
 	if err := c.runs(e); err != nil {
 		return nil, "", err
 	}
@@ -162,6 +169,9 @@ func (c *simulateCmd) runs(e *sim.Experiment) error {
 	var err error
 	if e.Variants, err = pickVariants(c.variants); err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(e.Variants, func(v sim.Variant) bool { return v.Name == c.baseline }) {
+		return usageErr("--baseline %q: not among the variants run (add it to --variants)", c.baseline)
 	}
 	if e.Loads, err = parseLoads(c.loads); err != nil {
 		return err
@@ -492,7 +502,7 @@ func (c *simulateCmd) write(name string, rows []sim.Row) error {
 	if c.asJSON {
 		return writeJSON(c.app.stdout, simRowsJSON(rows))
 	}
-	return sim.WriteTable(c.app.stdout, "trace "+name+" (means over seeds ± 95% CI; Δ against Slurm alone, paired by seed)", rows)
+	return sim.WriteTable(c.app.stdout, "trace "+name+" (means over seeds ± 95% CI; Δ against "+c.baselineName()+", paired by seed)", rows)
 }
 
 // writeSimPlots draws the JCT CDF and the wait over time at the highest
@@ -619,4 +629,12 @@ func simRowsJSON(rows []sim.Row) []simRowJSON {
 			WaitShare: iv(r.WaitShare, 1), Ceiling: iv(r.Ceiling, 1)}
 	}
 	return out
+}
+
+// baselineName is --baseline as the table's title says it.
+func (c *simulateCmd) baselineName() string {
+	if c.baseline == sim.Variants[0].Name {
+		return "Slurm alone"
+	}
+	return c.baseline
 }

@@ -85,6 +85,8 @@ type statusPlan struct {
 	Model      string   `json:"model"`
 	Batch      int      `json:"batch"`
 	Migrate    bool     `json:"migrate"`
+	// Elastic is the run's GPU range (--gpus 1-4); null: a fixed size.
+	Elastic *report.Elastic `json:"elastic"`
 }
 
 type verdictJSON struct {
@@ -168,7 +170,7 @@ func planView(p *report.Plan) *statusPlan {
 		fb = []string{}
 	}
 	return &statusPlan{Lineage: p.Lineage, Cluster: p.Cluster, Ideal: p.Ideal, IdealGres: p.IdealGres, IdealTimeS: p.IdealTime * 60,
-		IdealCPUs: p.IdealCPUs, Fallbacks: fb, Total: p.Total, Model: p.Model, Batch: p.Batch, Migrate: p.Migrate}
+		IdealCPUs: p.IdealCPUs, Fallbacks: fb, Total: p.Total, Model: p.Model, Batch: p.Batch, Migrate: p.Migrate, Elastic: p.Elastic}
 }
 
 func verdictView(v *report.Verdict) *verdictJSON {

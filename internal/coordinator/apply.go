@@ -240,8 +240,12 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 		l.startFromTable(j, env)
 	}
 	startStep := resumeStep(st.LastCheckpoint, env.Start.ResumeFrom)
+	prevRanks := lastRanks(st)
 	l.openAttempt(span, job, env.TimeMS, startStep)
 	moved := l.leftPartition(prevPartition, job.Partition)
+	if !moved && span == nil && job.Rank == 0 {
+		moved = l.leftSize(prevRanks, job.NRanks)
+	}
 	landed := l.Phase == lifecycle.RequeueIssued || l.Phase == lifecycle.Yielding
 	if c.to(l, lifecycle.AttemptStarted, now) && landed {
 		l.requeueLanded(now)
@@ -343,6 +347,8 @@ func (l *lineage) requeueLanded(now time.Time) {
 		l.Moves++
 	case policy.RulePreempt:
 		l.Preempts++
+	case policy.RuleElastic:
+		l.Resizes++
 	default:
 		l.Conts++
 		st.Continuations = l.Conts
@@ -545,4 +551,13 @@ func (c *Coordinator) refreshEstimates(l *lineage, now time.Time) {
 		}
 	}
 	c.exportJob(l, now)
+}
+
+// lastRanks is the world size the lineage's last attempt ran at (0: none
+// known).
+func lastRanks(st *report.JobStatus) int {
+	if n := len(st.History); n > 0 {
+		return st.History[n-1].Ranks
+	}
+	return 0
 }

@@ -19,6 +19,7 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 		NoExtend: l.NoExtend, Phase: l.Phase, ResumeFailures: st.ResumeFailures}
 	if job, ok := c.jobs[st.JobID]; ok {
 		j.Gres, j.PendingReason, j.QOS, j.CPUs, j.Mem = job.Gres, job.Reason, job.QOS, job.CPUs, job.MemPerNodeBytes
+		j.Nodes = job.NodeCount
 		if job.StartMS > 0 {
 			j.StartedAt = time.UnixMilli(job.StartMS)
 		}

@@ -40,9 +40,14 @@ type lineage struct {
 	// Preempts counts rule 8's preemptions of the run; while it yields
 	// (lifecycle.Yielding) YieldTo is the job it yields to, since
 	// YieldSinceMS.
-	Preempts     int              `json:"preemptions,omitempty"`
-	YieldTo      uint64           `json:"yield_to,omitempty"`
-	YieldSinceMS int64            `json:"yield_since_ms,omitempty"`
+	Preempts     int    `json:"preemptions,omitempty"`
+	YieldTo      uint64 `json:"yield_to,omitempty"`
+	YieldSinceMS int64  `json:"yield_since_ms,omitempty"`
+	// Resizes counts rule 9's resizes of an elastic run, and Rates its
+	// learned steps per second at each size (GPUs) it ran at before the
+	// current attempt.
+	Resizes      int              `json:"resizes,omitempty"`
+	Rates        map[int]float64  `json:"elastic_rates,omitempty"`
 	Moves        int              `json:"moves"`
 	Conts        int              `json:"continuations"`
 	RequeueRule  string           `json:"requeue_rule,omitempty"` // rule of the requeue in flight

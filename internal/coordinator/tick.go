@@ -54,6 +54,9 @@ func (c *Coordinator) tick(ctx context.Context) error {
 	if err := c.preemptForShort(ctx, now); err != nil {
 		return err
 	}
+	if err := c.resizeElastic(ctx, now); err != nil {
+		return err
+	}
 	if err := c.flush(ctx, true); err != nil {
 		return err
 	}

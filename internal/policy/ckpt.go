@@ -51,6 +51,8 @@ func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 	switch pending.Rule {
 	case RulePreempt:
 		return a.preempt()
+	case RuleElastic:
+		return a.elastic()
 	case RuleTimeLimit:
 		return a.timeLimit()
 	case RuleMigrate:
@@ -82,6 +84,27 @@ func (a afterCkpt) preempt() Decision {
 	return Decision{Kind: Requeue, Rule: RulePreempt, Target: j.Partition, Gres: pending.Gres, TimeLimit: tl, Hold: true, YieldTo: pending.YieldTo,
 		Reason: fmt.Sprintf("preempt: checkpoint at step %d saved; requeueing onto %s, held until job %d has started, %s",
 			a.resume.Step, j.Partition, pending.YieldTo, tlWhy)}
+}
+
+// elastic: rule 9's requeue at the new size. A growth is given up when
+// the partition no longer has the GPUs it adds idle (a job arrived since
+// the checkpoint was asked for); a shrink always goes on.
+func (a afterCkpt) elastic() Decision {
+	j, pending := a.j, a.pending
+	_, want := gpuRequest(pending.Gres)
+	_, have := gpuRequest(j.Gres)
+	if add := want*max(pending.Nodes, 1) - have*max(j.Nodes, 1); add > 0 && a.snap != nil {
+		if p := partition(a.snap, j.Partition); p != nil {
+			if idle, _ := gpus(p, ""); idle < add {
+				return a.abandon("checkpoint saved; %s has %d GPUs idle, fewer than the %d the run would add: staying at %d GPUs",
+					j.Partition, idle, add, have*max(j.Nodes, 1))
+			}
+		}
+	}
+	// the time limit stays: it was set for the run at its base size
+	return Decision{Kind: Requeue, Rule: RuleElastic, Target: j.Partition, Gres: pending.Gres, Tasks: pending.Tasks, Nodes: pending.Nodes,
+		Reason: fmt.Sprintf("elastic: checkpoint at step %d saved; requeueing onto %s at %d tasks (%s per node, %d nodes), its time limit unchanged",
+			a.resume.Step, j.Partition, pending.Tasks, pending.Gres, max(pending.Nodes, 1))}
 }
 
 // timeLimit: rule 1's requeue, unless the run now ends in time.

@@ -52,6 +52,7 @@ const (
 	RuleTrimLimit = "trim-limit" // 6: a time limit from the prediction
 	RuleOrder     = "order"      // 7: isched's pending jobs, shortest remaining first
 	RulePreempt   = "preempt"    // 8: a long run yields to a much shorter one
+	RuleElastic   = "elastic"    // 9: an elastic run grows onto idle GPUs, shrinks when jobs wait
 )
 
 // Slurm job states the policy acts on.
@@ -76,6 +77,9 @@ type Job struct {
 	// its owner's limit (QOSMaxGRESPerUser, ...).
 	QOS  string
 	CPUs int
+	// Nodes is the job's node count from the job table (0: unknown,
+	// one): an elastic run's size is its GPUs per node times its nodes.
+	Nodes int
 	// Mem is the memory the job asked per node (bytes; 0: unknown): a
 	// partly allocated node must have it free to take the job.
 	Mem int64
@@ -154,6 +158,10 @@ type Decision struct {
 	// job it yields to, has started); Release lets it go.
 	Hold    bool   `json:"hold,omitempty"`
 	YieldTo uint64 `json:"yield_to,omitempty"`
+	// Tasks and Nodes are rule 9's new size for the requeue (one task per
+	// GPU, Gres per node); 0: leave the job's request unchanged.
+	Tasks int `json:"tasks,omitempty"`
+	Nodes int `json:"nodes,omitempty"`
 }
 
 // Decide applies the rules (see the package documentation) to one job. A

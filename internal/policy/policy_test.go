@@ -911,6 +911,25 @@ func TestAfterCheckpoint(t *testing.T) {
 			check: check{want: Decision{Kind: None, Rule: RuleMigrate, Abandoned: true}, reason: []string{"the job is COMPLETED now, nothing to requeue"}},
 		},
 		{
+			name: "elastic: the growth goes on",
+			job:  onGPU(), snap: lab(), pending: Decision{Kind: Checkpoint, Then: Requeue, Rule: RuleElastic, Target: "gpu", Gres: "gpu:2", Tasks: 2, Nodes: 1},
+			check: check{want: Decision{Kind: Requeue, Rule: RuleElastic, Target: "gpu", Gres: "gpu:2", Tasks: 2, Nodes: 1},
+				reason: []string{"elastic: checkpoint at step 35000 saved; requeueing onto gpu at 2 tasks (gpu:2 per node, 1 nodes), its time limit unchanged"}},
+		},
+		{
+			name: "elastic: the growth is given up when the GPUs were taken",
+			job:  onGPU(), snap: lab(full("gpu")), pending: Decision{Kind: Checkpoint, Then: Requeue, Rule: RuleElastic, Target: "gpu", Gres: "gpu:2", Tasks: 2, Nodes: 1},
+			check: check{want: Decision{Kind: None, Rule: RuleElastic, Abandoned: true},
+				reason: []string{"checkpoint saved; gpu has 0 GPUs idle, fewer than the 1 the run would add: staying at 1 GPUs"}},
+		},
+		{
+			name: "elastic: a shrink goes on on a full partition",
+			job:  func() Job { j := onGPU(); j.Gres, j.Nodes = "gpu:2", 2; return j }(), snap: lab(full("gpu")),
+			pending: Decision{Kind: Checkpoint, Then: Requeue, Rule: RuleElastic, Target: "gpu", Gres: "gpu:1", Tasks: 1, Nodes: 1},
+			check: check{want: Decision{Kind: Requeue, Rule: RuleElastic, Target: "gpu", Gres: "gpu:1", Tasks: 1, Nodes: 1},
+				reason: []string{"requeueing onto gpu at 1 tasks"}},
+		},
+		{
 			name: "checkpoint only",
 			job:  onGPU(), snap: lab(), pending: Decision{Kind: Checkpoint, Rule: RuleTimeLimit, Then: None, Reason: "no plan"},
 			check: check{want: Decision{Kind: None, Rule: RuleTimeLimit}, reason: []string{"checkpoint saved; nothing follows: no plan"}},

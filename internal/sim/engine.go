@@ -42,6 +42,10 @@ type Variant struct {
 	// whose nodes fit it (sbatch -p gpu,gpu-old), the one asked first, and
 	// starts on whichever can start it first (Slurm alone otherwise).
 	MultiPart bool
+	// Elastic: rule 9 grows isched's one-GPU runs (submitted as
+	// --gpus 1-ElasticMax) onto idle GPUs and shrinks them back when jobs
+	// wait (coordinator elastic).
+	Elastic bool
 }
 
 // Variants are the baselines of docs/evaluation.md, Slurm alone first.
@@ -59,7 +63,12 @@ var Variants = []Variant{
 	// rules 7 and 8 without 6: the predicted limits lose on the busy
 	// traces (docs/evaluation.md), and trim_time_limits is off by default
 	{Name: "isched+order+preempt", Isched: true, Order: true, Preempt: true},
+	{Name: "isched+elastic", Isched: true, Elastic: true},
 }
+
+// ElasticMax is the largest size of the replay's elastic runs (GPUs,
+// capped at a node's): isched submit --gpus 1-4.
+const ElasticMax = 4
 
 // Config is one replay.
 type Config struct {
@@ -104,6 +113,11 @@ type Config struct {
 	// Sched is Slurm's scheduler: the multifactor priority and backfill
 	// (SlurmSched), or the older model (the zero value).
 	Sched Sched
+	// Scaling is the replayed runs' true throughput kept per doubling of
+	// GPUs at a constant global batch (0: policy.DefaultScalingEfficiency,
+	// the policy's own prior); the policy sees it only through the
+	// runs' measured step times.
+	Scaling float64
 	// Progress, when set, is called with the jobs done so far.
 	Progress func(done, total int)
 }
@@ -302,6 +316,7 @@ func (s *sim) policyConfig() policy.Config {
 		c.TrimLimits = c.TrimLimits || s.cfg.Variant.Trim
 		c.OrderByRemaining = c.OrderByRemaining || s.cfg.Variant.Order
 		c.PreemptForShort = c.PreemptForShort || s.cfg.Variant.Preempt
+		c.Elastic = c.Elastic || s.cfg.Variant.Elastic
 		if !s.cfg.Variant.Dev {
 			c.DevPartitions, c.DevWindows = nil, nil
 		}
@@ -309,7 +324,7 @@ func (s *sim) policyConfig() policy.Config {
 	}
 	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
 		NoContinuations: s.cfg.Variant.NoContinue, TrimLimits: s.cfg.Variant.Trim,
-		OrderByRemaining: s.cfg.Variant.Order, PreemptForShort: s.cfg.Variant.Preempt, Location: time.UTC}
+		OrderByRemaining: s.cfg.Variant.Order, PreemptForShort: s.cfg.Variant.Preempt, Elastic: s.cfg.Variant.Elastic, Location: time.UTC}
 	for pi := range s.cl.parts {
 		c.Speed[s.cl.parts[pi].name] = s.cl.partSpeed(pi)
 	}

@@ -34,6 +34,9 @@ func (s *sim) submitPlanned(i int) {
 		js.parts = append(js.parts, s.cl.byName[name])
 	}
 	js.cpus, js.gpus, js.limit = sub.CPUs, gresGPUs(sub.Gres), sub.Limit.Seconds()
+	if pi, ok := s.cl.byName[sub.Plan.Ideal]; ok && len(s.cl.parts[pi].nodes) > 0 {
+		s.elasticPlan(js.plan, js.gpus, s.cl.nodes[s.cl.parts[pi].nodes[0]].gpus)
+	}
 }
 
 // submitRequest submits a job that isched follows but does not plan, as
@@ -122,6 +125,7 @@ func (s *sim) tick() {
 	s.active = slices.DeleteFunc(s.active, func(i int) bool { return s.jobs[i].state == stDone })
 	s.orderQueued()
 	s.preemptForShort()
+	s.resizeElastic()
 	for _, i := range s.active {
 		js := &s.jobs[i]
 		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != lifecycle.Idle {
@@ -217,6 +221,8 @@ func (s *sim) countMove(js *jobState, d policy.Decision) {
 	case policy.RuleMigrate, policy.RuleDevChunk:
 		js.moves++
 	case policy.RulePreempt: // counted as it yields
+	case policy.RuleElastic:
+		js.resizes++
 	default:
 		js.conts++
 	}
@@ -245,7 +251,7 @@ func (s *sim) ckptLanded(i int) {
 func (s *sim) policyJob(js *jobState, step int64) policy.Job {
 	j := policy.Job{JobID: uint64(js.j.ID) + 1, User: js.j.User, Lineage: "job-" + strconv.Itoa(js.j.ID), Plan: js.plan,
 		Step: step, Total: js.iters, Moves: js.moves, Continuations: js.conts, Phase: js.phase,
-		Gres: gresOf(js.gpus), CPUs: js.cpus, Mem: js.j.MemMiB << 20, TimeLimit: secDur(js.limit)}
+		Gres: gresOf(js.gpus), CPUs: js.cpus, Mem: js.j.MemMiB << 20, TimeLimit: secDur(js.limit), Nodes: max(len(js.alloc), 1)}
 	switch js.state {
 	case stRunning:
 		j.State, j.Partition, j.StartedAt = policy.StateRunning, s.cl.parts[js.pi].name, at(js.start)

@@ -94,6 +94,11 @@ type jobState struct {
 	preempts   int
 	yieldTo    int
 	yieldSince float64
+	// rule 9: an elastic run's resizes, and its measured steps per second
+	// at each size it ran at (the coordinator's learned rates)
+	resizes int
+	rates   map[int]float64
+	estSize int // the size the estimator measured
 
 	firstStart float64 // -1: not started
 	end        float64

@@ -144,7 +144,7 @@ func (s *sim) start(i, pi int, nodes []int) {
 	}
 	js.path = append(js.path, Hop{At: s.now, Partition: s.cl.parts[pi].name})
 	nt := s.cl.nodes[nodes[0]].nt
-	js.iterSec = js.work / s.cl.speed(nt)
+	js.iterSec = js.work / s.cl.speed(nt) / s.speedup(js)
 	js.step0, js.ckptsAt = js.lastCkpt, js.ckpts
 	js.gen++
 	js.attempts++
@@ -176,9 +176,12 @@ func (s *sim) start(i, pi int, nodes []int) {
 // estimator afresh, the same type starts a new process. The times carry a
 // ±5 % jitter from the job's own stream, so seeds differ.
 func (s *sim) feedEstimator(js *jobState, nt *plan.NodeType) {
-	if js.estOn != nt.Name {
-		js.est.Reset()
-		js.estOn = nt.Name
+	if js.estOn != nt.Name || js.estSize != js.gpus*len(js.alloc) {
+		js.est.Reset() // another node type, or another size (rule 9)
+		if js.estOn != nt.Name {
+			js.rates = nil // rule 9's rates are the node type's
+		}
+		js.estOn, js.estSize = nt.Name, js.gpus*len(js.alloc)
 	} else {
 		js.est.NewProcess()
 	}
@@ -188,6 +191,7 @@ func (s *sim) feedEstimator(js *jobState, nt *plan.NodeType) {
 		d := ms * (0.95 + 0.1*r.Float64())
 		js.est.Add(report.Iter{Step: js.step0 + k, DurMS: d})
 	}
+	s.measureRate(js)
 }
 
 // stop ends the running attempt and accounts for its use of the nodes.
@@ -335,6 +339,7 @@ func (s *sim) moveQueued(i int, d policy.Decision) {
 // decision says (a move onto the ideal partition, a dev chunk on smaller
 // nodes); a partition without GPUs drops the GPUs.
 func (s *sim) retarget(js *jobState, d policy.Decision) {
+	old := js.gpus
 	if pi, ok := s.cl.byName[d.Target]; ok {
 		js.parts = []int{pi}
 		if s.cl.parts[pi].gpus == 0 {
@@ -346,6 +351,10 @@ func (s *sim) retarget(js *jobState, d policy.Decision) {
 	}
 	if d.CPUs > 0 {
 		js.cpus = d.CPUs
+	}
+	if d.Tasks > 0 && old > 0 && js.gpus > 0 {
+		// rule 9: one task per GPU, each with its CPUs
+		js.cpus = js.cpus / old * js.gpus
 	}
 	if d.TimeLimit > 0 {
 		js.limit = d.TimeLimit.Seconds()

@@ -70,6 +70,7 @@ type JobResult struct {
 	Moves    int
 	Conts    int
 	Preempts int   // rule 8 checkpointed and requeued it for a shorter run
+	Resizes  int   // rule 9 grew or shrank it
 	Lost     int64 // steps redone
 	Attempts int
 	Cost     float64
@@ -106,7 +107,7 @@ func (s *sim) result() *Result {
 		j := js.j
 		jr := JobResult{ID: j.ID, Managed: js.managed, Isched: js.isched, GPUs: j.GPUs, Submit: j.Submit,
 			Run: j.Run, Done: js.lastCkpt >= js.iters, Moves: js.moves, Conts: js.conts, Lost: js.lost,
-			Attempts: js.attempts, Preempts: js.preempts, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
+			Attempts: js.attempts, Preempts: js.preempts, Resizes: js.resizes, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
 		if js.firstStart >= 0 {
 			jr.Wait = js.firstStart - j.Submit
 		}

@@ -349,3 +349,34 @@ func TestTrimAnyShape(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticInReplay is rule 9 in the replay: a long one-GPU run alone
+// on the 2-GPU node grows to both GPUs, shrinks back when another job
+// arrives, and grows again once that one has ended; it finishes far
+// sooner than at its fixed size, and the other job barely waits.
+func TestElasticInReplay(t *testing.T) {
+	t.Parallel()
+	jobs := []Job{
+		{ID: 1, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 10 * 3600, Partition: "gpu"},
+		{ID: 2, User: "b", Submit: 3 * 3600, Nodes: 1, CPUs: 4, GPUs: 1, Run: 3600, Partition: "gpu"},
+	}
+	gpuOnly := func(c *Config) { c.Site.Partitions = c.Site.Partitions[:1] }
+	elastic := Variant{Name: "isched+elastic", Isched: true, Elastic: true}
+	base := replay(t, isched, jobs, gpuOnly)
+	got := replay(t, elastic, jobs, gpuOnly)
+	if base[1].Resizes != 0 || base[1].JCT < 10*3600 {
+		t.Fatalf("at its fixed size: %+v", base[1])
+	}
+	// 0.9 of 2 GPUs: 1.8 times as fast for the ~9 h of its 10 it holds both
+	// (a resize loses only the steps run while its checkpoint is written)
+	if r := got[1]; r.JCT > 0.7*base[1].JCT || r.Resizes != 3 || !r.Done || r.Lost > 3*int64(DefaultConfig(nil).CkptDur*2) {
+		t.Errorf("elastic run: JCT %.0f s (fixed %.0f s), %d resizes, lost %d, done %v; want under 70 %%, 3 resizes (grow, shrink, grow), little lost",
+			r.JCT, base[1].JCT, r.Resizes, r.Lost, r.Done)
+	}
+	if w := got[2].Wait; w > 300 {
+		t.Errorf("the job that arrived waited %.0f s for the elastic run to shrink, want under 5 min", w)
+	}
+	if got[2].Resizes != 0 || got[2].Managed && got[2].Touched {
+		t.Errorf("the other job was resized or touched: %+v", got[2])
+	}
+}

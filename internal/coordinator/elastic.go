@@ -1,0 +1,162 @@
+package coordinator
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/isched/isched/internal/lifecycle"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+)
+
+// resizeElastic is rule 9 (policy.Resize): one resize at a time, an
+// elastic run grown onto idle GPUs or shrunk back to its base size when
+// jobs wait, by a checkpoint and a requeue at the new size.
+func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
+	if c.jobs == nil || now.Sub(c.jobsAt) > c.cfg.StaleAfter || c.snap == nil {
+		return nil
+	}
+	pol := c.policyConfig()
+	if !pol.Elastic {
+		return nil
+	}
+	runs, names, busy := c.elasticRuns(now)
+	if busy || len(runs) == 0 {
+		return nil
+	}
+	r, ok, _ := policy.Resize(pol, runs, queueRooms(c.snap, c.jobs), now)
+	if !ok {
+		return nil
+	}
+	name := names[r.JobID]
+	j := c.jobs[r.JobID]
+	d := policy.Decision{Kind: policy.Checkpoint, Then: policy.Requeue, Rule: policy.RuleElastic, Target: j.Partition,
+		Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason}
+	return c.issue(ctx, name, c.lineages[name], d, now)
+}
+
+// elasticRuns are the running elastic runs as rule 9 sees them, and the
+// lineage of each job; busy: a resize is under way.
+func (c *Coordinator) elasticRuns(now time.Time) (runs []policy.ElasticRun, names map[uint64]string, busy bool) {
+	names = map[uint64]string{}
+	for name, l := range c.lineages {
+		p := l.Status.Plan
+		if p == nil || p.Elastic == nil {
+			continue
+		}
+		if l.Phase == lifecycle.AwaitingCheckpoint && l.CkptDecision != nil && l.CkptDecision.Rule == policy.RuleElastic ||
+			l.Phase == lifecycle.RequeueIssued && l.RequeueRule == policy.RuleElastic {
+			return nil, nil, true
+		}
+		j, ok := c.jobs[l.Status.JobID]
+		if !ok || j.State != "RUNNING" || l.Phase != lifecycle.Idle || l.Pending != nil || l.Status.Step <= 0 {
+			continue
+		}
+		names[j.JobID] = name
+		runs = append(runs, l.elasticRun(j, c.snap, now))
+	}
+	return runs, names, false
+}
+
+// elasticRun is running job j of the lineage as rule 9 sees it.
+func (l *lineage) elasticRun(j report.Job, snap *report.Snapshot, now time.Time) policy.ElasticRun {
+	size := jobGPUs(j)
+	r := policy.ElasticRun{JobID: j.JobID, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
+		Max: l.Status.Plan.Elastic.Max, PerNode: gpusPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
+		Rates: l.rates(size), Resizes: l.Resizes}
+	if j.StartMS > 0 {
+		r.Attained = now.Sub(time.UnixMilli(j.StartMS))
+	}
+	if l.LastMoveMS > 0 {
+		r.LastMoveAt = time.UnixMilli(l.LastMoveMS)
+	}
+	if l.Ckpt.N > 0 {
+		r.CkptDur = l.Ckpt.Estimate()
+	}
+	return r
+}
+
+// rates are the run's learned steps per second per size, with the
+// current attempt's at size (its iterations so far) over any older one.
+func (l *lineage) rates(size int) map[int]float64 {
+	out := make(map[int]float64, len(l.Rates)+1)
+	for k, v := range l.Rates {
+		out[k] = v
+	}
+	if est, ok := l.Iter.Estimate(); ok && !est.Provisional && est.MS > 0 {
+		out[size] = 1000 / (est.MS + est.OverheadMSPerIter)
+	}
+	return out
+}
+
+// leftSize notes that an attempt starts at another size (ranks) than the
+// iterations so far ran at: their rate is kept for rule 9 and the
+// estimator starts afresh, as after a move. It says whether there was one.
+func (l *lineage) leftSize(from, to int) bool {
+	if from <= 0 || to <= 0 || from == to {
+		return false
+	}
+	if est, ok := l.Iter.Estimate(); ok && !est.Provisional && est.MS > 0 {
+		if l.Rates == nil {
+			l.Rates = map[int]float64{}
+		}
+		l.Rates[from] = 1000 / (est.MS + est.OverheadMSPerIter)
+	}
+	l.Iter.Reset()
+	return true
+}
+
+// jobGPUs is the GPUs job j holds: its GRES per node times its nodes.
+func jobGPUs(j report.Job) int {
+	return policy.GPUs(j.Gres) * max(j.NodeCount, 1)
+}
+
+// gpusPerNode is a partition's GPUs per node (its GPUs over its nodes: the
+// lab's and most sites' GPU partitions hold one node type); 0: unknown.
+func gpusPerNode(snap *report.Snapshot, name string) int {
+	for _, p := range snap.Partitions {
+		if p.Name != name || p.NodesTotal == 0 {
+			continue
+		}
+		total := 0
+		for _, g := range p.GPUs {
+			total += g.Total
+		}
+		return total / p.NodesTotal
+	}
+	return 0
+}
+
+// queueRooms are the GPU partitions' room as rule 9 sees it, from the
+// agent's snapshot, and the GPUs the jobs pending on each ask (anyone's
+// job that waits for resources or priority).
+func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job) map[string]policy.QueueRoom {
+	rooms := map[string]policy.QueueRoom{}
+	for _, p := range snap.Partitions {
+		q := policy.QueueRoom{FreeNodes: p.NodesIdle}
+		for _, g := range p.GPUs {
+			q.Idle += g.Idle
+		}
+		if p.NodesIdle > 0 {
+			q.MostFree = gpusPerNode(snap, p.Name)
+		}
+		for _, m := range p.Mixed {
+			q.MostFree = max(q.MostFree, m.GPUs)
+		}
+		rooms[p.Name] = q
+	}
+	for _, j := range jobs {
+		n := jobGPUs(j)
+		if j.State != "PENDING" || n == 0 || !blockedReason(j.Reason) {
+			continue
+		}
+		for _, part := range strings.Split(j.Partition, ",") {
+			if q, ok := rooms[part]; ok {
+				q.Demand += n
+				rooms[part] = q
+			}
+		}
+	}
+	return rooms
+}

@@ -1,0 +1,279 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// ElasticRun is one of isched's running elastic runs (a plan with a GPU
+// range, `isched submit --gpus 1-4`) as rule 9 (Resize) sees it. A size is
+// GPUs, one rank each.
+type ElasticRun struct {
+	JobID    uint64
+	Queue    string // its partition
+	Size     int    // GPUs it holds now
+	Min, Max int    // its range
+	// PerNode is the GPUs of one node of its partition: a size up to it
+	// runs on one node, a larger one on whole nodes (0: one node only).
+	PerNode int
+	// FreeBeside is the idle GPUs on the node it runs on: a requeue frees
+	// its own GPUs, so it may grow where it is.
+	FreeBeside int
+	// Remaining is its predicted run left at Size (0: unknown: never grown).
+	Remaining time.Duration
+	// Rates are its own measured steps per second at each size it ran at
+	// (a constant global batch: a step is the same work at every size).
+	Rates map[int]float64
+	// Resizes is rule 9's resizes of the run so far.
+	Resizes    int
+	Attained   time.Duration // how long its current attempt has run
+	LastMoveAt time.Time
+	CkptDur    time.Duration // 0: the configured default
+}
+
+// QueueRoom is a partition's GPUs as rule 9 sees them.
+type QueueRoom struct {
+	Idle      int // idle GPUs
+	MostFree  int // the most idle GPUs on one node
+	FreeNodes int // nodes with every GPU idle
+	// Demand is the GPUs asked by the jobs that wait on the partition for
+	// resources or priority (anyone's, isched's or not).
+	Demand int
+}
+
+// ResizeChoice is rule 9's choice: checkpoint JobID and requeue it at To
+// GPUs on Nodes nodes (Gres per node).
+type ResizeChoice struct {
+	JobID    uint64
+	From, To int
+	Nodes    int
+	Gres     string
+	Shrink   bool
+	Reason   string
+}
+
+// Resize is rule 9 (issue 42, elastic runs, as Pollux and Gandiva grow
+// and shrink jobs): when jobs wait on a partition for more GPUs than idle
+// there, the elastic run holding the most GPUs above its base shrinks
+// back to its base size (by checkpoint and requeue), unless it ends
+// within the cost of doing so. When nothing waits on its partition, a run
+// grows onto idle GPUs (leaving ElasticHeadroom idle) to the size that
+// gains most: its predicted run left at the new size, from its own
+// measured steps per second at each size (ScalingEfficiency per doubling
+// for a size it has not run at), must beat the run left now by more than
+// MinGain × the cost of the resize and of the shrink that may follow
+// (a checkpoint and a restart each). A run grows at most MaxResizes
+// times, not within MinInterval of its start or last move. One resize
+// per round; ok is false when none is due, and why says why not.
+func Resize(cfg Config, runs []ElasticRun, rooms map[string]QueueRoom, now time.Time) (ResizeChoice, bool, string) {
+	if !cfg.Elastic {
+		return ResizeChoice{}, false, "off (elastic is false)"
+	}
+	if len(runs) == 0 {
+		return ResizeChoice{}, false, "no elastic run is running"
+	}
+	c := cfg.normalized()
+	rs := slices.Clone(runs)
+	slices.SortFunc(rs, func(a, b ElasticRun) int { return cmp.Compare(a.JobID, b.JobID) })
+	if r, ok, why := shrinkChoice(c, rs, rooms); ok || why != "" {
+		return r, ok, why
+	}
+	return growChoice(c, rs, rooms, now)
+}
+
+// shrinkChoice: a run above its base on a partition where jobs wait for
+// more GPUs than idle. why is set when jobs wait but no run shrinks (then
+// none grows either).
+func shrinkChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom) (ResizeChoice, bool, string) {
+	var best *ElasticRun
+	why := ""
+	for i := range runs {
+		r := &runs[i]
+		q := rooms[r.Queue]
+		if q.Demand <= q.Idle {
+			continue
+		}
+		why = fmt.Sprintf("jobs wait on %s for %d GPUs, %d idle: no run grows", r.Queue, q.Demand, q.Idle)
+		cost := c.resizeCost(r)
+		switch {
+		case r.Size <= r.Min:
+		case r.Remaining > 0 && r.Remaining <= cost:
+			why = fmt.Sprintf("job %d ends within %s, sooner than a shrink would free its GPUs", r.JobID, dur(r.Remaining))
+		case best == nil || r.Size-r.Min > best.Size-best.Min:
+			best = r
+		}
+	}
+	if best == nil {
+		return ResizeChoice{}, false, why
+	}
+	q := rooms[best.Queue]
+	to, nodes, gres := placement(best, best.Min)
+	return ResizeChoice{JobID: best.JobID, From: best.Size, To: to, Nodes: nodes, Gres: gres, Shrink: true,
+		Reason: fmt.Sprintf("elastic: jobs wait on %s for %d GPUs with %d idle; job %d holds %d GPUs, %d above its base: "+
+			"checkpointing it, then requeueing it at %d GPUs", best.Queue, q.Demand, q.Idle, best.JobID, best.Size, best.Size-best.Min, to)}, true, ""
+}
+
+// growChoice: the run and size that gain most from the idle GPUs.
+func growChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom, now time.Time) (ResizeChoice, bool, string) {
+	var best ResizeChoice
+	var bestGain time.Duration
+	why := "no elastic run can grow"
+	for i := range runs {
+		r := &runs[i]
+		if blocked := growBlocked(c, r, now); blocked != "" {
+			why = blocked
+			continue
+		}
+		to, gain, reason := bestSize(c, r, rooms[r.Queue])
+		if to == 0 {
+			why = reason
+			continue
+		}
+		if gain > bestGain {
+			n, nodes, gres := placement(r, to)
+			best, bestGain = ResizeChoice{JobID: r.JobID, From: r.Size, To: n, Nodes: nodes, Gres: gres, Reason: reason}, gain
+		}
+	}
+	return best, best.JobID != 0, why
+}
+
+// growBlocked says why r may not grow now ("": it may).
+func growBlocked(c Config, r *ElasticRun, now time.Time) string {
+	switch {
+	case r.Size >= r.Max:
+		return fmt.Sprintf("job %d runs at its largest size, %d GPUs", r.JobID, r.Max)
+	case r.Resizes >= c.MaxResizes:
+		return fmt.Sprintf("job %d was resized %d times already (max %d)", r.JobID, r.Resizes, c.MaxResizes)
+	case r.Remaining <= 0:
+		return fmt.Sprintf("job %d has no prediction of its run left yet", r.JobID)
+	case r.Attained < c.MinInterval || !r.LastMoveAt.IsZero() && now.Sub(r.LastMoveAt) < c.MinInterval:
+		return fmt.Sprintf("job %d started or moved within %s (hysteresis)", r.JobID, dur(c.MinInterval))
+	}
+	return ""
+}
+
+// bestSize is the size r gains most at on q, and the gain net of the
+// costs; 0 and why not when no size pays.
+func bestSize(c Config, r *ElasticRun, q QueueRoom) (to int, gain time.Duration, why string) {
+	if q.Demand > 0 {
+		return 0, 0, fmt.Sprintf("jobs wait on %s for %d GPUs: job %d does not grow", r.Queue, q.Demand, r.JobID)
+	}
+	cost := 2 * c.resizeCost(r)
+	why = fmt.Sprintf("job %d: %d idle GPUs on %s, %d kept for arrivals: no larger size fits", r.JobID, q.Idle, r.Queue, c.ElasticHeadroom)
+	for s := r.Size + 1; s <= r.Max; s++ {
+		if !fits(r, s, q, c.ElasticHeadroom) {
+			continue
+		}
+		rate, basis := r.rate(s, c.ScalingEfficiency)
+		left := time.Duration(float64(r.Remaining) * r.rateNow(c.ScalingEfficiency) / rate)
+		g := r.Remaining - left - cost
+		if float64(r.Remaining-left) <= c.MinGain*float64(cost) {
+			why = fmt.Sprintf("job %d at %d GPUs: %s left instead of %s (scaling efficiency %.2f, %s): the gain does not exceed %g × the cost %s",
+				r.JobID, s, dur(left), dur(r.Remaining), r.efficiency(s, c.ScalingEfficiency), basis, c.MinGain, dur(cost))
+			continue
+		}
+		if g > gain {
+			to, gain = s, g
+			why = fmt.Sprintf("elastic: %d GPUs idle on %s and no job waits there; job %d at %d GPUs would have %s left instead of %s "+
+				"(scaling efficiency %.2f, %s), %s sooner net of the cost %s (this resize and a shrink later): "+
+				"checkpointing it, then requeueing it at %d GPUs",
+				q.Idle, r.Queue, r.JobID, s, dur(left), dur(r.Remaining), r.efficiency(s, c.ScalingEfficiency), basis, dur(g), dur(cost), s)
+		}
+	}
+	return to, gain, why
+}
+
+// fits: the partition has room for r at s GPUs once r's own are free,
+// keeping headroom idle GPUs.
+func fits(r *ElasticRun, s int, q QueueRoom, headroom int) bool {
+	if s-r.Size > q.Idle-headroom {
+		return false
+	}
+	if r.PerNode <= 0 || s <= r.PerNode {
+		return s <= max(q.MostFree, r.Size+r.FreeBeside) && (r.PerNode <= 0 || s <= r.PerNode)
+	}
+	if s%r.PerNode != 0 {
+		return false
+	}
+	whole := q.FreeNodes
+	if r.Size+r.FreeBeside == r.PerNode {
+		whole++ // its own node, once it is requeued
+	}
+	return s/r.PerNode <= whole
+}
+
+// placement is size s as tasks, nodes and GRES per node.
+func placement(r *ElasticRun, s int) (tasks, nodes int, gres string) {
+	if r.PerNode <= 0 || s <= r.PerNode {
+		return s, 1, fmt.Sprintf("gpu:%d", s)
+	}
+	return s, s / r.PerNode, fmt.Sprintf("gpu:%d", r.PerNode)
+}
+
+// resizeCost is a checkpoint and a restart.
+func (c Config) resizeCost(r *ElasticRun) time.Duration {
+	ckpt := r.CkptDur
+	if ckpt <= 0 {
+		ckpt = c.DefaultCkpt
+	}
+	return ckpt + c.MoveCost
+}
+
+// rateNow is the run's steps per second at its size, measured or
+// modelled from its base (1 when it measured none: only ratios matter).
+func (r *ElasticRun) rateNow(eff float64) float64 {
+	rate, _ := r.rate(r.Size, eff)
+	return rate
+}
+
+// rate is the steps per second at size s: measured there, else scaled
+// from the nearest size measured below it (or above, when none is below)
+// by ScalingEfficiency per doubling; basis says which.
+func (r *ElasticRun) rate(s int, eff float64) (float64, string) {
+	if v := r.Rates[s]; v > 0 {
+		return v, "measured"
+	}
+	from := 0
+	for size, rt := range r.Rates {
+		if rt > 0 && nearer(size, from, s) {
+			from = size
+		}
+	}
+	v := r.Rates[from]
+	if from == 0 {
+		from, v = r.Size, 1
+	}
+	ratio := float64(s) / float64(from)
+	return v * ratio * math.Pow(eff, math.Log2(ratio)), fmt.Sprintf("modelled from %d GPUs", from)
+}
+
+// efficiency is the throughput at s per GPU over that at Min per GPU.
+func (r *ElasticRun) efficiency(s int, eff float64) float64 {
+	base, _ := r.rate(r.Min, eff)
+	at, _ := r.rate(s, eff)
+	return at / base / (float64(s) / float64(r.Min))
+}
+
+// nearer: measured size a is a better base than b for size s: below s
+// before above it, and the closer the better (b == 0: none yet).
+func nearer(a, b, s int) bool {
+	switch {
+	case b == 0:
+		return true
+	case (a < s) != (b < s):
+		return a < s
+	case a < s:
+		return a > b
+	}
+	return a < b
+}
+
+// GPUs is the GPU count of a GRES request ("gpu:2", "gpu:v100:2",
+// "gres/gpu=2"); 0 for none.
+func GPUs(gres string) int {
+	_, n := gpuRequest(gres)
+	return n
+}

@@ -1,0 +1,117 @@
+package policy
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestResize(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	on := Config{Elastic: true}
+	run := func(mod func(*ElasticRun)) ElasticRun {
+		r := ElasticRun{JobID: 7, Queue: "gpu", Size: 1, Min: 1, Max: 4, PerNode: 8, Remaining: 10 * time.Hour,
+			Attained: time.Hour, LastMoveAt: now.Add(-time.Hour)}
+		if mod != nil {
+			mod(&r)
+		}
+		return r
+	}
+	idle := map[string]QueueRoom{"gpu": {Idle: 7, MostFree: 7}}
+	cases := []struct {
+		name   string
+		cfg    Config
+		runs   []ElasticRun
+		rooms  map[string]QueueRoom
+		want   ResizeChoice // JobID 0: none
+		reason string       // in the reason either way
+	}{
+		{"off", Config{}, []ElasticRun{run(nil)}, idle, ResizeChoice{}, "off"},
+		{"grows to the size that gains most", on, []ElasticRun{run(nil)}, idle,
+			ResizeChoice{JobID: 7, From: 1, To: 4, Nodes: 1, Gres: "gpu:4"}, "scaling efficiency 0.81, modelled from 1 GPUs"},
+		{"a job waiting on the partition stops growth", on, []ElasticRun{run(nil)},
+			map[string]QueueRoom{"gpu": {Idle: 7, MostFree: 7, Demand: 1}}, ResizeChoice{}, "jobs wait on gpu for 1 GPUs"},
+		{"headroom left idle for arrivals", Config{Elastic: true, ElasticHeadroom: 5}, []ElasticRun{run(nil)}, idle,
+			ResizeChoice{JobID: 7, From: 1, To: 3, Nodes: 1, Gres: "gpu:3"}, "3 GPUs"},
+		{"only the GPUs of one node", on, []ElasticRun{run(nil)}, map[string]QueueRoom{"gpu": {Idle: 7, MostFree: 2}},
+			ResizeChoice{JobID: 7, From: 1, To: 2, Nodes: 1, Gres: "gpu:2"}, "2 GPUs"},
+		{"its own node's idle GPUs count", on, []ElasticRun{run(func(r *ElasticRun) { r.FreeBeside = 3 })},
+			map[string]QueueRoom{"gpu": {Idle: 3, MostFree: 3}}, ResizeChoice{JobID: 7, From: 1, To: 4, Nodes: 1, Gres: "gpu:4"}, ""},
+		{"past a node: whole nodes", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Min, r.Max, r.PerNode = 2, 2, 4, 2 })},
+			map[string]QueueRoom{"gpu": {Idle: 2, MostFree: 2, FreeNodes: 1}}, ResizeChoice{JobID: 7, From: 2, To: 4, Nodes: 2, Gres: "gpu:2"}, ""},
+		{"past a node without a whole node", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Min, r.Max, r.PerNode = 2, 2, 4, 2 })},
+			map[string]QueueRoom{"gpu": {Idle: 2, MostFree: 1}}, ResizeChoice{}, "no larger size fits"},
+		{"hysteresis after a move", on, []ElasticRun{run(func(r *ElasticRun) { r.LastMoveAt = now.Add(-time.Minute) })}, idle,
+			ResizeChoice{}, "hysteresis"},
+		{"bound on resizes", on, []ElasticRun{run(func(r *ElasticRun) { r.Resizes = DefaultMaxResizes })}, idle,
+			ResizeChoice{}, "resized 8 times"},
+		{"no prediction yet", on, []ElasticRun{run(func(r *ElasticRun) { r.Remaining = 0 })}, idle, ResizeChoice{}, "no prediction"},
+		// 3 min left: at 4 GPUs (3.24×) 124 s sooner, under 1.5 × 2 × (30 s + 15 s)
+		{"too little left to pay", on, []ElasticRun{run(func(r *ElasticRun) { r.Remaining = 3 * time.Minute })}, idle,
+			ResizeChoice{}, "the gain does not exceed"},
+		{"measured: two GPUs no faster than one", on, []ElasticRun{run(func(r *ElasticRun) { r.Max, r.Rates = 2, map[int]float64{1: 5, 2: 5} })},
+			idle, ResizeChoice{}, "scaling efficiency 0.50, measured"},
+		{"measured rates are used", on, []ElasticRun{run(func(r *ElasticRun) { r.Rates = map[int]float64{1: 5, 2: 9.5} })}, idle,
+			ResizeChoice{JobID: 7, From: 1, To: 4, Nodes: 1, Gres: "gpu:4"}, "modelled from 2 GPUs"},
+		{"shrinks when jobs wait for more than idle", on, []ElasticRun{run(func(r *ElasticRun) { r.Size = 4 })},
+			map[string]QueueRoom{"gpu": {Idle: 1, MostFree: 1, Demand: 2}},
+			ResizeChoice{JobID: 7, From: 4, To: 1, Nodes: 1, Gres: "gpu:1", Shrink: true}, "3 above its base"},
+		{"the run with most above its base shrinks first", on, []ElasticRun{
+			run(func(r *ElasticRun) { r.Size = 2 }), run(func(r *ElasticRun) { r.JobID, r.Size = 9, 4 })},
+			map[string]QueueRoom{"gpu": {Demand: 1}}, ResizeChoice{JobID: 9, From: 4, To: 1, Nodes: 1, Gres: "gpu:1", Shrink: true}, ""},
+		{"a shrink ignores the bound on resizes and hysteresis", on, []ElasticRun{run(func(r *ElasticRun) {
+			r.Size, r.Resizes, r.LastMoveAt = 2, 99, now
+		})}, map[string]QueueRoom{"gpu": {Demand: 1}}, ResizeChoice{JobID: 7, From: 2, To: 1, Nodes: 1, Gres: "gpu:1", Shrink: true}, ""},
+		{"no shrink when the waiting jobs fit the idle GPUs", on, []ElasticRun{run(func(r *ElasticRun) { r.Size = 2 })},
+			map[string]QueueRoom{"gpu": {Idle: 2, MostFree: 2, Demand: 2}}, ResizeChoice{}, "jobs wait on gpu for 2 GPUs"},
+		{"no shrink of a run about to end", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Remaining = 4, 20*time.Second })},
+			map[string]QueueRoom{"gpu": {Demand: 1}}, ResizeChoice{}, "ends within 20s"},
+		{"waiting jobs elsewhere do not shrink it", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Max = 4, 4 })},
+			map[string]QueueRoom{"gpu": {Idle: 4, MostFree: 4}, "cpu": {Demand: 8}}, ResizeChoice{}, "largest size"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok, why := Resize(c.cfg, c.runs, c.rooms, now)
+			if ok != (c.want.JobID != 0) {
+				t.Fatalf("ok = %v (%+v, %q), want %+v", ok, got, why, c.want)
+			}
+			text := why
+			if ok {
+				text = got.Reason
+				got.Reason = ""
+				if got != c.want {
+					t.Errorf("got %+v, want %+v", got, c.want)
+				}
+			}
+			if !strings.Contains(text, c.reason) {
+				t.Errorf("reason %q does not say %q", text, c.reason)
+			}
+		})
+	}
+}
+
+func TestElasticRate(t *testing.T) {
+	t.Parallel()
+	r := ElasticRun{Size: 2, Min: 1, Max: 8, Rates: map[int]float64{1: 10, 4: 30}}
+	for _, c := range []struct {
+		size  int
+		want  float64
+		basis string
+	}{
+		{1, 10, "measured"},
+		{4, 30, "measured"},
+		{2, 10 * 2 * 0.9, "modelled from 1"}, // the nearest below
+		{8, 30 * 2 * 0.9, "modelled from 4"},
+	} {
+		got, basis := r.rate(c.size, 0.9)
+		if math.Abs(got-c.want) > 1e-9 || !strings.HasPrefix(basis, c.basis) {
+			t.Errorf("rate(%d) = %g (%s), want %g (%s)", c.size, got, basis, c.want, c.basis)
+		}
+	}
+	above := ElasticRun{Size: 1, Min: 1, Max: 4, Rates: map[int]float64{2: 18}}
+	if got, basis := above.rate(1, 0.9); math.Abs(got-10) > 1e-9 || basis != "modelled from 2 GPUs" {
+		t.Errorf("from above: %g (%s), want 10 from 2 GPUs", got, basis)
+	}
+}

@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/isched/isched/internal/lifecycle"
+	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
+)
+
+// resizeElastic is rule 9 in the replay, as the coordinator's
+// resizeElastic runs it every round: policy.Resize, at most one resize
+// under way at a time, carried out as a checkpoint and a requeue at the
+// new size.
+func (s *sim) resizeElastic() {
+	if !s.pol.Elastic {
+		return
+	}
+	runs := s.elasticRuns()
+	if runs == nil {
+		return
+	}
+	r, ok, _ := policy.Resize(s.pol, runs, s.queueRooms(), at(s.now))
+	if !ok {
+		return
+	}
+	i := int(r.JobID) - 1
+	js := &s.jobs[i]
+	s.apply(i, policy.Decision{Kind: policy.Checkpoint, Then: policy.Requeue, Rule: policy.RuleElastic,
+		Target: s.cl.parts[js.pi].name, Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason})
+}
+
+// elasticRuns are isched's running elastic runs as the coordinator's
+// elasticRuns gives them to policy.Resize; nil while a resize is under
+// way (one at a time).
+func (s *sim) elasticRuns() []policy.ElasticRun {
+	var runs []policy.ElasticRun
+	for _, i := range s.active {
+		js := &s.jobs[i]
+		if js.plan == nil || js.plan.Elastic == nil {
+			continue
+		}
+		if js.phase != lifecycle.Idle {
+			if js.pendingDec.Rule == policy.RuleElastic {
+				return nil
+			}
+			continue
+		}
+		if js.state != stRunning || js.gpus == 0 || js.stepAt(s.now) <= js.step0 {
+			continue
+		}
+		runs = append(runs, s.elasticRun(i))
+	}
+	return runs
+}
+
+// elasticRun is running job i as rule 9 sees it.
+func (s *sim) elasticRun(i int) policy.ElasticRun {
+	js := &s.jobs[i]
+	n := &s.cl.nodes[js.alloc[0]]
+	e, ok := js.est.Estimate()
+	var limit float64
+	if l := s.limitOf(js, js.pi); !math.IsInf(l, 1) {
+		limit = l
+	}
+	r := policy.ElasticRun{JobID: uint64(i) + 1, Queue: s.cl.parts[js.pi].name, Size: js.gpus * len(js.alloc),
+		Min: js.plan.Elastic.Min, Max: js.plan.Elastic.Max, PerNode: n.gpus, FreeBeside: n.freeGPU,
+		Remaining: policy.PredictedRemaining(js.iters-js.stepAt(s.now), e, ok, secDur(limit)),
+		Rates:     js.rates, Resizes: js.resizes, Attained: secDur(s.now - js.start)}
+	if js.lastMove >= 0 {
+		r.LastMoveAt = at(js.lastMove)
+	}
+	if js.ckptT.N > 0 {
+		r.CkptDur = js.ckptT.Estimate()
+	}
+	return r
+}
+
+// queueRooms are the GPUs of each GPU partition as rule 9 sees them: idle,
+// on one node at most, on whole idle nodes, and asked by the jobs pending
+// there.
+func (s *sim) queueRooms() map[string]policy.QueueRoom {
+	rooms := map[string]policy.QueueRoom{}
+	for pi := range s.cl.parts {
+		p := &s.cl.parts[pi]
+		if p.gpus == 0 {
+			continue
+		}
+		q := policy.QueueRoom{Idle: s.pc[pi].gpusIdle}
+		for _, ni := range p.nodes {
+			n := &s.cl.nodes[ni]
+			q.MostFree = max(q.MostFree, n.freeGPU)
+			if n.gpus > 0 && n.freeGPU == n.gpus {
+				q.FreeNodes++
+			}
+		}
+		rooms[p.name] = q
+	}
+	for _, i := range s.pending {
+		js := &s.jobs[i]
+		if js.state != stPending || js.gpus == 0 || s.accts.held(js.acct, js.gpus*js.j.Nodes) {
+			continue
+		}
+		for _, pi := range js.parts {
+			q := rooms[s.cl.parts[pi].name]
+			q.Demand += js.gpus * js.j.Nodes
+			rooms[s.cl.parts[pi].name] = q
+		}
+	}
+	return rooms
+}
+
+// speedup is an elastic run's throughput at its current size over that at
+// its base size: Config.Scaling per doubling at a constant global batch.
+func (s *sim) speedup(js *jobState) float64 {
+	if js.plan == nil || js.plan.Elastic == nil || js.gpus <= 0 {
+		return 1
+	}
+	ratio := float64(js.gpus*max(len(js.alloc), 1)) / float64(js.plan.Elastic.Min)
+	eff := s.cfg.Scaling
+	if eff <= 0 {
+		eff = policy.DefaultScalingEfficiency
+	}
+	return ratio * math.Pow(eff, math.Log2(ratio))
+}
+
+// measureRate records the attempt's steps per second at its size from the
+// estimator, as the coordinator learns it from the attempt's iterations.
+func (s *sim) measureRate(js *jobState) {
+	if js.plan == nil || js.plan.Elastic == nil {
+		return
+	}
+	if e, ok := js.est.Estimate(); ok && e.MS > 0 {
+		if js.rates == nil {
+			js.rates = map[int]float64{}
+		}
+		js.rates[js.gpus*len(js.alloc)] = 1000 / (e.MS + e.OverheadMSPerIter)
+	}
+}
+
+// elasticPlan makes a planned one-GPU run elastic, as isched submit
+// --gpus 1-ElasticMax does, within one node of its partition.
+func (s *sim) elasticPlan(p *report.Plan, gpus, perNode int) {
+	if !s.cfg.Variant.Elastic || gpus != 1 || perNode < 2 {
+		return
+	}
+	p.Elastic = &report.Elastic{Min: 1, Max: min(ElasticMax, perNode)}
+}
