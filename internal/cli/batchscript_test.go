@@ -282,3 +282,48 @@ func TestSubmitBatchScriptOutputs(t *testing.T) {
 		t.Errorf("a dry run of a --parsable script: exit %d\n%s", code, out)
 	}
 }
+
+// TestSubmitElastic: --gpus MIN-MAX (or --elastic MIN-MAX) starts the run
+// at MIN GPUs, one task each, its memory per GPU, and puts the range in
+// the plan; a request that contradicts the range is refused.
+func TestSubmitElastic(t *testing.T) {
+	h := newHarness(t)
+	h.labState()
+	base := []string{"-p", "gpu", "-t", "30", "--mem", "4G"}
+	for _, tc := range []struct {
+		args []string
+		want []string // script lines; "!" first: the error
+	}{
+		{[]string{"--gpus", "1-4"}, []string{"#SBATCH --gres=gpu:1\n", "#SBATCH --ntasks=1\n", "#SBATCH --mem-per-gpu=4096M\n", " elastic=1-4\""}},
+		{[]string{"--elastic", "2-4"}, []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --ntasks=2\n", "#SBATCH --mem-per-gpu=2048M\n", " elastic=2-4\""}},
+		{[]string{"-G", "2-8", "-n", "2"}, []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --ntasks=2\n", " elastic=2-8\""}},
+		{[]string{"--elastic", "1-2", "--gpus", "1"}, []string{"#SBATCH --gres=gpu:1\n", " elastic=1-2\""}},
+		{[]string{"--gpus", "1-4", "--ntasks", "2"}, []string{"!--ntasks 2 with --gpus 1-4: an elastic run has one task per GPU, 1 to start"}},
+		{[]string{"--gpus", "2-2"}, []string{"!--gpus 2-2: MIN equals MAX, a run of fixed size: give --gpus 2"}},
+		{[]string{"--gpus", "4-1"}, []string{"!--gpus \"4-1\": want 1 <= MIN <= MAX"}},
+		{[]string{"--elastic", "1-4", "--gpus", "2"}, []string{"!--gpus 2 with --elastic 1-4: an elastic run starts at its MIN, 1 GPUs"}},
+		{[]string{"--elastic", "1-4", "--gpus", "1-2"}, []string{"!--gpus 1-2 and --elastic 1-4 both give a range"}},
+		{[]string{"--elastic", "1-4", "--gres", "gpu:1"}, []string{"!with --gres or --array"}},
+	} {
+		args := append(append([]string{"submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper"}, base...), tc.args...)
+		code, out, errOut := h.run(append(args, "--", "python3", "train.py")...)
+		if refused, ok := strings.CutPrefix(tc.want[0], "!"); ok {
+			if code == 0 || !strings.Contains(errOut, refused) {
+				t.Errorf("%v: exit %d, stderr %q; want ~%q", tc.args, code, errOut, refused)
+			}
+			continue
+		}
+		if code != 0 {
+			t.Errorf("%v: exit %d: %s", tc.args, code, errOut)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: the script lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+		if strings.Contains(out, "#SBATCH --mem=") {
+			t.Errorf("%v: an elastic run's memory is per GPU, not per node:\n%s", tc.args, out)
+		}
+	}
+}

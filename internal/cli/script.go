@@ -13,16 +13,19 @@ type Script struct {
 	JobName    string
 	Partitions []string
 	Gres       string
-	CPUs       int           // --cpus-per-task; 0: Slurm's default
-	MemMiB     int64         // --mem; 0: Slurm's default
-	TimeLimit  time.Duration // --time; 0: the partition's default
-	Output     string        // --output, appended to across attempts
-	Error      string        // --error, appended to likewise; "": with the output
-	Chdir      string
-	Comment    string      // the plan (report.Plan.FormatComment)
-	Nodes      string      // --nodes, N or MIN-MAX; "" is 1
-	Ntasks     int         // --ntasks; 0 is 1
-	Site       []Directive // the site's options (--account, --sbatch-arg, ...), checked by siteOpts
+	CPUs       int   // --cpus-per-task; 0: Slurm's default
+	MemMiB     int64 // --mem; 0: Slurm's default
+	// MemPerGPUMiB is --mem-per-gpu, instead of --mem for an elastic run
+	// (its memory grows with its GPUs); 0: none.
+	MemPerGPUMiB int64
+	TimeLimit    time.Duration // --time; 0: the partition's default
+	Output       string        // --output, appended to across attempts
+	Error        string        // --error, appended to likewise; "": with the output
+	Chdir        string
+	Comment      string      // the plan (report.Plan.FormatComment)
+	Nodes        string      // --nodes, N or MIN-MAX; "" is 1
+	Ntasks       int         // --ntasks; 0 is 1
+	Site         []Directive // the site's options (--account, --sbatch-arg, ...), checked by siteOpts
 	// UserEnv is the environment isched submit ran in, as the job gets it
 	// (jobEnvOf): written before isched's own variables.
 	UserEnv    [][2]string
@@ -204,6 +207,9 @@ func (s *Script) directives(b *strings.Builder) error {
 	}
 	if s.MemMiB > 0 {
 		add("mem", strconv.FormatInt(s.MemMiB, 10)+"M")
+	}
+	if s.MemPerGPUMiB > 0 {
+		add("mem-per-gpu", strconv.FormatInt(s.MemPerGPUMiB, 10)+"M")
 	}
 	if s.TimeLimit > 0 {
 		add("time", strconv.FormatInt(int64((s.TimeLimit+time.Minute-1)/time.Minute), 10))

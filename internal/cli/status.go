@@ -481,6 +481,9 @@ func writePlanLine(w io.Writer, p *report.Plan) {
 	if p.Migrate {
 		fmt.Fprint(w, ", may move")
 	}
+	if p.Elastic != nil {
+		fmt.Fprintf(w, ", elastic %s GPUs", p.Elastic)
+	}
 	if p.Batch > 0 {
 		fmt.Fprintf(w, ", batch %d", p.Batch)
 	}

@@ -112,7 +112,11 @@ type submitOpts struct {
 	// --gpus-per-node, --mem-per-gpu, --mem-per-cpu, --cpus-per-gpu):
 	// taken as a batch script's lines are, over them.
 	perGPU map[string]*string
-	batch  *batchScript // the command is this batch script, taken as the request
+	// elasticFlag is --elastic MIN-MAX (or --gpus MIN-MAX); elastic is
+	// the range read (takeElastic), nil for a run of fixed size.
+	elasticFlag string
+	elastic     *report.Elastic
+	batch       *batchScript // the command is this batch script, taken as the request
 	// missing is what a dry run went without (a cluster name, a relay):
 	// said after the script
 	missing []string
@@ -161,6 +165,9 @@ func (c *submitCmd) run(ctx context.Context, pos []string) error {
 		return usageErr("--json or --parsable, not both")
 	}
 	if err := o.in.checkCounts(); err != nil {
+		return err
+	}
+	if err := o.takeElastic(); err != nil {
 		return err
 	}
 	if err := a.takeRequest(o, flagsSet(fs)); err != nil {
@@ -337,12 +344,13 @@ func (o *submitOpts) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.parsable, "parsable", false, "print only the job id, and ;cluster when one was named, as sbatch --parsable")
 	fs.BoolVar(&o.reportDirect, "report-direct", false, "the job reports straight to Redis with the reporter password, not through isched-relay (default: report_direct in isched.conf; an opt-in for sites that give every job user that password, docs/threat-model.md)")
 	fs.BoolVar(&o.req.noMigrate, "no-migrate", false, "never move the job (the coordinator may still checkpoint and continue it)")
+	fs.StringVar(&o.elasticFlag, "elastic", "", "an elastic run of MIN-MAX GPUs, one task (rank) each, as --gpus MIN-MAX: it starts at MIN and the coordinator grows it onto idle GPUs and shrinks it back when others wait, by checkpoint and requeue (docs/elastic.md)")
 	fs.StringVar(&o.asUser, "as-user", "", "submit as this user (root only: sbatch --uid/--gid)")
 	fs.StringVar(&o.export, "export", "", "the environment the job gets, as sbatch --export: ALL (the default with no --as-user: this shell's, its venv, conda env and modules), NONE (your login environment), or [ALL,]NAME[=value],...")
 	o.site.register(fs)
 	o.perGPU = map[string]*string{}
 	for _, f := range []struct{ name, short, usage string }{
-		{"gpus", "G", "GPUs, [type:]N, as sbatch --gpus on one node: the same as --gres=gpu[:type]:N"},
+		{"gpus", "G", "GPUs, [type:]N, as sbatch --gpus on one node: the same as --gres=gpu[:type]:N; MIN-MAX: an elastic run (--elastic)"},
 		{"gpus-per-node", "", "GPUs per node, [type:]N (sbatch --gpus-per-node)"},
 		{"mem-per-gpu", "", "memory per GPU, such as 40G: --mem is that times the GPUs"},
 		{"mem-per-cpu", "", "memory per CPU, such as 4G: --mem is that times the CPUs of a node's tasks"},
@@ -544,6 +552,7 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		}
 	}
 	p := sub.plan(o.lineage, cluster)
+	p.Elastic = o.elastic
 	comment := p.FormatComment()
 	if _, _, err := report.ParsePlanComment(comment); err != nil {
 		return nil, "", fmt.Errorf("plan comment %q: %w", comment, err)
@@ -553,6 +562,10 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		Output: o.output, Error: o.errPath, Chdir: cwd, Comment: comment, Wrapper: wrapper, Argv: o.argv,
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
 		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs, InBatchStep: o.batch != nil,
+	}
+	if e := o.elastic; e != nil && s.MemMiB > 0 {
+		// the memory grows with the GPUs when the run is resized
+		s.MemPerGPUMiB, s.MemMiB = (s.MemMiB+int64(e.Min)-1)/int64(e.Min), 0
 	}
 	s.CkptEstimate = a.measuredCkpt(o.lineage)
 	if err := a.jobEnv(o, &s, cwd); err != nil {
@@ -770,4 +783,36 @@ func memMiB(s string) int64 {
 		return max(1, (n+1023)/1024)
 	}
 	return n * unit
+}
+
+// takeElastic reads an elastic run's range from --elastic MIN-MAX or
+// --gpus MIN-MAX: the run starts at MIN GPUs, one task each (--gpus and
+// --ntasks say MIN), and the plan carries the range for rule 9.
+func (o *submitOpts) takeElastic() error {
+	gpus := o.perGPU["gpus"]
+	spec, from := o.elasticFlag, "--elastic"
+	if lo, _, ranged := strings.Cut(*gpus, "-"); ranged && !strings.Contains(lo, ":") {
+		if spec != "" {
+			return usageErr("--gpus %s and --elastic %s both give a range: use one", *gpus, spec)
+		}
+		spec, from, *gpus = *gpus, "--gpus", ""
+	}
+	if spec == "" {
+		return nil
+	}
+	e, err := report.ParseElastic(spec)
+	switch {
+	case err != nil:
+		return usageErr("%s %v", from, err)
+	case e == nil:
+		return usageErr("%s %s: MIN equals MAX, a run of fixed size: give --gpus %s", from, spec, strings.Split(spec, "-")[0])
+	case *gpus != "" && *gpus != strconv.Itoa(e.Min):
+		return usageErr("--gpus %s with --elastic %s: an elastic run starts at its MIN, %d GPUs", *gpus, spec, e.Min)
+	case o.site.ntasks != 0 && o.site.ntasks != e.Min:
+		return usageErr("--ntasks %d with %s %s: an elastic run has one task per GPU, %d to start", o.site.ntasks, from, spec, e.Min)
+	case o.req.gres != "" || o.array != "":
+		return usageErr("%s %s with --gres or --array: an elastic run asks its GPUs with the range alone", from, spec)
+	}
+	*gpus, o.site.ntasks, o.elastic = strconv.Itoa(e.Min), e.Min, e
+	return nil
 }
