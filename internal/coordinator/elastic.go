@@ -54,7 +54,9 @@ func (c *Coordinator) elasticRuns(now time.Time) (runs []policy.ElasticRun, name
 			continue
 		}
 		names[j.JobID] = name
-		runs = append(runs, l.elasticRun(j, c.snap, now))
+		r := l.elasticRun(j, c.snap, now)
+		r.HeldDemand = heldDemand(c.jobs, j.User)
+		runs = append(runs, r)
 	}
 	return runs, names, false
 }
@@ -64,7 +66,7 @@ func (l *lineage) elasticRun(j report.Job, snap *report.Snapshot, now time.Time)
 	size := jobGPUs(j)
 	r := policy.ElasticRun{JobID: j.JobID, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
 		Max: l.Status.Plan.Elastic.Max, PerNode: gpusPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
-		Rates: l.rates(size), Resizes: l.Resizes}
+		Rates: l.rates(size), Resizes: l.Resizes, LimitRoom: policy.GPULimitRoom(snap, j.User, j.QOS, j.Partition)}
 	if j.StartMS > 0 {
 		r.Attained = now.Sub(time.UnixMilli(j.StartMS))
 	}
@@ -159,4 +161,17 @@ func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job) map[string]po
 		}
 	}
 	return rooms
+}
+
+// heldDemand is the GPUs user's pending jobs wait for that a GPU limit
+// holds (Slurm's reasons AssocGrpGRES, QOSMaxGRESPerUser, ...): an
+// elastic run of the user's holds them above its base.
+func heldDemand(jobs map[uint64]report.Job, user string) int {
+	n := 0
+	for _, j := range jobs {
+		if j.User == user && j.State == "PENDING" && strings.Contains(j.Reason, "GRES") {
+			n += jobGPUs(j)
+		}
+	}
+	return n
 }

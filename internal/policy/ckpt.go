@@ -94,6 +94,9 @@ func (a afterCkpt) elastic() Decision {
 	_, want := gpuRequest(pending.Gres)
 	_, have := gpuRequest(j.Gres)
 	if add := want*max(pending.Nodes, 1) - have*max(j.Nodes, 1); add > 0 && a.snap != nil {
+		if held := ownerHeld(a.snap, &j, j.Partition, pending.Gres); held != "" {
+			return a.abandon("checkpoint saved; %s: staying at %d GPUs", held, have*max(j.Nodes, 1))
+		}
 		if p := partition(a.snap, j.Partition); p != nil {
 			if idle, _ := gpus(p, ""); idle < add {
 				return a.abandon("checkpoint saved; %s has %d GPUs idle, fewer than the %d the run would add: staying at %d GPUs",

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/isched/isched/internal/report"
 )
 
 // ElasticRun is one of isched's running elastic runs (a plan with a GPU
@@ -27,6 +29,13 @@ type ElasticRun struct {
 	// Rates are its own measured steps per second at each size it ran at
 	// (a constant global batch: a step is the same work at every size).
 	Rates map[int]float64
+	// LimitRoom is the GPUs its owner's limits (QOS, the account's
+	// GrpTRES) let it add: a growth past them would leave it held
+	// pending; negative: no limit.
+	LimitRoom int
+	// HeldDemand is the GPUs its account's or owner's other jobs wait for,
+	// held by the same limit: the GPUs it holds above its base are theirs.
+	HeldDemand int
 	// Resizes is rule 9's resizes of the run so far.
 	Resizes    int
 	Attained   time.Duration // how long its current attempt has run
@@ -78,25 +87,30 @@ func Resize(cfg Config, runs []ElasticRun, rooms map[string]QueueRoom, now time.
 	c := cfg.normalized()
 	rs := slices.Clone(runs)
 	slices.SortFunc(rs, func(a, b ElasticRun) int { return cmp.Compare(a.JobID, b.JobID) })
-	if r, ok, why := shrinkChoice(c, rs, rooms); ok || why != "" {
-		return r, ok, why
+	r, ok, noShrink := shrinkChoice(c, rs, rooms)
+	if ok {
+		return r, true, ""
 	}
-	return growChoice(c, rs, rooms, now)
+	r, ok, why := growChoice(c, rs, rooms, now)
+	if !ok && noShrink != "" {
+		why = noShrink + "; " + why
+	}
+	return r, ok, why
 }
 
 // shrinkChoice: a run above its base on a partition where jobs wait for
-// more GPUs than idle. why is set when jobs wait but no run shrinks (then
-// none grows either).
+// more GPUs than idle, or whose owner's jobs wait under the same limit.
+// why is set when jobs wait but no run shrinks.
 func shrinkChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom) (ResizeChoice, bool, string) {
 	var best *ElasticRun
 	why := ""
 	for i := range runs {
 		r := &runs[i]
 		q := rooms[r.Queue]
-		if q.Demand <= q.Idle {
+		if q.Demand <= q.Idle && r.HeldDemand == 0 {
 			continue
 		}
-		why = fmt.Sprintf("jobs wait on %s for %d GPUs, %d idle: no run grows", r.Queue, q.Demand, q.Idle)
+		why = fmt.Sprintf("jobs wait on %s for %d GPUs, %d idle, and no run above its base can shrink", r.Queue, q.Demand, q.Idle)
 		cost := c.resizeCost(r)
 		switch {
 		case r.Size <= r.Min:
@@ -111,9 +125,13 @@ func shrinkChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom) (Resi
 	}
 	q := rooms[best.Queue]
 	to, nodes, gres := placement(best, best.Min)
+	waits := fmt.Sprintf("jobs wait on %s for %d GPUs with %d idle", best.Queue, q.Demand, q.Idle)
+	if q.Demand <= q.Idle {
+		waits = fmt.Sprintf("its owner's other jobs wait for %d GPUs under the same limit", best.HeldDemand)
+	}
 	return ResizeChoice{JobID: best.JobID, From: best.Size, To: to, Nodes: nodes, Gres: gres, Shrink: true,
-		Reason: fmt.Sprintf("elastic: jobs wait on %s for %d GPUs with %d idle; job %d holds %d GPUs, %d above its base: "+
-			"checkpointing it, then requeueing it at %d GPUs", best.Queue, q.Demand, q.Idle, best.JobID, best.Size, best.Size-best.Min, to)}, true, ""
+		Reason: fmt.Sprintf("elastic: %s; job %d holds %d GPUs, %d above its base: "+
+			"checkpointing it, then requeueing it at %d GPUs", waits, best.JobID, best.Size, best.Size-best.Min, to)}, true, ""
 }
 
 // growChoice: the run and size that gain most from the idle GPUs.
@@ -149,6 +167,10 @@ func growBlocked(c Config, r *ElasticRun, now time.Time) string {
 		return fmt.Sprintf("job %d was resized %d times already (max %d)", r.JobID, r.Resizes, c.MaxResizes)
 	case r.Remaining <= 0:
 		return fmt.Sprintf("job %d has no prediction of its run left yet", r.JobID)
+	case r.HeldDemand > 0:
+		return fmt.Sprintf("job %d: its owner's other jobs wait for %d GPUs under the same limit", r.JobID, r.HeldDemand)
+	case r.LimitRoom == 0:
+		return fmt.Sprintf("job %d: its owner's limits allow no more GPUs", r.JobID)
 	case r.Attained < c.MinInterval || !r.LastMoveAt.IsZero() && now.Sub(r.LastMoveAt) < c.MinInterval:
 		return fmt.Sprintf("job %d started or moved within %s (hysteresis)", r.JobID, dur(c.MinInterval))
 	}
@@ -189,7 +211,7 @@ func bestSize(c Config, r *ElasticRun, q QueueRoom) (to int, gain time.Duration,
 // fits: the partition has room for r at s GPUs once r's own are free,
 // keeping headroom idle GPUs.
 func fits(r *ElasticRun, s int, q QueueRoom, headroom int) bool {
-	if s-r.Size > q.Idle-headroom {
+	if s-r.Size > q.Idle-headroom || r.LimitRoom >= 0 && s-r.Size > r.LimitRoom {
 		return false
 	}
 	if r.PerNode <= 0 || s <= r.PerNode {
@@ -276,4 +298,24 @@ func nearer(a, b, s int) bool {
 func GPUs(gres string) int {
 	_, n := gpuRequest(gres)
 	return n
+}
+
+// GPULimitRoom is the GPUs more that user's limits in the snapshot
+// (report.UserLimit: QOS and association limits, with their use) let a
+// job under qos on partition hold; -1: no GPU limit binds it.
+func GPULimitRoom(snap *report.Snapshot, user, qos, partition string) int {
+	room := -1
+	if snap == nil {
+		return room
+	}
+	for i := range snap.Limits {
+		l := &snap.Limits[i]
+		if l.User != user || l.Resource != report.LimitGPU || !l.Binds(qos, partition) {
+			continue
+		}
+		if r := int(max(l.Max-l.Used, 0)); room < 0 || r < room {
+			room = r
+		}
+	}
+	return room
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/report"
 )
 
 func TestResize(t *testing.T) {
@@ -13,7 +15,7 @@ func TestResize(t *testing.T) {
 	on := Config{Elastic: true}
 	run := func(mod func(*ElasticRun)) ElasticRun {
 		r := ElasticRun{JobID: 7, Queue: "gpu", Size: 1, Min: 1, Max: 4, PerNode: 8, Remaining: 10 * time.Hour,
-			Attained: time.Hour, LastMoveAt: now.Add(-time.Hour)}
+			Attained: time.Hour, LimitRoom: -1, LastMoveAt: now.Add(-time.Hour)}
 		if mod != nil {
 			mod(&r)
 		}
@@ -68,6 +70,12 @@ func TestResize(t *testing.T) {
 			map[string]QueueRoom{"gpu": {Idle: 2, MostFree: 2, Demand: 2}}, ResizeChoice{}, "jobs wait on gpu for 2 GPUs"},
 		{"no shrink of a run about to end", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Remaining = 4, 20*time.Second })},
 			map[string]QueueRoom{"gpu": {Demand: 1}}, ResizeChoice{}, "ends within 20s"},
+		{"the owner's limit bounds growth", on, []ElasticRun{run(func(r *ElasticRun) { r.LimitRoom = 1 })}, idle,
+			ResizeChoice{JobID: 7, From: 1, To: 2, Nodes: 1, Gres: "gpu:2"}, ""},
+		{"no growth at the owner's limit", on, []ElasticRun{run(func(r *ElasticRun) { r.LimitRoom = 0 })}, idle,
+			ResizeChoice{}, "limits allow no more GPUs"},
+		{"shrinks for its account's jobs held by the same limit", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.HeldDemand = 3, 1 })},
+			idle, ResizeChoice{JobID: 7, From: 3, To: 1, Nodes: 1, Gres: "gpu:1", Shrink: true}, "its owner's other jobs wait for 1 GPUs under the same limit"},
 		{"waiting jobs elsewhere do not shrink it", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Max = 4, 4 })},
 			map[string]QueueRoom{"gpu": {Idle: 4, MostFree: 4}, "cpu": {Demand: 8}}, ResizeChoice{}, "largest size"},
 	}
@@ -113,5 +121,33 @@ func TestElasticRate(t *testing.T) {
 	above := ElasticRun{Size: 1, Min: 1, Max: 4, Rates: map[int]float64{2: 18}}
 	if got, basis := above.rate(1, 0.9); math.Abs(got-10) > 1e-9 || basis != "modelled from 2 GPUs" {
 		t.Errorf("from above: %g (%s), want 10 from 2 GPUs", got, basis)
+	}
+}
+
+func TestGPULimitRoom(t *testing.T) {
+	t.Parallel()
+	snap := &report.Snapshot{Limits: []report.UserLimit{
+		{User: "alice", Resource: report.LimitGPU, Max: 8, Used: 3, Reason: "AssocGrpGRES"},
+		{User: "alice", Partition: "gpu", Resource: report.LimitGPU, Max: 4, Used: 3, Reason: "AssocMaxGRESPerUser"},
+		{User: "alice", QOS: "long", Resource: report.LimitGPU, Max: 2, Used: 2, Reason: "QOSMaxGRESPerUser"},
+		{User: "alice", Resource: report.LimitCPU, Max: 1, Used: 1, Reason: "AssocGrpCpuLimit"},
+		{User: "bob", Resource: report.LimitGPU, Max: 1, Used: 1},
+	}}
+	for _, c := range []struct {
+		user, qos, part string
+		want            int
+	}{
+		{"alice", "", "gpu", 1},     // the partition's per-user limit is the tighter
+		{"alice", "", "gpu-old", 5}, // the association's
+		{"alice", "long", "gpu", 0}, // the QOS's, in full use
+		{"carol", "", "gpu", -1},    // no limit
+		{"bob", "", "gpu", 0},
+	} {
+		if got := GPULimitRoom(snap, c.user, c.qos, c.part); got != c.want {
+			t.Errorf("GPULimitRoom(%s, %q, %s) = %d, want %d", c.user, c.qos, c.part, got, c.want)
+		}
+	}
+	if got := GPULimitRoom(nil, "alice", "", "gpu"); got != -1 {
+		t.Errorf("no snapshot: %d, want -1", got)
 	}
 }

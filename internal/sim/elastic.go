@@ -66,7 +66,8 @@ func (s *sim) elasticRun(i int) policy.ElasticRun {
 	r := policy.ElasticRun{JobID: uint64(i) + 1, Queue: s.cl.parts[js.pi].name, Size: js.gpus * len(js.alloc),
 		Min: js.plan.Elastic.Min, Max: js.plan.Elastic.Max, PerNode: n.gpus, FreeBeside: n.freeGPU,
 		Remaining: policy.PredictedRemaining(js.iters-js.stepAt(s.now), e, ok, secDur(limit)),
-		Rates:     js.rates, Resizes: js.resizes, Attained: secDur(s.now - js.start)}
+		Rates:     js.rates, Resizes: js.resizes, Attained: secDur(s.now - js.start),
+		LimitRoom: s.limitRoom(js), HeldDemand: s.heldDemand(js)}
 	if js.lastMove >= 0 {
 		r.LastMoveAt = at(js.lastMove)
 	}
@@ -145,4 +146,38 @@ func (s *sim) elasticPlan(p *report.Plan, gpus, perNode int) {
 		return
 	}
 	p.Elastic = &report.Elastic{Min: 1, Max: min(ElasticMax, perNode)}
+}
+
+// limitRoom is the GPUs the limits of js's owner let it add, as the
+// agent's snapshot gives them to the coordinator (report.UserLimit): its
+// account's GrpTRES and its partition's per-user limit; -1: none.
+func (s *sim) limitRoom(js *jobState) int {
+	room := -1
+	if q := s.accts.quota[js.acct]; q > 0 {
+		room = max(q-s.accts.running[js.acct], 0)
+	}
+	if l := s.cl.parts[js.pi].spec.PerUser; l != nil && l.MaxGPUs > 0 {
+		u := s.use[userPart{js.j.User, js.pi}]
+		if r := max(l.MaxGPUs-u.gpus, 0); room < 0 || r < room {
+			room = r
+		}
+	}
+	return room
+}
+
+// heldDemand is the GPUs asked by the pending jobs of js's account that
+// its GrpTRES limit holds (Slurm's AssocGrpGRES): the GPUs js holds above
+// its base are theirs.
+func (s *sim) heldDemand(js *jobState) int {
+	if s.accts.quota[js.acct] == 0 {
+		return 0
+	}
+	n := 0
+	for _, i := range s.pending {
+		p := &s.jobs[i]
+		if p.state == stPending && p.acct == js.acct && p.gpus > 0 && s.accts.held(p.acct, p.gpus*p.j.Nodes) {
+			n += p.gpus * p.j.Nodes
+		}
+	}
+	return n
 }
