@@ -23,6 +23,7 @@ import isched  # noqa: E402
 from test_world import free_port  # noqa: E402
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
+HAVE_LIGHTNING = HAVE_TORCH and importlib.util.find_spec("lightning") is not None
 GLOBAL_BATCH, PER_RANK, STOP, TOTAL = 8, 2, 3, 7
 
 
@@ -47,7 +48,22 @@ class Sharding(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
-class PlainDDPResume(unittest.TestCase):
+class Ranks:
+    def start(self, size, args, extra=None):
+        """`args` as `size` ranks, with the wrapper's environment; wait."""
+        port, procs = str(free_port()), []
+        for rank in range(size):
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("ISCHED_", "SLURM_"))}
+            env.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(size),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **(extra or {}))
+            procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            if p.returncode != 0:
+                raise AssertionError("rank exited %d:\n%s" % (p.returncode, err[-3000:]))
+
+
+class PlainDDPResume(unittest.TestCase, Ranks):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
@@ -63,20 +79,11 @@ class PlainDDPResume(unittest.TestCase):
         d = os.path.join(self.tmp.name, name)
         os.makedirs(d)
         out, ckpt, progress = (os.path.join(d, n) for n in ("out.json", "ckpt.pt", "progress"))
-        port, procs = str(free_port()), []
-        for rank in range(size):
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("ISCHED_", "SLURM_"))}
-            env.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(size),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port, ISCHED_PROGRESS_FILE=progress)
-            if resume:
-                env["ISCHED_RESUME_FROM"] = resume
-            args = [sys.executable, os.path.join(HERE, "elastic_worker.py"), out, ckpt, str(stop_at),
-                    str(GLOBAL_BATCH), str(PER_RANK)]
-            procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for p in procs:
-            _, err = p.communicate(timeout=120)
-            if p.returncode != 0:
-                raise AssertionError("rank exited %d:\n%s" % (p.returncode, err))
+        extra = {"ISCHED_PROGRESS_FILE": progress}
+        if resume:
+            extra["ISCHED_RESUME_FROM"] = resume
+        Ranks.start(self, size, [sys.executable, os.path.join(HERE, "elastic_worker.py"), out, ckpt, str(stop_at),
+                                 str(GLOBAL_BATCH), str(PER_RANK)], extra)
         with open(out) as f:
             rec = json.load(f)
         with open(progress) as f:
@@ -116,6 +123,71 @@ class PlainDDPResume(unittest.TestCase):
     def test_one_rank_to_two(self):
         a, b = self.resume(1, 2, "1to2")
         self.check(a, b, 1, 2)
+
+
+def samples_by_step(lines):
+    return {int(m.group(1)): int(m.group(2)) for m in (re.match(r"isched1 step=(\d+) .*samples=(\d+)", ln) for ln in lines) if m}
+
+
+@unittest.skipUnless(HAVE_LIGHTNING, "Lightning is not installed")
+class LightningResume(unittest.TestCase, Ranks):
+    """elastic_lightning_worker.py: the real Trainer at devices=2 (ddp,
+    gloo, CPU; two processes started as the wrapper starts them) and at
+    devices=1, from isched.lightning.trainer_kwargs; 32 samples, 2 per rank
+    per batch, a checkpoint asked for mid-epoch, resumed with max_epochs=2."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def attempt(self, size, name, epochs, at, global_batch, resume=None):
+        extra = {"ISCHED_RESUME_FROM": resume} if resume else {}
+        Ranks.start(self, size, [sys.executable, os.path.join(HERE, "elastic_lightning_worker.py"), self.tmp.name, name,
+                                 str(epochs), str(at), str(global_batch), "2"], extra)
+        recs = []
+        for rank in range(size):
+            with open(os.path.join(self.tmp.name, "%s-rank%d.json" % (name, rank))) as f:
+                recs.append(json.load(f))
+        with open(os.path.join(self.tmp.name, name + "-progress")) as f:
+            lines = f.read().splitlines()
+        return recs, lines
+
+    def per_step(self, recs):
+        """{optimizer step: samples all ranks put into it}"""
+        out = {}
+        for rec in recs:
+            for step, n, _ in rec["steps"]:
+                out[step] = out.get(step, 0) + n
+        return out
+
+    def resume(self, first, second, batches, at):
+        recs_a, lines_a = self.attempt(first, "a", 1, at, batches[0])
+        (ck,) = [ln for ln in lines_a if ln.startswith("isched1 ckpt ")]
+        self.assertIn(" step=%d " % at, ck)
+        ckpt = os.path.join(self.tmp.name, "a-ckpt", "isched-last.ckpt")
+        recs_b, lines_b = self.attempt(second, "b", 2, 0, batches[1], resume=ckpt)
+        self.assertEqual([r["world_size"] for r in recs_b], [second] * second)
+        self.assertEqual(lines_b[0].split()[:3], ["isched1", "resume", "step=%d" % at])
+        return recs_b, lines_b
+
+    def test_two_devices_to_one_keeps_the_global_batch(self):
+        recs, lines = self.resume(2, 1, (8, 8), at=2)
+        self.assertEqual(recs[0]["kwargs"], {"devices": 1, "num_nodes": 1, "accumulate_grad_batches": 4})
+        self.assertEqual(self.per_step(recs), {s: 8 for s in range(3, 9)},
+                         "steps 3..8 (2 epochs of 4), 8 samples each: no short step at the resume")
+        self.assertEqual(recs[0]["global_step"], 8)
+        self.assertEqual(samples_by_step(lines), {s: 8 * s for s in range(3, 9)})
+
+    def test_one_device_to_two_with_linear_scaling_counts_samples(self):
+        """Global batch 4 on one device, 8 on two (the rule scales it):
+        samples go on from the 12 of step 3, 8 a step; epoch 0's 12 samples
+        done are 2 steps of 8 (rounded up), so 2 steps are left of it, then
+        the 4 of epoch 1."""
+        recs, lines = self.resume(1, 2, (4, 8), at=3)
+        self.assertEqual(recs[1]["kwargs"], {"devices": 2, "num_nodes": 1, "accumulate_grad_batches": 2})
+        steps = self.per_step(recs)
+        self.assertEqual(steps, {s: 8 for s in range(4, 10)})
+        self.assertEqual(samples_by_step(lines), {s: 12 + 8 * (s - 3) for s in steps})
 
 
 if __name__ == "__main__":
