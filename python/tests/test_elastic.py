@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -24,6 +25,7 @@ from test_world import free_port  # noqa: E402
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_LIGHTNING = HAVE_TORCH and importlib.util.find_spec("lightning") is not None
+HAVE_HF = HAVE_TORCH and all(importlib.util.find_spec(m) is not None for m in ("transformers", "accelerate"))
 GLOBAL_BATCH, PER_RANK, STOP, TOTAL = 8, 2, 3, 7
 
 
@@ -47,7 +49,6 @@ class Sharding(unittest.TestCase):
             isched.rank_batches(list(range(10)), 4, rank=0, world_size=2)
 
 
-@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
 class Ranks:
     def start(self, size, args, extra=None):
         """`args` as `size` ranks, with the wrapper's environment; wait."""
@@ -63,6 +64,7 @@ class Ranks:
                 raise AssertionError("rank exited %d:\n%s" % (p.returncode, err[-3000:]))
 
 
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed")
 class PlainDDPResume(unittest.TestCase, Ranks):
     @classmethod
     def setUpClass(cls):
@@ -129,21 +131,17 @@ def samples_by_step(lines):
     return {int(m.group(1)): int(m.group(2)) for m in (re.match(r"isched1 step=(\d+) .*samples=(\d+)", ln) for ln in lines) if m}
 
 
-@unittest.skipUnless(HAVE_LIGHTNING, "Lightning is not installed")
-class LightningResume(unittest.TestCase, Ranks):
-    """elastic_lightning_worker.py: the real Trainer at devices=2 (ddp,
-    gloo, CPU; two processes started as the wrapper starts them) and at
-    devices=1, from isched.lightning.trainer_kwargs; 32 samples, 2 per rank
-    per batch, a checkpoint asked for mid-epoch, resumed with max_epochs=2."""
+class FrameworkRanks(Ranks):
+    WORKER = None
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
 
-    def attempt(self, size, name, epochs, at, global_batch, resume=None):
+    def attempt(self, size, name, length, at, global_batch, resume=None):
         extra = {"ISCHED_RESUME_FROM": resume} if resume else {}
-        Ranks.start(self, size, [sys.executable, os.path.join(HERE, "elastic_lightning_worker.py"), self.tmp.name, name,
-                                 str(epochs), str(at), str(global_batch), "2"], extra)
+        Ranks.start(self, size, [sys.executable, os.path.join(HERE, self.WORKER), self.tmp.name, name,
+                                 str(length), str(at), str(global_batch), "2"], extra)
         recs = []
         for rank in range(size):
             with open(os.path.join(self.tmp.name, "%s-rank%d.json" % (name, rank))) as f:
@@ -156,16 +154,58 @@ class LightningResume(unittest.TestCase, Ranks):
         """{optimizer step: samples all ranks put into it}"""
         out = {}
         for rec in recs:
-            for step, n, _ in rec["steps"]:
+            for step, n, *_ in rec["steps"]:
                 out[step] = out.get(step, 0) + n
         return out
 
-    def resume(self, first, second, batches, at):
-        recs_a, lines_a = self.attempt(first, "a", 1, at, batches[0])
-        (ck,) = [ln for ln in lines_a if ln.startswith("isched1 ckpt ")]
+    def checkpoint_of(self, lines, at):
+        (ck,) = [ln for ln in lines if ln.startswith("isched1 ckpt ")]
         self.assertIn(" step=%d " % at, ck)
-        ckpt = os.path.join(self.tmp.name, "a-ckpt", "isched-last.ckpt")
-        recs_b, lines_b = self.attempt(second, "b", 2, 0, batches[1], resume=ckpt)
+        return urllib.parse.unquote(re.search(r" path=(\S+)", ck).group(1))
+
+
+@unittest.skipUnless(HAVE_HF, "transformers (with accelerate) is not installed")
+class HFResume(unittest.TestCase, FrameworkRanks):
+    """elastic_hf_worker.py: the real Trainer (use_cpu, ddp_backend gloo) at
+    2 and 1 ranks, gradient_accumulation_steps from isched.accumulation,
+    32 samples, 2 per rank per batch, max_steps 8; the first attempt stops
+    at the checkpoint it was asked for at step 3."""
+
+    WORKER = "elastic_hf_worker.py"
+    setUp = FrameworkRanks.setUp
+
+    def resume(self, first, second, batches):
+        _, lines_a = self.attempt(first, "a", 16, 3, batches[0])
+        recs, lines = self.attempt(second, "b", 8, 0, batches[1], resume=self.checkpoint_of(lines_a, 3))
+        self.assertEqual([r["world_size"] for r in recs], [second] * second)
+        self.assertEqual(lines[0].split()[:3], ["isched1", "resume", "step=3"])
+        self.assertEqual(recs[0]["global_step"], 8)
+        return recs, lines
+
+    def test_two_ranks_to_one_keeps_the_global_batch(self):
+        recs, lines = self.resume(2, 1, (8, 8))
+        self.assertEqual(self.per_step(recs), {s: 8 for s in range(4, 9)})
+        self.assertEqual(samples_by_step(lines), {s: 8 * s for s in range(4, 9)})
+
+    def test_one_rank_to_two_with_linear_scaling_counts_samples(self):
+        recs, lines = self.resume(1, 2, (4, 8))
+        self.assertEqual(self.per_step(recs), {s: 8 for s in range(4, 9)})
+        self.assertEqual(samples_by_step(lines), {s: 12 + 8 * (s - 3) for s in range(4, 9)})
+
+
+@unittest.skipUnless(HAVE_LIGHTNING, "Lightning is not installed")
+class LightningResume(unittest.TestCase, FrameworkRanks):
+    """elastic_lightning_worker.py: the real Trainer at devices=2 (ddp,
+    gloo, CPU; two processes started as the wrapper starts them) and at
+    devices=1, from isched.lightning.trainer_kwargs; 32 samples, 2 per rank
+    per batch, a checkpoint asked for mid-epoch, resumed with max_epochs=2."""
+
+    WORKER = "elastic_lightning_worker.py"
+    setUp = FrameworkRanks.setUp
+
+    def resume(self, first, second, batches, at):
+        _, lines_a = self.attempt(first, "a", 1, at, batches[0])
+        recs_b, lines_b = self.attempt(second, "b", 2, 0, batches[1], resume=self.checkpoint_of(lines_a, at))
         self.assertEqual([r["world_size"] for r in recs_b], [second] * second)
         self.assertEqual(lines_b[0].split()[:3], ["isched1", "resume", "step=%d" % at])
         return recs_b, lines_b
