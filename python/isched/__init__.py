@@ -123,6 +123,8 @@ __all__ = [
     "device",
     "world",
     "accumulation",
+    "global_batches",
+    "rank_batches",
 ]
 
 __version__ = "0.1.0"
@@ -518,3 +520,50 @@ def accumulation(global_batch, batch_per_rank, world_size=None):
                          % (global_batch, per_step, batch_per_rank, world_size, global_batch // world_size,
                             (global_batch // per_step) * per_step or per_step, (global_batch // per_step + 1) * per_step))
     return global_batch // per_step
+
+
+def global_batches(num_samples, global_batch, samples=0, seed=0):
+    """Yield the global batches (lists of sample indices) from `samples` on.
+
+    The sample stream is one permutation of range(num_samples) per epoch
+    (random.Random(seed + epoch), the same on every rank), concatenated; a
+    global batch is the next global_batch indices of it and may cross an
+    epoch's end. It depends on the samples seen, not on the world size or
+    the step count: a run resumed at another world size, or with another
+    global batch, continues where it stopped. Endless: stop it yourself.
+    """
+    import random  # noqa: PLC0415 - only for scripts that shard with isched
+
+    for name, v in (("num_samples", num_samples), ("global_batch", global_batch)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError("%s=%r: want a positive whole number" % (name, v))
+    pos = _uint("samples", samples)
+    epoch, order = None, None
+    while True:
+        batch = []
+        while len(batch) < global_batch:
+            if epoch != pos // num_samples:
+                epoch = pos // num_samples
+                order = list(range(num_samples))
+                random.Random(seed + epoch).shuffle(order)
+            take = min(global_batch - len(batch), num_samples - pos % num_samples)
+            batch.extend(order[pos % num_samples:pos % num_samples + take])
+            pos += take
+        yield batch
+
+
+def rank_batches(batch, batch_per_rank, rank=None, world_size=None):
+    """This rank's micro-batches of one global batch (from global_batches).
+
+    Micro-batch j of rank r is batch[(j * world_size + r) * batch_per_rank:
+    ...+ batch_per_rank]: every rank gets accumulation(len(batch),
+    batch_per_rank) of them, and together the ranks cover the global batch
+    once, at any world size. rank and world_size default to world()'s.
+    """
+    if rank is None or world_size is None:
+        r, w, _ = world()
+        rank = r if rank is None else rank
+        world_size = w if world_size is None else world_size
+    steps = accumulation(len(batch), batch_per_rank, world_size)
+    return [list(batch[(j * world_size + rank) * batch_per_rank:(j * world_size + rank + 1) * batch_per_rank])
+            for j in range(steps)]

@@ -41,6 +41,27 @@ class Driver:
         self.reported_paths = set()
         self.pending = False  # a request seen, not yet answered with a save
         self.saves = 0
+        self.global_batch = None  # samples per optimizer step in this attempt
+        self.base = (0, 0)  # (step, samples) this attempt started from
+
+    def count_samples(self, global_batch, step, samples=None):
+        """Count samples from `step` on, global_batch per optimizer step.
+
+        samples: those seen by `step` (a checkpoint's record, of another
+        world size or global batch); default step x global_batch, right when
+        the global batch never changed. No global batch: no samples.
+        """
+        self.global_batch = finite_count(global_batch)
+        step = int(step or 0)
+        if samples is None:
+            samples = step * (self.global_batch or 0)
+        self.base = (step, int(samples))
+
+    def samples(self, step):
+        """Global samples seen by optimizer step `step`, or None unknown."""
+        if self.global_batch is None or step is None:
+            return None
+        return self.base[1] + (int(step) - self.base[0]) * self.global_batch
 
     def describe(self, total=None, epochs=None, steps_per_epoch=None):
         """The run's known size, sent with every step line."""
@@ -54,8 +75,8 @@ class Driver:
         if step is None or step == self.last_step:
             return False
         self.last_step = int(step)
-        core.step(self.last_step, epoch=epoch, total=self.total, epochs=self.epochs,
-                  steps_per_epoch=self.steps_per_epoch)
+        core.step(self.last_step, epoch=epoch, samples=self.samples(self.last_step), total=self.total,
+                  epochs=self.epochs, steps_per_epoch=self.steps_per_epoch)
         return True
 
     def should_save(self, boundary=True, extra=False):

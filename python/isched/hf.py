@@ -54,6 +54,7 @@ except ImportError:  # pragma: no cover - depends on the machine
 __all__ = ["IschedCallback", "resume_from_checkpoint", "POINTER_PREFIX"]
 
 POINTER_PREFIX = "isched-hf-checkpoint-"
+STATE_FILE = "isched.json"  # in a checkpoint directory: the step and the samples seen by it
 CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR
 
 _resumed_from = None
@@ -99,6 +100,34 @@ def _torch_agree(decision):
     return box[0]
 
 
+def _global_batch(args):
+    try:
+        return args.train_batch_size * args.gradient_accumulation_steps * args.world_size
+    except (AttributeError, TypeError):
+        return None
+
+
+def _saved_samples(directory, step):
+    """The samples a checkpoint directory's isched.json recorded at `step`."""
+    try:
+        with open(os.path.join(directory, STATE_FILE), encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, TypeError, ValueError):
+        return None
+    if isinstance(data, dict) and data.get("step") == step and isinstance(data.get("samples"), int):
+        return data["samples"]
+    return None
+
+
+def _write_state(directory, step, samples):
+    if samples is None:
+        return
+    path = os.path.join(directory, STATE_FILE)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:  # not a checkpoint: not reported
+        json.dump({"step": step, "samples": samples}, f)
+    os.replace(path + ".tmp", path)
+
+
 class IschedCallback(_Base):
     """Report progress and checkpoints to isched and save when it asks.
 
@@ -106,10 +135,15 @@ class IschedCallback(_Base):
     (default: beside the checkpoint). handle_signals: install isched's
     SIGUSR1/SIGTERM handlers at on_train_begin (the Trainer installs none);
     SIGTERM then saves and stops instead of killing the process.
+    global_batch: samples per optimizer step (default: per-device batch x
+    gradient_accumulation_steps x world size); step lines carry samples=,
+    counted on from the samples the resumed checkpoint's isched.json
+    recorded, so they stay right at another world size or global batch.
     """
 
-    def __init__(self, pointer_dir=None, handle_signals=True, agree=_torch_agree):
+    def __init__(self, pointer_dir=None, handle_signals=True, agree=_torch_agree, global_batch=None):
         super().__init__()
+        self.global_batch = global_batch
         self.pointer_dir = pointer_dir
         self.handle_signals = handle_signals
         self.driver = Driver(agree=agree)
@@ -121,6 +155,8 @@ class IschedCallback(_Base):
         if state.global_step > 0:
             core.resumed(state.global_step, _resumed_from)
         self.driver.last_step = state.global_step
+        self.driver.count_samples(self.global_batch or _global_batch(args), state.global_step,
+                                  _saved_samples(_resumed_from, state.global_step))
         if self.handle_signals and not self._prev:
             sigs = (signal.SIGUSR1, signal.SIGTERM)
             self._prev = {s: signal.getsignal(s) for s in sigs}
@@ -141,6 +177,7 @@ class IschedCallback(_Base):
         d = os.path.join(os.path.abspath(args.output_dir), "%s-%d" % (CHECKPOINT_PREFIX, state.global_step))
         if not state.is_world_process_zero or not os.path.isdir(d):
             return control
+        _write_state(d, state.global_step, self.driver.samples(state.global_step))
         where = checkpoint_dir(self.pointer_dir or os.path.dirname(d))
         os.makedirs(where, exist_ok=True)
         pointer = os.path.join(where, "%s%d.json" % (POINTER_PREFIX, state.global_step))

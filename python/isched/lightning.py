@@ -79,7 +79,54 @@ except ImportError:  # pragma: no cover - depends on the machine
         _Base = object
         FRAMEWORK = None
 
-__all__ = ["IschedCallback", "resume_ckpt_path", "lightning_requeues"]
+__all__ = ["IschedCallback", "resume_ckpt_path", "lightning_requeues", "trainer_kwargs"]
+
+STATE_KEY = "isched"  # the checkpoint's entry: step, samples, world_size, accumulate_grad_batches
+
+
+def trainer_kwargs(global_batch, batch_per_rank):
+    """pl.Trainer's devices, num_nodes and accumulate_grad_batches for this
+    attempt's world (isched.world(); LOCAL_WORLD_SIZE ranks per node, all of
+    them when unset), keeping global_batch samples per optimizer step::
+
+        trainer = pl.Trainer(callbacks=[IschedCallback()], **trainer_kwargs(256, 32))
+    """
+    _, size, _ = core.world()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or 0) or size
+    if local < 1 or size % local:
+        raise ValueError("LOCAL_WORLD_SIZE=%d does not divide WORLD_SIZE=%d" % (local, size))
+    return {"devices": local, "num_nodes": size // local,
+            "accumulate_grad_batches": core.accumulation(global_batch, batch_per_rank, size)}
+
+
+def realign_epoch(checkpoint, accumulate, world_size):
+    """Restate a checkpoint's position in its epoch for another world size
+    or accumulation; True when it did.
+
+    Lightning counts the epoch's progress in this rank's batches, which
+    means another number of optimizer steps at another world size or
+    accumulation, and may end a step after a partial accumulation. The
+    position becomes the epoch's samples done (optimizer steps x the old
+    global batch, the batch per rank assumed unchanged) in whole optimizer
+    steps of the new global batch (rounded up), in the new accumulation's
+    batches (checkpoint["loops"], before Lightning restores them).
+    """
+    saved = checkpoint.get(STATE_KEY) or {}
+    old, old_world = saved.get("accumulate_grad_batches"), saved.get("world_size")
+    if not old or not old_world or (old, old_world) == (accumulate, world_size):
+        return False
+    try:
+        progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
+        current, total = progress["current"], progress["total"]
+        micro = math.ceil(current["ready"] / old) * old * old_world  # the epoch's micro-batches, all ranks
+    except (KeyError, TypeError):
+        return False
+    target = math.ceil(micro / (accumulate * world_size)) * accumulate
+    for field in ("ready", "started", "processed", "completed"):
+        total[field] += target - current[field]
+        current[field] = target
+    return True
+
 
 
 def lightning_requeues(trainer):
@@ -132,11 +179,18 @@ class IschedCallback(_Base):
     wrapper keeps the lineage's last five confirmed versions by path).
     handle_signals: turn SIGUSR1 into a request when Lightning does not own
     it (see the module doc). save_on_sigterm: save when Lightning caught a
-    SIGTERM, before it stops.
+    SIGTERM, before it stops. global_batch: samples per optimizer step
+    (default: the train loader's batch_size x accumulate_grad_batches x
+    world_size); progress lines then carry samples=, counted on from the
+    samples a checkpoint recorded, so they stay right when a resumed attempt
+    runs another world size or global batch.
     """
 
-    def __init__(self, dirpath=None, filename="isched-last.ckpt", handle_signals=True, save_on_sigterm=True):
+    def __init__(self, dirpath=None, filename="isched-last.ckpt", handle_signals=True, save_on_sigterm=True,
+                 global_batch=None):
         super().__init__()
+        self.global_batch = global_batch
+        self._loaded = {}
         self.dirpath = dirpath
         self.filename = filename
         self.handle_signals = handle_signals
@@ -185,6 +239,26 @@ class IschedCallback(_Base):
             ckpt = getattr(trainer, "ckpt_path", None)
             core.resumed(step, ckpt if ckpt and os.path.exists(ckpt) else None)
         self.driver.last_step = step
+        loaded = self._loaded if self._loaded.get("step") == step else {}
+        self.driver.count_samples(self._global_batch(trainer), step, loaded.get("samples"))
+
+    def _global_batch(self, trainer):
+        if self.global_batch:
+            return self.global_batch
+        loader = getattr(trainer, "train_dataloader", None)
+        per_rank = getattr(loader, "batch_size", None)
+        if not per_rank:
+            return None
+        return per_rank * (getattr(trainer, "accumulate_grad_batches", 1) or 1) * (getattr(trainer, "world_size", 1) or 1)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        step = trainer.global_step
+        checkpoint[STATE_KEY] = {"step": step, "samples": self.driver.samples(step), "world_size": trainer.world_size,
+                                 "accumulate_grad_batches": trainer.accumulate_grad_batches}
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        self._loaded = dict(checkpoint.get(STATE_KEY) or {})
+        realign_epoch(checkpoint, trainer.accumulate_grad_batches, trainer.world_size)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
         boundary = self.driver.step(trainer.global_step, epoch=getattr(trainer, "current_epoch", None))
