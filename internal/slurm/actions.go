@@ -522,6 +522,8 @@ type MoveResult struct {
 	// CPUsPerTask the update set (0: none): the spec's, or for a resize
 	// without them the job's own.
 	CPUsPerTask int
+	// FromTasks, FromNodes: the job's size before the move.
+	FromTasks, FromNodes int
 }
 
 // CPUsFor is the CPUs per task an update of job j (nil: unknown) sets when
@@ -602,7 +604,7 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 	}
 	upd.CPUsPerTask, res.CPUsKept = CPUsFor(j, spec.CPUsPerTask, spec.Tasks)
 	res.CPUsPerTask = upd.CPUsPerTask
-	res.From, res.Restarts = j.Partition, j.Restarts
+	res.From, res.Restarts, res.FromTasks, res.FromNodes = j.Partition, j.Restarts, j.Tasks(), j.Nodes()
 	weHeld, err := c.stop(ctx, jobID, j, spec, placement, start, &res)
 	if err != nil {
 		return res, err
