@@ -56,7 +56,8 @@ type Action struct {
 	Gres         string `json:"gres,omitempty"`
 	TimeLimitMin int64  `json:"time_limit_min,omitempty"`
 	// CPUs (requeue, update): CPUs per task on the new partition, for a
-	// one-task job; 0: leave the job's request unchanged.
+	// one-task job or a resize (then per task, times the tasks per node);
+	// 0: leave the job's request unchanged (a resize keeps the job's own).
 	CPUs int `json:"cpus,omitempty"`
 	// Tasks and Nodes (requeue, update): the job's new size, an elastic
 	// run's resize (issue 42): Tasks ranks, one per GPU, on Nodes nodes
