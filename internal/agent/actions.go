@@ -407,7 +407,14 @@ func isRoot(name string) bool {
 
 func placementSpec(act *report.Action) slurm.MoveSpec {
 	return slurm.MoveSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, CPUsPerTask: act.CPUs,
-		Hold: act.Hold, Ended: act.Ended}
+		Tasks: act.Tasks, Nodes: act.Nodes, Hold: act.Hold, Ended: act.Ended}
+}
+
+// updateSpec is the scontrol update of an update action on job j, or of a
+// move finished after an agent restart.
+func updateSpec(act *report.Action, j *slurm.JobInfo) slurm.UpdateSpec {
+	return slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
+		CPUsPerTask: cpusFor(act, j), Tasks: act.Tasks, Nodes: act.Nodes, Nice: act.Nice}
 }
 
 // run executes a checked action; j is the job as checked (nil for a submit
@@ -426,9 +433,7 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 	case report.ActionRequeue:
 		return a.move(ctx, act)
 	case report.ActionUpdate:
-		u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute, CPUsPerTask: cpusFor(act, j),
-			Nice: act.Nice}
-		return a.outcome(act, a.slurm.Update(ctx, id, u), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
+		return a.outcome(act, a.slurm.Update(ctx, id, updateSpec(act, j)), fmt.Sprintf("updated job %s (%s)", id, describe(act)))
 	case report.ActionCancel:
 		return a.outcome(act, a.slurm.Cancel(ctx, id), "cancelled job "+id)
 	case report.ActionRelease:
@@ -466,7 +471,12 @@ func (a *Agent) move(ctx context.Context, act *report.Action) (*report.Result, e
 	res, err := a.slurm.Move(ctx, id, placementSpec(act))
 	if err != nil {
 		r, terr := a.outcome(act, err, "")
-		if r != nil && res.UpdateErr != nil && res.Released {
+		switch {
+		case r == nil || res.UpdateErr == nil || !res.Released:
+		case act.Tasks != 0:
+			// slurmctld keeps the keys it took before the one it refused
+			r.Message += fmt.Sprintf("; the job was released at its old size (%s) and restarts where it was, unless Slurm kept part of the update", sizeOf(res.FromTasks, res.FromNodes))
+		default:
 			r.Message += "; the job was released unchanged and restarts where it was"
 		}
 		return r, terr
@@ -499,13 +509,25 @@ func (a *Agent) submitSpec(act *report.Action) slurm.SubmitSpec {
 	}
 }
 
-// cpusFor is the CPUs per task an action sets on job j: none on a job of
-// several tasks (Slurm splits its CPU count between them).
+// cpusFor is the CPUs per task an action sets on job j (slurm.CPUsFor):
+// a resize sets them always, the action's or the job's own, so that the
+// CPUs per node follow the new tasks per node; a job of several tasks
+// that is not resized keeps its CPUs (Slurm splits them between its tasks).
 func cpusFor(act *report.Action, j *slurm.JobInfo) int {
-	if j != nil && j.Tasks() > 1 {
-		return 0
+	n, _ := slurm.CPUsFor(j, act.CPUs, act.Tasks)
+	return n
+}
+
+// sizeOf says a size: "2 tasks on 1 node".
+func sizeOf(tasks, nodes int) string {
+	s := fmt.Sprintf("%d tasks on %d nodes", tasks, nodes)
+	if tasks == 1 {
+		s = strings.Replace(s, "tasks", "task", 1)
 	}
-	return act.CPUs
+	if nodes == 1 {
+		s = strings.Replace(s, "nodes", "node", 1)
+	}
+	return s
 }
 
 func describe(act *report.Action) string {
@@ -515,6 +537,9 @@ func describe(act *report.Action) string {
 	}
 	if act.Gres != "" {
 		parts = append(parts, "gres "+act.Gres)
+	}
+	if act.Tasks != 0 {
+		parts = append(parts, sizeOf(act.Tasks, max(act.Nodes, 1)))
 	}
 	if act.CPUs != 0 {
 		parts = append(parts, fmt.Sprintf("%d CPUs per task", act.CPUs))
@@ -543,6 +568,12 @@ func moveMessage(id string, act *report.Action, res slurm.MoveResult) string {
 	}
 	if res.CPUsKept {
 		b.WriteString(" (its CPUs kept: the job has several tasks)")
+	}
+	if act.Tasks != 0 && act.CPUs == 0 && res.CPUsPerTask != 0 {
+		fmt.Fprintf(&b, " (its own CPUs per task, %d: %d per node)", res.CPUsPerTask, res.CPUsPerTask*act.Tasks/max(act.Nodes, 1))
+	}
+	if act.Tasks != 0 && res.FromTasks != 0 {
+		fmt.Fprintf(&b, ", from %s", sizeOf(res.FromTasks, res.FromNodes))
 	}
 	if res.Released {
 		b.WriteString(", released")
@@ -696,8 +727,8 @@ func requeueNeverLanded(j *slurm.JobInfo, m *marker, act *report.Action) bool {
 // release are idempotent.
 func (rc *recovery) finishMove() (*report.Result, error) {
 	a, id, act, j := rc.a, rc.id, rc.act, rc.j
-	u := slurm.UpdateSpec{Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
-		CPUsPerTask: cpusFor(act, j), StartIn: 2 * time.Second}
+	u := updateSpec(act, j)
+	u.StartIn = 2 * time.Second
 	if err := a.slurm.Update(rc.ctx, id, u); err != nil {
 		if slurmDown(err) {
 			return nil, transient(err)
@@ -750,6 +781,9 @@ func updated(j *slurm.JobInfo, act *report.Action) bool {
 		return false
 	}
 	if n := cpusFor(act, j); n != 0 && j.CPUsPerTask() != n {
+		return false
+	}
+	if act.Tasks != 0 && (j.Tasks() != act.Tasks || j.Nodes() != max(act.Nodes, 1)) {
 		return false
 	}
 	return true

@@ -201,7 +201,8 @@ func TestActions(t *testing.T) {
 		msg    string // substring of the result message
 		stderr string // substring of the result stderr
 		calls  []string
-		cpus   int // CPUs per task Slurm was given
+		cpus   int    // CPUs per task Slurm was given
+		size   string // the size Slurm was given, "tasks/nodes"
 	}
 	cases := []tc{
 		{name: "signal the batch step", action: func(e *env) *report.Action { return e.action(report.ActionSignal, 12) },
@@ -219,6 +220,36 @@ func TestActions(t *testing.T) {
 			action: func(e *env) *report.Action {
 				return e.action(report.ActionUpdate, 12, func(a *report.Action) { a.TimeLimitMin, a.Partition, a.CPUs = 0, "gpu", 2 })
 			}, status: report.StatusOK, msg: "partition gpu, 2 CPUs per task", calls: []string{"update 12"}, cpus: 2},
+		{name: "resize: grow to 2 tasks on one node with the job's own CPUs", action: func(e *env) *report.Action {
+			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks = "gpu:2", 2 })
+		}, status: report.StatusOK, calls: []string{"move 12"}, cpus: 1, size: "2/1",
+			msg: "requeued job 12 (restart 1) to gres gpu:2, 2 tasks on 1 node (its own CPUs per task, 1: 2 per node), from 1 task on 1 node, released"},
+		{name: "resize: an ended attempt grows past one node", setup: func(f *fakeSlurm) { f.jobs["12"].State = "COMPLETED" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks, a.Nodes, a.CPUs, a.Ended = "gpu:2", 4, 2, 2, true })
+			}, status: report.StatusOK, calls: []string{"move 12"}, cpus: 2, size: "4/2",
+			msg: "requeued job 12 (restart 1) to gres gpu:2, 4 tasks on 2 nodes, 2 CPUs per task, from 1 task on 1 node, released"},
+		{name: "resize: shrink to one task", setup: func(f *fakeSlurm) {
+			f.jobs["12"].Fields["NumTasks"], f.jobs["12"].Fields["TRES"], f.jobs["12"].Fields["CPUs/Task"] = "2", "cpu=4,node=1", "2"
+		}, action: func(e *env) *report.Action {
+			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks = "gpu:1", 1 })
+		}, status: report.StatusOK, calls: []string{"move 12"}, cpus: 2, size: "1/1", msg: "1 task on 1 node (its own CPUs per task, 2: 2 per node), from 2 tasks on 1 node"},
+		{name: "resize: a pending job's size by update", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
+			action: func(e *env) *report.Action {
+				return e.action(report.ActionUpdate, 12, func(a *report.Action) { a.TimeLimitMin, a.Gres, a.Tasks, a.CPUs = 0, "gpu:2", 2, 3 })
+			}, status: report.StatusOK, calls: []string{"update 12"}, cpus: 3, size: "2/1", msg: "updated job 12 (gres gpu:2, 2 tasks on 1 node, 3 CPUs per task)"},
+		{name: "resize: GRES without a GPU per task", action: func(e *env) *report.Action {
+			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks, a.Nodes = "gpu:1", 4, 2 })
+		}, status: report.StatusRefused, msg: "with gres gpu:1: want 2 GPUs per node, one per task"},
+		{name: "resize: GRES not GPUs", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" }, action: func(e *env) *report.Action {
+			return e.action(report.ActionUpdate, 12, func(a *report.Action) { a.Gres, a.Tasks = "mps:100", 1 })
+		}, status: report.StatusRefused, msg: "want 1 GPUs per node, one per task"},
+		{name: "resize: Slurm refuses the update", setup: func(f *fakeSlurm) {
+			f.updateErr = &slurm.ExitError{Cmd: "scontrol", Code: 1, Stderr: "Node count specification invalid for job 12"}
+		}, action: func(e *env) *report.Action {
+			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks, a.Nodes = "gpu:2", 4, 2 })
+		}, status: report.StatusFailed, calls: []string{"move 12"}, stderr: "Node count specification invalid",
+			msg: "released at its old size (1 task on 1 node) and restarts where it was, unless Slurm kept part of the update"},
 		{name: "requeue of a pending job without placement", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
 			action: func(e *env) *report.Action { return e.action(report.ActionRequeue, 12) }, status: report.StatusRefused, msg: "requeue needs a running job"},
 		{name: "continuation: requeue of an ended job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "COMPLETED" },
@@ -304,6 +335,9 @@ func TestActions(t *testing.T) {
 			}
 			if got := e.slurm.cpus(); got != c.cpus {
 				t.Errorf("CPUs per task given to Slurm %d, want %d", got, c.cpus)
+			}
+			if got := e.slurm.size(); got != c.size {
+				t.Errorf("size given to Slurm %q, want %q", got, c.size)
 			}
 			calls := e.slurm.Calls()
 			if len(calls) != len(c.calls) {
@@ -517,6 +551,52 @@ func TestMoveRecoveryFinishesHeldJob(t *testing.T) {
 	}
 	if r := e.resultFor(act.ID); r.Status != report.StatusOK || !strings.Contains(r.Message, "released") {
 		t.Errorf("%+v", r)
+	}
+}
+
+// TestMoveRecoveryFinishesResize: the agent died between requeuehold and
+// the update of a resize; the restarted agent updates the held job to the
+// new size, CPUs per node included, releases it, and a third agent that
+// finds the job at that size says so without acting again.
+func TestMoveRecoveryFinishesResize(t *testing.T) {
+	e := newEnv(t)
+	e.slurm.addJob("12", "partition=gpu")
+	act := e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks, a.Nodes, a.CPUs = "gpu:2", 4, 2, 2 })
+	e.send(act)
+	e.slurm.after = func(call string) {
+		if strings.HasPrefix(call, "move") {
+			e.slurm.mu.Lock()
+			j := e.slurm.jobs["12"] // held at its old size: the update never ran
+			j.State, j.Reason, j.Fields["Priority"], j.Fields["NumTasks"], j.Fields["TRES"] = "PENDING", "job_requeued_in_held_state", "0", "1", "cpu=1,node=1"
+			e.slurm.lastSize = ""
+			e.slurm.mu.Unlock()
+			panic(crash{at: call})
+		}
+	}
+	if at, _ := drain(context.Background(), e.agent(nil)); at == "" {
+		t.Fatal("did not crash")
+	}
+	e.slurm.after = nil
+	if _, err := drain(context.Background(), e.agent(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if calls := e.slurm.Calls(); !slices.Equal(calls, []string{"move 12", "update 12", "release 12"}) {
+		t.Errorf("calls %q, want move, then update and release to finish it", calls)
+	}
+	if j := e.slurm.job("12"); j.Tasks() != 4 || j.Nodes() != 2 || j.CPUsPerTask() != 2 || e.slurm.size() != "4/2" {
+		t.Errorf("job %+v, size given %q", j, e.slurm.size())
+	}
+	if r := e.resultFor(act.ID); r.Status != report.StatusOK || !strings.Contains(r.Message, "4 tasks on 2 nodes, 2 CPUs per task, released") {
+		t.Errorf("%+v", r)
+	}
+	j := e.slurm.job("12")
+	m := &marker{State: "RUNNING", Restarts: 0}
+	if !updated(&j, act) || requeueNeverLanded(&j, m, act) {
+		t.Errorf("the resized job does not show the resize: %+v", j)
+	}
+	j.Fields["TRES"] = "cpu=8,node=1" // 4 tasks, but on one node
+	if updated(&j, act) {
+		t.Errorf("a job on 1 node shows a resize onto 2: %+v", j)
 	}
 }
 

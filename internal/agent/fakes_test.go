@@ -35,7 +35,11 @@ type fakeSlurm struct {
 	fail    map[string]error  // verb -> error to return (after recording the call)
 	after   func(call string) // runs after a call took effect (crash hooks)
 
-	lastCPUs   int              // the last CPUs per task a move or update set
+	lastCPUs int    // the last CPUs per task a move or update set
+	lastSize string // the last size a move or update set, "tasks/nodes"
+	// updateErr makes Move's update fail: the job is released unchanged
+	// (MoveResult.UpdateErr) and Move returns it.
+	updateErr  error
 	lastSubmit slurm.SubmitSpec // the last SubmitWith's spec and script
 	lastScript string
 }
@@ -107,6 +111,12 @@ func (f *fakeSlurm) cpus() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lastCPUs
+}
+
+func (f *fakeSlurm) size() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastSize
 }
 
 func (f *fakeSlurm) do(verb, id string, effect func(j *slurm.JobInfo) error) error {
@@ -199,9 +209,16 @@ func (f *fakeSlurm) Move(ctx context.Context, id string, spec slurm.MoveSpec) (s
 		if spec.Gres != "" {
 			j.TresPerNode = "gres:" + spec.Gres
 		}
-		if spec.CPUsPerTask != 0 {
-			f.lastCPUs = spec.CPUsPerTask
+		res.FromTasks, res.FromNodes = j.Tasks(), j.Nodes()
+		if f.updateErr != nil {
+			j.State, res.UpdateErr, res.Released = "RUNNING", f.updateErr, true
+			return f.updateErr
 		}
+		res.CPUsPerTask, res.CPUsKept = slurm.CPUsFor(j, spec.CPUsPerTask, spec.Tasks)
+		if res.CPUsPerTask != 0 {
+			f.lastCPUs = res.CPUsPerTask
+		}
+		f.resize(j, spec.Tasks, spec.Nodes, res.CPUsPerTask)
 		if spec.Hold {
 			j.State, j.Reason, j.Fields["Priority"] = "PENDING", "job_requeued_in_held_state", "0"
 		} else {
@@ -228,8 +245,26 @@ func (f *fakeSlurm) Update(ctx context.Context, id string, u slurm.UpdateSpec) e
 		if u.CPUsPerTask != 0 {
 			f.lastCPUs = u.CPUsPerTask
 		}
+		if u.Gres != "" {
+			j.TresPerNode = "gres:" + u.Gres
+		}
+		f.resize(j, u.Tasks, u.Nodes, u.CPUsPerTask)
 		return nil
 	})
+}
+
+// resize sets job j's size as scontrol update NumNodes=N-N NumTasks=T
+// CPUsPerTask=C would (tasks 0: unchanged).
+func (f *fakeSlurm) resize(j *slurm.JobInfo, tasks, nodes, cpus int) {
+	if tasks == 0 {
+		return
+	}
+	nodes = max(nodes, 1)
+	f.lastSize = fmt.Sprintf("%d/%d", tasks, nodes)
+	j.Fields["NumTasks"], j.Fields["TRES"] = strconv.Itoa(tasks), fmt.Sprintf("cpu=%d,node=%d", cpus*tasks, nodes)
+	if cpus != 0 {
+		j.Fields["CPUs/Task"] = strconv.Itoa(cpus)
+	}
 }
 
 func (f *fakeSlurm) SetAdminComment(ctx context.Context, id, text string) error {

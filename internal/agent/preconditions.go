@@ -32,7 +32,7 @@ type precondition struct {
 var preconditions = map[report.ActionType]precondition{
 	report.ActionSignal:   {ended: nothingToDo, state: only(slurm.StateRunning, "not running: nothing to signal")},
 	report.ActionRequeue:  {settles: true, ended: requeueEnded, state: requeueState},
-	report.ActionUpdate:   {ended: nothingToDo},
+	report.ActionUpdate:   {ended: nothingToDo, state: resizeFits},
 	report.ActionCancel:   {ended: nothingToDo},
 	report.ActionRelease:  {ended: nothingToDo, state: only(slurm.StatePending, "not pending: nothing to release")},
 	report.ActionAnnotate: {ended: annotateEnded},
@@ -125,7 +125,10 @@ func requeueEnded(act *report.Action, j *slurm.JobInfo) string {
 // requeueState needs a running job (or an ended one, see requeueEnded), or
 // a pending one and a new placement.
 func requeueState(act *report.Action, j *slurm.JobInfo) string {
-	placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0 || act.CPUs != 0
+	if msg := resizeFits(act, j); msg != "" {
+		return msg
+	}
+	placement := act.Partition != "" || act.Gres != "" || act.TimeLimitMin != 0 || act.CPUs != 0 || act.Tasks != 0
 	if act.Ended && j.State == slurm.StatePending && !placement {
 		// the job is queued again already (it requeued itself after
 		// saving, or Slurm did): requeueing it too would be a double action
@@ -133,6 +136,25 @@ func requeueState(act *report.Action, j *slurm.JobInfo) string {
 	}
 	if j.State != slurm.StateRunning && !j.Ended() && !(j.State == slurm.StatePending && placement) {
 		return fmt.Sprintf("job %d is %s: requeue needs a running job (or a pending one and a new partition, gres or time limit)", act.JobID, j.State)
+	}
+	return ""
+}
+
+// resizeFits refuses a resize whose GRES does not give each rank its GPU:
+// Tasks/Nodes ranks on a node need as many GPUs there (an elastic run is
+// one task per GPU, report.Plan.Elastic).
+func resizeFits(act *report.Action, _ *slurm.JobInfo) string {
+	if act.Tasks == 0 {
+		return ""
+	}
+	perNode := act.Tasks / max(act.Nodes, 1)
+	gpus, err := slurm.GPUs(slurm.JobGres(act.Gres, ""))
+	n := 0
+	for _, c := range gpus {
+		n += c
+	}
+	if err != nil || n != perNode {
+		return fmt.Sprintf("resize of job %d to %d tasks on %d nodes with gres %s: want %d GPUs per node, one per task", act.JobID, act.Tasks, max(act.Nodes, 1), act.Gres, perNode)
 	}
 	return ""
 }

@@ -56,8 +56,15 @@ type Action struct {
 	Gres         string `json:"gres,omitempty"`
 	TimeLimitMin int64  `json:"time_limit_min,omitempty"`
 	// CPUs (requeue, update): CPUs per task on the new partition, for a
-	// one-task job; 0: leave the job's request unchanged.
+	// one-task job or a resize (then per task, times the tasks per node);
+	// 0: leave the job's request unchanged (a resize keeps the job's own).
 	CPUs int `json:"cpus,omitempty"`
+	// Tasks and Nodes (requeue, update): the job's new size, an elastic
+	// run's resize (issue 42): Tasks ranks, one per GPU, on Nodes nodes
+	// (0: one node), Tasks/Nodes on each, so Gres (required with Tasks)
+	// is that many GPUs per node. 0: the size is left as it is.
+	Tasks int `json:"tasks,omitempty"`
+	Nodes int `json:"nodes,omitempty"`
 	// Nice (update only): the job's new nice value (scontrol update
 	// Nice=), rule 7's exchange of priorities among isched's pending jobs.
 	Nice *int64 `json:"nice,omitempty"`
@@ -86,6 +93,7 @@ type actionRule struct {
 	steps     bool // permitted
 	placement bool // partition, gres, time_limit_min permitted
 	cpus      bool // permitted
+	size      bool // tasks, nodes permitted
 	hold      bool // permitted
 	script    bool // required
 	ended     bool // permitted
@@ -95,8 +103,8 @@ type actionRule struct {
 
 var actionRules = map[ActionType]actionRule{
 	ActionSignal:   {jobID: true, signal: true, steps: true},
-	ActionRequeue:  {jobID: true, placement: true, cpus: true, hold: true, ended: true},
-	ActionUpdate:   {jobID: true, placement: true, cpus: true, nice: true},
+	ActionRequeue:  {jobID: true, placement: true, cpus: true, size: true, hold: true, ended: true},
+	ActionUpdate:   {jobID: true, placement: true, cpus: true, size: true, nice: true},
 	ActionCancel:   {jobID: true},
 	ActionSubmit:   {placement: true, hold: true, script: true},
 	ActionRelease:  {jobID: true},
@@ -134,6 +142,9 @@ func (a *Action) Validate() error {
 	if err := a.validatePermitted(); err != nil {
 		return err
 	}
+	if err := a.validateSize(); err != nil {
+		return err
+	}
 	return a.validateType()
 }
 
@@ -147,6 +158,27 @@ func (a *Action) validateRanges() error {
 	}
 	if a.Nice != nil && (*a.Nice > MaxNice || *a.Nice < -MaxNice) {
 		return fail("nice", "must be within [%d, %d] (Slurm's range; got %d)", -MaxNice, MaxNice, *a.Nice)
+	}
+	return nil
+}
+
+// validateSize checks a resize: Tasks ranks in 1..MaxElastic, on Nodes
+// nodes (0: one) that share them evenly, and the GRES per node that gives
+// each rank its GPU.
+func (a *Action) validateSize() error {
+	switch {
+	case a.Tasks < 0 || a.Tasks > MaxElastic:
+		return fail("tasks", "must be within [1, %d] when set (got %d)", MaxElastic, a.Tasks)
+	case a.Nodes < 0 || a.Nodes > MaxElastic:
+		return fail("nodes", "must be within [1, %d] when set (got %d)", MaxElastic, a.Nodes)
+	case a.Nodes != 0 && a.Tasks == 0:
+		return fail("nodes", "needs tasks (a node count alone is no size)")
+	case a.Tasks == 0:
+		return nil
+	case a.Tasks%max(a.Nodes, 1) != 0:
+		return fail("tasks", "must be a multiple of nodes, the same ranks on every node (got %d tasks on %d nodes)", a.Tasks, a.Nodes)
+	case a.Gres == "":
+		return fail("gres", "required with tasks: the GPUs per node of the new size")
 	}
 	return nil
 }
@@ -168,6 +200,8 @@ func (a *Action) validatePermitted() error {
 		absent("gres", a.Gres != "", rule.placement),
 		absent("time_limit_min", a.TimeLimitMin != 0, rule.placement),
 		absent("cpus", a.CPUs != 0, rule.cpus),
+		absent("tasks", a.Tasks != 0, rule.size),
+		absent("nodes", a.Nodes != 0, rule.size),
 		absent("hold", a.Hold, rule.hold),
 		absent("ended", a.Ended, rule.ended),
 		absent("script", a.Script != "", rule.script),
@@ -194,8 +228,8 @@ func (a *Action) validateType() error {
 			return oneOf("steps", a.Steps, StepsBatch, StepsAll)
 		}
 	case ActionUpdate:
-		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 && a.Nice == nil {
-			return fail("time_limit_min", "update needs time_limit_min, partition, gres, cpus or nice")
+		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 && a.Nice == nil && a.Tasks == 0 {
+			return fail("time_limit_min", "update needs time_limit_min, partition, gres, cpus, tasks or nice")
 		}
 	case ActionAnnotate:
 		// one argv element of scontrol: printable, one line

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/isched/isched/internal/report"
 )
 
 // ShowJob returns the job's current record (`scontrol show job -o ID`).
@@ -113,10 +115,16 @@ type UpdateSpec struct {
 	Partition string        // "gpu", or a list "gpu,gpu-dev"
 	Gres      string        // per-node GRES: "gpu:1", "gpu:a100:2"; a "gres:"/"gres/" prefix is accepted
 	TimeLimit time.Duration // rounded up to whole minutes
-	// CPUsPerTask of a one-task job (MinCPUsNode follows it: without it
-	// Slurm 22.05 keeps the old CPU count per node); 0: unchanged.
+	// CPUsPerTask (MinCPUsNode follows it, times the tasks per node of a
+	// resize: Slurm 22.05 keeps the old CPU count per node otherwise,
+	// measured); 0: unchanged. See CPUsFor.
 	CPUsPerTask int
-	StartTime   time.Time // absolute earliest start (UTC)
+	// Tasks resizes the job (NumTasks) onto Nodes nodes (NumNodes=N-N;
+	// 0: one node), Tasks/Nodes on each; 0: the size is unchanged. Slurm
+	// 22.05 takes both on a pending job (testdata/README.md, "Resizing a
+	// job").
+	Tasks, Nodes int
+	StartTime    time.Time // absolute earliest start (UTC)
 	// StartIn sets StartTime=now+N seconds on the controller's clock, which
 	// avoids clock skew between this host and slurmctld.
 	StartIn time.Duration
@@ -129,7 +137,38 @@ type UpdateSpec struct {
 const maxNice = 2147483645
 
 func (u UpdateSpec) empty() bool {
-	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.CPUsPerTask == 0 && u.StartTime.IsZero() && u.StartIn == 0 && u.Nice == nil
+	return u.Partition == "" && u.Gres == "" && u.TimeLimit == 0 && u.CPUsPerTask == 0 && u.Tasks == 0 && u.Nodes == 0 &&
+		u.StartTime.IsZero() && u.StartIn == 0 && u.Nice == nil
+}
+
+// sizeArgs are the size and CPU keys of an update: NumNodes=N-N
+// NumTasks=T, then CPUsPerTask=C MinCPUsNode=C*T/N. NumNodes is written as
+// a range: 22.05 refuses "NumNodes=2" for a job submitted with --nodes=1
+// ("Node count specification invalid"), and takes "2-2".
+func (u UpdateSpec) sizeArgs() ([]string, error) {
+	var out []string
+	perNode := 1
+	switch {
+	case u.Tasks < 0 || u.Tasks > report.MaxElastic:
+		return nil, fmt.Errorf("%w: tasks %d", ErrInvalid, u.Tasks)
+	case u.Nodes != 0 && u.Tasks == 0:
+		return nil, fmt.Errorf("%w: nodes %d without tasks", ErrInvalid, u.Nodes)
+	case u.Tasks != 0:
+		nodes := max(u.Nodes, 1)
+		if u.Nodes < 0 || u.Tasks%nodes != 0 {
+			return nil, fmt.Errorf("%w: %d tasks on %d nodes: want the same tasks on every node", ErrInvalid, u.Tasks, u.Nodes)
+		}
+		n := strconv.Itoa(nodes)
+		out = append(out, "NumNodes="+n+"-"+n, "NumTasks="+strconv.Itoa(u.Tasks))
+		perNode = u.Tasks / nodes
+	}
+	if u.CPUsPerTask != 0 {
+		if u.CPUsPerTask < 0 || u.CPUsPerTask > maxCPUs || u.CPUsPerTask*perNode > maxCPUs {
+			return nil, fmt.Errorf("%w: CPUs per task %d (%d tasks per node)", ErrInvalid, u.CPUsPerTask, perNode)
+		}
+		out = append(out, "CPUsPerTask="+strconv.Itoa(u.CPUsPerTask), "MinCPUsNode="+strconv.Itoa(u.CPUsPerTask*perNode))
+	}
+	return out, nil
 }
 
 // args renders the spec as scontrol update arguments, validating each value
@@ -159,13 +198,11 @@ func (u UpdateSpec) args() ([]string, error) {
 		min := int64((u.TimeLimit + time.Minute - 1) / time.Minute)
 		out = append(out, "TimeLimit="+strconv.FormatInt(min, 10))
 	}
-	if u.CPUsPerTask != 0 {
-		if u.CPUsPerTask < 0 || u.CPUsPerTask > maxCPUs {
-			return nil, fmt.Errorf("%w: CPUs per task %d", ErrInvalid, u.CPUsPerTask)
-		}
-		n := strconv.Itoa(u.CPUsPerTask)
-		out = append(out, "CPUsPerTask="+n, "MinCPUsNode="+n)
+	size, err := u.sizeArgs()
+	if err != nil {
+		return nil, err
 	}
+	out = append(out, size...)
 	if u.Nice != nil {
 		if *u.Nice > maxNice || *u.Nice < -maxNice {
 			return nil, fmt.Errorf("%w: nice %d", ErrInvalid, *u.Nice)
@@ -448,9 +485,13 @@ type MoveSpec struct {
 	Partition string
 	Gres      string
 	TimeLimit time.Duration
-	// CPUsPerTask on the new partition, for a one-task job (a job of
-	// several tasks keeps its CPUs: MoveResult.CPUsKept); 0: unchanged.
+	// CPUsPerTask on the new partition (see CPUsFor: a job of several
+	// tasks that is not resized keeps its CPUs, MoveResult.CPUsKept); 0:
+	// unchanged, or for a resize the job's own.
 	CPUsPerTask int
+	// Tasks and Nodes resize the job (UpdateSpec): the next attempt runs
+	// Tasks tasks on Nodes nodes (0: one); 0: the size is unchanged.
+	Tasks, Nodes int
 	// Hold leaves the job held after the update (the caller releases it).
 	Hold bool
 	// SlowStart keeps Slurm's own restart delay (cred_expire+1 s) instead of
@@ -478,6 +519,34 @@ type MoveResult struct {
 	// CPUsKept: the spec's CPUs per task were not applied, the job has
 	// several tasks (its CPU count is theirs to split).
 	CPUsKept bool
+	// CPUsPerTask the update set (0: none): the spec's, or for a resize
+	// without them the job's own.
+	CPUsPerTask int
+	// FromTasks, FromNodes: the job's size before the move.
+	FromTasks, FromNodes int
+}
+
+// CPUsFor is the CPUs per task an update of job j (nil: unknown) sets when
+// cpus are asked for (0: none) and the job is resized to tasks (0: not):
+//
+//   - a resize always sets them, cpus or else the job's own (at least 1),
+//     because MinCPUsNode must follow the new tasks per node: Slurm 22.05
+//     keeps a job's CPU count per node when only NumTasks changes
+//     (measured: NumTasks=2 left NumCPUs=1, and two ranks would share one
+//     CPU), and keeps NumCPUs of a larger size when it shrinks;
+//   - a job of several tasks that is not resized keeps its CPUs (kept):
+//     how its tasks lie on its nodes is not known here;
+//   - else cpus (a one-task job: MinCPUsNode = cpus).
+func CPUsFor(j *JobInfo, cpus, tasks int) (n int, kept bool) {
+	switch {
+	case tasks != 0 && cpus == 0 && j != nil:
+		return max(j.CPUsPerTask(), 1), false
+	case tasks != 0:
+		return cpus, false
+	case cpus != 0 && j != nil && j.Tasks() > 1:
+		return 0, true
+	}
+	return cpus, false
 }
 
 // ErrState is matched by Move and the agent when a job's state does not
@@ -504,12 +573,24 @@ var ErrState = errors.New("slurm: job state does not allow this")
 //
 // A pending job is held (unless it already is) instead of 1-2, and released
 // after the update only if Move held it. If the update fails (bad partition, ...) the
-// job is released unchanged, so it is never left held by a half-done
-// move; the result says so and Move returns the update's error.
+// job is released, so it is never left held by a half-done move; the result
+// says so and Move returns the update's error. Unchanged as far as the
+// refused key goes: slurmctld applies the keys it takes before the one it
+// refuses (measured on 22.05: "NumNodes=2 NumTasks=4 Gres=gpu:2
+// CPUsPerTask=2 MinCPUsNode=4" refused with "Node count specification
+// invalid" still set CPUs/Task=2 and MinCPUsNode=4).
+//
+// With spec.Tasks the update resizes the job (UpdateSpec.sizeArgs): the
+// allocation of the next attempt is the new size, and Slurm sets
+// SLURM_NTASKS and SLURM_NPROCS from it, unless the job's environment
+// already holds them: sbatch --ntasks (or #SBATCH --ntasks) freezes them
+// at submission, and a bare srun then starts the old count (measured,
+// testdata/README.md).
 func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveResult, error) {
 	start := time.Now()
 	var res MoveResult
-	upd := UpdateSpec{Partition: spec.Partition, Gres: spec.Gres, TimeLimit: spec.TimeLimit, CPUsPerTask: spec.CPUsPerTask}
+	upd := UpdateSpec{Partition: spec.Partition, Gres: spec.Gres, TimeLimit: spec.TimeLimit, CPUsPerTask: spec.CPUsPerTask,
+		Tasks: spec.Tasks, Nodes: spec.Nodes}
 	placement := !upd.empty()
 	if _, err := upd.args(); err != nil {
 		return res, err
@@ -521,10 +602,9 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 	if err != nil {
 		return res, err
 	}
-	if upd.CPUsPerTask != 0 && j.Tasks() > 1 {
-		upd.CPUsPerTask, res.CPUsKept = 0, true
-	}
-	res.From, res.Restarts = j.Partition, j.Restarts
+	upd.CPUsPerTask, res.CPUsKept = CPUsFor(j, spec.CPUsPerTask, spec.Tasks)
+	res.CPUsPerTask = upd.CPUsPerTask
+	res.From, res.Restarts, res.FromTasks, res.FromNodes = j.Partition, j.Restarts, j.Tasks(), j.Nodes()
 	weHeld, err := c.stop(ctx, jobID, j, spec, placement, start, &res)
 	if err != nil {
 		return res, err

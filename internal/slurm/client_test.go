@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/isched/isched/internal/report"
 )
 
 // call is one expected command and what the fake answers.
@@ -95,6 +97,15 @@ func TestActionsArgv(t *testing.T) {
 			n := int64(-1000)
 			return c.Update(ctx, "12", UpdateSpec{Nice: &n})
 		}, "scontrol update JobId=12 Nice=-1000"},
+		{"update a resize onto one node", func(c *Client) error {
+			return c.Update(ctx, "12", UpdateSpec{Gres: "gpu:2", Tasks: 2, CPUsPerTask: 3})
+		}, "scontrol update JobId=12 Gres=gpu:2 NumNodes=1-1 NumTasks=2 CPUsPerTask=3 MinCPUsNode=6"},
+		{"update a resize past one node", func(c *Client) error {
+			return c.Update(ctx, "12", UpdateSpec{Partition: "gpu", Gres: "gpu:2", Tasks: 4, Nodes: 2, CPUsPerTask: 2, StartIn: 2 * time.Second})
+		}, "scontrol update JobId=12 Partition=gpu Gres=gpu:2 NumNodes=2-2 NumTasks=4 CPUsPerTask=2 MinCPUsNode=4 StartTime=now+2"},
+		{"update a size without CPUs", func(c *Client) error {
+			return c.Update(ctx, "12", UpdateSpec{Gres: "gpu:1", Tasks: 1, Nodes: 1})
+		}, "scontrol update JobId=12 Gres=gpu:1 NumNodes=1-1 NumTasks=1"},
 		{"custom binary", func(c *Client) error { c.Scontrol = "/opt/slurm/bin/scontrol"; return c.Release(ctx, "7") }, "/opt/slurm/bin/scontrol release 7"},
 	}
 	for _, tc := range cases {
@@ -135,6 +146,16 @@ func TestRefusedBeforeRunning(t *testing.T) {
 		}},
 		{"submit no shebang", func(c *Client) error { _, err := c.SubmitWith(ctx, []byte("echo hi\n"), SubmitSpec{}); return err }},
 		{"move bad partition", func(c *Client) error { _, err := c.Move(ctx, "12", MoveSpec{Partition: "a b"}); return err }},
+		{"negative tasks", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Tasks: -1}) }},
+		{"tasks past MaxElastic", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Tasks: report.MaxElastic + 1}) }},
+		{"nodes without tasks", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Nodes: 2}) }},
+		{"negative nodes", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Tasks: 2, Nodes: -2}) }},
+		{"tasks uneven on nodes", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Tasks: 3, Nodes: 2}) }},
+		{"CPUs per node past the bound", func(c *Client) error {
+			return c.Update(ctx, "12", UpdateSpec{Tasks: 8, CPUsPerTask: maxCPUs / 4})
+		}},
+		{"huge CPUs per task", func(c *Client) error { return c.Update(ctx, "12", UpdateSpec{Tasks: 2, CPUsPerTask: 1 << 62}) }},
+		{"move bad size", func(c *Client) error { _, err := c.Move(ctx, "12", MoveSpec{Tasks: 4, Nodes: 3}); return err }},
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +267,35 @@ func TestMove(t *testing.T) {
 		)
 		res, err := c.Move(ctx, "12", MoveSpec{Partition: "gpu", CPUsPerTask: 2})
 		if err != nil || !res.CPUsKept {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("resize: size, GRES and CPUs per node in one update", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "NumTasks=1 CPUs/Task=2")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "NumTasks=1 CPUs/Task=2")},
+			call{argv: "scontrol update JobId=12 Gres=gpu:2 NumNodes=2-2 NumTasks=4 CPUsPerTask=2 MinCPUsNode=4 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		// no CPUs asked: the job's own 2 per task, times 2 tasks per node
+		res, err := c.Move(ctx, "12", MoveSpec{Gres: "gpu:2", Tasks: 4, Nodes: 2})
+		if err != nil || res.CPUsKept || res.CPUsPerTask != 2 || !res.Released {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("resize: a job of several tasks shrinks with the CPUs asked", func(t *testing.T) {
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "NumTasks=4 CPUs/Task=1")},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", "NumTasks=4 CPUs/Task=1")},
+			call{argv: "scontrol update JobId=12 Gres=gpu:1 NumNodes=1-1 NumTasks=1 CPUsPerTask=3 MinCPUsNode=3 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Gres: "gpu:1", Tasks: 1, CPUsPerTask: 3})
+		if err != nil || res.CPUsKept || res.CPUsPerTask != 3 {
 			t.Fatalf("%+v %v", res, err)
 		}
 		s.done()
@@ -625,5 +675,30 @@ func TestBatchScript(t *testing.T) {
 	}
 	if _, err := c.BatchScript(context.Background(), "7 1"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("a bad job id: %v", err)
+	}
+}
+
+func TestCPUsFor(t *testing.T) {
+	one, four := &JobInfo{Fields: map[string]string{"NumTasks": "1", "CPUs/Task": "3"}}, &JobInfo{Fields: map[string]string{"NumTasks": "4"}}
+	for _, tc := range []struct {
+		name        string
+		j           *JobInfo
+		cpus, tasks int
+		want        int
+		kept        bool
+	}{
+		{"one-task job", one, 2, 0, 2, false},
+		{"nothing asked", one, 0, 0, 0, false},
+		{"several tasks, no resize: kept", four, 2, 0, 0, true},
+		{"several tasks, nothing asked", four, 0, 0, 0, false},
+		{"resize with CPUs", four, 2, 2, 2, false},
+		{"resize keeps the job's own", one, 0, 4, 3, false},
+		{"resize, job without CPUs/Task", four, 0, 2, 1, false},
+		{"unknown job", nil, 2, 0, 2, false},
+		{"unknown job resized", nil, 0, 2, 0, false},
+	} {
+		if n, kept := CPUsFor(tc.j, tc.cpus, tc.tasks); n != tc.want || kept != tc.kept {
+			t.Errorf("%s: CPUsFor = %d, %v; want %d, %v", tc.name, n, kept, tc.want, tc.kept)
+		}
 	}
 }

@@ -318,6 +318,39 @@ func TestParseShowJob2205(t *testing.T) {
 	}
 }
 
+// TestParseShowJobResized2205 reads a job resized to 4 tasks on 2 nodes
+// while requeued held, then running (captured, testdata/README.md).
+func TestParseShowJobResized2205(t *testing.T) {
+	for _, tc := range []struct{ file, state, numNodes string }{
+		{"show_job_resized_pending.txt", "PENDING", "1"}, // NumNodes lags behind the update
+		{"show_job_resized_running.txt", "RUNNING", "2"},
+	} {
+		jobs, err := ParseShowJob(readFile(t, tc.file))
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("%s: %d jobs, %v", tc.file, len(jobs), err)
+		}
+		j := jobs[0]
+		if j.State != tc.state || j.Fields["NumNodes"] != tc.numNodes || j.Nodes() != 2 || j.Tasks() != 4 || j.CPUsPerTask() != 2 ||
+			j.TresPerNode != "gres:gpu:2" || j.Restarts != 1 {
+			t.Errorf("%s: state %s, NumNodes %s, Nodes() %d, tasks %d, CPUs/task %d, %s, restarts %d", tc.file, j.State,
+				j.Fields["NumNodes"], j.Nodes(), j.Tasks(), j.CPUsPerTask(), j.TresPerNode, j.Restarts)
+		}
+	}
+	for _, tc := range []struct {
+		fields map[string]string
+		want   int
+	}{
+		{map[string]string{"NumNodes": "2-2"}, 2},
+		{map[string]string{"NumNodes": "1", "TRES": "cpu=1,mem=500M,node=3"}, 3},
+		{map[string]string{"TRES": "cpu=1"}, 1},
+		{nil, 1},
+	} {
+		if got := (&JobInfo{Fields: tc.fields}).Nodes(); got != tc.want {
+			t.Errorf("Nodes() of %v = %d, want %d", tc.fields, got, tc.want)
+		}
+	}
+}
+
 func TestParseKVFreeText(t *testing.T) {
 	line := "JobId=5 JobName=my job  name UserId=bob(1002) JobState=PENDING Reason=None Comment=a b=c  d Partition=x StdOut=/tmp/with space/o.txt Power="
 	jobs, err := ParseShowJob([]byte(line))

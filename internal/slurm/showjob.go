@@ -52,6 +52,25 @@ func (j *JobInfo) Tasks() int {
 	return 1
 }
 
+// Nodes is the job's node count: the node= of its TRES, which follows an
+// update while the job is pending (22.05 still prints the old NumNodes
+// then: testdata/22.05/show_job_resized_pending.txt), else NumNodes (its
+// lower bound when a range), else 1.
+func (j *JobInfo) Nodes() int {
+	for _, kv := range strings.Split(j.Fields["TRES"], ",") {
+		if v, ok := strings.CutPrefix(kv, "node="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	lo, _, _ := strings.Cut(j.Fields["NumNodes"], "-")
+	if n, err := strconv.Atoi(lo); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
 // CPUsPerTask is the job's CPUs per task (CPUs/Task; 0 when Slurm does
 // not say).
 func (j *JobInfo) CPUsPerTask() int {
