@@ -294,7 +294,10 @@ func TestSubmitElastic(t *testing.T) {
 		args []string
 		want []string // script lines; "!" first: the error
 	}{
-		{[]string{"--gpus", "1-4"}, []string{"#SBATCH --gres=gpu:1\n", "#SBATCH --ntasks=1\n", "#SBATCH --mem-per-gpu=4096M\n", " elastic=1-4\""}},
+		{[]string{"--gpus", "1-4"}, []string{"#SBATCH --gres=gpu:1\n", "#SBATCH --ntasks=1\n", "#SBATCH --mem-per-gpu=4096M\n", " elastic=1-4\"",
+			// sbatch froze SLURM_NTASKS=1 into the job: srun counts the attempt's GPUs
+			"ISCHED_GPUS_PER_NODE=\"${SLURM_GPUS_ON_NODE:-1}\"\n",
+			`exec srun --ntasks="$(( ISCHED_GPUS_PER_NODE * ${SLURM_JOB_NUM_NODES:-1} ))" --ntasks-per-node="$ISCHED_GPUS_PER_NODE" /opt/isched/bin/isched-wrapper `}},
 		{[]string{"--elastic", "2-4"}, []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --ntasks=2\n", "#SBATCH --mem-per-gpu=2048M\n", " elastic=2-4\""}},
 		{[]string{"-G", "2-8", "-n", "2"}, []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --ntasks=2\n", " elastic=2-8\""}},
 		{[]string{"--elastic", "1-2", "--gpus", "1"}, []string{"#SBATCH --gres=gpu:1\n", " elastic=1-2\""}},
@@ -325,5 +328,10 @@ func TestSubmitElastic(t *testing.T) {
 		if strings.Contains(out, "#SBATCH --mem=") {
 			t.Errorf("%v: an elastic run's memory is per GPU, not per node:\n%s", tc.args, out)
 		}
+	}
+	job := writeScript(t, "#!/bin/bash\n#SBATCH -p gpu -t 30\nsrun python train.py\n")
+	code, _, errOut := h.run("submit", "--dry-run", "--wrapper", "/opt/isched/bin/isched-wrapper", "--gpus", "1-2", job)
+	if code == 0 || !strings.Contains(errOut, "an elastic run's tasks are started by isched's own srun line") {
+		t.Errorf("an elastic batch script: exit %d, %s", code, errOut)
 	}
 }

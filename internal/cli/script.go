@@ -49,6 +49,11 @@ type Script struct {
 	// steps (a step inside a step would wait for resources its parent
 	// holds). Slurm's signal then goes to the batch shell (B:).
 	InBatchStep bool
+	// Elastic: the run may be resized between attempts (isched submit
+	// --gpus MIN-MAX): srun starts one task per GPU of the attempt's
+	// allocation, not the --ntasks sbatch froze into the job's
+	// environment at submission (internal/slurm/testdata/README.md).
+	Elastic bool
 }
 
 // Signal lead: Slurm sends SIGUSR1 to the job's steps (the wrapper under
@@ -150,6 +155,10 @@ func (s *Script) Render() ([]byte, error) {
 	}
 	if s.Array != "" {
 		s.element(&b)
+	}
+	if s.Elastic && !s.InBatchStep {
+		b.WriteString("# An elastic run: one task per GPU of this attempt's allocation, whatever size isched gave it.\n")
+		b.WriteString(`ISCHED_GPUS_PER_NODE="${SLURM_GPUS_ON_NODE:-1}"` + "\n")
 	}
 	b.WriteString(`echo "isched: lineage $ISCHED_LINEAGE job ${SLURM_JOB_ID:-} attempt ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_PARTITION:-}/${SLURMD_NODENAME:-} at $(date -Is)"` + "\n")
 	cmd, err := s.command()
@@ -269,8 +278,12 @@ func (s *Script) environment(b *strings.Builder) error {
 // training command, each word quoted.
 func (s *Script) command() (string, error) {
 	words := []string{"exec", "srun"}
-	if s.InBatchStep {
+	switch {
+	case s.InBatchStep:
 		words = words[:1]
+	case s.Elastic:
+		words = append(words, `--ntasks="$(( ISCHED_GPUS_PER_NODE * ${SLURM_JOB_NUM_NODES:-1} ))"`,
+			`--ntasks-per-node="$ISCHED_GPUS_PER_NODE"`)
 	}
 	if s.Wrapper != "" { // no wrapper: isched's own short jobs (site probe)
 		words = append(words, ShellQuote(s.Wrapper))

@@ -563,6 +563,10 @@ func (a *App) buildScript(o *submitOpts, sub *submission) ([]byte, string, error
 		Unset: []string{"ISCHED_REDIS_USER", "ISCHED_REDIS_PASSWORD_FILE"},
 		Nodes: o.site.nodes, Ntasks: o.site.ntasks, Site: o.siteDirs, InBatchStep: o.batch != nil,
 	}
+	if o.elastic != nil && o.batch != nil {
+		return nil, "", usageErr("--gpus %s with a batch script: an elastic run's tasks are started by isched's own srun line; give the training command instead", o.elastic)
+	}
+	s.Elastic = o.elastic != nil
 	if e := o.elastic; e != nil && s.MemMiB > 0 {
 		// the memory grows with the GPUs when the run is resized
 		s.MemPerGPUMiB, s.MemMiB = (s.MemMiB+int64(e.Min)-1)/int64(e.Min), 0

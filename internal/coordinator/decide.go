@@ -230,6 +230,7 @@ func actionFor(d policy.Decision, a *report.Action) error {
 		a.Type, a.Signal, a.Steps = report.ActionSignal, "SIGUSR1", report.StepsAll
 	case policy.Requeue:
 		a.Type, a.Partition, a.Gres, a.CPUs, a.Hold = report.ActionRequeue, d.Target, d.Gres, d.CPUs, d.Hold
+		a.Tasks, a.Nodes = d.Tasks, d.Nodes
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 		// a continuation follows an attempt that ended, or one whose script
 		// may exit right after the checkpoint it was asked for (USR1 ->
