@@ -243,7 +243,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	prevRanks := lastRanks(st)
 	l.openAttempt(span, job, env.TimeMS, startStep)
 	moved := l.leftPartition(prevPartition, job.Partition)
-	if !moved && span == nil && job.Rank == 0 {
+	if !moved && span == nil && job.Rank == 0 && len(st.History) > 1 {
 		moved = l.leftSize(prevRanks, job.NRanks)
 	}
 	landed := l.Phase == lifecycle.RequeueIssued || l.Phase == lifecycle.Yielding

@@ -92,11 +92,12 @@ func (l *lineage) rates(size int) map[int]float64 {
 	return out
 }
 
-// leftSize notes that an attempt starts at another size (ranks) than the
-// iterations so far ran at: their rate is kept for rule 9 and the
+// leftSize notes that an attempt starts at another size (ranks; one GPU
+// each in an elastic run) than the iterations so far ran at: their rate is kept for rule 9 and the
 // estimator starts afresh, as after a move. It says whether there was one.
 func (l *lineage) leftSize(from, to int) bool {
-	if from <= 0 || to <= 0 || from == to {
+	from, to = max(from, 1), max(to, 1) // an attempt that counted no ranks ran one
+	if from == to {
 		return false
 	}
 	if est, ok := l.Iter.Estimate(); ok && !est.Provisional && est.MS > 0 {
