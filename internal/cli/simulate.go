@@ -23,6 +23,7 @@ import (
 	"github.com/isched/isched/internal/coordconfig"
 	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/policy"
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/sim"
 	"github.com/spf13/pflag"
 )
@@ -38,6 +39,7 @@ type simulateCmd struct {
 	load, window, scheduler    string
 	variants, baseline         string
 	scaling                    float64
+	elasticMax                 int
 	seeds, jobs, cores         int
 	adoption, oversub, predErr float64
 	plots, csv                 string
@@ -69,6 +71,7 @@ func (c *simulateCmd) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.variants, "variants", "", "comma-separated variants to run (default all: "+variantNames()+")")
 	fs.StringVar(&c.baseline, "baseline", "slurm", "the variant the Δ columns compare against, paired by seed (isched: what elastic runs or a lever change over isched alone); it must be among those run")
 	fs.Float64Var(&c.scaling, "scaling", 0, "elastic runs' true throughput kept per doubling of GPUs (0: the policy's prior, 0.9); the policy sees it only through the runs' measured steps")
+	fs.IntVar(&c.elasticMax, "elastic-max", sim.DefaultElasticMax, "isched+elastic: the one-GPU runs isched submits are elastic up to this many GPUs (--gpus 1-N), within a node")
 	fs.StringVar(&c.mix, "mix", "", "job shapes for a run-times trace: an openb task list (default: one GPU each)")
 	fs.StringVar(&c.loads, "loads", "0.5,0.7,0.9", "offered loads (fractions of the capacity users ask for); 0: the trace's own arrivals")
 	fs.IntVar(&c.seeds, "seeds", 3, "replays per load (trace windows, adoption draws, timing jitter)")
@@ -125,6 +128,10 @@ func (c *simulateCmd) experiment() (*sim.Experiment, string, error) {
 		return nil, "", usageErr("--scaling %g: want a fraction in 0..1", c.scaling)
 	}
 	e.Base.Scaling = c.scaling
+	if c.elasticMax < 2 || c.elasticMax > report.MaxElastic {
+		return nil, "", usageErr("--elastic-max %d: want 2 to %d GPUs", c.elasticMax, report.MaxElastic)
+	}
+	e.Base.ElasticMax = c.elasticMax
 	if err := c.runs(e); err != nil {
 		return nil, "", err
 	}

@@ -106,6 +106,16 @@ type PolicySettings struct {
 	// behind it runs first, at most max_preemptions times per run.
 	PreemptForShort bool `json:"preempt_for_short"`
 	MaxPreemptions  int  `json:"max_preemptions"`
+	// Elastic: rule 9 grows runs submitted with a GPU range (isched
+	// submit --gpus 1-4) onto idle GPUs and shrinks them back to their
+	// base when jobs wait (docs/elastic.md): at most max_resizes growths
+	// per run, scaling_efficiency the throughput kept per doubling for a
+	// size a run has not measured, elastic_headroom GPUs per partition
+	// left idle for arrivals.
+	Elastic           bool    `json:"elastic"`
+	MaxResizes        int     `json:"max_resizes"`
+	ScalingEfficiency float64 `json:"scaling_efficiency"`
+	ElasticHeadroom   int     `json:"elastic_headroom"`
 }
 
 // The coordinator's defaults for the settings that are its own (its
@@ -139,6 +149,7 @@ func DefaultSettings() Settings {
 			CkptTimeoutFactor: p.CkptTimeoutFactor, MinCkptTimeout: daemon.Duration(p.MinCkptTimeout),
 			MinPending: daemon.Duration(p.MinPending), TrimMin: daemon.Duration(p.TrimMin),
 			OrderMaxWait: daemon.Duration(p.OrderMaxWait), MaxPreemptions: p.MaxPreemptions,
+			MaxResizes: p.MaxResizes, ScalingEfficiency: p.ScalingEfficiency,
 		},
 	}
 }
@@ -217,6 +228,14 @@ func (p PolicySettings) validate() error {
 	if p.MaxPreemptions <= 0 {
 		return daemon.Errorf("policy.max_preemptions", "must be positive (leave it out for the default %d)", policy.DefaultMaxPreemptions)
 	}
+	switch {
+	case p.MaxResizes <= 0:
+		return daemon.Errorf("policy.max_resizes", "must be positive (leave it out for the default %d)", policy.DefaultMaxResizes)
+	case !(p.ScalingEfficiency > 0 && p.ScalingEfficiency <= 1):
+		return daemon.Errorf("policy.scaling_efficiency", "must be in (0, 1] (leave it out for the default %g)", policy.DefaultScalingEfficiency)
+	case p.ElasticHeadroom < 0:
+		return daemon.Errorf("policy.elastic_headroom", "must not be negative")
+	}
 	if p.MaxMoves == daemon.Limit(0) {
 		return daemon.Errorf("policy.max_moves", `0 is not a bound: leave it out for the default %d, or write "unbounded"`, policy.DefaultMaxMoves)
 	}
@@ -281,6 +300,7 @@ func (p PolicySettings) Config() (policy.Config, error) {
 		TrimLimits: p.TrimTimeLimits, TrimMin: p.TrimMin.D(),
 		OrderByRemaining: p.OrderByRemaining, OrderMaxWait: p.OrderMaxWait.D(),
 		PreemptForShort: p.PreemptForShort, MaxPreemptions: p.MaxPreemptions,
+		Elastic: p.Elastic, MaxResizes: p.MaxResizes, ScalingEfficiency: p.ScalingEfficiency, ElasticHeadroom: p.ElasticHeadroom,
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = -1

@@ -140,12 +140,16 @@ func (s *sim) measureRate(js *jobState) {
 }
 
 // elasticPlan makes a planned one-GPU run elastic, as isched submit
-// --gpus 1-ElasticMax does, within one node of its partition.
+// --gpus 1-Config.ElasticMax does, within one node of its partition.
 func (s *sim) elasticPlan(p *report.Plan, gpus, perNode int) {
 	if !s.cfg.Variant.Elastic || gpus != 1 || perNode < 2 {
 		return
 	}
-	p.Elastic = &report.Elastic{Min: 1, Max: min(ElasticMax, perNode)}
+	most := s.cfg.ElasticMax
+	if most <= 0 {
+		most = DefaultElasticMax
+	}
+	p.Elastic = &report.Elastic{Min: 1, Max: min(most, perNode)}
 }
 
 // limitRoom is the GPUs the limits of js's owner let it add, as the

@@ -66,9 +66,9 @@ var Variants = []Variant{
 	{Name: "isched+elastic", Isched: true, Elastic: true},
 }
 
-// ElasticMax is the largest size of the replay's elastic runs (GPUs,
-// capped at a node's): isched submit --gpus 1-4.
-const ElasticMax = 4
+// DefaultElasticMax is the largest size of the replay's elastic runs
+// (GPUs, capped at a node's): isched submit --gpus 1-4.
+const DefaultElasticMax = 4
 
 // Config is one replay.
 type Config struct {
@@ -118,6 +118,9 @@ type Config struct {
 	// the policy's own prior); the policy sees it only through the
 	// runs' measured step times.
 	Scaling float64
+	// ElasticMax is the elastic runs' largest size (isched submit --gpus
+	// 1-ElasticMax; 0: DefaultElasticMax), capped at a node's GPUs.
+	ElasticMax int
 	// Progress, when set, is called with the jobs done so far.
 	Progress func(done, total int)
 }
