@@ -2,10 +2,12 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/isched/isched/internal/lifecycle"
+	"github.com/isched/isched/internal/plan"
 	"github.com/isched/isched/internal/policy"
 	"github.com/isched/isched/internal/report"
 )
@@ -56,6 +58,7 @@ func (c *Coordinator) elasticRuns(now time.Time) (runs []policy.ElasticRun, name
 		names[j.JobID] = name
 		r := l.elasticRun(j, c.snap, now)
 		r.HeldDemand = heldDemand(c.jobs, j.User)
+		r.FreeBeside = freeBeside(c.jobs, j, r.PerNode)
 		runs = append(runs, r)
 	}
 	return runs, names, false
@@ -175,4 +178,27 @@ func heldDemand(jobs map[uint64]report.Job, user string) int {
 		}
 	}
 	return n
+}
+
+// freeBeside is the GPUs idle on the node a one-node job runs on: the
+// node's GPUs (perNode) less those of the running jobs on it, from the
+// job table; 0 for a job on several nodes or an unknown node size.
+func freeBeside(jobs map[uint64]report.Job, run report.Job, perNode int) int {
+	if perNode <= 0 || run.NodeCount > 1 || run.Nodes == "" {
+		return 0
+	}
+	used := 0
+	for _, j := range jobs {
+		if j.State != "RUNNING" {
+			continue
+		}
+		hosts, err := plan.ExpandHostlist(j.Nodes)
+		if err != nil {
+			return 0 // unreadable: claim nothing
+		}
+		if slices.Contains(hosts, run.Nodes) {
+			used += policy.GPUs(j.Gres)
+		}
+	}
+	return max(perNode-used, 0)
 }

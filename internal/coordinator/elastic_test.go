@@ -102,3 +102,24 @@ func (e *env) resizeByCheckpoint(w *wrapperSession, run report.Job, parts []repo
 	e.result(out[len(out)-1].ID, report.StatusOK)
 	return out
 }
+
+func TestFreeBeside(t *testing.T) {
+	t.Parallel()
+	run := report.Job{JobID: 1, State: "RUNNING", Nodes: "gpu2", NodeCount: 1, Gres: "gpu:1"}
+	jobs := map[uint64]report.Job{
+		1: run,
+		2: {JobID: 2, State: "RUNNING", Nodes: "gpu[1-2]", NodeCount: 2, Gres: "gpu:1"},
+		3: {JobID: 3, State: "RUNNING", Nodes: "gpu1", NodeCount: 1, Gres: "gpu:2"},
+		4: {JobID: 4, State: "PENDING", Gres: "gpu:4"},
+	}
+	if got := freeBeside(jobs, run, 4); got != 2 {
+		t.Errorf("4 GPUs on gpu2, its own 1 and job 2's 1 in use: %d free, want 2", got)
+	}
+	if got := freeBeside(jobs, jobs[2], 4); got != 0 {
+		t.Errorf("a job on two nodes: %d, want 0", got)
+	}
+	jobs[5] = report.Job{JobID: 5, State: "RUNNING", Nodes: "gpu[2", Gres: "gpu:1"}
+	if got := freeBeside(jobs, run, 4); got != 0 {
+		t.Errorf("an unreadable host list: %d, want 0", got)
+	}
+}

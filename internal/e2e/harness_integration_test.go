@@ -277,6 +277,14 @@ type trainOpts struct {
 	// user's job reports through the world's relay (the default path: no
 	// user can read the reporter password).
 	User string
+	// Argv is the training command (default: the fake trainer); it is
+	// given --facts FILE (the job's facts file), then trainerArgs.
+	Argv []string
+	// Env are more NAME=value pairs for the job's environment.
+	Env []string
+	// Elastic launches one task per GPU of each attempt, as isched
+	// submit's script of an elastic run does (cli.Script.Elastic).
+	Elastic bool
 }
 
 func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
@@ -297,15 +305,20 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	tmp := filepath.Join(dir, "tmp")
 	_ = os.MkdirAll(tmp, 0o755)
 	args := []string{filepath.Join(binDir, "isched-wrapper"), "--report-interval", "1s", "--checkpoint-dir", j.ckdir,
-		"--checkpoint-debounce", "300ms", "--checkpoint-signal", "file", "--grace", "10s", "--",
-		"/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py"), "--facts", j.facts}
-	args = append(args, trainerArgs...)
+		"--checkpoint-debounce", "300ms", "--checkpoint-signal", "file", "--grace", "10s", "--"}
+	if o.Argv == nil {
+		o.Argv = []string{"/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/wrapper/testdata/fake_trainer.py")}
+	}
+	args = append(append(append(args, o.Argv...), "--facts", j.facts), trainerArgs...)
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	script := filepath.Join(dir, "job.sh")
 	launch := "exec srun " + strings.Join(q, " ")
+	if o.Elastic {
+		launch = "n=\"${SLURM_GPUS_ON_NODE:-1}\"\nexec srun --ntasks=\"$(( n * ${SLURM_JOB_NUM_NODES:-1} ))\" --ntasks-per-node=\"$n\" " + strings.Join(q, " ")
+	}
 	if o.Rank0Delay > 0 {
 		launch = fmt.Sprintf("exec srun /bin/bash -c '[ \"$SLURM_PROCID\" = 0 ] && sleep %.1f; exec \"$@\"' rank0-delay %s",
 			o.Rank0Delay.Seconds(), strings.Join(q, " "))
@@ -330,7 +343,7 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
 		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
 		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
-			",ISCHED_CLUSTER=" + w.cluster + reportVia},
+			",ISCHED_CLUSTER=" + w.cluster + reportVia + strings.Join(append([]string{""}, o.Env...), ",")},
 		sbatchArgs...)
 	if o.User != "" {
 		sb = append(sb, w.ownedBy(o.User, dir)...)
