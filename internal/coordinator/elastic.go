@@ -12,9 +12,10 @@ import (
 	"github.com/isched/isched/internal/report"
 )
 
-// resizeElastic is rule 9 (policy.Resize): one resize at a time, an
-// elastic run grown onto idle GPUs or shrunk back to its base size when
-// jobs wait, by a checkpoint and a requeue at the new size.
+// resizeElastic is rule 9 (policy.Resize): the running elastic runs with
+// no resize under way are grown onto idle GPUs or shrunk back to their
+// base size when jobs wait, each by a checkpoint and a requeue at the new
+// size.
 func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 	if c.jobs == nil || now.Sub(c.jobsAt) > c.cfg.StaleAfter || c.snap == nil {
 		return nil
@@ -23,36 +24,41 @@ func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 	if !pol.Elastic {
 		return nil
 	}
-	runs, names, busy := c.elasticRuns(now)
-	if busy || len(runs) == 0 {
+	rooms := queueRooms(c.snap, c.jobs)
+	runs, names := c.elasticRuns(rooms, now)
+	if len(runs) == 0 {
 		return nil
 	}
-	r, ok, _ := policy.Resize(pol, runs, queueRooms(c.snap, c.jobs), now)
-	if !ok {
-		return nil
+	all, _ := policy.Resize(pol, runs, rooms, now)
+	for _, r := range all {
+		name := names[r.JobID]
+		j := c.jobs[r.JobID]
+		d := policy.Decision{Kind: policy.Checkpoint, Then: policy.Requeue, Rule: policy.RuleElastic, Target: j.Partition,
+			Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason}
+		if err := c.issue(ctx, name, c.lineages[name], d, now); err != nil {
+			return err
+		}
 	}
-	name := names[r.JobID]
-	j := c.jobs[r.JobID]
-	d := policy.Decision{Kind: policy.Checkpoint, Then: policy.Requeue, Rule: policy.RuleElastic, Target: j.Partition,
-		Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason}
-	return c.issue(ctx, name, c.lineages[name], d, now)
+	return nil
 }
 
-// elasticRuns are the running elastic runs as rule 9 sees them, and the
-// lineage of each job; busy: a resize is under way.
-func (c *Coordinator) elasticRuns(now time.Time) (runs []policy.ElasticRun, names map[uint64]string, busy bool) {
-	names = map[uint64]string{}
+// elasticRuns are the running elastic runs with no resize under way as
+// rule 9 sees them, and the lineage of each job; a growth under way
+// reserves its GPUs in rooms (its checkpoint has not landed: they are not
+// taken yet).
+func (c *Coordinator) elasticRuns(rooms map[string]policy.QueueRoom, now time.Time) ([]policy.ElasticRun, map[uint64]string) {
+	var runs []policy.ElasticRun
+	names := map[uint64]string{}
 	for name, l := range c.lineages {
 		p := l.Status.Plan
-		if p == nil || p.Elastic == nil {
+		j, ok := c.jobs[l.Status.JobID]
+		if p == nil || p.Elastic == nil || !ok || j.State != "RUNNING" {
 			continue
 		}
-		if l.Phase == lifecycle.AwaitingCheckpoint && l.CkptDecision != nil && l.CkptDecision.Rule == policy.RuleElastic ||
-			l.Phase == lifecycle.RequeueIssued && l.RequeueRule == policy.RuleElastic {
-			return nil, nil, true
+		if d := l.CkptDecision; l.Phase == lifecycle.AwaitingCheckpoint && d != nil && d.Rule == policy.RuleElastic && d.Tasks > jobGPUs(j) {
+			rooms[j.Partition] = rooms[j.Partition].Reserve(d.Tasks - jobGPUs(j))
 		}
-		j, ok := c.jobs[l.Status.JobID]
-		if !ok || j.State != "RUNNING" || l.Phase != lifecycle.Idle || l.Pending != nil || l.Status.Step <= 0 {
+		if l.Phase != lifecycle.Idle || l.Pending != nil || l.Status.Step <= 0 {
 			continue
 		}
 		names[j.JobID] = name
@@ -61,13 +67,13 @@ func (c *Coordinator) elasticRuns(now time.Time) (runs []policy.ElasticRun, name
 		r.FreeBeside = freeBeside(c.jobs, j, r.PerNode)
 		runs = append(runs, r)
 	}
-	return runs, names, false
+	return runs, names
 }
 
 // elasticRun is running job j of the lineage as rule 9 sees it.
 func (l *lineage) elasticRun(j report.Job, snap *report.Snapshot, now time.Time) policy.ElasticRun {
 	size := jobGPUs(j)
-	r := policy.ElasticRun{JobID: j.JobID, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
+	r := policy.ElasticRun{JobID: j.JobID, Owner: j.User, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
 		Max: l.Status.Plan.Elastic.Max, PerNode: gpusPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
 		Rates: l.rates(size), Resizes: l.Resizes, LimitRoom: policy.GPULimitRoom(snap, j.User, j.QOS, j.Partition)}
 	if j.StartMS > 0 {

@@ -3,6 +3,7 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -15,6 +16,7 @@ import (
 // GPUs, one rank each.
 type ElasticRun struct {
 	JobID    uint64
+	Owner    string // its user: its HeldDemand is its owner's
 	Queue    string // its partition
 	Size     int    // GPUs it holds now
 	Min, Max int    // its range
@@ -57,6 +59,7 @@ type QueueRoom struct {
 // GPUs on Nodes nodes (Gres per node).
 type ResizeChoice struct {
 	JobID    uint64
+	Queue    string
 	From, To int
 	Nodes    int
 	Gres     string
@@ -65,37 +68,82 @@ type ResizeChoice struct {
 }
 
 // Resize is rule 9 (issue 42, elastic runs, as Pollux and Gandiva grow
-// and shrink jobs): when jobs wait on a partition for more GPUs than idle
-// there, the elastic run holding the most GPUs above its base shrinks
-// back to its base size (by checkpoint and requeue), unless it ends
-// within the cost of doing so. When nothing waits on its partition, a run
-// grows onto idle GPUs (leaving ElasticHeadroom idle) to the size that
-// gains most: its predicted run left at the new size, from its own
-// measured steps per second at each size (ScalingEfficiency per doubling
-// for a size it has not run at), must beat the run left now by more than
-// MinGain × the cost of the resize and of the shrink that may follow
-// (a checkpoint and a restart each). A run grows at most MaxResizes
-// times, not within MinInterval of its start or last move. One resize
-// per round; ok is false when none is due, and why says why not.
-func Resize(cfg Config, runs []ElasticRun, rooms map[string]QueueRoom, now time.Time) (ResizeChoice, bool, string) {
+// and shrink jobs). When jobs wait on a partition for more GPUs than
+// idle there, the elastic runs holding the most GPUs above their base
+// shrink back to their base size (by checkpoint and requeue) until the
+// GPUs they free cover the wait, except a run that ends within the cost
+// of doing so; a run shrinks too when its owner's jobs wait under the
+// same limit. When nothing waits on its partition, a run grows onto idle
+// GPUs (leaving ElasticHeadroom idle) to the size that gains most: its
+// predicted run left at the new size, from its own measured steps per
+// second at each size (ScalingEfficiency per doubling for a size it has
+// not run at), must beat the run left now by more than MinGain × the
+// cost of the resize and of the shrink that may follow (a checkpoint and
+// a restart each). A run grows at most MaxResizes times, not within
+// MinInterval of its start or last move, and one run per partition per
+// round. The caller leaves out the runs with a resize under way and takes
+// the GPUs their growths will hold off rooms (QueueRoom.Reserve). why
+// says why nothing is due when the list is empty.
+func Resize(cfg Config, runs []ElasticRun, rooms map[string]QueueRoom, now time.Time) ([]ResizeChoice, string) {
 	if !cfg.Elastic {
-		return ResizeChoice{}, false, "off (elastic is false)"
+		return nil, "off (elastic is false)"
 	}
 	if len(runs) == 0 {
-		return ResizeChoice{}, false, "no elastic run is running"
+		return nil, "no elastic run is running"
 	}
 	c := cfg.normalized()
 	rs := slices.Clone(runs)
 	slices.SortFunc(rs, func(a, b ElasticRun) int { return cmp.Compare(a.JobID, b.JobID) })
-	r, ok, noShrink := shrinkChoice(c, rs, rooms)
-	if ok {
-		return r, true, ""
+	left := maps.Clone(rooms)
+	out, noShrink := shrinks(c, &rs, left)
+	for {
+		g, ok, why := growChoice(c, rs, left, now)
+		if !ok {
+			if len(out) == 0 && noShrink != "" {
+				why = noShrink + "; " + why
+			}
+			return out, why
+		}
+		out = append(out, g)
+		rs = slices.DeleteFunc(rs, func(r ElasticRun) bool { return r.Queue == g.Queue }) // one growth per partition
 	}
-	r, ok, why := growChoice(c, rs, rooms, now)
-	if !ok && noShrink != "" {
-		why = noShrink + "; " + why
+}
+
+// shrinks are the shrinks due, one after another, each run's freed GPUs
+// counted as idle for the next (and as its owner's held jobs' due); the
+// runs shrunk leave rs. why says why none is, when jobs wait.
+func shrinks(c Config, rs *[]ElasticRun, rooms map[string]QueueRoom) ([]ResizeChoice, string) {
+	var out []ResizeChoice
+	for {
+		r, ok, why := shrinkChoice(c, *rs, rooms)
+		if !ok {
+			return out, why
+		}
+		out = append(out, r)
+		freed := r.From - r.To
+		if q := rooms[r.Queue]; q.Demand > q.Idle {
+			q.Idle += freed // for the jobs waiting there; a held owner's are not idle GPUs
+			rooms[r.Queue] = q
+		}
+		owner := ""
+		*rs = slices.DeleteFunc(*rs, func(x ElasticRun) bool {
+			if x.JobID == r.JobID {
+				owner = x.Owner
+			}
+			return x.JobID == r.JobID
+		})
+		for i := range *rs {
+			if x := &(*rs)[i]; owner != "" && x.Owner == owner {
+				x.HeldDemand = max(x.HeldDemand-freed, 0)
+			}
+		}
 	}
-	return r, ok, why
+}
+
+// Reserve takes add GPUs, a growth's that is under way, off the room.
+func (q QueueRoom) Reserve(add int) QueueRoom {
+	q.Idle, q.MostFree = max(q.Idle-add, 0), max(q.MostFree-add, 0)
+	return q
 }
 
 // shrinkChoice: a run above its base on a partition where jobs wait for
@@ -129,7 +177,7 @@ func shrinkChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom) (Resi
 	if q.Demand <= q.Idle {
 		waits = fmt.Sprintf("its owner's other jobs wait for %d GPUs under the same limit", best.HeldDemand)
 	}
-	return ResizeChoice{JobID: best.JobID, From: best.Size, To: to, Nodes: nodes, Gres: gres, Shrink: true,
+	return ResizeChoice{JobID: best.JobID, Queue: best.Queue, From: best.Size, To: to, Nodes: nodes, Gres: gres, Shrink: true,
 		Reason: fmt.Sprintf("elastic: %s; job %d holds %d GPUs, %d above its base: "+
 			"checkpointing it, then requeueing it at %d GPUs", waits, best.JobID, best.Size, best.Size-best.Min, to)}, true, ""
 }
@@ -152,7 +200,7 @@ func growChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom, now tim
 		}
 		if gain > bestGain {
 			n, nodes, gres := placement(r, to)
-			best, bestGain = ResizeChoice{JobID: r.JobID, From: r.Size, To: n, Nodes: nodes, Gres: gres, Reason: reason}, gain
+			best, bestGain = ResizeChoice{JobID: r.JobID, Queue: r.Queue, From: r.Size, To: n, Nodes: nodes, Gres: gres, Reason: reason}, gain
 		}
 	}
 	return best, best.JobID != 0, why

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -81,14 +82,15 @@ func TestResize(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok, why := Resize(c.cfg, c.runs, c.rooms, now)
-			if ok != (c.want.JobID != 0) {
-				t.Fatalf("ok = %v (%+v, %q), want %+v", ok, got, why, c.want)
+			all, why := Resize(c.cfg, c.runs, c.rooms, now)
+			if len(all) != min(int(c.want.JobID), 1) {
+				t.Fatalf("got %+v (%q), want %+v", all, why, c.want)
 			}
 			text := why
-			if ok {
+			if len(all) == 1 {
+				got := all[0]
 				text = got.Reason
-				got.Reason = ""
+				got.Reason, got.Queue = "", ""
 				if got != c.want {
 					t.Errorf("got %+v, want %+v", got, c.want)
 				}
@@ -97,6 +99,47 @@ func TestResize(t *testing.T) {
 				t.Errorf("reason %q does not say %q", text, c.reason)
 			}
 		})
+	}
+}
+
+// TestResizeSeveral: shrinks until the freed GPUs cover the wait (and a
+// held owner's jobs), then one growth per partition, in one round.
+func TestResizeSeveral(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	run := func(id uint64, owner, queue string, size int) ElasticRun {
+		return ElasticRun{JobID: id, Owner: owner, Queue: queue, Size: size, Min: 1, Max: 4, PerNode: 8, Remaining: 10 * time.Hour,
+			Attained: time.Hour, LimitRoom: -1}
+	}
+	held := func(r ElasticRun) ElasticRun { r.HeldDemand, r.LimitRoom = 2, 0; return r }
+	for _, c := range []struct {
+		name  string
+		runs  []ElasticRun
+		rooms map[string]QueueRoom
+		want  string // job:from->to, in order
+	}{
+		{"two shrinks cover a wait of 5", []ElasticRun{run(1, "a", "gpu", 3), run(2, "b", "gpu", 4), run(3, "c", "gpu", 2)},
+			map[string]QueueRoom{"gpu": {Idle: 0, Demand: 5}}, "2:4->1 1:3->1"},
+		{"one growth per partition", []ElasticRun{run(1, "a", "gpu", 1), run(2, "b", "gpu", 1), run(3, "c", "old", 1)},
+			map[string]QueueRoom{"gpu": {Idle: 8, MostFree: 8}, "old": {Idle: 8, MostFree: 8}}, "1:1->4 3:1->4"},
+		{"a held owner's demand shrinks one of its runs, not both", []ElasticRun{held(run(1, "a", "gpu", 3)), held(run(2, "a", "gpu", 3))},
+			map[string]QueueRoom{"gpu": {}}, "1:3->1"},
+		{"a shrink on one partition, a growth on another", []ElasticRun{run(1, "a", "gpu", 4), run(2, "b", "old", 1)},
+			map[string]QueueRoom{"gpu": {Demand: 1}, "old": {Idle: 3, MostFree: 3}}, "1:4->1 2:1->3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			all, why := Resize(Config{Elastic: true}, c.runs, c.rooms, now)
+			var got []string
+			for _, r := range all {
+				got = append(got, fmt.Sprintf("%d:%d->%d", r.JobID, r.From, r.To))
+			}
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("resizes %v (%q), want %s", got, why, c.want)
+			}
+		})
+	}
+	if q := (QueueRoom{Idle: 5, MostFree: 3, FreeNodes: 1}).Reserve(4); q != (QueueRoom{Idle: 1, MostFree: 0, FreeNodes: 1}) {
+		t.Errorf("Reserve(4): %+v", q)
 	}
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/policy"
@@ -9,44 +10,47 @@ import (
 )
 
 // resizeElastic is rule 9 in the replay, as the coordinator's
-// resizeElastic runs it every round: policy.Resize, at most one resize
-// under way at a time, carried out as a checkpoint and a requeue at the
+// resizeElastic runs it every round: policy.Resize over the running
+// elastic runs with no resize under way (the GPUs their growths will hold
+// reserved), each resize carried out as a checkpoint and a requeue at the
 // new size.
 func (s *sim) resizeElastic() {
 	if !s.pol.Elastic {
 		return
 	}
-	runs := s.elasticRuns()
+	rooms := s.queueRooms()
+	runs := s.elasticRuns(rooms)
 	if runs == nil {
 		return
 	}
-	r, ok, _ := policy.Resize(s.pol, runs, s.queueRooms(), at(s.now))
-	if !ok {
-		return
+	all, _ := policy.Resize(s.pol, runs, rooms, at(s.now))
+	for _, r := range all {
+		i := int(r.JobID) - 1
+		js := &s.jobs[i]
+		s.apply(i, policy.Decision{Kind: policy.Checkpoint, Then: policy.Requeue, Rule: policy.RuleElastic,
+			Target: s.cl.parts[js.pi].name, Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason})
 	}
-	i := int(r.JobID) - 1
-	js := &s.jobs[i]
-	s.apply(i, policy.Decision{Kind: policy.Checkpoint, Then: policy.Requeue, Rule: policy.RuleElastic,
-		Target: s.cl.parts[js.pi].name, Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason})
 }
 
 // elasticRuns are isched's running elastic runs as the coordinator's
-// elasticRuns gives them to policy.Resize; nil while a resize is under
-// way (one at a time).
-func (s *sim) elasticRuns() []policy.ElasticRun {
+// elasticRuns gives them to policy.Resize; a growth under way reserves
+// its GPUs in rooms (its checkpoint has not landed: they are not taken
+// yet).
+func (s *sim) elasticRuns(rooms map[string]policy.QueueRoom) []policy.ElasticRun {
 	var runs []policy.ElasticRun
 	for _, i := range s.active {
 		js := &s.jobs[i]
-		if js.plan == nil || js.plan.Elastic == nil {
+		if js.plan == nil || js.plan.Elastic == nil || js.state != stRunning || js.gpus == 0 {
 			continue
 		}
 		if js.phase != lifecycle.Idle {
-			if js.pendingDec.Rule == policy.RuleElastic {
-				return nil
+			if d := js.pendingDec; d.Rule == policy.RuleElastic && js.phase == lifecycle.AwaitingCheckpoint && d.Tasks > js.gpus*len(js.alloc) {
+				q := s.cl.parts[js.pi].name
+				rooms[q] = rooms[q].Reserve(d.Tasks - js.gpus*len(js.alloc))
 			}
 			continue
 		}
-		if js.state != stRunning || js.gpus == 0 || js.stepAt(s.now) <= js.step0 {
+		if js.stepAt(s.now) <= js.step0 {
 			continue
 		}
 		runs = append(runs, s.elasticRun(i))
@@ -63,7 +67,7 @@ func (s *sim) elasticRun(i int) policy.ElasticRun {
 	if l := s.limitOf(js, js.pi); !math.IsInf(l, 1) {
 		limit = l
 	}
-	r := policy.ElasticRun{JobID: uint64(i) + 1, Queue: s.cl.parts[js.pi].name, Size: js.gpus * len(js.alloc),
+	r := policy.ElasticRun{JobID: uint64(i) + 1, Owner: strconv.Itoa(js.acct), Queue: s.cl.parts[js.pi].name, Size: js.gpus * len(js.alloc),
 		Min: js.plan.Elastic.Min, Max: js.plan.Elastic.Max, PerNode: n.gpus, FreeBeside: n.freeGPU,
 		Remaining: policy.PredictedRemaining(js.iters-js.stepAt(s.now), e, ok, secDur(limit)),
 		Rates:     js.rates, Resizes: js.resizes, Attained: secDur(s.now - js.start),
