@@ -76,16 +76,24 @@ func (l *lineage) elasticRun(j report.Job, snap *report.Snapshot, now time.Time)
 	r := policy.ElasticRun{JobID: j.JobID, Owner: j.User, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
 		Max: l.Status.Plan.Elastic.Max, PerNode: gpusPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
 		Rates: l.rates(size), Resizes: l.Resizes, LimitRoom: policy.GPULimitRoom(snap, j.User, j.QOS, j.Partition)}
+	r.Attained, r.LastMoveAt, r.CkptDur = l.runTimes(j, now)
+	return r
+}
+
+// runTimes are what rules 8 and 9 weigh a running job's move by: how long
+// its attempt has run, its last move, and its measured checkpoint time
+// (0: none measured).
+func (l *lineage) runTimes(j report.Job, now time.Time) (attained time.Duration, lastMove time.Time, ckpt time.Duration) {
 	if j.StartMS > 0 {
-		r.Attained = now.Sub(time.UnixMilli(j.StartMS))
+		attained = now.Sub(time.UnixMilli(j.StartMS))
 	}
 	if l.LastMoveMS > 0 {
-		r.LastMoveAt = time.UnixMilli(l.LastMoveMS)
+		lastMove = time.UnixMilli(l.LastMoveMS)
 	}
 	if l.Ckpt.N > 0 {
-		r.CkptDur = l.Ckpt.Estimate()
+		ckpt = l.Ckpt.Estimate()
 	}
-	return r
+	return attained, lastMove, ckpt
 }
 
 // rates are the run's learned steps per second per size, with the

@@ -96,15 +96,7 @@ func (c *Coordinator) preemptCandidates(now time.Time) ([]policy.Running, []poli
 			if l.Status.Step <= 0 {
 				r.Remaining = 0 // no step of its own yet: its remaining run is a guess
 			}
-			if j.StartMS > 0 {
-				r.Attained = now.Sub(time.UnixMilli(j.StartMS))
-			}
-			if l.LastMoveMS > 0 {
-				r.LastMoveAt = time.UnixMilli(l.LastMoveMS)
-			}
-			if l.Ckpt.N > 0 {
-				r.CkptDur = l.Ckpt.Estimate()
-			}
+			r.Attained, r.LastMoveAt, r.CkptDur = l.runTimes(j, now)
 			running = append(running, r)
 		case "PENDING":
 			waiting = append(waiting, policy.Waiting{Queued: l.queued(j), Gres: j.Gres, Nodes: j.NodeCount, Blocked: blockedReason(j.Reason)})
