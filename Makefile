@@ -242,6 +242,8 @@ bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): t
 	  --variants slurm-multi,isched-auto,isched --load 1,1.2,1.5 --csv $(SIMOUT)/philly-arrivals.csv | tee $(SIMOUT)/philly-arrivals.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_pollux_82k.csv --site examples/site-sim-philly.json --seeds 3 \
 	  --variants slurm-multi,isched-auto,isched --window busiest-week --load 1,1.2,1.5 --csv $(SIMOUT)/philly-week.csv | tee $(SIMOUT)/philly-week.txt
+	$(SIMOUT)/isched simulate --trace $(TRACES)/philly_pollux_82k.csv --site examples/site-sim-philly.json --seeds 3 \
+	  --variants isched,isched+elastic --baseline isched --load 0.9,1,1.2 --csv $(SIMOUT)/philly-elastic.csv | tee $(SIMOUT)/philly-elastic.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_slurm_busiest28d.csv --site examples/site-sim-curie.json | tee $(SIMOUT)/curie-fidelity.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_hybrid_gpu_partition_all.csv --site examples/site-sim-curie.json | tee $(SIMOUT)/curie-hybrid-fidelity.txt
 	$(SIMOUT)/isched simulate --trace $(TRACES)/curie_hybrid_gpu_partition_all.csv --site examples/site-sim-curie.json --seeds 3 --adoption 1 \

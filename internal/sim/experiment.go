@@ -124,7 +124,7 @@ type Row struct {
 	Load    float64
 	Variant string
 	JCT, MedianJCT, P95JCT, Wait, BSLD,
-	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Preempts, Lost,
+	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Preempts, Resizes, Lost,
 	JCTIsched, OtherWait Interval
 	MedianWait, P95Wait Interval
 	// WaitShare is this variant's share of completion time spent
@@ -213,6 +213,7 @@ func aggregateRow(load float64, variant string, cs []Cell, base map[uint64]Summa
 	r.Moves = pick(func(s Summary) float64 { return s.MovesPerJob })
 	r.Conts = pick(func(s Summary) float64 { return s.ContsPerJob })
 	r.Preempts = pick(func(s Summary) float64 { return s.PreemptsPerJob })
+	r.Resizes = pick(func(s Summary) float64 { return s.ResizesPerJob })
 	r.Lost = pick(func(s Summary) float64 { return s.LostPerJob })
 	r.JCTIsched = pick(func(s Summary) float64 { return s.MeanJCTManaged })
 	r.OtherWait = pick(func(s Summary) float64 { return s.OtherWait })

@@ -152,6 +152,7 @@ type Summary struct {
 	MovesPerJob      float64 // migrations and dev chunks per isched job
 	ContsPerJob      float64 // continuations per isched job
 	PreemptsPerJob   float64 // rule 8's preemptions per isched job
+	ResizesPerJob    float64 // rule 9's resizes per isched job
 	LostPerJob       float64 // steps redone per job
 	Unfinished       int
 	// The isched jobs' mean completion time, and the others': the same
@@ -167,7 +168,7 @@ type Summary struct {
 func Summarize(r *Result) Summary {
 	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, Elsewhere: r.Elsewhere, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
 	var jct, wait, bsld, jctM, jctO, waitO []float64
-	var moves, conts, preempts, lost float64
+	var moves, conts, preempts, resizes, lost float64
 	managed := 0
 	for _, j := range r.Jobs {
 		jct = append(jct, j.JCT/3600)
@@ -182,6 +183,7 @@ func Summarize(r *Result) Summary {
 			moves += float64(j.Moves)
 			conts += float64(j.Conts)
 			preempts += float64(j.Preempts)
+			resizes += float64(j.Resizes)
 			jctM = append(jctM, j.JCT/3600)
 		} else {
 			jctO = append(jctO, j.JCT/3600)
@@ -200,6 +202,7 @@ func Summarize(r *Result) Summary {
 		s.MovesPerJob = moves / float64(managed)
 		s.ContsPerJob = conts / float64(managed)
 		s.PreemptsPerJob = preempts / float64(managed)
+		s.ResizesPerJob = resizes / float64(managed)
 	}
 	if len(r.Jobs) > 0 {
 		s.LostPerJob = lost / float64(len(r.Jobs))
