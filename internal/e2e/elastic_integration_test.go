@@ -31,12 +31,12 @@ func TestElasticOnCluster(t *testing.T) {
  "speed": {"gpu": 8, "cpu": 1}, "elastic": true}`)
 	held := w.sbatch("-J", "isched-e2e-hold1", "-p", "gpu", "-w", "gpu1", "--exclusive", "-t", "10", "--wrap", "sleep 600")
 	waitFor(t, w, time.Minute, "gpu1 held", func() bool { return slurmJob(held)["JobState"] == "RUNNING" })
-	plan := report.Plan{Lineage: fmt.Sprintf("elastic-%d", time.Now().UnixNano()%1e6), Ideal: "gpu", IdealGres: "gpu:1", Total: 600,
+	plan := report.Plan{Lineage: fmt.Sprintf("elastic-%d", time.Now().UnixNano()%1e6), Ideal: "gpu", IdealGres: "gpu:1", Total: 900,
 		Elastic: &report.Elastic{Min: 1, Max: 2}}
 	o := trainOpts{User: "alice", Elastic: true, Env: []string{"PYTHONPATH=" + filepath.Join(testutil.RepoRoot(), "python")},
 		Argv: []string{"/usr/bin/python3", filepath.Join(testutil.RepoRoot(), "internal/e2e/testdata/elastic_ddp.py")}}
 	run := w.submitTrainerWith(o, plan, []string{"-p", "gpu", "--gres=gpu:1", "-n", "1", "-t", "15", "--mem=3G"},
-		"--steps", "600", "--step-work", "0.15")
+		"--steps", "900", "--step-work", "0.15")
 	waitFor(t, w, 3*time.Minute, "the run to grow to 2 ranks", func() bool {
 		st, ok := w.status(plan.Lineage)
 		n := len(st.History)
@@ -45,13 +45,13 @@ func TestElasticOnCluster(t *testing.T) {
 	bob := w.sbatchAs("bob", "-J", "isched-e2e-bob", "-p", "gpu", "--gres=gpu:1", "-t", "5", "-o", "/dev/null", "--wrap", "sleep 300")
 	t.Cleanup(func() { _ = exec.Command("scancel", bob).Run() })
 	waitFor(t, w, 3*time.Minute, "bob's job to start once the run shrank", func() bool { return slurmJob(bob)["JobState"] == "RUNNING" })
-	end := w.endedStatus(plan.Lineage, 5*time.Minute)
+	end := w.endedStatus(plan.Lineage, 8*time.Minute)
 	var ranks []int
 	for _, s := range end.History {
 		ranks = append(ranks, s.Ranks)
 	}
-	if end.State != "ENDED" || end.Step != 600 || fmt.Sprint(ranks) != "[1 2 1]" {
-		t.Errorf("the run: %s at step %d, ranks per attempt %v (%s); want ENDED at 600 over attempts at 1, 2 and 1 ranks",
+	if end.State != "ENDED" || end.Step != 900 || fmt.Sprint(ranks) != "[1 2 1]" {
+		t.Errorf("the run: %s at step %d, ranks per attempt %v (%s); want ENDED at 900 over attempts at 1, 2 and 1 ranks",
 			end.State, end.Step, ranks, spansText(end))
 	}
 	var kinds []string
@@ -110,8 +110,8 @@ func elasticFacts(t *testing.T, path string, end report.JobStatus) {
 		}
 		last = s
 	}
-	if !worlds[1] || !worlds[2] || last.Step != 600 || !(last.Loss < initial.Loss/2) {
-		t.Errorf("world sizes %v, last step %d, loss %g from %g: want both sizes, 600 steps, the loss at least halved",
+	if !worlds[1] || !worlds[2] || last.Step != 900 || !(last.Loss < initial.Loss/2) {
+		t.Errorf("world sizes %v, last step %d, loss %g from %g: want both sizes, 900 steps, the loss at least halved",
 			worlds, last.Step, last.Loss, initial.Loss)
 	}
 	for i := 1; i < len(end.History); i++ {
