@@ -24,7 +24,7 @@ func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 	if !pol.Elastic {
 		return nil
 	}
-	rooms := queueRooms(c.snap, c.jobs)
+	rooms := queueRooms(c.snap, c.jobs, c.reclaimable())
 	runs, names := c.elasticRuns(rooms, now)
 	if len(runs) == 0 {
 		return nil
@@ -149,9 +149,11 @@ func gpusPerNode(snap *report.Snapshot, name string) int {
 }
 
 // queueRooms are the GPU partitions' room as rule 9 sees it, from the
-// agent's snapshot, and the GPUs the jobs pending on each ask (anyone's
-// job that waits for resources or priority).
-func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job) map[string]policy.QueueRoom {
+// agent's snapshot, and the GPUs asked by the jobs pending on each that
+// shrinks could start (anyone's job that waits for resources or priority,
+// policy.Servable: reclaim is, per partition, the most GPUs a node with
+// elastic runs would have idle with them at their base).
+func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job, reclaim map[string]int) map[string]policy.QueueRoom {
 	rooms := map[string]policy.QueueRoom{}
 	for _, p := range snap.Partitions {
 		q := policy.QueueRoom{FreeNodes: p.NodesIdle}
@@ -167,12 +169,12 @@ func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job) map[string]po
 		rooms[p.Name] = q
 	}
 	for _, j := range jobs {
-		n := jobGPUs(j)
+		n := policy.GPUs(j.Gres)
 		if j.State != "PENDING" || n == 0 || !blockedReason(j.Reason) {
 			continue
 		}
 		for _, part := range strings.Split(j.Partition, ",") {
-			if q, ok := rooms[part]; ok {
+			if q, ok := rooms[part]; ok && policy.Servable(n, j.NodeCount, max(q.MostFree, reclaim[part])) {
 				q.Demand += n
 				rooms[part] = q
 			}
@@ -215,4 +217,28 @@ func freeBeside(jobs map[uint64]report.Job, run report.Job, perNode int) int {
 		}
 	}
 	return max(perNode-used, 0)
+}
+
+// reclaimable is, per partition, the most GPUs one node holding elastic
+// runs would have idle with them back at their base: its idle GPUs (from
+// the job table) and theirs above base.
+func (c *Coordinator) reclaimable() map[string]int {
+	surplus := map[string]int{}       // node: elastic GPUs above base
+	onNode := map[string]report.Job{} // node: a one-node elastic run on it
+	for _, l := range c.lineages {
+		p := l.Status.Plan
+		j, ok := c.jobs[l.Status.JobID]
+		if p == nil || p.Elastic == nil || !ok || j.State != "RUNNING" || j.NodeCount > 1 || j.Nodes == "" {
+			continue
+		}
+		surplus[j.Nodes] += max(jobGPUs(j)-p.Elastic.Min, 0)
+		onNode[j.Nodes] = j
+	}
+	out := map[string]int{}
+	for node, k := range surplus {
+		j := onNode[node]
+		free := freeBeside(c.jobs, j, gpusPerNode(c.snap, j.Partition))
+		out[j.Partition] = max(out[j.Partition], free+k)
+	}
+	return out
 }

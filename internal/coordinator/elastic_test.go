@@ -20,8 +20,9 @@ func oneGPUBusy() []report.Partition {
 // TestElasticFlow is rule 9 through the coordinator: alice's elastic run
 // (--gpus 1-2, job 30) grows onto the idle GPUs by a checkpoint and a
 // requeue at 2 tasks, its next attempt at 2 ranks counts a resize and
-// keeps the rate it had at 1; when bob's job waits for the GPUs it
-// shrinks back to 1 the same way. Every step goes through the
+// keeps the rate it had at 1; when bob's job waits for the GPU it holds
+// above its base it shrinks back to 1 the same way, and a job waiting
+// for more than a shrink would free shrinks nothing. Every step goes through the
 // lifecycle's table.
 func TestElasticFlow(t *testing.T) {
 	t.Parallel()
@@ -29,7 +30,7 @@ func TestElasticFlow(t *testing.T) {
 	e.c.cfg.Policy.Elastic = true
 	plan := report.Plan{Lineage: "E-1", Ideal: "gpu", IdealGres: "gpu:1", Total: 100000, Elastic: &report.Elastic{Min: 1, Max: 2}}
 	run := job(30, 1001, "alice", "RUNNING", "gpu", plan.FormatComment())
-	run.Gres, run.NodeCount, run.StartMS = "gpu:1", 1, e.now.Add(-time.Hour).UnixMilli()
+	run.Gres, run.NodeCount, run.Nodes, run.StartMS = "gpu:1", 1, "gpu1", e.now.Add(-time.Hour).UnixMilli()
 	e.publish([]report.Job{run}, oneGPUBusy())
 	w := e.wrapper(30, 1001, "alice", "E-1", "gpu")
 	e.start(w)
@@ -62,21 +63,31 @@ func TestElasticFlow(t *testing.T) {
 		t.Errorf("history %+v, want a second attempt at 2 ranks", h)
 	}
 
-	// bob's job waits for two GPUs on a full partition
-	bob := job(31, 1002, "bob", "PENDING", "gpu", "")
-	bob.Gres, bob.Reason, bob.NodeCount = "gpu:2", "Resources", 1
+	// bob's job waiting for a whole node, which no shrink would free,
+	// shrinks nothing; his job waiting for the GPU alice's run holds above
+	// its base does
 	full := labPartitions(false)
 	e.now = e.now.Add(time.Minute)
-	e.publish([]report.Job{run, bob}, full)
+	whole := job(32, 1002, "bob", "PENDING", "gpu", "")
+	whole.Gres, whole.Reason, whole.NodeCount = "gpu:4", "Resources", 1
+	e.publish([]report.Job{run, whole}, full)
+	e.rounds(2)
+	if n := len(e.actions()); n != 2 {
+		t.Fatalf("a job waiting for 4 GPUs on a node, which no shrink frees, shrank the run: %+v", e.actions()[2:])
+	}
+	bob := job(31, 1002, "bob", "PENDING", "gpu", "")
+	bob.Gres, bob.Reason, bob.NodeCount = "gpu:1", "Resources", 1
+	e.now = e.now.Add(time.Minute)
+	e.publish([]report.Job{run, bob, whole}, full)
 	e.rounds(2)
 	acts = e.actions()
 	if a := acts[len(acts)-1]; a.Type != report.ActionSignal || a.JobID != 30 {
 		t.Fatalf("want a checkpoint request for the shrink, got %+v", a)
 	}
-	if d := e.status("E-1").Decisions; !strings.Contains(d[len(d)-1].Reason, "elastic: jobs wait on gpu for 2 GPUs with 0 idle; job 30 holds 2 GPUs, 1 above its base") {
+	if d := e.status("E-1").Decisions; !strings.Contains(d[len(d)-1].Reason, "elastic: jobs wait on gpu for 1 GPUs with 0 idle; job 30 holds 2 GPUs, 1 above its base") {
 		t.Errorf("decision %+v", d[len(d)-1])
 	}
-	acts = e.resizeByCheckpoint(w2, run, full, acts, bob)
+	acts = e.resizeByCheckpoint(w2, run, full, acts, bob, whole)
 	if a := acts[len(acts)-1]; a.Type != report.ActionRequeue || a.Gres != "gpu:1" || a.Tasks != 1 {
 		t.Fatalf("want a requeue back at 1 task with gpu:1, got %+v", a)
 	}

@@ -51,8 +51,19 @@ type QueueRoom struct {
 	MostFree  int // the most idle GPUs on one node
 	FreeNodes int // nodes with every GPU idle
 	// Demand is the GPUs asked by the jobs that wait on the partition for
-	// resources or priority (anyone's, isched's or not).
+	// resources or priority (anyone's, isched's or not) and that shrinks
+	// could start (Servable).
 	Demand int
+}
+
+// Servable says whether a waiting job of gpus per node on nodes nodes is
+// one that shrinking elastic runs could start: one node, and no more GPUs
+// than the most one node of its partition would have idle with its
+// elastic runs back at their base (reclaim). A job waiting for a whole
+// node that no shrink frees, or for several nodes, neither blocks growth
+// nor shrinks anyone: it waits for other jobs to end either way.
+func Servable(gpus, nodes, reclaim int) bool {
+	return gpus > 0 && max(nodes, 1) == 1 && gpus <= reclaim
 }
 
 // ResizeChoice is rule 9's choice: checkpoint JobID and requeue it at To

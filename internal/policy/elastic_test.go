@@ -194,3 +194,21 @@ func TestGPULimitRoom(t *testing.T) {
 		t.Errorf("no snapshot: %d, want -1", got)
 	}
 }
+
+func TestServable(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		gpus, nodes, reclaim int
+		want                 bool
+	}{
+		{1, 1, 1, true},
+		{2, 0, 3, true},  // nodes 0: one
+		{4, 1, 3, false}, // a whole node no shrink frees
+		{2, 2, 8, false}, // several nodes
+		{0, 1, 8, false}, // no GPUs
+	} {
+		if got := Servable(c.gpus, c.nodes, c.reclaim); got != c.want {
+			t.Errorf("Servable(%d, %d, %d) = %v, want %v", c.gpus, c.nodes, c.reclaim, got, c.want)
+		}
+	}
+}

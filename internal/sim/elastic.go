@@ -86,6 +86,7 @@ func (s *sim) elasticRun(i int) policy.ElasticRun {
 // there.
 func (s *sim) queueRooms() map[string]policy.QueueRoom {
 	rooms := map[string]policy.QueueRoom{}
+	reclaim := make([]int, len(s.cl.parts))
 	for pi := range s.cl.parts {
 		p := &s.cl.parts[pi]
 		if p.gpus == 0 {
@@ -98,6 +99,7 @@ func (s *sim) queueRooms() map[string]policy.QueueRoom {
 			if n.gpus > 0 && n.freeGPU == n.gpus {
 				q.FreeNodes++
 			}
+			reclaim[pi] = max(reclaim[pi], n.freeGPU+s.surplus(n))
 		}
 		rooms[p.name] = q
 	}
@@ -107,9 +109,10 @@ func (s *sim) queueRooms() map[string]policy.QueueRoom {
 			continue
 		}
 		for _, pi := range js.parts {
-			q := rooms[s.cl.parts[pi].name]
-			q.Demand += js.gpus * js.j.Nodes
-			rooms[s.cl.parts[pi].name] = q
+			if q, ok := rooms[s.cl.parts[pi].name]; ok && policy.Servable(js.gpus, js.j.Nodes, reclaim[pi]) {
+				q.Demand += js.gpus
+				rooms[s.cl.parts[pi].name] = q
+			}
 		}
 	}
 	return rooms
@@ -188,4 +191,15 @@ func (s *sim) heldDemand(js *jobState) int {
 		}
 	}
 	return n
+}
+
+// surplus is the GPUs the elastic runs on node n hold above their base.
+func (s *sim) surplus(n *node) int {
+	k := 0
+	for _, i := range n.jobs {
+		if js := &s.jobs[i]; js.plan != nil && js.plan.Elastic != nil {
+			k += max(js.gpus-js.plan.Elastic.Min, 0)
+		}
+	}
+	return k
 }
