@@ -103,10 +103,20 @@ func (l *lineage) rates(size int) map[int]float64 {
 	for k, v := range l.Rates {
 		out[k] = v
 	}
-	if est, ok := l.Iter.Estimate(); ok && !est.Provisional && est.MS > 0 {
-		out[size] = 1000 / (est.MS + est.OverheadMSPerIter)
+	if rate, ok := l.measuredRate(); ok {
+		out[size] = rate
 	}
 	return out
+}
+
+// measuredRate is the steps per second of the iterations since the
+// estimator last started afresh; ok is false before a settled estimate.
+func (l *lineage) measuredRate() (float64, bool) {
+	est, ok := l.Iter.Estimate()
+	if !ok || est.Provisional || est.MS <= 0 {
+		return 0, false
+	}
+	return 1000 / est.PerIterMS(), true
 }
 
 // leftSize notes that an attempt starts at another size (ranks; one GPU
@@ -117,11 +127,11 @@ func (l *lineage) leftSize(from, to int) bool {
 	if from == to {
 		return false
 	}
-	if est, ok := l.Iter.Estimate(); ok && !est.Provisional && est.MS > 0 {
+	if rate, ok := l.measuredRate(); ok {
 		if l.Rates == nil {
 			l.Rates = map[int]float64{}
 		}
-		l.Rates[from] = 1000 / (est.MS + est.OverheadMSPerIter)
+		l.Rates[from] = rate
 	}
 	l.Iter.Reset()
 	return true

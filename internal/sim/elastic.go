@@ -142,7 +142,7 @@ func (s *sim) measureRate(js *jobState) {
 		if js.rates == nil {
 			js.rates = map[int]float64{}
 		}
-		js.rates[js.gpus*len(js.alloc)] = 1000 / (e.MS + e.OverheadMSPerIter)
+		js.rates[js.gpus*len(js.alloc)] = 1000 / e.PerIterMS()
 	}
 }
 
