@@ -38,6 +38,7 @@ func (s *sim) resizeElastic() {
 // yet).
 func (s *sim) elasticRuns(rooms map[string]policy.QueueRoom) []policy.ElasticRun {
 	var runs []policy.ElasticRun
+	var held map[int]int // once a run is found
 	for _, i := range s.active {
 		js := &s.jobs[i]
 		if js.plan == nil || js.plan.Elastic == nil || js.state != stRunning || js.gpus == 0 {
@@ -53,32 +54,25 @@ func (s *sim) elasticRuns(rooms map[string]policy.QueueRoom) []policy.ElasticRun
 		if js.stepAt(s.now) <= js.step0 {
 			continue
 		}
-		runs = append(runs, s.elasticRun(i))
+		if held == nil {
+			held = s.heldDemand()
+		}
+		runs = append(runs, s.elasticRun(i, held))
 	}
 	return runs
 }
 
-// elasticRun is running job i as rule 9 sees it.
-func (s *sim) elasticRun(i int) policy.ElasticRun {
+// elasticRun is running job i as rule 9 sees it: its run left, attempt,
+// last move and checkpoint time as rule 8 weighs them (runningOf), with
+// its size, range and room.
+func (s *sim) elasticRun(i int, held map[int]int) policy.ElasticRun {
 	js := &s.jobs[i]
 	n := &s.cl.nodes[js.alloc[0]]
-	e, ok := js.est.Estimate()
-	var limit float64
-	if l := s.limitOf(js, js.pi); !math.IsInf(l, 1) {
-		limit = l
-	}
-	r := policy.ElasticRun{JobID: uint64(i) + 1, Owner: strconv.Itoa(js.acct), Queue: s.cl.parts[js.pi].name, Size: js.gpus * len(js.alloc),
-		Min: js.plan.Elastic.Min, Max: js.plan.Elastic.Max, PerNode: n.gpus, FreeBeside: n.freeGPU,
-		Remaining: policy.PredictedRemaining(js.iters-js.stepAt(s.now), e, ok, secDur(limit)),
-		Rates:     js.rates, Resizes: js.resizes, Attained: secDur(s.now - js.start),
-		LimitRoom: s.limitRoom(js), HeldDemand: s.heldDemand(js)}
-	if js.lastMove >= 0 {
-		r.LastMoveAt = at(js.lastMove)
-	}
-	if js.ckptT.N > 0 {
-		r.CkptDur = js.ckptT.Estimate()
-	}
-	return r
+	pr := s.runningOf(i)
+	return policy.ElasticRun{JobID: pr.JobID, Owner: strconv.Itoa(js.acct), Queue: pr.Queue, Size: js.gpus * len(js.alloc),
+		Min: js.plan.Elastic.Min, Max: js.plan.Elastic.Max, PerNode: n.gpus, FreeBeside: n.freeGPU, Remaining: pr.Remaining,
+		Rates: js.rates, Resizes: js.resizes, Attained: pr.Attained, LastMoveAt: pr.LastMoveAt, CkptDur: pr.CkptDur,
+		LimitRoom: s.limitRoom(js), HeldDemand: held[js.acct]}
 }
 
 // queueRooms are the GPUs of each GPU partition as rule 9 sees them: idle,
@@ -176,21 +170,18 @@ func (s *sim) limitRoom(js *jobState) int {
 	return room
 }
 
-// heldDemand is the GPUs asked by the pending jobs of js's account that
-// its GrpTRES limit holds (Slurm's AssocGrpGRES): the GPUs js holds above
-// its base are theirs.
-func (s *sim) heldDemand(js *jobState) int {
-	if s.accts.quota[js.acct] == 0 {
-		return 0
-	}
-	n := 0
+// heldDemand is, per account with a GrpTRES limit, the GPUs asked by its
+// pending jobs that the limit holds (Slurm's AssocGrpGRES): the GPUs its
+// elastic runs hold above their base are theirs.
+func (s *sim) heldDemand() map[int]int {
+	held := map[int]int{}
 	for _, i := range s.pending {
 		p := &s.jobs[i]
-		if p.state == stPending && p.acct == js.acct && p.gpus > 0 && s.accts.held(p.acct, p.gpus*p.j.Nodes) {
-			n += p.gpus * p.j.Nodes
+		if p.state == stPending && p.gpus > 0 && s.accts.quota[p.acct] > 0 && s.accts.held(p.acct, p.gpus*p.j.Nodes) {
+			held[p.acct] += p.gpus * p.j.Nodes
 		}
 	}
-	return n
+	return held
 }
 
 // surplus is the GPUs the elastic runs on node n hold above their base.
