@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +23,9 @@ func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 	if !pol.Elastic {
 		return nil
 	}
-	rooms := queueRooms(c.snap, c.jobs, c.reclaimable())
-	runs, names := c.elasticRuns(rooms, now)
+	counts := countGPUs(c.jobs)
+	rooms := queueRooms(c.snap, c.jobs, c.reclaimable(counts))
+	runs, names := c.elasticRuns(rooms, counts, now)
 	if len(runs) == 0 {
 		return nil
 	}
@@ -46,7 +46,7 @@ func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 // rule 9 sees them, and the lineage of each job; a growth under way
 // reserves its GPUs in rooms (its checkpoint has not landed: they are not
 // taken yet).
-func (c *Coordinator) elasticRuns(rooms map[string]policy.QueueRoom, now time.Time) ([]policy.ElasticRun, map[uint64]string) {
+func (c *Coordinator) elasticRuns(rooms map[string]policy.QueueRoom, counts gpuCounts, now time.Time) ([]policy.ElasticRun, map[uint64]string) {
 	var runs []policy.ElasticRun
 	names := map[uint64]string{}
 	for name, l := range c.lineages {
@@ -63,8 +63,8 @@ func (c *Coordinator) elasticRuns(rooms map[string]policy.QueueRoom, now time.Ti
 		}
 		names[j.JobID] = name
 		r := l.elasticRun(j, c.snap, now)
-		r.HeldDemand = heldDemand(c.jobs, j.User)
-		r.FreeBeside = freeBeside(c.jobs, j, r.PerNode)
+		r.HeldDemand = counts.held[j.User]
+		r.FreeBeside = counts.freeBeside(j, r.PerNode)
 		runs = append(runs, r)
 	}
 	return runs, names
@@ -193,46 +193,54 @@ func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job, reclaim map[s
 	return rooms
 }
 
-// heldDemand is the GPUs user's pending jobs wait for that a GPU limit
-// holds (Slurm's reasons AssocGrpGRES, QOSMaxGRESPerUser, ...): an
-// elastic run of the user's holds them above its base.
-func heldDemand(jobs map[uint64]report.Job, user string) int {
-	n := 0
+// gpuCounts are the job table's GPUs as rule 9 reads them, counted once
+// a round: per user, those its pending jobs wait for that a GPU limit
+// holds (Slurm's reasons AssocGrpGRES, QOSMaxGRESPerUser, ...: an elastic
+// run of the user's holds them above its base); per node, those of the
+// running jobs on it. readable is false when a running job's host list
+// could not be read (then no node claims idle GPUs).
+type gpuCounts struct {
+	held     map[string]int
+	onNode   map[string]int
+	readable bool
+}
+
+func countGPUs(jobs map[uint64]report.Job) gpuCounts {
+	g := gpuCounts{held: map[string]int{}, onNode: map[string]int{}, readable: true}
 	for _, j := range jobs {
-		if j.User == user && j.State == "PENDING" && strings.Contains(j.Reason, "GRES") {
-			n += jobGPUs(j)
+		switch j.State {
+		case "PENDING":
+			if strings.Contains(j.Reason, "GRES") {
+				g.held[j.User] += jobGPUs(j)
+			}
+		case "RUNNING":
+			hosts, err := plan.ExpandHostlist(j.Nodes)
+			if err != nil {
+				g.readable = false
+				continue
+			}
+			for _, h := range hosts {
+				g.onNode[h] += policy.GPUs(j.Gres)
+			}
 		}
 	}
-	return n
+	return g
 }
 
 // freeBeside is the GPUs idle on the node a one-node job runs on: the
-// node's GPUs (perNode) less those of the running jobs on it, from the
-// job table; 0 for a job on several nodes or an unknown node size.
-func freeBeside(jobs map[uint64]report.Job, run report.Job, perNode int) int {
-	if perNode <= 0 || run.NodeCount > 1 || run.Nodes == "" {
+// node's GPUs (perNode) less those of the running jobs on it; 0 for a job
+// on several nodes or an unknown node size.
+func (g gpuCounts) freeBeside(run report.Job, perNode int) int {
+	if perNode <= 0 || run.NodeCount > 1 || run.Nodes == "" || !g.readable {
 		return 0
 	}
-	used := 0
-	for _, j := range jobs {
-		if j.State != "RUNNING" {
-			continue
-		}
-		hosts, err := plan.ExpandHostlist(j.Nodes)
-		if err != nil {
-			return 0 // unreadable: claim nothing
-		}
-		if slices.Contains(hosts, run.Nodes) {
-			used += policy.GPUs(j.Gres)
-		}
-	}
-	return max(perNode-used, 0)
+	return max(perNode-g.onNode[run.Nodes], 0)
 }
 
 // reclaimable is, per partition, the most GPUs one node holding elastic
 // runs would have idle with them back at their base: its idle GPUs (from
 // the job table) and theirs above base.
-func (c *Coordinator) reclaimable() map[string]int {
+func (c *Coordinator) reclaimable(counts gpuCounts) map[string]int {
 	surplus := map[string]int{}       // node: elastic GPUs above base
 	onNode := map[string]report.Job{} // node: a one-node elastic run on it
 	for _, l := range c.lineages {
@@ -247,7 +255,7 @@ func (c *Coordinator) reclaimable() map[string]int {
 	out := map[string]int{}
 	for node, k := range surplus {
 		j := onNode[node]
-		free := freeBeside(c.jobs, j, gpusPerNode(c.snap, j.Partition))
+		free := counts.freeBeside(j, gpusPerNode(c.snap, j.Partition))
 		out[j.Partition] = max(out[j.Partition], free+k)
 	}
 	return out

@@ -123,14 +123,14 @@ func TestFreeBeside(t *testing.T) {
 		3: {JobID: 3, State: "RUNNING", Nodes: "gpu1", NodeCount: 1, Gres: "gpu:2"},
 		4: {JobID: 4, State: "PENDING", Gres: "gpu:4"},
 	}
-	if got := freeBeside(jobs, run, 4); got != 2 {
+	if got := countGPUs(jobs).freeBeside(run, 4); got != 2 {
 		t.Errorf("4 GPUs on gpu2, its own 1 and job 2's 1 in use: %d free, want 2", got)
 	}
-	if got := freeBeside(jobs, jobs[2], 4); got != 0 {
+	if got := countGPUs(jobs).freeBeside(jobs[2], 4); got != 0 {
 		t.Errorf("a job on two nodes: %d, want 0", got)
 	}
 	jobs[5] = report.Job{JobID: 5, State: "RUNNING", Nodes: "gpu[2", Gres: "gpu:1"}
-	if got := freeBeside(jobs, run, 4); got != 0 {
+	if got := countGPUs(jobs).freeBeside(run, 4); got != 0 {
 		t.Errorf("an unreadable host list: %d, want 0", got)
 	}
 }
