@@ -49,19 +49,55 @@ class Sharding(unittest.TestCase):
             isched.rank_batches(list(range(10)), 4, rank=0, world_size=2)
 
 
+ATTEMPTS = 3  # worlds started, each on a fresh port
+
+
 class Ranks:
     def start(self, size, args, extra=None):
-        """`args` as `size` ranks, with the wrapper's environment; wait."""
+        """`args` as `size` ranks, with the wrapper's environment; wait.
+
+        free_port's port is free when it answers, not when rank 0 binds it:
+        on a busy machine (CI runs the Go tests beside these) another
+        process can take it in between, and a rank then fails to bind or
+        waits forever on a stranger's socket. Such a world is killed and
+        started again on a fresh port, at most ATTEMPTS times; a rank that
+        fails for any other reason fails the test at once."""
+        why = ""
+        for _ in range(ATTEMPTS):
+            done, why = Ranks._world(self, size, args, extra)
+            if done:
+                return
+        raise AssertionError("%d worlds of %d ranks did not start, each on a fresh port; the last: %s" % (ATTEMPTS, size, why))
+
+    def _world(self, size, args, extra):
+        """One world; (True, "") when every rank exited 0, (False, why)
+        when it hung or lost its port. The world's progress file starts
+        empty: an attempt killed before writes none of its lines into the
+        next."""
+        progress = (extra or {}).get("ISCHED_PROGRESS_FILE")
+        if progress and os.path.exists(progress):
+            os.remove(progress)
         port, procs = str(free_port()), []
         for rank in range(size):
             env = {k: v for k, v in os.environ.items() if not k.startswith(("ISCHED_", "SLURM_"))}
             env.update(RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(size),
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **(extra or {}))
             procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for p in procs:
-            _, err = p.communicate(timeout=120)
-            if p.returncode != 0:
-                raise AssertionError("rank exited %d:\n%s" % (p.returncode, err[-3000:]))
+        try:
+            for p in procs:
+                _, err = p.communicate(timeout=120)
+                if p.returncode != 0 and "Address already in use" in err:
+                    return False, "port %s taken: %s" % (port, err[-500:])
+                if p.returncode != 0:
+                    raise AssertionError("rank exited %d:\n%s" % (p.returncode, err[-3000:]))
+        except subprocess.TimeoutExpired:
+            return False, "ranks on port %s still running after 120 s" % port
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+        return True, ""
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed")
