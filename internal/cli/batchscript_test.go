@@ -335,3 +335,46 @@ func TestSubmitElastic(t *testing.T) {
 		t.Errorf("an elastic batch script: exit %d, %s", code, errOut)
 	}
 }
+
+// TestSubmitElasticStartSize: with an estimate and the agent's picture of
+// the cluster, an elastic run starts on the GPUs idle on one node of its
+// partition (policy.StartSize) when no job waits there, and at its MIN
+// when one does.
+func TestSubmitElasticStartSize(t *testing.T) {
+	args := []string{"submit", "--dry-run", "--model", "testdata/resnet18_128.json", "--samples", "50000", "--epochs", "10", "--batch", "32",
+		"--optimizer", "momentum", "--site", "../../examples/site-lab.json", "--receipts", "none", "--policy", "ideal",
+		"--wrapper", "/opt/isched/bin/isched-wrapper", "--gpus", "1-4", "--", "python3", "train.py"}
+	for _, tc := range []struct {
+		name    string
+		idle    bool // gpu2 idle
+		pending bool // and carol's job still waits
+		want    []string
+		note    string
+		avoid   string
+	}{
+		{"no GPU idle", false, false, []string{"#SBATCH --gres=gpu:1\n", "#SBATCH --ntasks=1\n"}, "0 GPUs idle (0 on one node), 0 kept for arrivals: it starts at its base, 1", "--gres=gpu:2"},
+		{"a job waits on gpu", true, true, []string{"#SBATCH --gres=gpu:1\n", "#SBATCH --ntasks=1\n"}, "jobs wait for 1 GPUs: the run starts at its base, 1", "--gres=gpu:2"},
+		{"gpu2 idle", true, false, []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --ntasks=2\n", "# elastic: 2 GPUs idle on one node and no job waits: it starts at 2 GPUs"},
+			"elastic: 2 GPUs idle on one node and no job waits: it starts at 2 GPUs", "--gres=gpu:1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.labState()
+			if tc.idle {
+				h.idleGPU2(tc.pending)
+			}
+			code, out, errOut := h.run(args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the script lacks %q:\n%s", w, out)
+				}
+			}
+			if !strings.Contains(errOut, "isched submit: elastic: ") || !strings.Contains(errOut, tc.note) || strings.Contains(out, tc.avoid) {
+				t.Errorf("stderr %q, want the note %q; script:\n%s", errOut, tc.note, out)
+			}
+		})
+	}
+}

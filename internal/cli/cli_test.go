@@ -337,8 +337,29 @@ func (h *harness) setJobs(jobs []report.Job) {
 // labState is the local cluster: gpu full until jobs end (one by its limit
 // in 80 min, one predicted by the coordinator to end in 60 min) with one job
 // pending ahead, gpu-dev busy, the CPU partitions idle.
-func (h *harness) labState() {
-	snap := &report.Snapshot{Cluster: "lab", TakenMS: now.Add(-10 * time.Second).UnixMilli(), Partitions: []report.Partition{
+// idleGPU2 is labState after bob's job 42 on gpu2 ended: gpu2's two GPUs
+// idle; carol's job 44 still waits, or (pending false) was cancelled.
+func (h *harness) idleGPU2(pending bool) {
+	snap := labSnapshot()
+	for i := range snap.Partitions {
+		if p := &snap.Partitions[i]; p.Name == "gpu" {
+			p.NodesIdle, p.NodesAlloc, p.CPUsIdle, p.GPUs = 1, 1, 4, []report.GPUCount{{Total: 4, Alloc: 2, Idle: 2}}
+		}
+	}
+	env := report.NewEnvelope(report.KindSnapshot, now)
+	env.Snapshot = snap
+	h.setEnvelope("isched:lab:snapshot", env)
+	jobs := &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: labJobs()[:1]}
+	if pending {
+		jobs.Jobs = append(jobs.Jobs, labJobs()[3])
+	}
+	env = report.NewEnvelope(report.KindJobs, now)
+	env.Jobs = jobs
+	h.setEnvelope("isched:lab:jobs", env)
+}
+
+func labSnapshot() *report.Snapshot {
+	return &report.Snapshot{Cluster: "lab", TakenMS: now.Add(-10 * time.Second).UnixMilli(), Partitions: []report.Partition{
 		{Name: "dev", State: "UP", NodesTotal: 1, NodesIdle: 1, CPUsTotal: 2, CPUsIdle: 2, MaxTimeMin: i64(120), DefaultTimeMin: i64(30), PriorityTier: 10},
 		{Name: "gpu-dev", State: "UP", NodesTotal: 1, NodesAlloc: 1, CPUsTotal: 4, CPUsIdle: 0, GPUs: []report.GPUCount{{Total: 1, Alloc: 1}}, MaxTimeMin: i64(120)},
 		{Name: "cpu", State: "UP", Default: true, NodesTotal: 2, NodesIdle: 2, CPUsTotal: 8, CPUsIdle: 8, MaxTimeMin: i64(2880)},
@@ -346,12 +367,12 @@ func (h *harness) labState() {
 		{Name: "scavenger", State: "UP", NodesTotal: 4, NodesIdle: 2, NodesAlloc: 2, CPUsTotal: 16, CPUsIdle: 8, GPUs: []report.GPUCount{{Total: 4, Alloc: 4}},
 			MaxTimeMin: i64(1440), PriorityTier: 1},
 	}}
-	env := report.NewEnvelope(report.KindSnapshot, now)
-	env.Snapshot = snap
-	h.setEnvelope("isched:lab:snapshot", env)
+}
+
+func labJobs() []report.Job {
 	start := now.Add(-40 * time.Minute).UnixMilli()
 	plan := report.Plan{Lineage: "lab-blocker-1", Ideal: "gpu", IdealGres: "gpu:2", Total: 1000}
-	jobs := &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: []report.Job{
+	return []report.Job{
 		{JobID: 41, Name: "blocker", User: "bob", UID: 1002, Partition: "gpu", State: "RUNNING", Nodes: "gpu1", NodeCount: 1, CPUs: 4, Gres: "gpu:2",
 			TimeLimitMin: i64(120), SubmitMS: start, StartMS: start},
 		{JobID: 42, Name: "train", User: "bob", UID: 1002, Partition: "gpu", State: "RUNNING", Nodes: "gpu2", NodeCount: 1, CPUs: 4, Gres: "gpu:2",
@@ -360,7 +381,14 @@ func (h *harness) labState() {
 			TimeLimitMin: i64(120), SubmitMS: start, StartMS: start},
 		{JobID: 44, Name: "queued\x1b[31m", User: "carol", UID: 1003, Partition: "gpu", State: "PENDING", Reason: "Resources", NodeCount: 1, CPUs: 2,
 			Gres: "gpu:1", TimeLimitMin: i64(30), SubmitMS: start, ExpectedStartMS: now.Add(80 * time.Minute).UnixMilli()},
-	}}
+	}
+}
+
+func (h *harness) labState() {
+	env := report.NewEnvelope(report.KindSnapshot, now)
+	env.Snapshot = labSnapshot()
+	h.setEnvelope("isched:lab:snapshot", env)
+	jobs := &report.JobTable{Cluster: "lab", TakenMS: now.UnixMilli(), Jobs: labJobs()}
 	env = report.NewEnvelope(report.KindJobs, now)
 	env.Jobs = jobs
 	h.setEnvelope("isched:lab:jobs", env)

@@ -33,6 +33,7 @@ type placeEstimate struct {
 	sitePath    string // the catalogue, for the messages
 	modelKey    string // plan.ConfigKey of the model and its training
 	stateSource string // where the cluster state came from
+	state       plan.ClusterState
 }
 
 // placeCluster is what placement reads of the cluster beyond the
@@ -57,6 +58,7 @@ type submission struct {
 	cpus       int
 	memMiB     int64
 	timeLimit  time.Duration
+	run        time.Duration // the run predicted on the first start option (0: no estimate)
 	ideal      string
 	idealGres  string
 	idealTime  time.Duration
@@ -137,6 +139,7 @@ func (s *submission) fromEstimate(r placeRequest, est *placeEstimate, now time.T
 		s.migrate = !r.noMigrate // the user named both ends
 	}
 	row := start.Row
+	s.run = row.Run()
 	s.gres = row.NodeType.GresOne()
 	s.cpus = row.NodeType.JobCPUs()
 	s.timeLimit = plan.TimeLimit(row.Run(), start.Partition)

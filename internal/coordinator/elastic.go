@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	counts := countGPUs(c.jobs)
-	rooms := queueRooms(c.snap, c.jobs, c.reclaimable(counts))
+	rooms := policy.QueueRooms(c.snap, maps.Values(c.jobs), c.reclaimable(counts))
 	runs, names := c.elasticRuns(rooms, counts, now)
 	if len(runs) == 0 {
 		return nil
@@ -74,7 +75,7 @@ func (c *Coordinator) elasticRuns(rooms map[string]policy.QueueRoom, counts gpuC
 func (l *lineage) elasticRun(j report.Job, snap *report.Snapshot, now time.Time) policy.ElasticRun {
 	size := jobGPUs(j)
 	r := policy.ElasticRun{JobID: j.JobID, Owner: j.User, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
-		Max: l.Status.Plan.Elastic.Max, PerNode: gpusPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
+		Max: l.Status.Plan.Elastic.Max, PerNode: policy.GPUsPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
 		Rates: l.rates(size), Resizes: l.Resizes, LimitRoom: policy.GPULimitRoom(snap, j.User, j.QOS, j.Partition)}
 	r.Attained, r.LastMoveAt, r.CkptDur = l.runTimes(j, now)
 	return r
@@ -142,57 +143,6 @@ func jobGPUs(j report.Job) int {
 	return policy.GPUs(j.Gres) * max(j.NodeCount, 1)
 }
 
-// gpusPerNode is a partition's GPUs per node (its GPUs over its nodes: the
-// lab's and most sites' GPU partitions hold one node type); 0: unknown.
-func gpusPerNode(snap *report.Snapshot, name string) int {
-	for _, p := range snap.Partitions {
-		if p.Name != name || p.NodesTotal == 0 {
-			continue
-		}
-		total := 0
-		for _, g := range p.GPUs {
-			total += g.Total
-		}
-		return total / p.NodesTotal
-	}
-	return 0
-}
-
-// queueRooms are the GPU partitions' room as rule 9 sees it, from the
-// agent's snapshot, and the GPUs asked by the jobs pending on each that
-// shrinks could start (anyone's job that waits for resources or priority,
-// policy.Servable: reclaim is, per partition, the most GPUs a node with
-// elastic runs would have idle with them at their base).
-func queueRooms(snap *report.Snapshot, jobs map[uint64]report.Job, reclaim map[string]int) map[string]policy.QueueRoom {
-	rooms := map[string]policy.QueueRoom{}
-	for _, p := range snap.Partitions {
-		q := policy.QueueRoom{FreeNodes: p.NodesIdle}
-		for _, g := range p.GPUs {
-			q.Idle += g.Idle
-		}
-		if p.NodesIdle > 0 {
-			q.MostFree = gpusPerNode(snap, p.Name)
-		}
-		for _, m := range p.Mixed {
-			q.MostFree = max(q.MostFree, m.GPUs)
-		}
-		rooms[p.Name] = q
-	}
-	for _, j := range jobs {
-		n := policy.GPUs(j.Gres)
-		if j.State != "PENDING" || n == 0 || !blockedReason(j.Reason) {
-			continue
-		}
-		for _, part := range strings.Split(j.Partition, ",") {
-			if q, ok := rooms[part]; ok && policy.Servable(n, j.NodeCount, max(q.MostFree, reclaim[part])) {
-				q.Demand += n
-				rooms[part] = q
-			}
-		}
-	}
-	return rooms
-}
-
 // gpuCounts are the job table's GPUs as rule 9 reads them, counted once
 // a round: per user, those its pending jobs wait for that a GPU limit
 // holds (Slurm's reasons AssocGrpGRES, QOSMaxGRESPerUser, ...: an elastic
@@ -255,7 +205,7 @@ func (c *Coordinator) reclaimable(counts gpuCounts) map[string]int {
 	out := map[string]int{}
 	for node, k := range surplus {
 		j := onNode[node]
-		free := counts.freeBeside(j, gpusPerNode(c.snap, j.Partition))
+		free := counts.freeBeside(j, policy.GPUsPerNode(c.snap, j.Partition))
 		out[j.Partition] = max(out[j.Partition], free+k)
 	}
 	return out

@@ -99,17 +99,10 @@ func (c *Coordinator) preemptCandidates(now time.Time) ([]policy.Running, []poli
 			r.Attained, r.LastMoveAt, r.CkptDur = l.runTimes(j, now)
 			running = append(running, r)
 		case "PENDING":
-			waiting = append(waiting, policy.Waiting{Queued: l.queued(j), Gres: j.Gres, Nodes: j.NodeCount, Blocked: blockedReason(j.Reason)})
+			waiting = append(waiting, policy.Waiting{Queued: l.queued(j), Gres: j.Gres, Nodes: j.NodeCount, Blocked: policy.Blocked(j.Reason)})
 		}
 	}
 	return running, waiting, names
-}
-
-// blockedReason: Slurm's pending reason says the job waits for resources
-// or for jobs ahead of it, not for something of its own (a hold, a
-// dependency, a limit).
-func blockedReason(reason string) bool {
-	return reason == "Resources" || reason == "Priority"
 }
 
 // lineageOfJob is the tracked lineage whose current job is id.

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/isched/isched/internal/lifecycle"
 	"github.com/isched/isched/internal/policy"
@@ -82,24 +84,13 @@ func (s *sim) queueRooms() map[string]policy.QueueRoom {
 	rooms := map[string]policy.QueueRoom{}
 	reclaim := make([]int, len(s.cl.parts))
 	for pi := range s.cl.parts {
-		p := &s.cl.parts[pi]
-		if p.gpus == 0 {
-			continue
+		if s.cl.parts[pi].gpus > 0 {
+			rooms[s.cl.parts[pi].name], reclaim[pi] = s.nodeRoom(pi)
 		}
-		q := policy.QueueRoom{Idle: s.pc[pi].gpusIdle}
-		for _, ni := range p.nodes {
-			n := &s.cl.nodes[ni]
-			q.MostFree = max(q.MostFree, n.freeGPU)
-			if n.gpus > 0 && n.freeGPU == n.gpus {
-				q.FreeNodes++
-			}
-			reclaim[pi] = max(reclaim[pi], n.freeGPU+s.surplus(n))
-		}
-		rooms[p.name] = q
 	}
 	for _, i := range s.pending {
 		js := &s.jobs[i]
-		if js.state != stPending || js.gpus == 0 || s.accts.held(js.acct, js.gpus*js.j.Nodes) {
+		if !s.demands(js) {
 			continue
 		}
 		for _, pi := range js.parts {
@@ -110,6 +101,54 @@ func (s *sim) queueRooms() map[string]policy.QueueRoom {
 		}
 	}
 	return rooms
+}
+
+// queueRoom is queueRooms' figure for partition pi alone.
+func (s *sim) queueRoom(pi int) policy.QueueRoom {
+	q, reclaim := s.nodeRoom(pi)
+	for _, i := range s.pending {
+		if js := &s.jobs[i]; s.demands(js) && slices.Contains(js.parts, pi) && policy.Servable(js.gpus, js.j.Nodes, reclaim) {
+			q.Demand += js.gpus
+		}
+	}
+	return q
+}
+
+// nodeRoom is partition pi's idle GPUs, and the most one of its nodes
+// would have idle with its elastic runs back at their base.
+func (s *sim) nodeRoom(pi int) (policy.QueueRoom, int) {
+	q := policy.QueueRoom{Idle: s.pc[pi].gpusIdle}
+	reclaim := 0
+	for _, ni := range s.cl.parts[pi].nodes {
+		n := &s.cl.nodes[ni]
+		q.MostFree = max(q.MostFree, n.freeGPU)
+		if n.gpus > 0 && n.freeGPU == n.gpus {
+			q.FreeNodes++
+		}
+		reclaim = max(reclaim, n.freeGPU+s.surplus(n))
+	}
+	return q, reclaim
+}
+
+// demands: pending job js asks GPUs that it could start on (its
+// account's limit does not hold it).
+func (s *sim) demands(js *jobState) bool {
+	return js.state == stPending && js.gpus > 0 && !s.accts.held(js.acct, js.gpus*js.j.Nodes)
+}
+
+// elasticStart sizes a new elastic run as isched submit --gpus MIN-MAX
+// does (policy.StartSize): larger than its base when its one partition
+// has the GPUs idle now and no job waits there.
+func (s *sim) elasticStart(js *jobState, run time.Duration) {
+	if js.plan.Elastic == nil || len(js.parts) != 1 || js.gpus <= 0 {
+		return
+	}
+	pi := js.parts[0]
+	room := policy.StartRoom{Queue: s.queueRoom(pi), PerNode: s.cl.nodes[s.cl.parts[pi].nodes[0]].gpus,
+		LimitRoom: s.limitRoomOn(js, pi), Run: run}
+	if size, _ := policy.StartSize(s.pol, *js.plan.Elastic, room); size > js.gpus {
+		js.cpus, js.gpus = js.cpus/js.gpus*size, size
+	}
 }
 
 // speedup is an elastic run's throughput at its current size over that at
@@ -141,28 +180,37 @@ func (s *sim) measureRate(js *jobState) {
 }
 
 // elasticPlan makes a planned one-GPU run elastic, as isched submit
-// --gpus 1-Config.ElasticMax does, within one node of its partition.
-func (s *sim) elasticPlan(p *report.Plan, gpus, perNode int) {
-	if !s.cfg.Variant.Elastic || gpus != 1 || perNode < 2 {
-		return
+// --gpus 1-Config.ElasticMax does, within one node of its partition. It
+// says whether the run is one rule 9 makes elastic, in every variant: the
+// same runs at fixed size are what the elastic ones are compared with.
+func (s *sim) elasticPlan(p *report.Plan, gpus, perNode int) bool {
+	if gpus != 1 || perNode < 2 {
+		return false
+	}
+	if !s.cfg.Variant.Elastic {
+		return true
 	}
 	most := s.cfg.ElasticMax
 	if most <= 0 {
 		most = DefaultElasticMax
 	}
 	p.Elastic = &report.Elastic{Min: 1, Max: min(most, perNode)}
+	return true
 }
 
 // limitRoom is the GPUs the limits of js's owner let it add, as the
 // agent's snapshot gives them to the coordinator (report.UserLimit): its
 // account's GrpTRES and its partition's per-user limit; -1: none.
-func (s *sim) limitRoom(js *jobState) int {
+func (s *sim) limitRoom(js *jobState) int { return s.limitRoomOn(js, js.pi) }
+
+// limitRoomOn is limitRoom on partition pi.
+func (s *sim) limitRoomOn(js *jobState, pi int) int {
 	room := -1
 	if q := s.accts.quota[js.acct]; q > 0 {
 		room = max(q-s.accts.running[js.acct], 0)
 	}
-	if l := s.cl.parts[js.pi].spec.PerUser; l != nil && l.MaxGPUs > 0 {
-		u := s.use[userPart{js.j.User, js.pi}]
+	if l := s.cl.parts[pi].spec.PerUser; l != nil && l.MaxGPUs > 0 {
+		u := s.use[userPart{js.j.User, pi}]
 		if r := max(l.MaxGPUs-u.gpus, 0); room < 0 || r < room {
 			room = r
 		}

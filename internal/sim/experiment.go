@@ -136,9 +136,11 @@ type Row struct {
 	// of the isched jobs' mean JCT, DOtherWait of the untouched jobs' mean
 	// wait; fractions (−0.25: 25 % lower), paired by seed.
 	DJCT, DJCTIsched, DOtherWait Interval
-	// DP95Isched is the change of the isched jobs' p95 completion time.
-	DP95Isched Interval
-	Unfinished float64
+	// DP95Isched is the change of the isched jobs' p95 completion time,
+	// DJCTElastic of the elastic runs' mean (the same runs at fixed size
+	// in the baseline).
+	DP95Isched, DJCTElastic Interval
+	Unfinished              float64
 }
 
 // Aggregate turns cells into rows, per load in order and per variant in
@@ -221,6 +223,9 @@ func aggregateRow(load float64, variant string, cs []Cell, base map[uint64]Summa
 	r.DJCTIsched = change(func(s Summary) float64 { return s.MeanJCTManaged })
 	r.DOtherWait = change(func(s Summary) float64 { return s.OtherWait })
 	r.DP95Isched = change(func(s Summary) float64 { return s.P95JCTManaged })
+	if pick(func(s Summary) float64 { return float64(s.ElasticRuns) }).Mean > 0 { // Slurm alone has none
+		r.DJCTElastic = change(func(s Summary) float64 { return s.MeanJCTElastic })
+	}
 	r.Unfinished = pick(func(s Summary) float64 { return float64(s.Unfinished) }).Mean
 	return r
 }

@@ -35,7 +35,8 @@ func (s *sim) submitPlanned(i int) {
 	}
 	js.cpus, js.gpus, js.limit = sub.CPUs, gresGPUs(sub.Gres), sub.Limit.Seconds()
 	if pi, ok := s.cl.byName[sub.Plan.Ideal]; ok && len(s.cl.parts[pi].nodes) > 0 {
-		s.elasticPlan(js.plan, js.gpus, s.cl.nodes[s.cl.parts[pi].nodes[0]].gpus)
+		js.elastic = s.elasticPlan(js.plan, js.gpus, s.cl.nodes[s.cl.parts[pi].nodes[0]].gpus)
+		s.elasticStart(js, sub.Run)
 	}
 }
 
@@ -66,6 +67,7 @@ type Submission struct {
 	CPUs       int
 	Gres       string // "" on a CPU node type
 	Limit      time.Duration
+	Run        time.Duration // the run left, predicted, on the first start option
 }
 
 // PlanSubmission plans run r as `isched submit --policy kind` does
@@ -98,7 +100,8 @@ func PlanSubmission(site *plan.Site, cs plan.ClusterState, r RunSpec, kind strin
 	}
 	start := ch.Start[0]
 	sub.CPUs, sub.Gres = start.Row.NodeType.JobCPUs(), start.Row.NodeType.GresOne()
-	sub.Limit = plan.TimeLimit(time.Duration(float64(r.Left)*start.Row.IterSeconds*float64(time.Second)), start.Partition)
+	sub.Run = time.Duration(float64(r.Left) * start.Row.IterSeconds * float64(time.Second))
+	sub.Limit = plan.TimeLimit(sub.Run, start.Partition)
 	return sub, nil
 }
 

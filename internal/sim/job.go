@@ -98,7 +98,8 @@ type jobState struct {
 	// at each size it ran at (the coordinator's learned rates)
 	resizes int
 	rates   map[int]float64
-	estSize int // the size the estimator measured
+	elastic bool // a run rule 9 makes elastic (in every variant: elasticPlan)
+	estSize int  // the size the estimator measured
 
 	firstStart float64 // -1: not started
 	end        float64
@@ -115,6 +116,7 @@ type jobState struct {
 type Hop struct {
 	At        float64 `json:"at"` // seconds from the trace's start
 	Partition string  `json:"partition"`
+	GPUs      int     `json:"gpus,omitempty"` // its GPUs, all nodes together
 }
 
 // stepAt is the steps done by t in the running attempt.

@@ -142,7 +142,7 @@ func (s *sim) start(i, pi int, nodes []int) {
 	if js.attempts > 0 {
 		js.startup = s.cfg.Restart // requeue, start-up and checkpoint loading
 	}
-	js.path = append(js.path, Hop{At: s.now, Partition: s.cl.parts[pi].name})
+	js.path = append(js.path, Hop{At: s.now, Partition: s.cl.parts[pi].name, GPUs: js.gpus * len(nodes)})
 	nt := s.cl.nodes[nodes[0]].nt
 	js.iterSec = js.work / s.cl.speed(nt) / s.speedup(js)
 	js.step0, js.ckptsAt = js.lastCkpt, js.ckpts

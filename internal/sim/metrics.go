@@ -71,6 +71,7 @@ type JobResult struct {
 	Conts    int
 	Preempts int   // rule 8 checkpointed and requeued it for a shorter run
 	Resizes  int   // rule 9 grew or shrank it
+	Elastic  bool  // a run rule 9 makes elastic, at fixed size in the variants without it
 	Lost     int64 // steps redone
 	Attempts int
 	Cost     float64
@@ -107,7 +108,7 @@ func (s *sim) result() *Result {
 		j := js.j
 		jr := JobResult{ID: j.ID, Managed: js.managed, Isched: js.isched, GPUs: j.GPUs, Submit: j.Submit,
 			Run: j.Run, Done: js.lastCkpt >= js.iters, Moves: js.moves, Conts: js.conts, Lost: js.lost,
-			Attempts: js.attempts, Preempts: js.preempts, Resizes: js.resizes, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
+			Attempts: js.attempts, Preempts: js.preempts, Resizes: js.resizes, Elastic: js.elastic, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
 		if js.firstStart >= 0 {
 			jr.Wait = js.firstStart - j.Submit
 		}
@@ -159,6 +160,8 @@ type Summary struct {
 	// jobs in every variant (Slurm alone included).
 	MeanJCTManaged, MeanJCTOther float64 // hours
 	P95JCTManaged                float64 // the isched jobs' p95 completion time, hours
+	MeanJCTElastic               float64 // the elastic runs' (JobResult.Elastic) mean completion time, hours
+	ElasticRuns                  int     // how many there are
 	OtherWait                    float64 // mean wait of the others (untouched), hours
 }
 
@@ -167,7 +170,7 @@ type Summary struct {
 // every variant).
 func Summarize(r *Result) Summary {
 	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, Elsewhere: r.Elsewhere, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
-	var jct, wait, bsld, jctM, jctO, waitO []float64
+	var jct, wait, bsld, jctM, jctO, waitO, jctE []float64
 	var moves, conts, preempts, resizes, lost float64
 	managed := 0
 	for _, j := range r.Jobs {
@@ -185,6 +188,9 @@ func Summarize(r *Result) Summary {
 			preempts += float64(j.Preempts)
 			resizes += float64(j.Resizes)
 			jctM = append(jctM, j.JCT/3600)
+			if j.Elastic {
+				jctE = append(jctE, j.JCT/3600)
+			}
 		} else {
 			jctO = append(jctO, j.JCT/3600)
 			waitO = append(waitO, j.Wait/3600)
@@ -197,7 +203,7 @@ func Summarize(r *Result) Summary {
 	}
 	s.MeanBSLD = mean(bsld)
 	s.MeanJCTManaged, s.MeanJCTOther, s.OtherWait = mean(jctM), mean(jctO), mean(waitO)
-	s.P95JCTManaged = quantile(jctM, 0.95)
+	s.P95JCTManaged, s.MeanJCTElastic, s.ElasticRuns = quantile(jctM, 0.95), mean(jctE), len(jctE)
 	if managed > 0 {
 		s.MovesPerJob = moves / float64(managed)
 		s.ContsPerJob = conts / float64(managed)

@@ -350,10 +350,11 @@ func TestTrimAnyShape(t *testing.T) {
 	}
 }
 
-// TestElasticInReplay is rule 9 in the replay: a long one-GPU run alone
-// on the 2-GPU node grows to both GPUs, shrinks back when another job
-// arrives, and grows again once that one has ended; it finishes far
-// sooner than at its fixed size, and the other job barely waits.
+// TestElasticInReplay is rule 9 in the replay: a long one-GPU run that
+// arrives alone on the 2-GPU node starts on both GPUs (StartSize), shrinks
+// back when another job arrives, and grows again once that one has ended;
+// it finishes far sooner than at its fixed size, and the other job barely
+// waits.
 func TestElasticInReplay(t *testing.T) {
 	t.Parallel()
 	jobs := []Job{
@@ -369,9 +370,12 @@ func TestElasticInReplay(t *testing.T) {
 	}
 	// 0.9 of 2 GPUs: 1.8 times as fast for the ~9 h of its 10 it holds both
 	// (a resize loses only the steps run while its checkpoint is written)
-	if r := got[1]; r.JCT > 0.7*base[1].JCT || r.Resizes != 3 || !r.Done || r.Lost > 3*int64(DefaultConfig(nil).CkptDur*2) {
-		t.Errorf("elastic run: JCT %.0f s (fixed %.0f s), %d resizes, lost %d, done %v; want under 70 %%, 3 resizes (grow, shrink, grow), little lost",
+	if r := got[1]; r.JCT > 0.65*base[1].JCT || r.Resizes != 2 || !r.Done || r.Lost > 2*int64(DefaultConfig(nil).CkptDur*2) {
+		t.Errorf("elastic run: JCT %.0f s (fixed %.0f s), %d resizes, lost %d, done %v; want under 65 %%, 2 resizes (shrink, grow), little lost",
 			r.JCT, base[1].JCT, r.Resizes, r.Lost, r.Done)
+	}
+	if p := got[1].Path; len(p) != 3 || p[0].GPUs != 2 || p[1].GPUs != 1 || p[2].GPUs != 2 || got[2].Path[0].GPUs != 1 {
+		t.Errorf("attempts %+v, the other job's %+v: want the run at 2, 1 and 2 GPUs, the other at 1", p, got[2].Path)
 	}
 	if w := got[2].Wait; w > 300 {
 		t.Errorf("the job that arrived waited %.0f s for the elastic run to shrink, want under 5 min", w)

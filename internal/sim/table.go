@@ -16,10 +16,10 @@ func WriteTable(w io.Writer, title string, rows []Row) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "load\toffered\tpolicy\tmean JCT h\tΔ JCT\tΔ JCT isched jobs\tΔ p95 isched jobs\tmedian JCT h\tp95 JCT h\twait h\tmedian wait h\tp95 wait h\twait share\tceiling\tbsld\tGPU util\tCPU util\tisched work elsewhere\tcost\tmoves/job\tconts/job\tpreempts/job\tresizes/job\tlost steps/job\tuntouched wait h\tΔ untouched wait\tunfinished")
+	fmt.Fprintln(tw, "load\toffered\tpolicy\tmean JCT h\tΔ JCT\tΔ JCT isched jobs\tΔ p95 isched jobs\tΔ JCT elastic runs\tmedian JCT h\tp95 JCT h\twait h\tmedian wait h\tp95 wait h\twait share\tceiling\tbsld\tGPU util\tCPU util\tisched work elsewhere\tcost\tmoves/job\tconts/job\tpreempts/job\tresizes/job\tlost steps/job\tuntouched wait h\tΔ untouched wait\tunfinished")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%g\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3g\n",
-			r.Load, r.Offered, r.Variant, r.JCT, pct(r.DJCT), pct(r.DJCTIsched), pct(r.DP95Isched), r.MedianJCT, r.P95JCT, r.Wait, r.MedianWait, r.P95Wait,
+		fmt.Fprintf(tw, "%g\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3g\n",
+			r.Load, r.Offered, r.Variant, r.JCT, pct(r.DJCT), pct(r.DJCTIsched), pct(r.DP95Isched), pct(r.DJCTElastic), r.MedianJCT, r.P95JCT, r.Wait, r.MedianWait, r.P95Wait,
 			share(r.WaitShare), share(r.Ceiling), r.BSLD,
 			r.GPUUtil, r.CPUUtil, r.Elsewhere, r.Cost, r.Moves, r.Conts, r.Preempts, r.Resizes, r.Lost, r.OtherWait, pct(r.DOtherWait), r.Unfinished)
 	}
@@ -142,16 +142,16 @@ func WriteCSV(w io.Writer, trace string, rows []Row) error {
 	head := []string{"trace", "load", "policy", "mean_jct_h", "mean_jct_ci", "d_jct", "d_jct_ci", "d_jct_isched", "d_jct_isched_ci",
 		"median_jct_h", "p95_jct_h", "wait_h", "bsld", "gpu_util", "cpu_util", "isched_elsewhere", "cost", "moves_per_job", "conts_per_job",
 		"lost_steps_per_job", "untouched_wait_h", "d_untouched_wait", "d_untouched_wait_ci", "unfinished",
-		"offered_load", "median_wait_h", "p95_wait_h", "wait_share", "ceiling", "d_p95_jct_isched", "d_p95_jct_isched_ci", "preempts_per_job", "resizes_per_job"}
+		"offered_load", "median_wait_h", "p95_wait_h", "wait_share", "ceiling", "d_p95_jct_isched", "d_p95_jct_isched_ci", "preempts_per_job", "resizes_per_job", "d_jct_elastic", "d_jct_elastic_ci"}
 	if _, err := fmt.Fprintln(w, strings.Join(head, ",")); err != nil {
 		return err
 	}
 	for _, r := range rows {
-		if _, err := fmt.Fprintf(w, "%s,%g,%s,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g\n",
+		if _, err := fmt.Fprintf(w, "%s,%g,%s,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g,%g\n",
 			trace, r.Load, r.Variant, r.JCT.Mean, r.JCT.Half, r.DJCT.Mean, r.DJCT.Half, r.DJCTIsched.Mean, r.DJCTIsched.Half,
 			r.MedianJCT.Mean, r.P95JCT.Mean, r.Wait.Mean, r.BSLD.Mean, r.GPUUtil.Mean, r.CPUUtil.Mean, r.Elsewhere.Mean, r.Cost.Mean,
 			r.Moves.Mean, r.Conts.Mean, r.Lost.Mean, r.OtherWait.Mean, r.DOtherWait.Mean, r.DOtherWait.Half, r.Unfinished,
-			r.Offered, r.MedianWait.Mean, r.P95Wait.Mean, r.WaitShare.Mean, r.Ceiling.Mean, r.DP95Isched.Mean, r.DP95Isched.Half, r.Preempts.Mean, r.Resizes.Mean); err != nil {
+			r.Offered, r.MedianWait.Mean, r.P95Wait.Mean, r.WaitShare.Mean, r.Ceiling.Mean, r.DP95Isched.Mean, r.DP95Isched.Half, r.Preempts.Mean, r.Resizes.Mean, r.DJCTElastic.Mean, r.DJCTElastic.Half); err != nil {
 			return err
 		}
 	}
