@@ -238,6 +238,7 @@ func actionFor(d policy.Decision, a *report.Action) error {
 		a.Ended = d.Rule == policy.RuleContinue || d.Rule == policy.RuleTimeLimit
 	case policy.MovePending:
 		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionUpdate, d.Target, d.Gres, d.CPUs
+		a.Tasks, a.Nodes = d.Tasks, d.Nodes
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
 	case policy.Reorder:
 		a.Type, a.Nice = report.ActionUpdate, d.Nice

@@ -24,6 +24,14 @@ func (c *Coordinator) resizeElastic(ctx context.Context, now time.Time) error {
 	if !pol.Elastic {
 		return nil
 	}
+	waiting, names := c.waitingRuns(now)
+	for _, r := range policy.ShrinkWaiting(pol, waiting) {
+		d := policy.Decision{Kind: policy.MovePending, Rule: policy.RuleElastic, // its partitions kept
+			Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason}
+		if err := c.issue(ctx, names[r.JobID], c.lineages[names[r.JobID]], d, now); err != nil {
+			return err
+		}
+	}
 	counts := countGPUs(c.jobs)
 	rooms := policy.QueueRooms(c.snap, maps.Values(c.jobs), c.reclaimable(counts))
 	runs, names := c.elasticRuns(rooms, counts, now)
@@ -67,6 +75,29 @@ func (c *Coordinator) elasticRuns(rooms map[string]policy.QueueRoom, counts gpuC
 		r.HeldDemand = counts.held[j.User]
 		r.FreeBeside = counts.freeBeside(j, r.PerNode)
 		runs = append(runs, r)
+	}
+	return runs, names
+}
+
+// waitingRuns are the elastic runs queued above their base with nothing
+// of isched's under way, and the lineage of each job.
+func (c *Coordinator) waitingRuns(now time.Time) ([]policy.WaitingRun, map[uint64]string) {
+	var runs []policy.WaitingRun
+	names := map[uint64]string{}
+	for name, l := range c.lineages {
+		p := l.Status.Plan
+		j, ok := c.jobs[l.Status.JobID]
+		if p == nil || p.Elastic == nil || !ok || j.State != "PENDING" || l.Phase != lifecycle.Idle || l.Pending != nil {
+			continue
+		}
+		size := jobGPUs(j)
+		if size <= p.Elastic.Min {
+			continue
+		}
+		queued := time.UnixMilli(max(j.SubmitMS, l.LastMoveMS)) // a requeue at this size, or the submission
+		names[j.JobID] = name
+		runs = append(runs, policy.WaitingRun{JobID: j.JobID, Queue: j.Partition, Size: size, Min: p.Elastic.Min,
+			PerNode: policy.GPUsPerNode(c.snap, j.Partition), Waited: now.Sub(queued), Blocked: policy.Blocked(j.Reason)})
 	}
 	return runs, names
 }

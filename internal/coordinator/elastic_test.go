@@ -134,3 +134,35 @@ func TestFreeBeside(t *testing.T) {
 		t.Errorf("an unreadable host list: %d, want 0", got)
 	}
 }
+
+// TestElasticWaitingShrinks: an elastic run queued above its base (isched
+// submit sized it onto GPUs that others took before it started) goes back
+// to its base by an update of the pending job once it has waited
+// min_pending for resources, not before, and not when a hold keeps it.
+func TestElasticWaitingShrinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.c.cfg.Policy.Elastic, e.c.cfg.Policy.MinPending = true, time.Minute
+	plan := report.Plan{Lineage: "E-2", Ideal: "gpu", IdealGres: "gpu:1", Total: 100000, Elastic: &report.Elastic{Min: 1, Max: 4}}
+	held := report.Plan{Lineage: "E-3", Ideal: "gpu", IdealGres: "gpu:1", Total: 100000, Elastic: &report.Elastic{Min: 1, Max: 4}}
+	wait := job(40, 1001, "alice", "PENDING", "gpu", plan.FormatComment())
+	wait.Gres, wait.Reason, wait.NodeCount, wait.SubmitMS = "gpu:2", "Resources", 1, e.now.Add(-30*time.Second).UnixMilli()
+	hold := job(41, 1001, "alice", "PENDING", "gpu", held.FormatComment())
+	hold.Gres, hold.Reason, hold.NodeCount, hold.SubmitMS = "gpu:2", "JobHeldUser", 1, e.now.Add(-time.Hour).UnixMilli()
+	full := labPartitions(false)
+	e.publish([]report.Job{wait, hold}, full)
+	e.rounds(2)
+	if acts := e.actions(); len(acts) != 0 {
+		t.Fatalf("within min_pending, or held: want nothing, got %+v", acts)
+	}
+	e.now = e.now.Add(time.Minute)
+	e.publish([]report.Job{wait, hold}, full)
+	e.rounds(2)
+	acts := e.actions()
+	if len(acts) != 1 || acts[0].Type != report.ActionUpdate || acts[0].JobID != 40 || acts[0].Gres != "gpu:1" || acts[0].Tasks != 1 || acts[0].Nodes != 1 {
+		t.Fatalf("want job 40 updated back to 1 task with gpu:1, got %+v", acts)
+	}
+	if d := e.status("E-2").Decisions; len(d) != 1 || !strings.Contains(d[0].Reason, "job 40 has waited 1m30s at 2 GPUs") {
+		t.Errorf("decisions %+v", d)
+	}
+}

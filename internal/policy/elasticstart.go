@@ -67,3 +67,39 @@ func StartSize(cfg Config, e report.Elastic, r StartRoom) (int, string) {
 	return e.Min, fmt.Sprintf("its predicted run, %s, is too short for more GPUs to beat %g × a shrink's cost %s: it starts at its base, %d",
 		dur(r.Run), c.MinGain, dur(shrink), e.Min)
 }
+
+// WaitingRun is an elastic run in Slurm's queue.
+type WaitingRun struct {
+	JobID     uint64
+	Queue     string
+	Size, Min int
+	PerNode   int           // a node's GPUs on Queue (0: unknown)
+	Waited    time.Duration // since it was queued: submitted, or requeued at Size
+	Blocked   bool          // it waits for resources or priority (Slurm's reason), not a hold or a limit
+}
+
+// ShrinkWaiting is rule 9 for the runs that wait: an elastic run queued
+// above its base (sized at submission, or requeued to grow, onto GPUs
+// that others took meanwhile) that has waited MinPending for resources or
+// priority goes back to its base by an update of the pending job, so that
+// it starts on what there is instead of waiting for GPUs that were idle
+// when its size was chosen.
+func ShrinkWaiting(cfg Config, runs []WaitingRun) []ResizeChoice {
+	if !cfg.Elastic {
+		return nil
+	}
+	c := cfg.normalized()
+	var out []ResizeChoice
+	for i := range runs {
+		w := &runs[i]
+		if w.Size <= w.Min || !w.Blocked || w.Waited < c.MinPending {
+			continue
+		}
+		r := ElasticRun{JobID: w.JobID, Queue: w.Queue, Size: w.Size, Min: w.Min, PerNode: w.PerNode}
+		to, nodes, gres := placement(&r, w.Min)
+		out = append(out, ResizeChoice{JobID: w.JobID, Queue: w.Queue, From: w.Size, To: to, Nodes: nodes, Gres: gres, Shrink: true,
+			Reason: fmt.Sprintf("elastic: job %d has waited %s at %d GPUs for GPUs that were idle when its size was chosen: "+
+				"setting it back to its base, %d GPUs, to start on what there is", w.JobID, dur(w.Waited), w.Size, to)})
+	}
+	return out
+}

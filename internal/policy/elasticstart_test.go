@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,47 @@ func TestStartSize(t *testing.T) {
 			got, why := StartSize(c.cfg, c.e, c.room)
 			if got != c.want || !strings.Contains(why, c.reason) {
 				t.Errorf("StartSize = %d (%s), want %d with %q", got, why, c.want, c.reason)
+			}
+		})
+	}
+}
+
+func TestShrinkWaiting(t *testing.T) {
+	t.Parallel()
+	on := Config{Elastic: true, MinPending: time.Minute}
+	w := func(mod func(*WaitingRun)) []WaitingRun {
+		r := WaitingRun{JobID: 9, Queue: "gpu", Size: 4, Min: 1, PerNode: 8, Waited: 2 * time.Minute, Blocked: true}
+		if mod != nil {
+			mod(&r)
+		}
+		return []WaitingRun{r}
+	}
+	cases := []struct {
+		name string
+		cfg  Config
+		runs []WaitingRun
+		want string // "" none; else "From→To Gres"
+	}{
+		{"off", Config{MinPending: time.Minute}, w(nil), ""},
+		{"waited above its base: back to it", on, w(nil), "4→1 gpu:1"},
+		{"a base of 2 on one node", on, w(func(r *WaitingRun) { r.Min = 2 }), "4→2 gpu:2"},
+		{"a base of two whole nodes", on, w(func(r *WaitingRun) { r.Size, r.Min, r.PerNode = 32, 16, 8 }), "32→16 gpu:8"},
+		{"not yet MinPending", on, w(func(r *WaitingRun) { r.Waited = 30 * time.Second }), ""},
+		{"at its base already", on, w(func(r *WaitingRun) { r.Size = 1 }), ""},
+		{"held, not waiting for GPUs", on, w(func(r *WaitingRun) { r.Blocked = false }), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := ShrinkWaiting(c.cfg, c.runs)
+			s := ""
+			if len(got) > 0 {
+				s = fmt.Sprintf("%d→%d %s", got[0].From, got[0].To, got[0].Gres)
+				if !got[0].Shrink || !strings.Contains(got[0].Reason, "setting it back to its base") {
+					t.Errorf("choice %+v", got[0])
+				}
+			}
+			if s != c.want || len(got) > 1 {
+				t.Errorf("ShrinkWaiting = %q (%d choices), want %q", s, len(got), c.want)
 			}
 		})
 	}

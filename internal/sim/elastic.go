@@ -20,6 +20,9 @@ func (s *sim) resizeElastic() {
 	if !s.pol.Elastic {
 		return
 	}
+	for _, r := range policy.ShrinkWaiting(s.pol, s.waitingRuns()) {
+		s.apply(int(r.JobID)-1, policy.Decision{Kind: policy.MovePending, Rule: policy.RuleElastic, Gres: r.Gres, Tasks: r.To, Nodes: r.Nodes, Reason: r.Reason})
+	}
 	rooms := s.queueRooms()
 	runs := s.elasticRuns(rooms)
 	if runs == nil {
@@ -60,6 +63,22 @@ func (s *sim) elasticRuns(rooms map[string]policy.QueueRoom) []policy.ElasticRun
 			held = s.heldDemand()
 		}
 		runs = append(runs, s.elasticRun(i, held))
+	}
+	return runs
+}
+
+// waitingRuns are the elastic runs queued above their base, as the
+// coordinator's waitingRuns gives them to policy.ShrinkWaiting.
+func (s *sim) waitingRuns() []policy.WaitingRun {
+	var runs []policy.WaitingRun
+	for _, i := range s.pending {
+		js := &s.jobs[i]
+		if js.plan == nil || js.plan.Elastic == nil || js.state != stPending || js.phase != lifecycle.Idle || js.gpus*js.j.Nodes <= js.plan.Elastic.Min {
+			continue
+		}
+		runs = append(runs, policy.WaitingRun{JobID: uint64(i) + 1, Queue: s.cl.parts[js.parts[0]].name, Size: js.gpus * js.j.Nodes,
+			Min: js.plan.Elastic.Min, PerNode: s.cl.nodes[s.cl.parts[js.parts[0]].nodes[0]].gpus,
+			Waited: secDur(s.now - max(js.pendSin, js.lastMove)), Blocked: !s.accts.held(js.acct, js.gpus*js.j.Nodes)})
 	}
 	return runs
 }

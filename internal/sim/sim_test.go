@@ -384,3 +384,37 @@ func TestElasticInReplay(t *testing.T) {
 		t.Errorf("the other job was resized or touched: %+v", got[2])
 	}
 }
+
+// TestElasticWaitingInReplay: an elastic run that arrives while its
+// partition's two GPUs idle asks for both (policy.StartSize); left waiting
+// for them past min_pending (here nothing schedules it), rule 9 sets it
+// back to its base with the coordinator's policy.ShrinkWaiting, its CPUs
+// with it, and counts a resize.
+func TestElasticWaitingInReplay(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig(tinySite(t))
+	cfg.Variant, cfg.Adoption, cfg.Seed = Variant{Name: "isched+elastic", Isched: true, Elastic: true}, 1, 1
+	cfg.Site.Partitions = cfg.Site.Partitions[:1]
+	s, err := newSim(cfg, []Job{{ID: 0, User: "a", Submit: 0, Nodes: 1, CPUs: 4, GPUs: 1, Run: 10 * 3600, Partition: "gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.arrive(0)
+	js := &s.jobs[0]
+	if js.state != stPending || js.gpus != 2 || js.plan.Elastic == nil {
+		t.Fatalf("arrived: state %v, %d GPUs, elastic %v; want pending at 2", js.state, js.gpus, js.plan.Elastic)
+	}
+	cpus := js.cpus
+	minPending := orDefault(s.pol.MinPending, policy.DefaultMinPending).Seconds()
+	s.now = minPending / 2
+	s.resizeElastic()
+	if js.gpus != 2 || js.resizes != 0 {
+		t.Fatalf("within min_pending: %d GPUs, %d resizes; want it left at 2", js.gpus, js.resizes)
+	}
+	s.now = minPending + 1
+	s.resizeElastic()
+	if js.gpus != 1 || js.cpus != cpus/2 || js.resizes != 1 || js.state != stPending {
+		t.Errorf("after min_pending: %d GPUs, %d CPUs (from %d), %d resizes, state %v; want pending at 1 GPU and half the CPUs, 1 resize",
+			js.gpus, js.cpus, cpus, js.resizes, js.state)
+	}
+}
