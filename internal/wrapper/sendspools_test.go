@@ -110,6 +110,7 @@ func TestSendSpools(t *testing.T) {
 	}
 
 	hf.Close() // job 13's wrapper ends without sending
+	waitUnlocked(t, held)
 	if got := SendSpools(context.Background(), Options{SendSpools: true}, d); got != 0 {
 		t.Fatalf("exit %d, want 0", got)
 	}
@@ -118,6 +119,30 @@ func TestSendSpools(t *testing.T) {
 	}
 	if n := len(sink.ids()); n != 12 {
 		t.Errorf("%d reports sent in all, want 12 (each once)", n)
+	}
+}
+
+// waitUnlocked waits until no one holds path's flock. A process another
+// test forks while this one holds the lock shares the descriptor until
+// its exec closes it (close-on-exec), so the lock can outlive Close for a
+// moment on a busy machine.
+func waitUnlocked(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f.Close() // releases it again
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still locked 30 s after its holder closed it: %v", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
