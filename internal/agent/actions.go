@@ -473,9 +473,11 @@ func (a *Agent) move(ctx context.Context, act *report.Action) (*report.Result, e
 		r, terr := a.outcome(act, err, "")
 		switch {
 		case r == nil || res.UpdateErr == nil || !res.Released:
+		case act.Tasks != 0 && res.Restored:
+			r.Message += fmt.Sprintf("; the job was set back to its old size (%s), released, and restarts where it was", sizeOf(res.FromTasks, res.FromNodes))
 		case act.Tasks != 0:
 			// slurmctld keeps the keys it took before the one it refused
-			r.Message += fmt.Sprintf("; the job was released at its old size (%s) and restarts where it was, unless Slurm kept part of the update", sizeOf(res.FromTasks, res.FromNodes))
+			r.Message += fmt.Sprintf("; the job was released, but its old size (%s) could not be set again: Slurm may have kept part of the update", sizeOf(res.FromTasks, res.FromNodes))
 		default:
 			r.Message += "; the job was released unchanged and restarts where it was"
 		}

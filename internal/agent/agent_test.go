@@ -249,7 +249,14 @@ func TestActions(t *testing.T) {
 		}, action: func(e *env) *report.Action {
 			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks, a.Nodes = "gpu:2", 4, 2 })
 		}, status: report.StatusFailed, calls: []string{"move 12"}, stderr: "Node count specification invalid",
-			msg: "released at its old size (1 task on 1 node) and restarts where it was, unless Slurm kept part of the update"},
+			msg: "set back to its old size (1 task on 1 node), released, and restarts where it was"},
+		{name: "resize: Slurm refuses the update and the restore", setup: func(f *fakeSlurm) {
+			f.updateErr = &slurm.ExitError{Cmd: "scontrol", Code: 1, Stderr: "Node count specification invalid for job 12"}
+			f.restoreFails = true
+		}, action: func(e *env) *report.Action {
+			return e.action(report.ActionRequeue, 12, func(a *report.Action) { a.Gres, a.Tasks, a.Nodes = "gpu:2", 4, 2 })
+		}, status: report.StatusFailed, calls: []string{"move 12"}, stderr: "Node count specification invalid",
+			msg: "its old size (1 task on 1 node) could not be set again: Slurm may have kept part of the update"},
 		{name: "requeue of a pending job without placement", setup: func(f *fakeSlurm) { f.jobs["12"].State = "PENDING" },
 			action: func(e *env) *report.Action { return e.action(report.ActionRequeue, 12) }, status: report.StatusRefused, msg: "requeue needs a running job"},
 		{name: "continuation: requeue of an ended job", setup: func(f *fakeSlurm) { f.jobs["12"].State = "COMPLETED" },

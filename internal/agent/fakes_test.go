@@ -39,9 +39,11 @@ type fakeSlurm struct {
 	lastSize string // the last size a move or update set, "tasks/nodes"
 	// updateErr makes Move's update fail: the job is released unchanged
 	// (MoveResult.UpdateErr) and Move returns it.
-	updateErr  error
-	lastSubmit slurm.SubmitSpec // the last SubmitWith's spec and script
-	lastScript string
+	updateErr error
+	// restoreFails: a failed resize's size is not set back (MoveResult.Restored)
+	restoreFails bool
+	lastSubmit   slurm.SubmitSpec // the last SubmitWith's spec and script
+	lastScript   string
 }
 
 func newFakeSlurm() *fakeSlurm {
@@ -211,7 +213,7 @@ func (f *fakeSlurm) Move(ctx context.Context, id string, spec slurm.MoveSpec) (s
 		}
 		res.FromTasks, res.FromNodes = j.Tasks(), j.Nodes()
 		if f.updateErr != nil {
-			j.State, res.UpdateErr, res.Released = "RUNNING", f.updateErr, true
+			j.State, res.UpdateErr, res.Released, res.Restored = "RUNNING", f.updateErr, true, spec.Tasks != 0 && !f.restoreFails
 			return f.updateErr
 		}
 		res.CPUsPerTask, res.CPUsKept = slurm.CPUsFor(j, spec.CPUsPerTask, spec.Tasks)

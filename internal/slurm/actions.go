@@ -516,6 +516,9 @@ type MoveResult struct {
 	Total     time.Duration // until Move returned
 	Released  bool
 	UpdateErr error // set when the update failed and the job was released unchanged
+	// Restored: a resize failed and its size before the move was set
+	// again (restoreSpec).
+	Restored bool
 	// CPUsKept: the spec's CPUs per task were not applied, the job has
 	// several tasks (its CPU count is theirs to split).
 	CPUsKept bool
@@ -614,6 +617,9 @@ func (c *Client) Move(ctx context.Context, jobID string, spec MoveSpec) (MoveRes
 		// A plain requeue kept held (SlowStart, Hold): nothing to update.
 	} else if err := c.Update(ctx, jobID, upd); err != nil {
 		res.UpdateErr = err
+		if upd.Tasks != 0 {
+			err = c.restoreSize(ctx, jobID, j, upd, &res, err)
+		}
 		err = c.undo(ctx, jobID, spec, release, &res, err)
 		res.Total = time.Since(start)
 		return res, err
@@ -664,6 +670,33 @@ func (c *Client) stop(ctx context.Context, jobID string, j *JobInfo, spec MoveSp
 		return false, nil
 	}
 	return false, fmt.Errorf("move job %s: state %s: %w", jobID, j.State, ErrState)
+}
+
+// restoreSize puts a job whose resize failed back to its size before
+// the move (j): slurmctld applies an update's keys in turn and keeps
+// those it took before the one it refused, so a refused resize can leave
+// a job half resized (GRES of the new size, tasks of the old). It returns
+// the update's error, with the restore's when that failed too.
+func (c *Client) restoreSize(ctx context.Context, jobID string, j *JobInfo, upd UpdateSpec, res *MoveResult, err error) error {
+	if rerr := c.Update(ctx, jobID, restoreSpec(j, upd)); rerr != nil {
+		return errors.Join(err, fmt.Errorf("restoring its size after the failed update: %w", rerr))
+	}
+	res.Restored = true
+	return err
+}
+
+// restoreSpec is the update that gives job j back, of what resize upd
+// changes, the values j had: its partition, GRES per node, tasks, nodes
+// and CPUs per task.
+func restoreSpec(j *JobInfo, upd UpdateSpec) UpdateSpec {
+	r := UpdateSpec{Tasks: j.Tasks(), Nodes: j.Nodes(), CPUsPerTask: max(j.CPUsPerTask(), 1)}
+	if upd.Partition != "" {
+		r.Partition = j.Partition
+	}
+	if upd.Gres != "" {
+		r.Gres = JobGres(j.Fields["TresPerNode"], j.Fields["TresPerJob"])
+	}
+	return r
 }
 
 // undo releases a job whose update failed, unchanged, when Move holds it

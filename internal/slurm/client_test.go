@@ -358,6 +358,39 @@ func TestMove(t *testing.T) {
 		}
 		s.done()
 	})
+	t.Run("failed resize restores the old size, then releases", func(t *testing.T) {
+		old := "NumTasks=1 NumNodes=1 CPUs/Task=2 TRES=cpu=2,node=1,gres/gpu=1 TresPerNode=gres:gpu:1"
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", old)},
+			call{argv: "scontrol requeuehold 12"},
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", old)},
+			call{argv: "scontrol update JobId=12 Gres=gpu:2 NumNodes=1-1 NumTasks=2 CPUsPerTask=2 MinCPUsNode=4 StartTime=now+2", code: 1,
+				stderr: "Requested node configuration is not available"},
+			call{argv: "scontrol update JobId=12 Gres=gpu:1 NumNodes=1-1 NumTasks=1 CPUsPerTask=2 MinCPUsNode=2"},
+			call{argv: "scontrol update JobId=12 StartTime=now+2"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Gres: "gpu:2", Tasks: 2, Nodes: 1})
+		if err == nil || !res.Restored || !res.Released || res.UpdateErr == nil || res.FromTasks != 1 {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
+	t.Run("a restore that fails too is said", func(t *testing.T) {
+		old := "NumTasks=1 NumNodes=1 CPUs/Task=2 TresPerNode=gres:gpu:1"
+		c, s := newScript(t,
+			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "PENDING", old)},
+			call{argv: "scontrol hold 12"},
+			call{argv: "scontrol update JobId=12 Gres=gpu:2 NumNodes=1-1 NumTasks=2 CPUsPerTask=2 MinCPUsNode=4 StartTime=now+2", code: 1, stderr: "refused"},
+			call{argv: "scontrol update JobId=12 Gres=gpu:1 NumNodes=1-1 NumTasks=1 CPUsPerTask=2 MinCPUsNode=2", code: 1, stderr: "refused again"},
+			call{argv: "scontrol release 12"},
+		)
+		res, err := c.Move(ctx, "12", MoveSpec{Gres: "gpu:2", Tasks: 2, Nodes: 1})
+		if err == nil || res.Restored || !res.Released || !strings.Contains(err.Error(), "restoring its size after the failed update") {
+			t.Fatalf("%+v %v", res, err)
+		}
+		s.done()
+	})
 	t.Run("plain fast requeue", func(t *testing.T) {
 		c, s := newScript(t,
 			call{argv: "scontrol show job --oneliner 12", stdout: showLine("12", "RUNNING", "")},

@@ -160,3 +160,29 @@ func TestIntegrationResizeKeepsSubmittedNtasks(t *testing.T) {
 		t.Errorf("want the job at 2 tasks and each srun at SLURM_NTASKS=1 (the submission's): NumTasks %d, runs %+v", j.Tasks(), runs)
 	}
 }
+
+// TestIntegrationResizeRefusedRestores: a resize Slurm refuses (3 nodes
+// of the lab's 2) still leaves the keys slurmctld took (measured: the
+// refused update set NumNodes=3-3, NumTasks=6, CPUs/Task=2 and gpu:2).
+// Client.Move sets the job's size before the move again and releases it:
+// the next attempt runs as before, 1 task with gpu:1.
+func TestIntegrationResizeRefusedRestores(t *testing.T) {
+	testutil.ClaimPartitions(t, "gpu")
+	testutil.NeedSlurm(t)
+	c := &slurm.Client{}
+	dir := testutil.WorkDir(t, "isched-slurm-test-")
+	id := submit(t, c, fmt.Sprintf(resizeScript, "#SBATCH -c 1", dir), "alice")
+	out := filepath.Join(dir, "out."+id)
+	checkSize(t, attempt(t, out, 0, 1), 1, 1)
+	res, err := c.Move(context.Background(), id, slurm.MoveSpec{Gres: "gpu:2", Tasks: 6, Nodes: 3, CPUsPerTask: 2})
+	if err == nil || res.UpdateErr == nil || !res.Restored || !res.Released {
+		t.Fatalf("a resize to 3 nodes of 2: %v (%+v); want refused, restored and released", err, res)
+	}
+	t.Logf("refused: %v", err)
+	checkSize(t, attempt(t, out, 1, 1), 1, 1)
+	j := waitState(t, c, id, "RUNNING", 60*time.Second)
+	if j.Tasks() != 1 || j.Nodes() != 1 || j.CPUsPerTask() != 1 || slurm.JobGres(j.TresPerNode, "") != "gpu:1" {
+		t.Errorf("after the refused resize: %d tasks on %d nodes, %d CPUs per task, gres %s; want 1 on 1, 1, gpu:1",
+			j.Tasks(), j.Nodes(), j.CPUsPerTask(), j.TresPerNode)
+	}
+}
