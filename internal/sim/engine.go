@@ -64,6 +64,8 @@ var Variants = []Variant{
 	// traces (docs/evaluation.md), and trim_time_limits is off by default
 	{Name: "isched+order+preempt", Isched: true, Order: true, Preempt: true},
 	{Name: "isched+elastic", Isched: true, Elastic: true},
+	// rules 7, 8 and 9: every lever that pays on Philly
+	{Name: "isched+order+preempt+elastic", Isched: true, Order: true, Preempt: true, Elastic: true},
 }
 
 // DefaultElasticMax is the largest size of the replay's elastic runs
