@@ -62,7 +62,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -slowest 60 -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: lint-size stage-start help deps check-tags build man deb deb-test site-test test test-python test-notebook test-unit test-integration test-scenario test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
+.PHONY: lint-size stage-start help deps check-tags build man deb deb-test site-test test test-python test-notebook test-unit test-integration test-scenario test-elastic-frameworks test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -170,6 +170,13 @@ test-unit: check-tags ## hermetic tests only (no servers)
 
 test-integration: build cluster-up ## integration-tagged tests against the real cluster and Redis
 	set -o pipefail; ISCHED_INTEGRATION=1 $(GO) test -json -race -count=1 -tags integration,$(GOTAGS) -p $(TEST_PACKAGES) -parallel $(TEST_PARALLEL) -timeout 50m ./... | $(TESTREPORT)
+
+# test-elastic-frameworks: TestElasticOnCluster's grow/shrink/resume with the
+# real Lightning and Hugging Face Trainers from scripts/python-venv's venv
+# (build tag frameworks; lane C of make test runs it after test-python).
+# About 4 minutes on the lab.
+test-elastic-frameworks: build cluster-up ## the elastic lab e2e with the real Lightning and Hugging Face Trainers (tag frameworks, about 4 min)
+	ISCHED_INTEGRATION=1 $(GO) test -race -count=1 -tags integration,frameworks,$(GOTAGS) -run '^TestElasticFrameworks' -v -timeout 20m ./internal/e2e/
 
 test-scenario: build cluster-up ## the 9-minute issue-14 scenario that make test skips (.ci/allowed-skips)
 	ISCHED_INTEGRATION=1 ISCHED_E2E_SCENARIO=1 $(GO) test -race -count=1 -tags integration,$(GOTAGS) -run '^TestIssue14Scenario$$' -v -timeout 20m ./internal/e2e/

@@ -117,7 +117,7 @@ func newWorldWith(t *testing.T, policyJSON string, need func(testing.TB) testuti
 	dir := t.TempDir()
 	if os.Getenv("ISCHED_E2E_KEEP") != "" {
 		// keep job outputs, trainer facts and daemon logs for a post-mortem
-		dir, _ = os.MkdirTemp("", "isched-e2e-"+t.Name()+"-")
+		dir, _ = os.MkdirTemp("", "isched-e2e-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
 		t.Logf("ISCHED_E2E_KEEP: files kept in %s", dir)
 	}
 	w.t, w.redis, w.dir, w.started = t, r, dir, time.Now()

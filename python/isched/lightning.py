@@ -100,12 +100,17 @@ def trainer_kwargs(global_batch, batch_per_rank):
 
 
 def realign_epoch(checkpoint, accumulate, world_size):
-    """Restate a checkpoint's position in its epoch for another world size
-    or accumulation; True when it did.
+    """Restate a checkpoint's position in its epoch for this attempt's
+    world size and accumulation, the same as the saving attempt's or not;
+    True when it did.
 
     Lightning counts the epoch's progress in this rank's batches, which
     means another number of optimizer steps at another world size or
-    accumulation, and may end a step after a partial accumulation. The
+    accumulation, and may end a step after a partial accumulation. At the
+    same size too: IschedCallback saves in on_train_batch_end, before
+    Lightning counts the step's last batch completed, and Lightning
+    resumes from the completed count, so the first step after the resume
+    would take one micro-batch only (and the epoch one step more). The
     position becomes the epoch's samples done (optimizer steps x the old
     global batch, the batch per rank assumed unchanged) in whole optimizer
     steps of the new global batch (rounded up), in the new accumulation's
@@ -113,7 +118,7 @@ def realign_epoch(checkpoint, accumulate, world_size):
     """
     saved = checkpoint.get(STATE_KEY) or {}
     old, old_world = saved.get("accumulate_grad_batches"), saved.get("world_size")
-    if not old or not old_world or (old, old_world) == (accumulate, world_size):
+    if not old or not old_world:
         return False
     try:
         progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]

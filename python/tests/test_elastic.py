@@ -254,6 +254,17 @@ class LightningResume(unittest.TestCase, FrameworkRanks):
         self.assertEqual(recs[0]["global_step"], 8)
         self.assertEqual(samples_by_step(lines), {s: 8 * s for s in range(3, 9)})
 
+    def test_same_world_keeps_the_global_batch(self):
+        """Resumed at the size it was saved at (a requeue or a move at the
+        same size): IschedCallback saves in on_train_batch_end, before
+        Lightning counts the batch completed, and Lightning resumes from
+        the completed count: without the restatement the first step after
+        the resume had 1 micro-batch of its 4 (2 samples, not 8)."""
+        recs, lines = self.resume(1, 1, (8, 8), at=2)
+        self.assertEqual(self.per_step(recs), {s: 8 for s in range(3, 9)})
+        self.assertEqual(recs[0]["global_step"], 8)
+        self.assertEqual(samples_by_step(lines), {s: 8 * s for s in range(3, 9)})
+
     def test_one_device_to_two_with_linear_scaling_counts_samples(self):
         """Global batch 4 on one device, 8 on two (the rule scales it):
         samples go on from the 12 of step 3, 8 a step; epoch 0's 12 samples
