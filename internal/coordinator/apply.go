@@ -32,7 +32,14 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		c.applySample(l, env, s, now)
 	case report.KindCheckpoint:
 		cp := *env.Checkpoint
-		if cp.Complete {
+		if old := st.LastCheckpoint; cp.Complete && old != nil && sameFile(*old, cp) {
+			// another rank's wrapper saw the same file: rank 0, whose
+			// loop prints the steps, knows its step; the others may not
+			if cp.Step == nil {
+				cp.Step = old.Step
+			}
+			st.LastCheckpoint = &cp
+		} else if cp.Complete {
 			st.LastCheckpoint = &cp
 			l.Ckpts++
 			if l.Phase == lifecycle.AwaitingCheckpoint {
@@ -48,6 +55,12 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		c.applyEnd(l, env, now)
 	}
 	return nil
+}
+
+// sameFile: two reports of one version of a checkpoint file (its path,
+// size and modification time).
+func sameFile(a, b report.Checkpoint) bool {
+	return a.Path == b.Path && a.Size == b.Size && a.MTimeMS == b.MTimeMS
 }
 
 // applySample takes a sample report: memory, GPU memory and (rank 0's)

@@ -288,11 +288,45 @@ func TestCkptDurUnsetUntilMeasured(t *testing.T) {
 		t.Errorf("after an unrequested checkpoint: CkptMS %v CkptDur %s, want both 0", l.Status.CkptMS, d)
 	}
 	l.Ckpt.Requested(e.now.Add(-4 * time.Second))
-	if err := e.c.apply(context.Background(), ck, &session{Lineage: "C1"}, nil, e.now); err != nil {
+	ck2 := report.NewEnvelope(report.KindCheckpoint, e.now)
+	ck2.Checkpoint = &report.Checkpoint{Path: "/ck/b.pt", Size: 1, MTimeMS: e.now.UnixMilli(), Complete: true}
+	if err := e.c.apply(context.Background(), ck2, &session{Lineage: "C1"}, nil, e.now); err != nil {
 		t.Fatal(err)
 	}
 	if d := e.c.policyJob(l, e.now).CkptDur; d < 4*time.Second || l.Status.CkptMS < 4000 {
 		t.Errorf("after a 4 s checkpoint: CkptDur %s CkptMS %v", d, l.Status.CkptMS)
+	}
+}
+
+// TestCheckpointSeenByTwoRanks: every rank's wrapper watches the
+// checkpoint directory; rank 1's, without progress lines, reports rank
+// 0's file with no step. The step rank 0 reported stands, and the one
+// checkpoint counts once.
+func TestCheckpointSeenByTwoRanks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l := &lineage{}
+	e.c.lineages["C2"] = l
+	step := int64(134)
+	for _, s := range []*int64{&step, nil} {
+		ck := report.NewEnvelope(report.KindCheckpoint, e.now)
+		ck.Checkpoint = &report.Checkpoint{Path: "/ck/isched-last.ckpt", Size: 10, Step: s, MTimeMS: e.now.UnixMilli(), Complete: true}
+		if err := e.c.apply(context.Background(), ck, &session{Lineage: "C2"}, nil, e.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cp := l.Status.LastCheckpoint; cp == nil || cp.Step == nil || *cp.Step != 134 || l.Ckpts != 1 {
+		t.Errorf("last checkpoint %+v, %d counted; want step 134, counted once", cp, l.Ckpts)
+	}
+	// the file rewritten in place later, reported without a step: a new
+	// version, whose step is not the old one's
+	ck := report.NewEnvelope(report.KindCheckpoint, e.now)
+	ck.Checkpoint = &report.Checkpoint{Path: "/ck/isched-last.ckpt", Size: 10, MTimeMS: e.now.Add(time.Minute).UnixMilli(), Complete: true}
+	if err := e.c.apply(context.Background(), ck, &session{Lineage: "C2"}, nil, e.now); err != nil {
+		t.Fatal(err)
+	}
+	if cp := l.Status.LastCheckpoint; cp.Step != nil || l.Ckpts != 2 {
+		t.Errorf("a new version: step %v, %d counted; want no step, 2", cp.Step, l.Ckpts)
 	}
 }
 

@@ -169,6 +169,11 @@ func (r *resumeState) record(p resumePoint) error {
 		if p.Size < old.Size/2 {
 			err = fmt.Errorf("%s shrank in place from %d to %d bytes", p.Path, old.Size, p.Size)
 		}
+		if p.Step == nil && p.Size == old.Size && p.MTimeMS == old.MTimeMS && p.Tree == old.Tree {
+			// the same version seen by another rank's wrapper, which has
+			// no progress lines to know its step: rank 0's stands
+			p.Step = old.Step
+		}
 		return true
 	})
 	if err != nil {

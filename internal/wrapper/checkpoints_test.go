@@ -168,3 +168,32 @@ func TestDamagedCheckpointNotReported(t *testing.T) {
 		t.Errorf("summary lists %v, want the one complete save", w.st.ckpts)
 	}
 }
+
+// TestRecordKeepsRankZeroStep: rank 1's wrapper records rank 0's
+// checkpoint with no step (it has no progress lines); the step rank 0
+// recorded for that version stands, and a rewritten version takes its
+// own.
+func TestRecordKeepsRankZeroStep(t *testing.T) {
+	t.Parallel()
+	step := int64(134)
+	var r resumeState
+	v1 := resumePoint{Path: "/ck/isched-last.ckpt", Size: 10, MTimeMS: 1000, Step: &step}
+	if err := r.record(v1); err != nil {
+		t.Fatal(err)
+	}
+	same := v1
+	same.Step = nil
+	if err := r.record(same); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Checkpoints) != 1 || r.Checkpoints[0].Step == nil || *r.Checkpoints[0].Step != 134 {
+		t.Fatalf("after rank 1's record: %+v, want one entry at step 134", r.Checkpoints)
+	}
+	next := resumePoint{Path: "/ck/isched-last.ckpt", Size: 10, MTimeMS: 2000}
+	if err := r.record(next); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Checkpoints) != 1 || r.Checkpoints[0].Step != nil {
+		t.Errorf("a rewritten version: %+v, want its own (no) step", r.Checkpoints)
+	}
+}

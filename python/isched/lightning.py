@@ -120,6 +120,8 @@ def realign_epoch(checkpoint, accumulate, world_size):
     old, old_world = saved.get("accumulate_grad_batches"), saved.get("world_size")
     if not old or not old_world:
         return False
+    if _epoch_done(checkpoint):
+        return True
     try:
         progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
         current, total = progress["current"], progress["total"]
@@ -132,6 +134,26 @@ def realign_epoch(checkpoint, accumulate, world_size):
         current[field] = target
     return True
 
+
+
+def _epoch_done(checkpoint):
+    """Restate a checkpoint saved at its epoch's last batch as one saved at
+    the epoch's end; True when it did. Restated in batches instead, the
+    epoch would look finished to the batch loop but not to the fit loop,
+    and Lightning would run one more batch in it and step on that alone
+    (a step of one micro-batch). Lightning's own epoch-end checkpoints
+    count the epoch processed: it then starts the next epoch afresh, at
+    any world size."""
+    try:
+        fit = checkpoint["loops"]["fit_loop"]
+        if not fit["epoch_loop.batch_progress"].get("is_last_batch"):
+            return False
+        epochs = fit["epoch_progress"]
+        for part in ("current", "total"):
+            epochs[part]["processed"] = epochs[part]["started"]
+    except (KeyError, TypeError, AttributeError):
+        return False
+    return True
 
 
 def lightning_requeues(trainer):

@@ -265,6 +265,18 @@ class LightningResume(unittest.TestCase, FrameworkRanks):
         self.assertEqual(recs[0]["global_step"], 8)
         self.assertEqual(samples_by_step(lines), {s: 8 * s for s in range(3, 9)})
 
+    def test_at_an_epoch_end(self):
+        """The checkpoint asked for at the last step of epoch 0 (step 4 of
+        4), saved at the epoch's last batch: the resumed attempt starts
+        epoch 1 with a whole step, at another size or the same (it ran a
+        step of one micro-batch, 2 samples, then one step too many)."""
+        for first, second in ((2, 1), (1, 1)):
+            with self.subTest(first=first, second=second):
+                _, lines_a = self.attempt(first, "a%d%d" % (first, second), 2, 4, 8)
+                recs, lines = self.attempt(second, "b%d%d" % (first, second), 2, 0, 8, resume=self.checkpoint_of(lines_a, 4))
+                self.assertEqual(self.per_step(recs), {s: 8 for s in range(5, 9)})
+                self.assertEqual(samples_by_step(lines), {s: 8 * s for s in range(5, 9)})
+
     def test_one_device_to_two_with_linear_scaling_counts_samples(self):
         """Global batch 4 on one device, 8 on two (the rule scales it):
         samples go on from the 12 of step 3, 8 a step; epoch 0's 12 samples

@@ -32,13 +32,6 @@ import isched
 import isched.lightning as ilt
 
 N, GLOBAL_BATCH, PER_RANK = 256, 8, 4
-# A name per step, not the callback's default (one file, replaced): every
-# rank's wrapper watches the checkpoint directory, and a rank other than 0
-# reports rank 0's file again without its step (only rank 0 writes progress
-# lines); for a replaced name that stepless report overwrites the step the
-# coordinator and the lineage's resume file had, and the next attempt's
-# span starts at step 0 although the fit resumed (seen on the lab).
-CKPT = "isched-{step}.ckpt"
 
 
 def data():
@@ -147,7 +140,7 @@ def main():
     trainer = pl.Trainer(max_steps=a.steps, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
                          default_root_dir=os.environ.get("ISCHED_CHECKPOINT_DIR", "."),
-                         callbacks=[World(), ilt.IschedCallback(filename=CKPT)], **ilt.trainer_kwargs(GLOBAL_BATCH, PER_RANK))
+                         callbacks=[World(), ilt.IschedCallback()], **ilt.trainer_kwargs(GLOBAL_BATCH, PER_RANK))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(*data()), batch_sampler=RankBatches(trainer))
     trainer.fit(module_class(pl, a.facts, a.step_work)(), loader, ckpt_path=ilt.resume_ckpt_path())
     if dist.is_initialized():
