@@ -85,6 +85,10 @@ def main(out, name, epochs, at, global_batch, per_rank):
     with open(os.path.join(out, "%s-rank%d.json" % (name, rank)), "w") as f:
         json.dump({"steps": model.record, "weights": weights, "global_step": trainer.global_step,
                    "world_size": trainer.world_size, "kwargs": kw}, f)
+    if torch.distributed.is_initialized():
+        # else gloo's threads may abort the exit ("terminate called without
+        # an active exception", SIGABRT: seen once in CI run 28)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
