@@ -45,7 +45,7 @@ func TestElasticFrameworksOnCluster(t *testing.T) {
 		{"huggingface", "elastic_hf.py", nil},
 	} {
 		t.Run(fw.name, func(t *testing.T) {
-			run, _ := elasticOnCluster(t, elasticRun{Steps: 600, Env: []string{"PYTHONPATH=" + filepath.Join(testutil.RepoRoot(), "python")},
+			run, _ := elasticOnCluster(t, elasticRun{Steps: 600, Env: []string{"PYTHONPATH=" + filepath.Join(testutil.RepoRoot(), "python") + ":" + filepath.Join(testutil.RepoRoot(), "python", "tests")},
 				Argv: []string{py, filepath.Join(testutil.RepoRoot(), "internal/e2e/testdata", fw.script)}})
 			if fw.check == nil {
 				return

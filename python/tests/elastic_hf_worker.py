@@ -21,6 +21,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import torch  # noqa: E402
 
+from compat import cpu_map_location  # noqa: E402
+
 N = 32
 
 
@@ -35,20 +37,6 @@ class M(torch.nn.Module):
         self.pending += len(x)
         logits = self.lin(x)
         return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
-
-
-def cpu_map_location():
-    """transformers 4.40 resumes a Trainer of several ranks with
-    torch.load(optimizer.pt, map_location=args.device), "cpu:0" on the CPU,
-    which torch 1.13 refuses ("don't know how to restore data location of
-    torch.storage.UntypedStorage (tagged with cpu:0)"); map it to "cpu"."""
-    load = torch.load
-
-    def patched(f, map_location=None, **kw):
-        if isinstance(map_location, torch.device) and map_location.type == "cpu":
-            map_location = "cpu"
-        return load(f, map_location=map_location, **kw)
-    torch.load = patched
 
 
 def main(out, name, max_steps, at, global_batch, per_rank):

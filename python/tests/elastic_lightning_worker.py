@@ -26,9 +26,9 @@ N = 32
 
 
 def module_class(pl):
-    from test_callbacks import _lightning_module_base  # torch 1.13 under Python 3.11
+    from compat import lightning_module_base  # torch 1.13 under Python 3.11
 
-    class M(_lightning_module_base(pl)):
+    class M(lightning_module_base(pl)):
         def __init__(self):
             super().__init__()
             torch.manual_seed(1)

@@ -21,6 +21,7 @@ sys.path.insert(0, HERE)
 import isched  # noqa: E402
 import isched.hf as ihf  # noqa: E402
 import isched.lightning as ilt  # noqa: E402
+import compat  # noqa: E402
 import standins as si  # noqa: E402
 from isched._driver import Driver  # noqa: E402
 
@@ -434,23 +435,6 @@ HAVE_LIGHTNING = _importable("lightning.pytorch") or _importable("pytorch_lightn
 HAVE_HF = _importable("transformers") and _importable("accelerate") and _importable("torch")
 
 
-def _lightning_module_base(pl):
-    """pl.LightningModule, or a subclass without the ShardedTensor state-dict
-    hooks where this torch cannot import torch.distributed._shard: Debian
-    12's torch 1.13 under Python 3.11 fails there (a dataclass with a mutable
-    default, "ValueError: mutable default ... for field tensor_properties";
-    torch 2.0 fixed it), and Lightning 2.2 imports it in
-    LightningModule.__init__ on torch < 2.1. Nothing here shards a tensor."""
-    try:
-        importlib.import_module("torch.distributed._shard.sharded_tensor")
-        return pl.LightningModule
-    except ValueError:
-        class LightningModule(pl.LightningModule):
-            def _register_sharded_tensor_state_dict_hooks_if_available(self):
-                pass
-        return LightningModule
-
-
 @unittest.skipUnless(HAVE_LIGHTNING, "Lightning not installed here")
 class RealLightning(Base):
     """The stand-in's save -> stop -> resume with the real Lightning, on the CPU."""
@@ -459,7 +443,7 @@ class RealLightning(Base):
         import torch
         pl = importlib.import_module("lightning.pytorch" if ilt.FRAMEWORK == "lightning" else "pytorch_lightning")
 
-        class M(_lightning_module_base(pl)):
+        class M(compat.lightning_module_base(pl)):
             def __init__(self):
                 super().__init__()
                 self.lin = torch.nn.Linear(4, 1)

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 import isched
 import isched.hf as ihf
+from compat import cpu_map_location  # python/tests: torch 1.13's shims
 
 N, GLOBAL_BATCH, PER_RANK = 256, 8, 2
 
@@ -80,19 +81,6 @@ def facts_callback(base, model, facts, samples):
                     f.write(json.dumps({"step": state.global_step, "samples": samples, "world": args.world_size,
                                         "batch": batch, "loss": t[0].item() / micro}) + "\n")
     return Facts()
-
-
-def cpu_map_location():
-    """transformers 4.40 resumes a Trainer of several ranks with
-    torch.load(..., map_location=args.device), "cpu:0" on the CPU, which
-    torch 1.13 refuses (as python/tests/elastic_hf_worker.py): map it to "cpu"."""
-    load = torch.load
-
-    def patched(f, map_location=None, **kw):
-        if isinstance(map_location, torch.device) and map_location.type == "cpu":
-            map_location = "cpu"
-        return load(f, map_location=map_location, **kw)
-    torch.load = patched
 
 
 def main():

@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 import isched
 import isched.lightning as ilt
+from compat import lightning_module_base  # python/tests: torch 1.13's shims
 
 N, GLOBAL_BATCH, PER_RANK = 256, 8, 4
 
@@ -59,24 +60,8 @@ class RankBatches(torch.utils.data.Sampler):
             yield from isched.rank_batches(next(batches), PER_RANK)
 
 
-def module_base(pl):
-    """pl.LightningModule, less its ShardedTensor state-dict hooks where
-    this torch cannot import torch.distributed._shard (Debian 12's torch
-    1.13 under Python 3.11: "mutable default ... for field
-    tensor_properties"; as python/tests/test_callbacks.py). Nothing here
-    shards a tensor."""
-    try:
-        import torch.distributed._shard.sharded_tensor  # noqa: F401
-        return pl.LightningModule
-    except ValueError:
-        class LightningModule(pl.LightningModule):
-            def _register_sharded_tensor_state_dict_hooks_if_available(self):
-                pass
-        return LightningModule
-
-
 def module_class(pl, facts, step_work):
-    class Net(module_base(pl)):
+    class Net(lightning_module_base(pl)):
         def __init__(self):
             super().__init__()
             torch.manual_seed(1)
