@@ -848,7 +848,7 @@ func (o *submitOpts) startElastic(sub *submission, st plan.ClusterState) error {
 	if size == e.Min {
 		return nil
 	}
-	kind, _, ok := cutCount(sub.gres)
+	kind, ok := cutCount(sub.gres)
 	if !ok {
 		return fmt.Errorf("elastic run: GRES %q has no GPU count", sub.gres)
 	}
@@ -858,14 +858,15 @@ func (o *submitOpts) startElastic(sub *submission, st plan.ClusterState) error {
 	return err
 }
 
-// cutCount splits a GRES request "gpu[:type]:N" before N.
-func cutCount(gres string) (kind string, n int, ok bool) {
+// cutCount is a GRES request "gpu[:type]:N" up to N ("gpu[:type]:"); ok
+// is false when it ends in no count.
+func cutCount(gres string) (kind string, ok bool) {
 	i := strings.LastIndex(gres, ":")
 	if i < 0 {
-		return "", 0, false
+		return "", false
 	}
 	n, err := strconv.Atoi(gres[i+1:])
-	return gres[:i+1], n, err == nil && n > 0
+	return gres[:i+1], err == nil && n > 0
 }
 
 // elasticScript makes the script of an elastic run start one task per GPU

@@ -694,7 +694,7 @@ func restoreSpec(j *JobInfo, upd UpdateSpec) UpdateSpec {
 		r.Partition = j.Partition
 	}
 	if upd.Gres != "" {
-		r.Gres = JobGres(j.Fields["TresPerNode"], j.Fields["TresPerJob"])
+		r.Gres = JobGres(j.TresPerNode, j.TresPerJob)
 	}
 	return r
 }
