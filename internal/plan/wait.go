@@ -332,7 +332,7 @@ func (s *Site) membership(part string) func(*report.Job) int {
 // share is what a job holds on k of its nodes.
 func share(j *report.Job, k int) res {
 	n := max(j.NodeCount, 1)
-	return res{cpus: j.CPUs * min(k, n) / n, gpus: gresGPUs(j.Gres) * min(k, n)}
+	return res{cpus: j.CPUs * min(k, n) / n, gpus: max(gresGPUs(j.Gres)*min(k, n), j.AllocGPUs*min(k, n)/n)}
 }
 
 // gresGPUs counts the GPUs of a per-node GRES request ("gpu:2",

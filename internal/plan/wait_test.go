@@ -78,6 +78,11 @@ func TestEstimateWait(t *testing.T) {
 			return s
 		}(), Jobs: &report.JobTable{Jobs: []report.Job{{JobID: 1, Partition: "gpu", State: "RUNNING", CPUs: 8, Gres: "gpu:2", NodeCount: 2, StartMS: t0.UnixMilli()}}}},
 			"gpu", gpuNeed, false, 0, "no time limit"},
+		{"an exclusive job holds its nodes' GPUs without asking for any", ClusterState{Snapshot: labSnapshot(8, 0), Jobs: &report.JobTable{Jobs: []report.Job{func() report.Job {
+			j := running(1, "gpu", "gpu[1-2]", 8, "", t0.Add(-10*time.Minute), 30)
+			j.NodeCount, j.AllocGPUs = 2, 4
+			return j
+		}()}}}, "gpu", gpuNeed, true, 20 * time.Minute, "after 1 running job(s) end"},
 		{"more than the partition has", ClusterState{Snapshot: labSnapshot(8, 4)}, "cpu", Need{CPUs: 16}, false, 0, "never"},
 		{"overran its limit: ending now", ClusterState{Snapshot: labSnapshot(0, 4), Jobs: &report.JobTable{Jobs: []report.Job{
 			running(1, "cpu", "cpu[1-2]", 8, "", t0.Add(-2*time.Hour), 60),

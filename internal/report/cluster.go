@@ -213,19 +213,23 @@ type Job struct {
 	// ArrayTasks is the task range of an array's pending rest ("2-3%2"),
 	// which squeue lists as one record under the array's job id; "" for
 	// other jobs. Each element gets its own record once Slurm starts it.
-	ArrayTasks      string `json:"array_tasks,omitempty"`
-	Name            string `json:"name"`
-	User            string `json:"user"`
-	UID             int    `json:"uid"`
-	Account         string `json:"account"`
-	QOS             string `json:"qos,omitempty"`
-	Partition       string `json:"partition"` // comma-separated while pending on several
-	State           string `json:"state"`     // "PENDING", "RUNNING", ...
-	Reason          string `json:"reason"`
-	Nodes           string `json:"nodes"` // Slurm host list, "gpu[1-2]"
-	NodeCount       int    `json:"node_count"`
-	CPUs            int    `json:"cpus"`
-	Gres            string `json:"gres"`           // e.g. "gpu:1"
+	ArrayTasks string `json:"array_tasks,omitempty"`
+	Name       string `json:"name"`
+	User       string `json:"user"`
+	UID        int    `json:"uid"`
+	Account    string `json:"account"`
+	QOS        string `json:"qos,omitempty"`
+	Partition  string `json:"partition"` // comma-separated while pending on several
+	State      string `json:"state"`     // "PENDING", "RUNNING", ...
+	Reason     string `json:"reason"`
+	Nodes      string `json:"nodes"` // Slurm host list, "gpu[1-2]"
+	NodeCount  int    `json:"node_count"`
+	CPUs       int    `json:"cpus"`
+	Gres       string `json:"gres"` // e.g. "gpu:1"
+	// AllocGPUs is the GPUs Slurm allocated to the started job, on all
+	// of its nodes (0: none or unknown): a job given whole nodes holds
+	// their GPUs without a GRES request.
+	AllocGPUs       int    `json:"alloc_gpus,omitempty"`
 	TimeLimitMin    *int64 `json:"time_limit_min"` // nil: UNLIMITED
 	SubmitMS        int64  `json:"submit_ms"`
 	StartMS         int64  `json:"start_ms"` // 0: not started (or unknown)
@@ -264,6 +268,7 @@ func (j *Job) Validate() error {
 		nonNeg("node_count", j.NodeCount),
 		nonNeg("mem_per_node_bytes", j.MemPerNodeBytes),
 		nonNeg("cpus", j.CPUs),
+		nonNeg("alloc_gpus", j.AllocGPUs),
 		text("gres", j.Gres, MaxText, false),
 		nonNegPtr("time_limit_min", j.TimeLimitMin),
 		unixMS("submit_ms", j.SubmitMS, false),

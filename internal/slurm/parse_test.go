@@ -62,6 +62,37 @@ func byID(jobs []report.Job) map[uint64]report.Job {
 	return m
 }
 
+// TestParseSqueueExclusive: bob's `sbatch -p gpu -N 2 --exclusive`
+// asked for no GPU, yet Slurm 22.05 allocated the nodes' four (captured
+// in testdata/22.05/squeue-exclusive.json).
+func TestParseSqueueExclusive(t *testing.T) {
+	jobs, err := ParseSqueue(readFile(t, "squeue-exclusive.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, ok := byID(jobs)[453]
+	if !ok || j.State != "RUNNING" || j.Gres != "" || j.AllocGPUs != 4 || j.NodeCount != 2 || j.CPUs != 8 {
+		t.Fatalf("job 453: %+v; want RUNNING on 2 nodes, 8 CPUs, no GRES asked, 4 GPUs allocated", j)
+	}
+	if p := byID(jobs)[444]; p.AllocGPUs != 0 {
+		t.Errorf("a job cancelled while pending has %d GPUs allocated, want 0", p.AllocGPUs)
+	}
+}
+
+func TestAllocGPUs(t *testing.T) {
+	for in, want := range map[string]int{
+		"cpu=8,mem=4000M,node=2,billing=8,gres/gpu=4":                 4,
+		"cpu=2,mem=1000M,node=1,billing=2,gres/gpu=1,gres/gpu:a100=1": 1,
+		"cpu=1,mem=500M,node=1,billing=1":                             0,
+		"":                                                            0,
+		"gres/gpu=x":                                                  0,
+	} {
+		if got := AllocGPUs(in); got != want {
+			t.Errorf("AllocGPUs(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
 func TestParseSqueue2205(t *testing.T) {
 	jobs, err := ParseSqueue(readFile(t, "squeue.json"))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/isched/isched/internal/report"
@@ -31,6 +32,7 @@ type squeueJob struct {
 	CPUs         num      `json:"cpus"`
 	TresPerNode  string   `json:"tres_per_node"`
 	TresPerJob   string   `json:"tres_per_job"`
+	TresAlloc    string   `json:"tres_alloc_str"`
 	TimeLimit    num      `json:"time_limit"`
 	SubmitTime   num      `json:"submit_time"`
 	StartTime    num      `json:"start_time"`
@@ -259,6 +261,8 @@ func (sj *squeueJob) textMember(key []byte) *string {
 		return &sj.TresPerNode
 	case "tres_per_job":
 		return &sj.TresPerJob
+	case "tres_alloc_str":
+		return &sj.TresAlloc
 	case "comment":
 		return &sj.Comment
 	case "array_task_string":
@@ -431,6 +435,7 @@ func (sj *squeueJob) job() (report.Job, error) {
 		NodeCount:    int(sj.NodeCount.int(0)),
 		CPUs:         int(sj.CPUs.int(0)),
 		Gres:         JobGres(sj.TresPerNode, sj.TresPerJob),
+		AllocGPUs:    AllocGPUs(sj.TresAlloc),
 		SubmitMS:     ms(sj.SubmitTime),
 		RestartCount: int(sj.RestartCount.int(0)),
 		Requeue:      sj.Requeue != nil && *sj.Requeue,
@@ -519,4 +524,20 @@ func niceOf(n num) int64 {
 		return 0
 	}
 	return int64(int32(uint32(n.V)))
+}
+
+// AllocGPUs counts the GPUs of a job's allocated TRES
+// ("cpu=8,mem=4000M,node=2,billing=8,gres/gpu=4": 4). A job given whole
+// nodes (--exclusive) holds their GPUs without asking for any, so its
+// GRES request says none. Typed counts ("gres/gpu:a100=4") repeat the
+// untyped one and are not added.
+func AllocGPUs(tres string) int {
+	for _, item := range strings.Split(tres, ",") {
+		if v, ok := strings.CutPrefix(item, "gres/gpu="); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
 }
