@@ -208,18 +208,43 @@ func chooseFor(r placeRequest, est *placeEstimate, now time.Time) (plan.Choice, 
 			ch.Fallbacks = append(ch.Fallbacks, opt)
 		}
 	}
-	if r.pol.Kind == plan.PolicyImmediate && !ch.Ideal.Wait.IdleNow {
+	switch {
+	case ch.Ideal.Wait.IdleNow:
+	case r.pol.Kind == plan.PolicyImmediate:
 		startIdle(&ch, r, ps)
+	case r.pol.Kind == plan.PolicyAuto:
+		startIfPays(&ch, r, ps)
 	}
 	return ch, nil
+}
+
+// startIfPays is lever e with --policy auto and a busy ideal partition:
+// start on an idle partition the user allowed (--fallback; none given:
+// any the estimate fits) only when that ends sooner than waiting for
+// the ideal one (plan.Plans.StartElsewhere); the reason says which.
+func startIfPays(ch *plan.Choice, r placeRequest, ps plan.Plans) {
+	start, why := ps.StartElsewhere(ch.Ideal, fallbackAllowed(r))
+	if start == nil {
+		ch.Reason = fmt.Sprintf("--partition-ideal %s: %s", r.ideal, why)
+		return
+	}
+	ch.Start, ch.Migrate = []*plan.Option{start}, true
+	ch.Reason = fmt.Sprintf("--partition-ideal %s is busy: %s", r.ideal, why)
+}
+
+// fallbackAllowed: the partitions --fallback names, or any when it
+// names none.
+func fallbackAllowed(r placeRequest) func(*plan.Option) bool {
+	allowed := strings.Split(r.fallback, ",")
+	return func(o *plan.Option) bool { return r.fallback == "" || slices.Contains(allowed, o.Partition.Name) }
 }
 
 // startIdle: with --policy immediate and a busy ideal partition, start on
 // an idle partition the user allowed (--fallback), move to the ideal later.
 func startIdle(ch *plan.Choice, r placeRequest, ps plan.Plans) {
-	allowed := strings.Split(r.fallback, ",")
+	allowed := fallbackAllowed(r)
 	for _, opt := range ps.Options {
-		if opt.Wait.IdleNow && opt.Partition != ch.Ideal.Partition && (r.fallback == "" || slices.Contains(allowed, opt.Partition.Name)) {
+		if opt.Wait.IdleNow && opt.Partition != ch.Ideal.Partition && allowed(opt) {
 			ch.Start = []*plan.Option{opt}
 			ch.Migrate = true
 			ch.Reason = fmt.Sprintf("--partition-ideal %s is busy; %s is idle now (policy immediate): start there, move to %s when it frees", r.ideal, opt.Partition.Name, r.ideal)

@@ -16,6 +16,12 @@ import (
 // and the others busy for an hour; nil idle: waits unknown.
 func labPlans(t *testing.T, batch int, idle ...string) plan.Plans {
 	t.Helper()
+	return labPlansBusy(t, batch, time.Hour, idle...)
+}
+
+// labPlansBusy is labPlans with the busy partitions' wait.
+func labPlansBusy(t *testing.T, batch int, busy time.Duration, idle ...string) plan.Plans {
+	t.Helper()
 	sb, err := os.ReadFile("../../examples/site-lab.json")
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +46,7 @@ func labPlans(t *testing.T, batch int, idle ...string) plan.Plans {
 		case strings.Contains(","+strings.Join(idle, ",")+",", ","+ps.Name+","):
 			return plan.Wait{Partition: ps.Name, Known: true, IdleNow: true}
 		}
-		return plan.Wait{Partition: ps.Name, Known: true, Wait: time.Hour}
+		return plan.Wait{Partition: ps.Name, Known: true, Wait: busy}
 	}
 	return plan.MakePlans(batch, plan.Options(rows, wait, plan.DefaultMigrationOverhead), plan.DefaultMigrationOverhead)
 }
@@ -59,6 +65,7 @@ func TestPlace(t *testing.T) {
 		return &placeEstimate{plans: p, sitePath: "site.json", modelKey: "fp:momentum:fp32", stateSource: "test"}
 	}
 	busyGPU := est(labPlans(t, 32, "dev", "cpu", "scavenger"))
+	gpuSoon := est(labPlansBusy(t, 32, 2*time.Minute, "dev", "cpu", "scavenger"))
 	allIdle := est(labPlans(t, 32, "dev", "gpu-dev", "cpu", "gpu", "scavenger"))
 	unknown := est(labPlans(t, 32))
 	none := est(plan.Plans{Batch: 4096})
@@ -124,6 +131,29 @@ func TestPlace(t *testing.T) {
 					t.Errorf("got %v ideal %s migrate %v, want a start off gpu moving there", s.partitions, s.ideal, s.migrate)
 				}
 				wantStart(t, s, busyGPU)
+			}},
+		{name: "estimate, --partition-ideal gpu busy for an hour, auto: start on the allowed fallback, move",
+			req: placeRequest{policy: "auto", ideal: "gpu", fallback: "cpu"}, est: busyGPU, def: noDef,
+			check: func(t *testing.T, s submission) {
+				if s.ideal != "gpu" || !s.migrate || strings.Join(s.partitions, ",") != "cpu" {
+					t.Errorf("got %v ideal %s migrate %v, want cpu moving to gpu", s.partitions, s.ideal, s.migrate)
+				}
+				wantText(t, s.reason, "--partition-ideal gpu is busy: start now on cpu (idle")
+			}},
+		{name: "estimate, --partition-ideal gpu frees in 2 min, auto: wait for it",
+			req: placeRequest{policy: "auto", ideal: "gpu", fallback: "cpu"}, est: gpuSoon, def: noDef,
+			check: func(t *testing.T, s submission) {
+				if s.ideal != "gpu" || strings.Join(s.partitions, ",") != "gpu" {
+					t.Errorf("got %v ideal %s, want gpu alone", s.partitions, s.ideal)
+				}
+				wantText(t, s.reason, "--partition-ideal gpu: waiting 2 min for gpu ends in")
+			}},
+		{name: "estimate, --partition-ideal gpu frees in 2 min, immediate: start elsewhere anyway",
+			req: placeRequest{policy: "immediate", ideal: "gpu", fallback: "cpu"}, est: gpuSoon, def: noDef,
+			check: func(t *testing.T, s submission) {
+				if strings.Join(s.partitions, ",") != "cpu" || !s.migrate {
+					t.Errorf("got %v migrate %v, want cpu", s.partitions, s.migrate)
+				}
 			}},
 		{name: "estimate, everything idle: the ideal partition, no move",
 			req: placeRequest{policy: "auto"}, est: allIdle, def: noDef,

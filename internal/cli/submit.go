@@ -321,6 +321,9 @@ func (a *App) send(ctx context.Context, o *submitOpts, sub *submission, script [
 		follow = o.lineage // job ids are per cluster; the lineage names its cluster
 	}
 	fmt.Fprintf(a.stderr, "; follow it with: isched status %s\n", follow)
+	if sub.reason != "" {
+		fmt.Fprintf(a.stderr, "isched: why: %s (policy %s)\n", sub.reason, o.req.policy)
+	}
 	return nil
 }
 

@@ -323,3 +323,44 @@ func (p Plans) Clusters() bool {
 	}
 	return false
 }
+
+// StartElsewhere is lever e for a run whose ideal partition is fixed
+// (isched submit --partition-ideal P, --policy auto): start now on an
+// idle option that allowed accepts, and move to ideal when it frees, only
+// when that ends sooner than waiting for ideal by more than one move's
+// overhead and a twentieth of the wait-and-run, as the recommendation
+// asks of a migration plan. start is nil when waiting pays; why says
+// which, with the figures.
+func (p Plans) StartElsewhere(ideal *Option, allowed func(*Option) bool) (start *Option, why string) {
+	switch {
+	case ideal.Wait.IdleNow:
+		return nil, ideal.Name() + " is idle now"
+	case !ideal.Wait.Known:
+		return nil, fmt.Sprintf("the wait for %s is unknown (%s): waiting for it", ideal.Name(), ideal.Wait.Reason)
+	}
+	var best *Option
+	var bestTotal time.Duration
+	how := ""
+	for _, o := range p.Options {
+		if o.Partition == ideal.Partition || !o.Wait.Known || !o.Wait.IdleNow || !allowed(o) {
+			continue
+		}
+		total, h := o.Total, "it ends there before "+ideal.Name()+" frees"
+		if movePays(o, ideal, p.Overhead) {
+			total, h = migrate(o, ideal, p.Overhead).Total, "move to "+ideal.Name()+" when it frees"
+		}
+		if best == nil || total < bestTotal {
+			best, bestTotal, how = o, total, h
+		}
+	}
+	wait := fmt.Sprintf("waiting %s for %s ends in %s", FormatDuration(ideal.Wait.Wait), ideal.Name(), FormatDuration(ideal.Total))
+	switch {
+	case best == nil:
+		return nil, wait + "; no partition it may start on is idle"
+	case bestTotal < ideal.Total && ideal.Total-bestTotal > max(p.Overhead, ideal.Total/20):
+		return best, fmt.Sprintf("start now on %s (idle, %s), %s: ends in %s; %s",
+			best.Name(), FormatDuration(best.Run), how, FormatDuration(bestTotal), wait)
+	}
+	return nil, fmt.Sprintf("%s; starting now on %s (idle, %s) would end in %s, not sooner by more than %s: waiting",
+		wait, best.Name(), FormatDuration(best.Run), FormatDuration(bestTotal), FormatDuration(max(p.Overhead, ideal.Total/20)))
+}

@@ -234,3 +234,54 @@ func TestFallbackList(t *testing.T) {
 		})
 	}
 }
+
+// TestStartElsewhere is lever e with the ideal partition fixed (gpu): a
+// run of about 1 h there, 4 h on cpu and dev, starts elsewhere only when
+// the fallback's work before gpu frees outweighs the move.
+func TestStartElsewhere(t *testing.T) {
+	t.Parallel()
+	_, rows := labRows(t)
+	ov := DefaultMigrationOverhead
+	onlyCPU := func(o *Option) bool { return o.Partition.Name == "cpu" }
+	anyOne := func(*Option) bool { return true }
+	tests := []struct {
+		name    string
+		waits   map[string]time.Duration
+		allowed func(*Option) bool
+		start   string // "" wait for gpu
+		why     string
+	}{
+		{"gpu busy for 3 h: start on cpu, move", map[string]time.Duration{"gpu": 3 * time.Hour, "dev": time.Hour, "gpu-dev": time.Hour, "scavenger": time.Hour},
+			onlyCPU, "cpu", "start now on cpu (idle, 4.1 h), move to gpu when it frees: ends in 3.3 h; waiting 3.0 h for gpu ends in 4.0 h"},
+		// 10 min on cpu is 2.5 min of gpu work: less than the 3 min move
+		{"gpu frees in 10 min: wait", map[string]time.Duration{"gpu": 10 * time.Minute, "dev": time.Hour, "gpu-dev": time.Hour, "scavenger": time.Hour},
+			onlyCPU, "", "waiting 10 min for gpu ends in 1.2 h; starting now on cpu (idle, 4.1 h) would end in 1.2 h, not sooner by more than 4 min: waiting"},
+		{"gpu busy for 40 h: the whole run on cpu", map[string]time.Duration{"gpu": 40 * time.Hour, "dev": time.Hour, "gpu-dev": time.Hour, "scavenger": time.Hour},
+			onlyCPU, "cpu", "it ends there before gpu frees: ends in 4.1 h"},
+		{"only disallowed partitions idle", map[string]time.Duration{"gpu": 3 * time.Hour, "cpu": time.Hour, "gpu-dev": time.Hour, "scavenger": time.Hour},
+			onlyCPU, "", "no partition it may start on is idle"},
+		// dev computes as fast but restarts at its 2 h limit on the way
+		{"dev and cpu idle and allowed: cpu, no restart", map[string]time.Duration{"gpu": 3 * time.Hour, "gpu-dev": time.Hour, "scavenger": time.Hour},
+			anyOne, "cpu", "move to gpu when it frees: ends in 3.3 h"},
+		{"gpu idle", map[string]time.Duration{"dev": time.Hour}, onlyCPU, "", "gpu is idle now"},
+		{"gpu's wait unknown", map[string]time.Duration{"gpu": -1}, onlyCPU, "", "the wait for gpu is unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := MakePlans(32, Options(rows, waitsOf(tt.waits), ov), ov)
+			start, why := p.StartElsewhere(p.Ideal, tt.allowed)
+			if got := ""; start != nil {
+				got = start.Partition.Name
+				if got != tt.start {
+					t.Fatalf("start %s, want %q: %s", got, tt.start, why)
+				}
+			} else if tt.start != "" {
+				t.Fatalf("wait for gpu, want a start on %s: %s", tt.start, why)
+			}
+			if !strings.Contains(why, tt.why) {
+				t.Errorf("why %q, want %q", why, tt.why)
+			}
+		})
+	}
+}

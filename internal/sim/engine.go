@@ -66,6 +66,9 @@ var Variants = []Variant{
 	{Name: "isched+elastic", Isched: true, Elastic: true},
 	// rules 7, 8 and 9: every lever that pays on Philly
 	{Name: "isched+order+preempt+elastic", Isched: true, Order: true, Preempt: true, Elastic: true},
+	// the same with lever e: submitted as `isched submit` does by default
+	// (--policy auto: start elsewhere only when it pays)
+	{Name: "isched-auto+order+preempt+elastic", Isched: true, Policy: plan.PolicyAuto, Order: true, Preempt: true, Elastic: true},
 }
 
 // DefaultElasticMax is the largest size of the replay's elastic runs

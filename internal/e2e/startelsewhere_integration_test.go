@@ -1,0 +1,81 @@
+//go:build integration
+
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/isched/isched/internal/testutil"
+)
+
+// TestStartElsewhereOnlyWhenItPaysOnCluster is lever e (issue 41) live:
+// bob's job holds both gpu nodes; alice, from her own shell with only her
+// isched.conf, submits a run with `--partition-ideal gpu --fallback cpu`
+// under the default policy (auto), twice. While bob's job may end within
+// 3 minutes, the minutes on cpu before gpu frees are worth less than a
+// move, so her job waits on gpu; when bob's job holds gpu for 10 hours,
+// it starts on cpu now and is to move to gpu when it frees. Slurm's
+// record of each job is what is checked, and the reason she is shown.
+func TestStartElsewhereOnlyWhenItPaysOnCluster(t *testing.T) {
+	testutil.ClaimPartitions(t, "gpu", "cpu")
+	w := newWorld(t, fastPolicy)
+	cli := testutil.Binary(t, "isched", "./isched")
+	home, uid := userDir(t, testutil.WorkDir(t, "isched-lever-e-"), "alice")
+	root := testutil.RepoRoot()
+	writeUserConf(t, home, uid, "cluster = "+w.cluster+"\nredis_addr = "+w.redis.Addr+"\nredis_user = viewer\nredis_password_file = "+
+		w.redis.PasswordFile("viewer")+"\nrelay_addr = "+w.startRelay()+"\nsite = "+filepath.Join(root, "examples/site-lab.json")+"\n")
+	run := aliceCLI(t, home, cli)
+	submit := func(name string) (job, out string) {
+		t.Helper()
+		// about 27 min on a lab gpu node and 80 on cpu (site-lab.json)
+		out = run("submit", "--model", filepath.Join(root, "internal/cli/testdata/mnist_cnn.json"), "--samples", "400000", "--epochs", "40",
+			"--batch", "8", "--optimizer", "momentum", "--partition-ideal", "gpu", "--fallback", "cpu", "--mem", "500M",
+			"--job-name", name, "--wrapper", filepath.Join(binDir, "isched-wrapper"),
+			"--", "/usr/bin/python3", filepath.Join(root, "internal/wrapper/testdata/fake_trainer.py"), "--steps", "100000", "--period", "1")
+		i := strings.Index(out, "Submitted batch job ")
+		if i < 0 {
+			t.Fatalf("isched submit said no job id:\n%s", out)
+		}
+		job = strings.Fields(out[i+len("Submitted batch job "):])[0]
+		t.Cleanup(func() { _ = exec.Command("scancel", job).Run() })
+		t.Logf("alice's isched submit:\n%s", out)
+		return job, out
+	}
+	hold := func(minutes int) string {
+		t.Helper()
+		id := w.sbatchAs("bob", "-J", "e2e-lever-e-hold", "-p", "gpu", "-N", "2", "--exclusive", "-t", strconv.Itoa(minutes), "-o", "/dev/null",
+			"--wrap", "sleep 900")
+		waitFor(t, w, time.Minute, "bob's job holding both gpu nodes, in the agent's snapshot", func() bool {
+			p, ok := w.snapshotPartition("gpu")
+			return slurmJob(id)["JobState"] == "RUNNING" && ok && p.NodesIdle == 0
+		})
+		return id
+	}
+
+	short := hold(3)
+	job, out := submit("lever-e-wait")
+	if f := slurmJob(job); f["Partition"] != "gpu" || f["JobState"] != "PENDING" {
+		t.Errorf("bob's gpu job ends within 3 min: alice's job is %s on %s, want PENDING on gpu", f["JobState"], f["Partition"])
+	}
+	if !strings.Contains(out, "isched: why: --partition-ideal gpu: waiting ") || !strings.Contains(out, "starting now on cpu") {
+		t.Errorf("the submission does not say why it waits for gpu:\n%s", out)
+	}
+	if out, err := exec.Command("scancel", job, short).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v: %s", err, out)
+	}
+
+	hold(600)
+	job, out = submit("lever-e-start")
+	waitFor(t, w, time.Minute, "alice's job running on cpu", func() bool {
+		f := slurmJob(job)
+		return f["JobState"] == "RUNNING" && f["Partition"] == "cpu"
+	})
+	if !strings.Contains(out, "on cpu, moving to gpu when it frees") || !strings.Contains(out, "isched: why: --partition-ideal gpu is busy: start now on cpu") {
+		t.Errorf("the submission does not say it starts on cpu and why:\n%s", out)
+	}
+}
