@@ -58,8 +58,13 @@ type Options struct {
 	// SIGKILL); the summary's iteration times leave the warm-up out.
 	ProfileWindow time.Duration
 	ProfileWarmup int64
-	Version       bool // --version: print it and exit
-	Argv          []string
+	// HandoverWait is how long the command waits for another running job
+	// of its lineage to end before it starts (handover.go); 0: it does
+	// not wait.
+	HandoverWait time.Duration
+	handoverPoll time.Duration // 0: handoverPoll (tests shorten it)
+	Version      bool          // --version: print it and exit
+	Argv         []string
 }
 
 // ErrUsage marks a command-line error (exit status 2).
@@ -155,6 +160,7 @@ func (o *Options) flags(fs *flag.FlagSet, getenv func(string) string) (resumeArg
 	resumeArg = fs.String("resume-arg", getenv("ISCHED_RESUME_ARG"), "arguments appended to the command on an attempt that resumes, {path} replaced by the checkpoint, e.g. '--resume_from_checkpoint {path}' (split on white space, no shell, no quoting; ISCHED_RESUME_FROM is set either way)")
 	fs.DurationVar(&o.ProfileWindow, "profile-window", 0, "measure this long after the warm-up iterations, then stop the child (SIGTERM, --grace, SIGKILL); the summary's iteration times leave the warm-up out (isched profile)")
 	fs.Int64Var(&o.ProfileWarmup, "profile-warmup", 5, "with --profile-window: iterations not measured at the start (data loader start, allocator growth, first-iteration set-up)")
+	fs.DurationVar(&o.HandoverWait, "handover-wait", 15*time.Minute, "before the command starts, wait at most this long for another running job of the same lineage (of this user) to end, so that two attempts never write one checkpoint directory; still running then: exit 75 without starting (0: do not check)")
 	fs.BoolVar(&o.Version, "version", false, "print the version and exit")
 	return resumeArg, nil
 }
@@ -170,6 +176,9 @@ func (o *Options) check() error {
 	}
 	if o.ProfileWindow < 0 || o.ProfileWarmup < 0 {
 		return fmt.Errorf("%w: --profile-window and --profile-warmup must not be negative", ErrUsage)
+	}
+	if o.HandoverWait < 0 {
+		return fmt.Errorf("%w: --handover-wait %s: must not be negative", ErrUsage, o.HandoverWait)
 	}
 	if o.QueueMax < 1 {
 		return fmt.Errorf("%w: --queue-max %d: must be at least 1", ErrUsage, o.QueueMax)

@@ -28,6 +28,10 @@ import (
 func Run(ctx context.Context, opts Options, d Deps) int {
 	r := newRun(opts, d)
 	r.outer = ctx
+	if code, ok := r.awaitOtherAttempts(); !ok {
+		return code
+	}
+	r.attemptStart = time.Now().Add(-time.Second) // after the wait: the other attempt's checkpoints are not this one's
 	if code, ok := r.prepare(); !ok {
 		return code
 	}

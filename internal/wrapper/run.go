@@ -76,7 +76,10 @@ type Deps struct {
 	// MemCgroup resolves the child's memory cgroup (nil: none is read, and
 	// an OOM kill is told only from the sampled peak).
 	MemCgroup OpenMemCgroup
-	Logger    *slog.Logger
+	// Attempts finds the lineage's other running jobs: the command waits
+	// for them to end (handover.go; nil: it does not wait).
+	Attempts Attempts
+	Logger   *slog.Logger
 }
 
 // StreamConnect is the production Connect: the reporter ACL user from the

@@ -21,6 +21,9 @@ func AddSystemDeps(d *Deps) {
 	if d.GPU == nil {
 		d.GPU = NVMLSampler{C: gpu.NewSystem(log)}
 	}
+	if d.Attempts == nil {
+		d.Attempts = SqueueAttempts{}
+	}
 	if d.MemCgroup == nil {
 		d.MemCgroup = SystemMemCgroup
 	}
