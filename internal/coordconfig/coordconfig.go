@@ -111,7 +111,9 @@ type PolicySettings struct {
 	// base when jobs wait (docs/elastic.md): at most max_resizes growths
 	// per run, scaling_efficiency the throughput kept per doubling for a
 	// size a run has not measured, elastic_headroom GPUs per partition
-	// left idle for arrivals.
+	// kept idle for arrivals (runs above their base shrink when fewer than
+	// half of them are idle; 0: the GPUs of a quarter of the partition's
+	// nodes; negative: none).
 	Elastic           bool    `json:"elastic"`
 	MaxResizes        int     `json:"max_resizes"`
 	ScalingEfficiency float64 `json:"scaling_efficiency"`
@@ -233,8 +235,6 @@ func (p PolicySettings) validate() error {
 		return daemon.Errorf("policy.max_resizes", "must be positive (leave it out for the default %d)", policy.DefaultMaxResizes)
 	case !(p.ScalingEfficiency > 0 && p.ScalingEfficiency <= 1):
 		return daemon.Errorf("policy.scaling_efficiency", "must be in (0, 1] (leave it out for the default %g)", policy.DefaultScalingEfficiency)
-	case p.ElasticHeadroom < 0:
-		return daemon.Errorf("policy.elastic_headroom", "must not be negative")
 	}
 	if p.MaxMoves == daemon.Limit(0) {
 		return daemon.Errorf("policy.max_moves", `0 is not a bound: leave it out for the default %d, or write "unbounded"`, policy.DefaultMaxMoves)

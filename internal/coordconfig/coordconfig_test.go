@@ -56,7 +56,6 @@ func TestSettingsValidate(t *testing.T) {
 		{"policy.max_preemptions", func(s *Settings) { s.Policy.MaxPreemptions = 0 }},
 		{"policy.max_resizes", func(s *Settings) { s.Policy.MaxResizes = 0 }},
 		{"policy.scaling_efficiency", func(s *Settings) { s.Policy.ScalingEfficiency = 1.5 }},
-		{"policy.elastic_headroom", func(s *Settings) { s.Policy.ElasticHeadroom = -1 }},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			t.Parallel()

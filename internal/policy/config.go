@@ -31,6 +31,15 @@ const (
 	// ResNet-50 from 8 to 256 GPUs; Sergeev and Del Balso 2018, Horovod,
 	// 88 % for Inception V3 and ResNet-101 at 128 GPUs).
 	DefaultScalingEfficiency = 0.9
+	// DefaultElasticHeadroomShare is the share of a partition's nodes
+	// whose GPUs rule 9 keeps idle for arrivals unless the site sets
+	// elastic_headroom. Runs grown onto every idle GPU hold them for
+	// hours, and a job that asks a whole node then waits for one to drain:
+	// in the replay of the Philly run times at load 0.7 (docs/elastic.md,
+	// "Room for arrivals"), the untouched jobs waited 57 s on average
+	// instead of 13 s with none kept, 15 s with an eighth, 5.5 s with a
+	// quarter.
+	DefaultElasticHeadroomShare = 0.25
 )
 
 // DefaultRequeueWait is the coordinator's RequeueWait when unset: a
@@ -129,8 +138,12 @@ type Config struct {
 	// ScalingEfficiency is the throughput kept per doubling of GPUs for a
 	// size the run has not measured; 0: DefaultScalingEfficiency.
 	ScalingEfficiency float64
-	// ElasticHeadroom is the GPUs of a partition that growth leaves idle
-	// for jobs that arrive (a shrink takes a checkpoint to free them).
+	// ElasticHeadroom is the GPUs of a partition that rule 9 keeps idle
+	// for the jobs that arrive: a run starts larger or grows only onto
+	// the idle GPUs past it, and when arrivals leave fewer than half of it
+	// idle, the runs above their base shrink back until half is idle
+	// again. 0: the GPUs of DefaultElasticHeadroomShare of the
+	// partition's nodes, in whole nodes; negative: none.
 	ElasticHeadroom int
 }
 

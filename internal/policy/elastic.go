@@ -50,6 +50,8 @@ type QueueRoom struct {
 	Idle      int // idle GPUs
 	MostFree  int // the most idle GPUs on one node
 	FreeNodes int // nodes with every GPU idle
+	GPUs      int // the partition's GPUs
+	Nodes     int // its nodes (0: unknown)
 	// Demand is the GPUs asked by the jobs that wait on the partition for
 	// resources or priority (anyone's, isched's or not) and that shrinks
 	// could start (Servable).
@@ -84,8 +86,9 @@ type ResizeChoice struct {
 // shrink back to their base size (by checkpoint and requeue) until the
 // GPUs they free cover the wait, except a run that ends within the cost
 // of doing so; a run shrinks too when its owner's jobs wait under the
-// same limit. When nothing waits on its partition, a run grows onto idle
-// GPUs (leaving ElasticHeadroom idle) to the size that gains most: its
+// same limit, and when fewer than half the partition's headroom
+// (ElasticHeadroom) is idle. When nothing waits on its partition, a run
+// grows onto the idle GPUs past the headroom to the size that gains most: its
 // predicted run left at the new size, from its own measured steps per
 // second at each size (ScalingEfficiency per doubling for a size it has
 // not run at), must beat the run left now by more than MinGain × the
@@ -132,7 +135,7 @@ func shrinks(c Config, rs *[]ElasticRun, rooms map[string]QueueRoom) ([]ResizeCh
 		}
 		out = append(out, r)
 		freed := r.From - r.To
-		if q := rooms[r.Queue]; q.Demand > q.Idle {
+		if q := rooms[r.Queue]; q.Demand > q.Idle || c.short(q) {
 			q.Idle += freed // for the jobs waiting there; a held owner's are not idle GPUs
 			rooms[r.Queue] = q
 		}
@@ -158,15 +161,16 @@ func (q QueueRoom) Reserve(add int) QueueRoom {
 }
 
 // shrinkChoice: a run above its base on a partition where jobs wait for
-// more GPUs than idle, or whose owner's jobs wait under the same limit.
-// why is set when jobs wait but no run shrinks.
+// more GPUs than idle or less than half the headroom is idle, or whose
+// owner's jobs wait under the same limit. why is set when jobs wait but
+// no run shrinks.
 func shrinkChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom) (ResizeChoice, bool, string) {
 	var best *ElasticRun
 	why := ""
 	for i := range runs {
 		r := &runs[i]
 		q := rooms[r.Queue]
-		if q.Demand <= q.Idle && r.HeldDemand == 0 {
+		if q.Demand <= q.Idle && r.HeldDemand == 0 && (!c.short(q) || r.Size <= r.Min) {
 			continue
 		}
 		why = fmt.Sprintf("jobs wait on %s for %d GPUs, %d idle, and no run above its base can shrink", r.Queue, q.Demand, q.Idle)
@@ -184,9 +188,14 @@ func shrinkChoice(c Config, runs []ElasticRun, rooms map[string]QueueRoom) (Resi
 	}
 	q := rooms[best.Queue]
 	to, nodes, gres := placement(best, best.Min)
-	waits := fmt.Sprintf("jobs wait on %s for %d GPUs with %d idle", best.Queue, q.Demand, q.Idle)
-	if q.Demand <= q.Idle {
+	var waits string
+	switch {
+	case q.Demand > q.Idle:
+		waits = fmt.Sprintf("jobs wait on %s for %d GPUs with %d idle", best.Queue, q.Demand, q.Idle)
+	case best.HeldDemand > 0:
 		waits = fmt.Sprintf("its owner's other jobs wait for %d GPUs under the same limit", best.HeldDemand)
+	default:
+		waits = fmt.Sprintf("%d GPUs idle on %s, under half the %d kept for arrivals (elastic_headroom)", q.Idle, best.Queue, c.headroom(q))
 	}
 	return ResizeChoice{JobID: best.JobID, Queue: best.Queue, From: best.Size, To: to, Nodes: nodes, Gres: gres, Shrink: true,
 		Reason: fmt.Sprintf("elastic: %s; job %d holds %d GPUs, %d above its base: "+
@@ -243,9 +252,9 @@ func bestSize(c Config, r *ElasticRun, q QueueRoom) (to int, gain time.Duration,
 		return 0, 0, fmt.Sprintf("jobs wait on %s for %d GPUs: job %d does not grow", r.Queue, q.Demand, r.JobID)
 	}
 	cost := 2 * c.resizeCost(r)
-	why = fmt.Sprintf("job %d: %d idle GPUs on %s, %d kept for arrivals: no larger size fits", r.JobID, q.Idle, r.Queue, c.ElasticHeadroom)
+	why = fmt.Sprintf("job %d: %d idle GPUs on %s, %d kept for arrivals: no larger size fits", r.JobID, q.Idle, r.Queue, c.headroom(q))
 	for s := r.Size + 1; s <= r.Max; s++ {
-		if !fits(r, s, q, c.ElasticHeadroom) {
+		if !fits(r, s, q, c.headroom(q)) {
 			continue
 		}
 		rate, basis := r.rate(s, c.ScalingEfficiency)
@@ -284,6 +293,25 @@ func fits(r *ElasticRun, s int, q QueueRoom, headroom int) bool {
 		whole++ // its own node, once it is requeued
 	}
 	return s/r.PerNode <= whole
+}
+
+// headroom is the idle GPUs rule 9 keeps on partition q for arrivals:
+// ElasticHeadroom, or when unset the GPUs of DefaultElasticHeadroomShare
+// of its nodes, rounded down to whole nodes (none under four nodes).
+func (c Config) headroom(q QueueRoom) int {
+	switch {
+	case c.ElasticHeadroom > 0:
+		return c.ElasticHeadroom
+	case c.ElasticHeadroom < 0 || q.Nodes <= 0:
+		return 0
+	}
+	return int(float64(q.Nodes)*DefaultElasticHeadroomShare) * (q.GPUs / q.Nodes)
+}
+
+// short: arrivals have left fewer than half the headroom idle on q, so
+// the runs above their base shrink back to restore it.
+func (c Config) short(q QueueRoom) bool {
+	return q.Idle < c.headroom(q)/2
 }
 
 // placement is size s as tasks, nodes and GRES per node.

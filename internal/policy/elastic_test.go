@@ -79,6 +79,23 @@ func TestResize(t *testing.T) {
 			idle, ResizeChoice{JobID: 7, From: 3, To: 1, Nodes: 1, Gres: "gpu:1", Shrink: true}, "its owner's other jobs wait for 1 GPUs under the same limit"},
 		{"waiting jobs elsewhere do not shrink it", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Max = 4, 4 })},
 			map[string]QueueRoom{"gpu": {Idle: 4, MostFree: 4}, "cpu": {Demand: 8}}, ResizeChoice{}, "largest size"},
+		// 16 nodes of 8: a quarter of the nodes is 32 GPUs kept idle
+		{"the default headroom: a quarter of the nodes' GPUs", on, []ElasticRun{run(nil)},
+			map[string]QueueRoom{"gpu": {Idle: 34, MostFree: 8, FreeNodes: 2, GPUs: 128, Nodes: 16}},
+			ResizeChoice{JobID: 7, From: 1, To: 3, Nodes: 1, Gres: "gpu:3"}, "3 GPUs"},
+		{"no growth into the default headroom", on, []ElasticRun{run(nil)},
+			map[string]QueueRoom{"gpu": {Idle: 32, MostFree: 8, FreeNodes: 2, GPUs: 128, Nodes: 16}}, ResizeChoice{}, "32 kept for arrivals"},
+		{"a headroom of none", Config{Elastic: true, ElasticHeadroom: -1}, []ElasticRun{run(nil)},
+			map[string]QueueRoom{"gpu": {Idle: 7, MostFree: 7, GPUs: 128, Nodes: 16}}, ResizeChoice{JobID: 7, From: 1, To: 4, Nodes: 1, Gres: "gpu:4"}, ""},
+		{"shrinks when arrivals took over half the headroom", on, []ElasticRun{run(func(r *ElasticRun) { r.Size = 4 })},
+			map[string]QueueRoom{"gpu": {Idle: 15, MostFree: 3, GPUs: 128, Nodes: 16}},
+			ResizeChoice{JobID: 7, From: 4, To: 1, Nodes: 1, Gres: "gpu:1", Shrink: true}, "15 GPUs idle on gpu, under half the 32 kept for arrivals"},
+		{"half the headroom idle: no shrink, no growth", on, []ElasticRun{run(func(r *ElasticRun) { r.Size = 2 })},
+			map[string]QueueRoom{"gpu": {Idle: 16, MostFree: 3, GPUs: 128, Nodes: 16}}, ResizeChoice{}, "16 idle GPUs on gpu, 32 kept for arrivals"},
+		{"a run at its base is left alone", on, []ElasticRun{run(nil)},
+			map[string]QueueRoom{"gpu": {Idle: 0, GPUs: 128, Nodes: 16}}, ResizeChoice{}, "0 idle GPUs on gpu, 32 kept"},
+		{"a run about to end keeps its GPUs", on, []ElasticRun{run(func(r *ElasticRun) { r.Size, r.Remaining = 4, 20*time.Second })},
+			map[string]QueueRoom{"gpu": {Idle: 0, GPUs: 128, Nodes: 16}}, ResizeChoice{}, "ends within 20s"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,6 +143,9 @@ func TestResizeSeveral(t *testing.T) {
 			map[string]QueueRoom{"gpu": {}}, "1:3->1"},
 		{"a shrink on one partition, a growth on another", []ElasticRun{run(1, "a", "gpu", 4), run(2, "b", "old", 1)},
 			map[string]QueueRoom{"gpu": {Demand: 1}, "old": {Idle: 3, MostFree: 3}}, "1:4->1 2:1->3"},
+		// 16 nodes of 8 keep 32 idle: shrinks stop once 16 (half) are
+		{"shrinks restore half the headroom", []ElasticRun{run(1, "a", "gpu", 3), run(2, "b", "gpu", 4), run(3, "c", "gpu", 2)},
+			map[string]QueueRoom{"gpu": {Idle: 12, GPUs: 128, Nodes: 16}}, "2:4->1 1:3->1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			all, why := Resize(Config{Elastic: true}, c.runs, c.rooms, now)
@@ -210,5 +230,37 @@ func TestServable(t *testing.T) {
 		if got := Servable(c.gpus, c.nodes, c.reclaim); got != c.want {
 			t.Errorf("Servable(%d, %d, %d) = %v, want %v", c.gpus, c.nodes, c.reclaim, got, c.want)
 		}
+	}
+}
+
+func TestHeadroom(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		set  int
+		room QueueRoom
+		want int // GPUs kept idle; runs shrink under want/2 idle
+	}{
+		{"a quarter of 64 nodes of 8", 0, QueueRoom{GPUs: 512, Nodes: 64}, 128},
+		{"rounded down to whole nodes: 15 of 60", 0, QueueRoom{GPUs: 480, Nodes: 60}, 120},
+		{"5 of 22 nodes", 0, QueueRoom{GPUs: 176, Nodes: 22}, 40},
+		{"under four nodes: none", 0, QueueRoom{GPUs: 4, Nodes: 2}, 0},
+		{"nodes unknown: none", 0, QueueRoom{GPUs: 64}, 0},
+		{"the site's count", 10, QueueRoom{GPUs: 512, Nodes: 64}, 10},
+		{"none (negative)", -1, QueueRoom{GPUs: 512, Nodes: 64}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{ElasticHeadroom: c.set}
+			if got := cfg.headroom(c.room); got != c.want {
+				t.Errorf("headroom = %d, want %d", got, c.want)
+			}
+			q := c.room
+			for _, idle := range []int{c.want/2 - 1, c.want / 2} {
+				q.Idle = idle
+				if got := cfg.short(q); got != (idle < c.want/2) {
+					t.Errorf("short at %d idle = %v", idle, got)
+				}
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ type StartRoom struct {
 // starting larger costs nothing, so a run that arrives while GPUs sit
 // idle starts on them: at the largest size up to e.Max that one node's
 // idle GPUs hold, when no job waits on the partition, its owner's limits
-// allow it, ElasticHeadroom idle GPUs stay idle, and the time it saves
+// allow it, the headroom (ElasticHeadroom) stays idle, and the time it saves
 // (its predicted run at its base less that at the size, ScalingEfficiency
 // per doubling) beats MinGain × the shrink that may follow. Otherwise it
 // starts at e.Min. why says which.
@@ -39,7 +39,7 @@ func StartSize(cfg Config, e report.Elastic, r StartRoom) (int, string) {
 	case r.Run <= 0:
 		return e.Min, fmt.Sprintf("its run time is not predicted: it starts at its base, %d", e.Min)
 	}
-	most := min(e.Max, q.MostFree, q.Idle-c.ElasticHeadroom)
+	most := min(e.Max, q.MostFree, q.Idle-c.headroom(q))
 	if r.PerNode > 0 {
 		most = min(most, r.PerNode)
 	}
@@ -52,7 +52,7 @@ func StartSize(cfg Config, e report.Elastic, r StartRoom) (int, string) {
 			limits = fmt.Sprintf(", %d under its owner's limits", r.LimitRoom)
 		}
 		return e.Min, fmt.Sprintf("%d GPUs idle (%d on one node), %d kept for arrivals%s: it starts at its base, %d",
-			q.Idle, q.MostFree, c.ElasticHeadroom, limits, e.Min)
+			q.Idle, q.MostFree, c.headroom(q), limits, e.Min)
 	}
 	shrink := c.DefaultCkpt + c.MoveCost
 	run := ElasticRun{Size: e.Min, Min: e.Min}

@@ -36,6 +36,11 @@ func TestStartSize(t *testing.T) {
 		{"a node smaller than its max", on, report.Elastic{Min: 2, Max: 16}, room(func(r *StartRoom) { r.Queue = QueueRoom{Idle: 16, MostFree: 8} }), 8, "starts at 8 GPUs"},
 		{"headroom kept idle", Config{Elastic: true, ElasticHeadroom: 5}, e, room(nil), 2, "starts at 2 GPUs"},
 		{"headroom takes all", Config{Elastic: true, ElasticHeadroom: 7}, e, room(nil), 1, "7 kept for arrivals"},
+		// 16 nodes of 8 keep a quarter, 32 GPUs, idle
+		{"the default headroom", on, e, room(func(r *StartRoom) { r.Queue = QueueRoom{Idle: 34, MostFree: 8, FreeNodes: 2, GPUs: 128, Nodes: 16} }),
+			2, "starts at 2 GPUs"},
+		{"the default headroom takes all", on, e, room(func(r *StartRoom) { r.Queue = QueueRoom{Idle: 33, MostFree: 8, FreeNodes: 2, GPUs: 128, Nodes: 16} }),
+			1, "32 kept for arrivals"},
 		{"its owner's limits", on, e, room(func(r *StartRoom) { r.LimitRoom = 3 }), 3, "starts at 3 GPUs"},
 		{"limits below its base", on, e, room(func(r *StartRoom) { r.LimitRoom = 0 }), 1, "0 under its owner's limits"},
 		// 2 GPUs save 0.44 × the run, 4 save 0.69 ×: 68 s (1.5 × 45 s) needs

@@ -33,9 +33,10 @@ func GPUsPerNode(snap *report.Snapshot, name string) int {
 func QueueRooms(snap *report.Snapshot, jobs iter.Seq[report.Job], reclaim map[string]int) map[string]QueueRoom {
 	rooms := map[string]QueueRoom{}
 	for _, p := range snap.Partitions {
-		q := QueueRoom{FreeNodes: p.NodesIdle}
+		q := QueueRoom{FreeNodes: p.NodesIdle, Nodes: p.NodesTotal}
 		for _, g := range p.GPUs {
 			q.Idle += g.Idle
+			q.GPUs += g.Total
 		}
 		if p.NodesIdle > 0 {
 			q.MostFree = GPUsPerNode(snap, p.Name)

@@ -136,7 +136,7 @@ func (s *sim) queueRoom(pi int) policy.QueueRoom {
 // nodeRoom is partition pi's idle GPUs, and the most one of its nodes
 // would have idle with its elastic runs back at their base.
 func (s *sim) nodeRoom(pi int) (policy.QueueRoom, int) {
-	q := policy.QueueRoom{Idle: s.pc[pi].gpusIdle}
+	q := policy.QueueRoom{Idle: s.pc[pi].gpusIdle, GPUs: s.cl.parts[pi].gpus, Nodes: len(s.cl.parts[pi].nodes)}
 	reclaim := 0
 	for _, ni := range s.cl.parts[pi].nodes {
 		n := &s.cl.nodes[ni]
