@@ -90,6 +90,12 @@ func TestLoadPolicy(t *testing.T) {
 	if pol.Speed["gpu"] != 4 || pol.Speed["cpu"] != 1 || pol.MinInterval != -1 || pol.Margin != 15*time.Second || pol.MoveCost != def.MoveCost {
 		t.Errorf("policy %+v", pol)
 	}
+	if pol.KeepPlace {
+		t.Error("keep_place on by default")
+	}
+	if pol, err := LoadPolicy(writeFile(t, `{"policy": {"keep_place": true}}`)); err != nil || !pol.KeepPlace {
+		t.Errorf("keep_place: %+v, %v", pol, err)
+	}
 	bad := writeFile(t, `{"policy": {"speed": {"gpu": 0}}}`)
 	if _, err := LoadPolicy(bad); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "policy.speed.gpu") {
 		t.Errorf("bad speed: %v", err)
