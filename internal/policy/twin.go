@@ -162,8 +162,13 @@ func (v *view) twinPending() Decision {
 }
 
 // handingOver is Decide while the handover's checkpoint is awaited: given
-// up, with the twin cancelled, as rule 2's move is (awaiting).
+// up, with the twin cancelled, as rule 2's move is (awaiting); but a run
+// Slurm requeued meanwhile (it pends) hands over at once from its last
+// checkpoint, as TwinStarted does.
 func (v *view) handingOver() Decision {
+	if v.j.State == StatePending && v.j.Plan != nil {
+		return TwinStarted(v.cfg, v.j, v.now)
+	}
 	d := v.awaiting()
 	d.Rule = RuleKeepPlace
 	if d.Abandoned {

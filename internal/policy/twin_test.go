@@ -151,6 +151,9 @@ func TestDecideWithTwin(t *testing.T) {
 			want: Decision{Kind: None, Rule: RuleKeepPlace}, has: "awaiting the checkpoint requested 10s ago (given up after 1m)"},
 		{name: "handing over: no checkpoint in time", job: func(j *Job) { j.Phase, j.PhaseSince = lifecycle.HandingOver, now.Add(-2*time.Minute) },
 			want: Decision{Kind: DropTwin, Rule: RuleKeepPlace, Abandoned: true}, has: "the twin is cancelled"},
+		{name: "handing over: the run was requeued, pends: hand over at once", job: func(j *Job) {
+			j.Phase, j.PhaseSince, j.State = lifecycle.HandingOver, now.Add(-10*time.Second), StatePending
+		}, want: Decision{Kind: Handover, Rule: RuleKeepPlace}, has: "the twin resumes from the last checkpoint"},
 		{name: "handing over: the run stopped", job: func(j *Job) {
 			j.Phase, j.PhaseSince, j.State = lifecycle.HandingOver, now.Add(-10*time.Second), "FAILED"
 		}, want: Decision{Kind: DropTwin, Rule: RuleKeepPlace, Abandoned: true}, has: "the job is FAILED now"},
