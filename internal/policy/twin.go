@@ -135,9 +135,14 @@ func (a afterCkpt) handover() Decision {
 
 // twinPending is Decide for a run whose twin waits (lifecycle.TwinPending):
 // rule 1 still guards the running attempt's time limit (the twin is
-// cancelled first: Decision.CancelTwin), rule 2 does not move the run (the
-// twin starts when the ideal partition frees in its turn), the twin is
-// dropped when the move stops paying, and rule 6 may trim the limit.
+// cancelled first: Decision.CancelTwin); rule 2 does not move the run while
+// the ideal partition is full (the twin starts when it frees in its turn),
+// but does, cancelling the twin first, when the ideal has room and the twin
+// has waited MinPending without starting: a limit holds the twin (the twin
+// adds to its owner's and account's use while the run still holds its
+// own: an account at its GrpTRES quota cannot start it, a requeue can).
+// The twin is dropped when the move stops paying; rule 6 may trim the
+// limit.
 func (v *view) twinPending() Decision {
 	const noMigrate = "migration: not while a twin keeps the run's place"
 	if v.j.State != StateRunning {
@@ -149,6 +154,14 @@ func (v *view) twinPending() Decision {
 		d.CancelTwin = true
 		d.Reason += "; cancelling the twin first"
 		return d
+	}
+	if waited := v.now.Sub(v.j.PhaseSince); waited >= v.cfg.MinPending {
+		if d, ok, _ := v.migrate(); ok {
+			d.CancelTwin = true
+			d.Reason += fmt.Sprintf("; the twin has waited %s without starting though %s has room (a limit holds it): cancelling the twin first",
+				dur(waited), v.j.Plan.Ideal)
+			return d
+		}
 	}
 	if _, why, pays := v.twinPays(); !pays {
 		return Decision{Kind: DropTwin, Rule: RuleKeepPlace, Reason: "keep place: a move no longer pays (" + why + "): cancelling the twin"}

@@ -134,13 +134,20 @@ func TestDecideWithTwin(t *testing.T) {
 	tests := []struct {
 		name string
 		job  func(*Job)
-		want Decision // Reason ignored; TimeLimit and Target only where set
+		snap *report.Snapshot // default: gpu full
+		want Decision         // Reason ignored; TimeLimit and Target only where set
 		has  string
 	}{
-		{name: "idle: rule 2 migrates into the room", job: func(j *Job) { j.Phase = lifecycle.Idle },
+		{name: "idle: rule 2 migrates into the room", job: func(j *Job) { j.Phase = lifecycle.Idle }, snap: lab(),
 			want: Decision{Kind: Checkpoint, Rule: RuleMigrate, Then: Requeue}, has: "migrate: gpu has 2 idle node(s)"},
-		{name: "twin pending: no migration", want: Decision{Kind: None},
+		{name: "twin pending, gpu full: no migration", want: Decision{Kind: None},
 			has: "keep place: the twin waits on gpu; time limit: "},
+		{name: "twin pending, room just now: the twin's turn, no migration", snap: lab(),
+			job: func(j *Job) { j.PhaseSince = now.Add(-30 * time.Second) }, want: Decision{Kind: None},
+			has: "migration: not while a twin keeps the run's place"},
+		{name: "twin pending, room but the twin held: rule 2, the twin cancelled first", snap: lab(),
+			want: Decision{Kind: Checkpoint, Rule: RuleMigrate, Then: Requeue, CancelTwin: true},
+			has:  "the twin has waited 10m without starting though gpu has room (a limit holds it): cancelling the twin first"},
 		{name: "twin pending near the limit: rule 1, the twin cancelled first", job: nearLimit,
 			want: Decision{Kind: Checkpoint, Rule: RuleTimeLimit, Then: Requeue, CancelTwin: true}, has: "cancelling the twin first"},
 		{name: "twin pending, nearly done: drop it", job: func(j *Job) { j.Step = 99990 },
@@ -165,7 +172,11 @@ func TestDecideWithTwin(t *testing.T) {
 			if tc.job != nil {
 				tc.job(&j)
 			}
-			d := Decide(keepCfg(), j, lab(), now)
+			snap := tc.snap
+			if snap == nil {
+				snap = lab(full("gpu"))
+			}
+			d := Decide(keepCfg(), j, snap, now)
 			got := Decision{Kind: d.Kind, Rule: d.Rule, Then: d.Then, CancelTwin: d.CancelTwin, Abandoned: d.Abandoned}
 			if got != tc.want {
 				t.Errorf("got %+v\nwant %+v\nreason: %s", got, tc.want, d.Reason)

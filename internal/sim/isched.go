@@ -165,7 +165,7 @@ func (s *sim) candidate(js *jobState) bool {
 		if s.pol.TrimLimits && s.trimDue(js, lead) {
 			return true
 		}
-		if ideal, ok := s.cl.byName[js.plan.Ideal]; ok && js.plan.Migrate && ideal != js.pi && js.phase == lifecycle.Idle {
+		if ideal, ok := s.cl.byName[js.plan.Ideal]; ok && js.plan.Migrate && ideal != js.pi {
 			c := &s.pc[ideal] // an idle node, or free GPUs and CPUs somewhere
 			return c.nodesIdle > 0 || c.gpusIdle >= gresGPUs(js.plan.IdealGres) && c.cpusIdle >= max(1, js.plan.IdealCPUs)
 		}
