@@ -137,6 +137,11 @@ type Job struct {
 	Phase      lifecycle.State
 	PhaseSince time.Time
 
+	// TwinReason is Slurm's pending reason of the run's twin (rule 10,
+	// lifecycle.TwinPending): "AssocGrpGRES", "QOSMaxGRESPerUser" and the
+	// other Assoc* and QOS* reasons say a limit holds it.
+	TwinReason string
+
 	// ETAHigh is the end of the coordinator's calibrated ETA band (zero:
 	// none): rule 6 trims a limit to the later of it and the estimate's.
 	ETAHigh time.Time

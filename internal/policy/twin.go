@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/isched/isched/internal/lifecycle"
@@ -137,10 +138,10 @@ func (a afterCkpt) handover() Decision {
 // rule 1 still guards the running attempt's time limit (the twin is
 // cancelled first: Decision.CancelTwin); rule 2 does not move the run while
 // the ideal partition is full (the twin starts when it frees in its turn),
-// but does, cancelling the twin first, when the ideal has room and the twin
-// has waited MinPending without starting: a limit holds the twin (the twin
-// adds to its owner's and account's use while the run still holds its
-// own: an account at its GrpTRES quota cannot start it, a requeue can).
+// but does, cancelling the twin first, when the ideal has room and a limit
+// holds the twin (Job.TwinReason): the twin adds to its owner's and
+// account's use while the run still holds its own, so an account at its
+// GrpTRES quota cannot start it, and a requeue can.
 // The twin is dropped when the move stops paying; rule 6 may trim the
 // limit.
 func (v *view) twinPending() Decision {
@@ -155,11 +156,11 @@ func (v *view) twinPending() Decision {
 		d.Reason += "; cancelling the twin first"
 		return d
 	}
-	if waited := v.now.Sub(v.j.PhaseSince); waited >= v.cfg.MinPending {
+	if limitHeld(v.j.TwinReason) {
 		if d, ok, _ := v.migrate(); ok {
 			d.CancelTwin = true
-			d.Reason += fmt.Sprintf("; the twin has waited %s without starting though %s has room (a limit holds it): cancelling the twin first",
-				dur(waited), v.j.Plan.Ideal)
+			d.Reason += fmt.Sprintf("; a limit holds the twin (%s) though %s has room: cancelling the twin first",
+				v.j.TwinReason, v.j.Plan.Ideal)
 			return d
 		}
 	}
@@ -188,4 +189,11 @@ func (v *view) handingOver() Decision {
 		d.Kind, d.Reason = DropTwin, "keep place: "+d.Reason+"; the twin is cancelled"
 	}
 	return d
+}
+
+// limitHeld says whether a pending reason of Slurm's is one of its
+// association or QOS limits (AssocGrpGRES, QOSMaxGRESPerUser, ...), not
+// a wait for resources or priority.
+func limitHeld(reason string) bool {
+	return strings.HasPrefix(reason, "Assoc") || strings.HasPrefix(reason, "QOS")
 }

@@ -287,6 +287,9 @@ func (s *sim) policyJob(js *jobState, step int64) policy.Job {
 	if js.phase != lifecycle.Idle {
 		j.PhaseSince = at(js.phaseSince)
 	}
+	if js.phase == lifecycle.TwinPending {
+		j.TwinReason = s.twinReason(js)
+	}
 	return j
 }
 

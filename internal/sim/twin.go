@@ -182,3 +182,20 @@ func (s *sim) applyTwin(i int, d policy.Decision) {
 		s.cancelTwin(i)
 	}
 }
+
+// twinReason is the pending reason squeue shows for run js's twin: its
+// account's GrpTRES (the multifactor model's) or its owner's
+// per-partition limit, else Priority.
+func (s *sim) twinReason(js *jobState) string {
+	if js.twin == 0 || s.jobs[js.twin-1].state != stPending {
+		return ""
+	}
+	tw := &s.jobs[js.twin-1]
+	switch {
+	case s.cfg.Sched.Backfill && s.accts.held(tw.acct, tw.gpus*tw.j.Nodes): // the EASY model has no limits
+		return "AssocGrpGRES"
+	case len(tw.parts) > 0 && s.userLimited(tw, tw.parts[0]):
+		return "AssocMaxGRESPerUser"
+	}
+	return "Priority"
+}
