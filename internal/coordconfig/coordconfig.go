@@ -106,6 +106,11 @@ type PolicySettings struct {
 	// behind it runs first, at most max_preemptions times per run.
 	PreemptForShort bool `json:"preempt_for_short"`
 	MaxPreemptions  int  `json:"max_preemptions"`
+	// KeepPlace: rule 10 keeps a twin job pending on a run's ideal
+	// partition while the run runs elsewhere, so that it ages in that
+	// queue; when Slurm starts the twin, the run checkpoints and the twin
+	// resumes from the checkpoint (issue 41, lever c).
+	KeepPlace bool `json:"keep_place"`
 	// Elastic: rule 9 grows runs submitted with a GPU range (isched
 	// submit --gpus 1-4) onto idle GPUs and shrinks them back to their
 	// base when jobs wait (docs/elastic.md): at most max_resizes growths
@@ -227,6 +232,12 @@ func (p PolicySettings) validate() error {
 			return daemon.Errorf(f.field, "must be positive")
 		}
 	}
+	if p.KeepPlace {
+		// policy.WantTwin and the lifecycle's twin states are replayed, but
+		// no coordinator round submits or hands over a twin yet: a switch
+		// that did nothing would read as a lever at work
+		return daemon.Errorf("policy.keep_place", "rule 10 is not carried out by the coordinator yet (isched simulate replays it: --variants isched+keep); leave it out or set it false")
+	}
 	if p.MaxPreemptions <= 0 {
 		return daemon.Errorf("policy.max_preemptions", "must be positive (leave it out for the default %d)", policy.DefaultMaxPreemptions)
 	}
@@ -300,7 +311,8 @@ func (p PolicySettings) Config() (policy.Config, error) {
 		TrimLimits: p.TrimTimeLimits, TrimMin: p.TrimMin.D(),
 		OrderByRemaining: p.OrderByRemaining, OrderMaxWait: p.OrderMaxWait.D(),
 		PreemptForShort: p.PreemptForShort, MaxPreemptions: p.MaxPreemptions,
-		Elastic: p.Elastic, MaxResizes: p.MaxResizes, ScalingEfficiency: p.ScalingEfficiency, ElasticHeadroom: p.ElasticHeadroom,
+		KeepPlace: p.KeepPlace,
+		Elastic:   p.Elastic, MaxResizes: p.MaxResizes, ScalingEfficiency: p.ScalingEfficiency, ElasticHeadroom: p.ElasticHeadroom,
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = -1

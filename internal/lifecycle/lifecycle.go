@@ -40,6 +40,15 @@ const (
 	// shorter run of isched's starts in its place (rule 8, preemption);
 	// isched releases it once that run has started.
 	Yielding State = "yielding"
+	// TwinPending: the run runs off its ideal partition and a twin job
+	// waits on the ideal one (rule 10, keep the place): same owner and
+	// lineage, the plan's ideal request, aging in that queue as the run
+	// would have. Slurm starting the twin starts the handover.
+	TwinPending State = "twin-pending"
+	// HandingOver: the twin started; the running attempt checkpoints and
+	// ends, and the twin resumes from that checkpoint. The twin's nodes
+	// idle meanwhile.
+	HandingOver State = "handing-over"
 	// Ended: the run is over (its work done, or nothing can continue it).
 	// A new job of the same lineage (its user submitted it again) or a
 	// late start report brings it back.
@@ -47,7 +56,7 @@ const (
 )
 
 // States lists every state, in the diagram's order.
-var States = []State{Idle, AwaitingCheckpoint, RequeueIssued, Yielding, Ended}
+var States = []State{Idle, AwaitingCheckpoint, RequeueIssued, Yielding, TwinPending, HandingOver, Ended}
 
 // String names the state ("idle" for Idle, whose persisted spelling is
 // empty).
@@ -100,11 +109,22 @@ const (
 	// Released: the agent released the held run (the run it yielded to
 	// has started, or isched stopped waiting for it).
 	Released Event = "released"
+	// TwinSubmitted: isched submitted the run's twin onto its ideal
+	// partition (rule 10).
+	TwinSubmitted Event = "twin-submitted"
+	// TwinStarted: Slurm started the twin: the handover begins.
+	TwinStarted Event = "twin-started"
+	// TwinCancelled: the twin is gone (isched cancelled it, or someone
+	// else did): the run goes on where it runs.
+	TwinCancelled Event = "twin-cancelled"
+	// HandedOver: the handover's checkpoint landed and the old attempt
+	// ended: the twin resumes from it.
+	HandedOver Event = "handed-over"
 )
 
 // Events lists every event, in the table's order.
 var Events = []Event{CheckpointAsked, RequeueSent, MoveAbandoned, UpdateDone, ActionFailed, AttemptStarted,
-	RequeueSlow, CancelledBeforeRestart, Adopted, Finished, Yielded, Released}
+	RequeueSlow, CancelledBeforeRestart, Adopted, Finished, Yielded, Released, TwinSubmitted, TwinStarted, TwinCancelled, HandedOver}
 
 // transition is one row of the table.
 type transition struct {
@@ -148,6 +168,23 @@ var table = []transition{
 	{Yielding, CancelledBeforeRestart, Idle, "cancelled while held: the end is settled next"},
 	{Yielding, Adopted, Yielding, "its held job taken up from the job table"},
 	{Yielding, Finished, Ended, "ended while held"},
+	{Idle, TwinSubmitted, TwinPending, "running off its ideal partition: a twin keeps its place in the ideal queue"},
+	{TwinPending, AttemptStarted, TwinPending, "another rank's start, or Slurm's own requeue elsewhere: the twin stays"},
+	{TwinPending, UpdateDone, TwinPending, "the running attempt's time limit changed in place"},
+	{TwinPending, ActionFailed, Idle, "the twin's submission refused: the run goes on without one"},
+	{TwinPending, Adopted, TwinPending, "its queued twin or job taken up from the job table"},
+	{TwinPending, TwinStarted, HandingOver, "Slurm started the twin: checkpoint the running attempt"},
+	{TwinPending, TwinCancelled, Idle, "the twin cancelled (by isched: no longer pays, or before another action; or by anyone)"},
+	{TwinPending, Finished, Ended, "the run ended elsewhere: its twin is cancelled"},
+	{HandingOver, HandedOver, RequeueIssued, "the checkpoint landed, the old attempt ended: the twin's start from it settles it"},
+	{HandingOver, MoveAbandoned, Idle, "no checkpoint in time, or the run stopped: the twin is cancelled, the run stays"},
+	{HandingOver, ActionFailed, Idle, "the checkpoint signal not delivered: the twin is cancelled, the run stays"},
+	{HandingOver, TwinCancelled, Idle, "the twin cancelled (no longer pays, or by anyone): the run stays"},
+	{HandingOver, AttemptStarted, HandingOver, "another rank's start report: the policy re-judges"},
+	{HandingOver, Adopted, HandingOver, "its running twin taken up from the job table"},
+	{HandingOver, Finished, Ended, "the run reached its total during the handover: its twin is cancelled"},
+	{Idle, TwinCancelled, Idle, "a late report of a twin already given up"},
+	{Ended, TwinCancelled, Ended, "the twin of an ended run cancelled"},
 }
 
 // TransitionError is a transition the table does not list.

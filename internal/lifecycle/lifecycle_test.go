@@ -18,26 +18,43 @@ func TestEveryTransition(t *testing.T) {
 			CheckpointAsked: AwaitingCheckpoint, RequeueSent: RequeueIssued, MoveAbandoned: refused,
 			UpdateDone: Idle, ActionFailed: Idle, AttemptStarted: Idle, RequeueSlow: refused,
 			CancelledBeforeRestart: refused, Adopted: Idle, Finished: Ended, Yielded: refused, Released: refused,
+			TwinSubmitted: TwinPending, TwinStarted: refused, TwinCancelled: Idle, HandedOver: refused,
 		},
 		AwaitingCheckpoint: {
 			CheckpointAsked: refused, RequeueSent: RequeueIssued, MoveAbandoned: Idle,
 			UpdateDone: refused, ActionFailed: Idle, AttemptStarted: AwaitingCheckpoint, RequeueSlow: refused,
 			CancelledBeforeRestart: refused, Adopted: AwaitingCheckpoint, Finished: Ended, Yielded: refused, Released: refused,
+			TwinSubmitted: refused, TwinStarted: refused, TwinCancelled: refused, HandedOver: refused,
 		},
 		RequeueIssued: {
 			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
 			UpdateDone: refused, ActionFailed: Idle, AttemptStarted: Idle, RequeueSlow: Idle,
 			CancelledBeforeRestart: Idle, Adopted: RequeueIssued, Finished: Ended, Yielded: Yielding, Released: refused,
+			TwinSubmitted: refused, TwinStarted: refused, TwinCancelled: refused, HandedOver: refused,
 		},
 		Yielding: {
 			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
 			UpdateDone: refused, ActionFailed: Yielding, AttemptStarted: Idle, RequeueSlow: refused,
 			CancelledBeforeRestart: Idle, Adopted: Yielding, Finished: Ended, Yielded: refused, Released: RequeueIssued,
+			TwinSubmitted: refused, TwinStarted: refused, TwinCancelled: refused, HandedOver: refused,
+		},
+		TwinPending: {
+			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
+			UpdateDone: TwinPending, ActionFailed: Idle, AttemptStarted: TwinPending, RequeueSlow: refused,
+			CancelledBeforeRestart: refused, Adopted: TwinPending, Finished: Ended, Yielded: refused, Released: refused,
+			TwinSubmitted: refused, TwinStarted: HandingOver, TwinCancelled: Idle, HandedOver: refused,
+		},
+		HandingOver: {
+			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: Idle,
+			UpdateDone: refused, ActionFailed: Idle, AttemptStarted: HandingOver, RequeueSlow: refused,
+			CancelledBeforeRestart: refused, Adopted: HandingOver, Finished: Ended, Yielded: refused, Released: refused,
+			TwinSubmitted: refused, TwinStarted: refused, TwinCancelled: Idle, HandedOver: RequeueIssued,
 		},
 		Ended: {
 			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: refused,
 			UpdateDone: Ended, ActionFailed: Ended, AttemptStarted: Idle, RequeueSlow: refused,
 			CancelledBeforeRestart: refused, Adopted: Idle, Finished: refused, Yielded: refused, Released: refused,
+			TwinSubmitted: refused, TwinStarted: refused, TwinCancelled: Ended, HandedOver: refused,
 		},
 	}
 	if len(want) != len(States) {

@@ -29,6 +29,8 @@ func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		return abandon("no checkpoint was pending (%s)", pending.Kind)
 	case j.State != StateRunning:
 		return abandon("checkpoint saved; the job is %s now, nothing to requeue", orUnknown(j.State))
+	case pending.Then == Handover:
+		// rule 10: the twin resumes from the checkpoint (below)
 	case pending.Then != Requeue:
 		return Decision{Kind: None, Rule: pending.Rule, Reason: "checkpoint saved; nothing follows: " + pending.Reason}
 	}
@@ -57,6 +59,8 @@ func afterCheckpoint(cfg Config, j Job, snap *report.Snapshot, now time.Time, pe
 		return a.timeLimit()
 	case RuleMigrate:
 		return a.migrate()
+	case RuleKeepPlace:
+		return a.handover()
 	}
 	return abandon("checkpoint saved; unknown rule %q: nothing follows", pending.Rule)
 }

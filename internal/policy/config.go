@@ -127,6 +127,13 @@ type Config struct {
 	PreemptForShort bool
 	MaxPreemptions  int
 
+	// KeepPlace turns rule 10 on (issue 41, lever c; coordinator config
+	// "keep_place"; off by default): while a run runs off its ideal
+	// partition, a twin job waits on the ideal one and ages in its queue;
+	// when Slurm starts the twin, the run checkpoints and the twin
+	// resumes from the checkpoint.
+	KeepPlace bool
+
 	// Elastic turns rule 9 on (issue 42): a run submitted with a GPU
 	// range (--gpus 1-4) grows onto GPUs that idle while no job waits for
 	// them, by checkpoint and requeue at the new size, and shrinks back to

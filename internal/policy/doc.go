@@ -74,6 +74,18 @@
 //     (lifecycle.Yielding) and released once the waiting one has
 //     started. At most MaxPreemptions per run, never within MinInterval
 //     of its start or last move.
+//  9. Elastic runs (Elastic; issue 42): see elastic.go.
+//  10. Keep the place (KeepPlace; lever c): while a run runs off its
+//     ideal partition and a move there would save more than MinGain ×
+//     (MoveCost + checkpoint), WantTwin asks for a twin job pending on
+//     the ideal partition (the plan's GRES, CPUs, a limit for the rest)
+//     so that it ages in that queue. When Slurm starts the twin,
+//     TwinStarted checkpoints the running attempt (then Handover: it ends
+//     and the twin resumes from the checkpoint) or drops the twin when
+//     the move no longer pays. While the twin waits, Decide keeps rules 1
+//     (cancelling the twin first) and 6, and rule 2 only where the ideal
+//     has room and the twin has waited MinPending without starting; a
+//     handover whose checkpoint does not arrive in time is given up.
 //
 // Rule 1 sends no checkpoint request before the current attempt's first
 // step (Job.NoStepYet), until half its time limit has passed.

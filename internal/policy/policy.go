@@ -42,6 +42,17 @@ const (
 	// onto Target with Gres and TimeLimit (a new job id, the same
 	// lineage): rule 5's continuation of a job slurmctld no longer holds.
 	Resubmit Kind = "resubmit"
+	// SubmitTwin: submit a twin of the running job, as its owner and of
+	// its lineage, pending on Target with Gres, CPUs and TimeLimit (rule
+	// 10, WantTwin); then the event lifecycle.TwinSubmitted.
+	SubmitTwin Kind = "submit-twin"
+	// DropTwin: cancel the run's twin; then lifecycle.TwinCancelled. The
+	// run goes on where it runs.
+	DropTwin Kind = "drop-twin"
+	// Handover: end the running attempt (its checkpoint has landed), or
+	// cancel the run's pending job, and let the twin, started on Target,
+	// resume from the last checkpoint; then lifecycle.HandedOver.
+	Handover Kind = "handover"
 )
 
 // Rules, as Decision.Rule.
@@ -53,6 +64,7 @@ const (
 	RuleOrder     = "order"      // 7: isched's pending jobs, shortest remaining first
 	RulePreempt   = "preempt"    // 8: a long run yields to a much shorter one
 	RuleElastic   = "elastic"    // 9: an elastic run grows onto idle GPUs, shrinks when jobs wait
+	RuleKeepPlace = "keep-place" // 10: a twin keeps a run's place in its ideal queue
 )
 
 // Slurm job states the policy acts on.
@@ -125,6 +137,11 @@ type Job struct {
 	Phase      lifecycle.State
 	PhaseSince time.Time
 
+	// TwinReason is Slurm's pending reason of the run's twin (rule 10,
+	// lifecycle.TwinPending): "AssocGrpGRES", "QOSMaxGRESPerUser" and the
+	// other Assoc* and QOS* reasons say a limit holds it.
+	TwinReason string
+
 	// ETAHigh is the end of the coordinator's calibrated ETA band (zero:
 	// none): rule 6 trims a limit to the later of it and the estimate's.
 	ETAHigh time.Time
@@ -162,6 +179,9 @@ type Decision struct {
 	// GPU, Gres per node); 0: leave the job's request unchanged.
 	Tasks int `json:"tasks,omitempty"`
 	Nodes int `json:"nodes,omitempty"`
+	// CancelTwin: cancel the run's twin (lifecycle.TwinCancelled) before
+	// carrying out the decision (rule 1 fires while a twin waits).
+	CancelTwin bool `json:"cancel_twin,omitempty"`
 }
 
 // Decide applies the rules (see the package documentation) to one job. A
@@ -185,8 +205,15 @@ func withIdealCPUs(d Decision, j *Job) Decision {
 
 func decide(cfg Config, j Job, snap *report.Snapshot, now time.Time) Decision {
 	v := newView(cfg, j, snap, now)
-	if j.Phase == lifecycle.AwaitingCheckpoint {
+	switch j.Phase {
+	case lifecycle.AwaitingCheckpoint:
 		return v.awaiting()
+	case lifecycle.HandingOver:
+		return v.handingOver()
+	case lifecycle.TwinPending:
+		if j.Plan != nil {
+			return v.twinPending()
+		}
 	}
 	switch j.State {
 	case StateRunning:

@@ -46,6 +46,11 @@ type Variant struct {
 	// --gpus 1-ElasticMax) onto idle GPUs and shrinks them back when jobs
 	// wait (coordinator elastic).
 	Elastic bool
+	// KeepPlace: rule 10 keeps a twin pending on the ideal partition of
+	// a run that runs elsewhere; when the scheduler starts it, the run
+	// checkpoints and resumes on the twin's nodes (coordinator
+	// keep_place).
+	KeepPlace bool
 }
 
 // Variants are the baselines of docs/evaluation.md, Slurm alone first.
@@ -69,6 +74,10 @@ var Variants = []Variant{
 	// the same with lever e: submitted as `isched submit` does by default
 	// (--policy auto: start elsewhere only when it pays)
 	{Name: "isched-auto+order+preempt+elastic", Isched: true, Policy: plan.PolicyAuto, Order: true, Preempt: true, Elastic: true},
+	// rule 10, alone and with the levers that pay on Philly
+	{Name: "isched+keep", Isched: true, KeepPlace: true},
+	{Name: "isched+order+preempt+keep", Isched: true, Order: true, Preempt: true, KeepPlace: true},
+	{Name: "isched+order+preempt+elastic+keep", Isched: true, Order: true, Preempt: true, Elastic: true, KeepPlace: true},
 }
 
 // DefaultElasticMax is the largest size of the replay's elastic runs
@@ -237,6 +246,11 @@ type sim struct {
 	// yielding counts the runs requeued held by rule 8: the rounds go on
 	// until each is released.
 	yielding int
+	// nJobs is the trace's jobs, the first of s.jobs; twins' slots follow
+	// (rule 10). twinIdle is the GPU-seconds twins held without running
+	// their run: from the twin's start to the handover, or its cancel.
+	nJobs    int
+	twinIdle float64
 }
 
 // to moves an isched job's lifecycle on ev, as the coordinator's to
@@ -292,7 +306,7 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 	s.accts = newAccounts(cfg.Sched, trace)
 	s.pol = s.policyConfig()
 	s.planSite = cfg.PlannerSite()
-	s.jobs = make([]jobState, 0, len(trace))
+	s.jobs = make([]jobState, 0, len(trace)*(1+btoi(cfg.Variant.KeepPlace)))
 	for k := range trace {
 		if _, err := s.askedPartition(&trace[k]); err != nil {
 			s.rejected++ // as sbatch refuses a job no partition can hold
@@ -304,6 +318,10 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 			return nil, err
 		}
 		s.push(trace[k].Submit, evArrive, i, 0)
+	}
+	s.nJobs = len(s.jobs)
+	if cfg.Variant.KeepPlace {
+		s.addTwinSlots()
 	}
 	if len(trace) > 0 {
 		s.acct.from, s.acct.to = trace[0].Submit, trace[len(trace)-1].Submit
@@ -325,6 +343,7 @@ func (s *sim) policyConfig() policy.Config {
 		c.OrderByRemaining = c.OrderByRemaining || s.cfg.Variant.Order
 		c.PreemptForShort = c.PreemptForShort || s.cfg.Variant.Preempt
 		c.Elastic = c.Elastic || s.cfg.Variant.Elastic
+		c.KeepPlace = c.KeepPlace || s.cfg.Variant.KeepPlace
 		if !s.cfg.Variant.Dev {
 			c.DevPartitions, c.DevWindows = nil, nil
 		}
@@ -332,7 +351,8 @@ func (s *sim) policyConfig() policy.Config {
 	}
 	c := policy.Config{Speed: map[string]float64{}, DefaultCkpt: time.Duration(s.cfg.CkptDur * float64(time.Second)),
 		NoContinuations: s.cfg.Variant.NoContinue, TrimLimits: s.cfg.Variant.Trim,
-		OrderByRemaining: s.cfg.Variant.Order, PreemptForShort: s.cfg.Variant.Preempt, Elastic: s.cfg.Variant.Elastic, Location: time.UTC}
+		OrderByRemaining: s.cfg.Variant.Order, PreemptForShort: s.cfg.Variant.Preempt, Elastic: s.cfg.Variant.Elastic,
+		KeepPlace: s.cfg.Variant.KeepPlace, Location: time.UTC}
 	for pi := range s.cl.parts {
 		c.Speed[s.cl.parts[pi].name] = s.cl.partSpeed(pi)
 	}
@@ -451,7 +471,7 @@ func (s *sim) handle(e event) {
 		s.tick()
 		// nothing else left to happen: a job that can never start stays
 		// pending rather than ticking for ever
-		if s.done < len(s.jobs) && (s.live > 0 || s.dirty || s.yielding > 0) {
+		if s.done < s.nJobs && (s.live > 0 || s.dirty || s.yielding > 0) {
 			s.push(s.now+s.cfg.Tick, evTick, -1, 0)
 		}
 	}
@@ -459,6 +479,13 @@ func (s *sim) handle(e event) {
 
 // at is the wall-clock time of simulated second t.
 func at(t float64) time.Time { return Epoch.Add(time.Duration(t * float64(time.Second))) }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // secs is a duration in seconds.
 func secs(d time.Duration) float64 { return d.Seconds() }

@@ -125,6 +125,7 @@ type Row struct {
 	Variant string
 	JCT, MedianJCT, P95JCT, Wait, BSLD,
 	GPUUtil, CPUUtil, Elsewhere, Cost, Moves, Conts, Preempts, Resizes, Lost,
+	Twins, Handovers, TwinIdle,
 	JCTIsched, OtherWait Interval
 	MedianWait, P95Wait Interval
 	// WaitShare is this variant's share of completion time spent
@@ -217,6 +218,9 @@ func aggregateRow(load float64, variant string, cs []Cell, base map[uint64]Summa
 	r.Preempts = pick(func(s Summary) float64 { return s.PreemptsPerJob })
 	r.Resizes = pick(func(s Summary) float64 { return s.ResizesPerJob })
 	r.Lost = pick(func(s Summary) float64 { return s.LostPerJob })
+	r.Twins = pick(func(s Summary) float64 { return s.TwinsPerJob })
+	r.Handovers = pick(func(s Summary) float64 { return s.HandoversPerJob })
+	r.TwinIdle = pick(func(s Summary) float64 { return s.TwinIdleGPUHours })
 	r.JCTIsched = pick(func(s Summary) float64 { return s.MeanJCTManaged })
 	r.OtherWait = pick(func(s Summary) float64 { return s.OtherWait })
 	r.DJCT = change(func(s Summary) float64 { return s.MeanJCT })

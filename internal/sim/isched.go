@@ -131,7 +131,8 @@ func (s *sim) tick() {
 	s.resizeElastic()
 	for _, i := range s.active {
 		js := &s.jobs[i]
-		if js.plan == nil || (js.state != stRunning && js.state != stPending) || js.phase != lifecycle.Idle {
+		if js.plan == nil || (js.state != stRunning && js.state != stPending) ||
+			js.phase != lifecycle.Idle && (js.phase != lifecycle.TwinPending || js.state != stRunning) {
 			continue
 		}
 		if !s.candidate(js) {
@@ -147,6 +148,7 @@ func (s *sim) tick() {
 			snap = nil // the cluster changed
 		}
 	}
+	s.keepPlaces()
 }
 
 // candidate is a cheap necessary condition for a decision: a running job
@@ -183,7 +185,12 @@ func (s *sim) candidate(js *jobState) bool {
 // apply carries out a decision as the agent would.
 func (s *sim) apply(i int, d policy.Decision) {
 	js := &s.jobs[i]
+	if d.CancelTwin {
+		s.cancelTwin(i)
+	}
 	switch d.Kind {
+	case policy.DropTwin, policy.Handover:
+		s.applyTwin(i, d)
 	case policy.Checkpoint:
 		s.to(js, lifecycle.CheckpointAsked)
 		js.pendingDec = d
@@ -241,8 +248,12 @@ func (s *sim) ckptLanded(i int) {
 	}
 	js.ckpts++
 	js.ckptT.Completed(at(s.now))
+	if js.pendingDec.Rule == policy.RuleKeepPlace && js.phase != lifecycle.HandingOver {
+		return // the handover was given up meanwhile: a checkpoint more
+	}
 	d := policy.AfterCheckpoint(s.pol, s.policyJob(js, js.stepAt(s.now)), s.snapshot(), at(s.now), js.pendingDec)
 	if d.Kind == policy.None || d.Abandoned {
+		s.freeTwin(i) // a handover given up: its twin is cancelled
 		s.to(js, lifecycle.MoveAbandoned)
 		js.lastMove = s.now
 		return
@@ -275,6 +286,9 @@ func (s *sim) policyJob(js *jobState, step int64) policy.Job {
 	}
 	if js.phase != lifecycle.Idle {
 		j.PhaseSince = at(js.phaseSince)
+	}
+	if js.phase == lifecycle.TwinPending {
+		j.TwinReason = s.twinReason(js)
 	}
 	return j
 }

@@ -101,6 +101,14 @@ type jobState struct {
 	elastic bool // a run rule 9 makes elastic (in every variant: elasticPlan)
 	estSize int  // the size the estimator measured
 
+	// rule 10: the slot of the run's twin (its index + 1; 0: none), and
+	// for a twin's slot its run's (index + 1); when WantTwin may be asked
+	// again; twins submitted and handovers done
+	twin, twinOf int
+	twinCheck    float64
+	twins        int
+	handovers    int
+
 	firstStart float64 // -1: not started
 	end        float64
 	lost       int64

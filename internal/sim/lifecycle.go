@@ -125,19 +125,16 @@ func (s *sim) queue(i int, order float64) {
 	s.dirty, s.bfDirty = true, true
 }
 
-// start runs job i on nodes of partition pi.
+// start runs job i on nodes of partition pi (a twin's slot: the twin
+// starts, and its run hands over).
 func (s *sim) start(i, pi int, nodes []int) {
 	js := &s.jobs[i]
+	if js.twinOf > 0 {
+		s.startTwin(i, pi, nodes)
+		return
+	}
 	js.state, js.pi, js.alloc, js.start = stRunning, pi, nodes, s.now
-	for _, ni := range nodes {
-		s.take(ni, js.cpus, js.gpus)
-		s.cl.nodes[ni].jobs = append(s.cl.nodes[ni].jobs, i)
-	}
-	s.userUse(js, pi, 1)
-	s.accts.use(js.acct, js.gpus*len(nodes), 1, s.now, s.cfg.Sched.HalfLife)
-	if s.cl.parts[pi].tier == 0 {
-		s.preempt++
-	}
+	s.allocate(i, pi, nodes)
 	js.startup = s.cfg.Start
 	if js.attempts > 0 {
 		js.startup = s.cfg.Restart // requeue, start-up and checkpoint loading
@@ -168,6 +165,20 @@ func (s *sim) start(i, pi int, nodes []int) {
 	js.limitEnd = s.now + s.limitOf(js, pi)
 	if !math.IsInf(js.limitEnd, 1) {
 		s.push(js.limitEnd, evLimit, i, js.gen)
+	}
+}
+
+// allocate gives job i's request on nodes of pi to it.
+func (s *sim) allocate(i, pi int, nodes []int) {
+	js := &s.jobs[i]
+	for _, ni := range nodes {
+		s.take(ni, js.cpus, js.gpus)
+		s.cl.nodes[ni].jobs = append(s.cl.nodes[ni].jobs, i)
+	}
+	s.userUse(js, pi, 1)
+	s.accts.use(js.acct, js.gpus*len(nodes), 1, s.now, s.cfg.Sched.HalfLife)
+	if s.cl.parts[pi].tier == 0 {
+		s.preempt++
 	}
 }
 
@@ -264,6 +275,7 @@ func (s *sim) finish(i int) {
 	js.lastCkpt = js.iters
 	js.state, js.end = stDone, s.now
 	if js.managed {
+		s.freeTwin(i) // the run ended elsewhere: its twin is cancelled
 		s.to(js, lifecycle.Finished)
 	}
 	s.jobDone()
@@ -271,8 +283,8 @@ func (s *sim) finish(i int) {
 
 func (s *sim) jobDone() {
 	s.done++
-	if p := s.cfg.Progress; p != nil && (s.done%1000 == 0 || s.done == len(s.jobs)) {
-		p(s.done, len(s.jobs))
+	if p := s.cfg.Progress; p != nil && (s.done%1000 == 0 || s.done == s.nJobs) {
+		p(s.done, s.nJobs)
 	}
 }
 
@@ -288,8 +300,18 @@ func (s *sim) timeout(i int) {
 // (PreemptMode=REQUEUE): it queues again where it was, from its last
 // checkpoint; isched leaves a job Slurm requeued alone.
 func (s *sim) preempted(i int) {
+	js := &s.jobs[i]
+	if js.twinOf > 0 { // a twin on a preemptible partition: given up
+		s.cancelTwin(js.twinOf - 1)
+		return
+	}
 	s.halt(i)
 	s.queue(i, s.now)
+	if js.managed && js.phase == lifecycle.HandingOver {
+		// its handover's checkpoint died with the attempt: the policy
+		// hands over from the last one (the run pends now)
+		s.applyTwin(i, policy.Decide(s.pol, s.policyJob(js, js.lastCkpt), s.snapshot(), at(s.now)))
+	}
 }
 
 // attemptEnded settles an attempt that ended with steps left: isched's
@@ -299,6 +321,7 @@ func (s *sim) preempted(i int) {
 func (s *sim) attemptEnded(i int, state string, step, resume int64) {
 	js := &s.jobs[i]
 	if js.managed {
+		s.twinGone(i)
 		exit := 0
 		e := policy.End{State: state, Exit: &exit, Signal: "SIGTERM", ResumeStep: resume, NewCkpts: int64(js.ckpts - js.ckptsAt)}
 		d := policy.AfterEnd(s.pol, s.policyJob(js, step), e, s.snapshot(), at(s.now))

@@ -69,15 +69,18 @@ type JobResult struct {
 	Done     bool    // all steps done
 	Moves    int
 	Conts    int
-	Preempts int   // rule 8 checkpointed and requeued it for a shorter run
-	Resizes  int   // rule 9 grew or shrank it
-	Elastic  bool  // a run rule 9 makes elastic, at fixed size in the variants without it
-	Lost     int64 // steps redone
-	Attempts int
-	Cost     float64
-	Touched  bool
-	OnOther  bool
-	Path     []Hop // its attempts' starts, in order
+	Preempts int // rule 8 checkpointed and requeued it for a shorter run
+	Resizes  int // rule 9 grew or shrank it
+	// Twins is how many twins rule 10 kept for it, Handovers how many
+	// of them it moved to (counted in Moves too).
+	Twins, Handovers int
+	Elastic          bool  // a run rule 9 makes elastic, at fixed size in the variants without it
+	Lost             int64 // steps redone
+	Attempts         int
+	Cost             float64
+	Touched          bool
+	OnOther          bool
+	Path             []Hop // its attempts' starts, in order
 }
 
 // Result is one replay's outcome.
@@ -95,20 +98,24 @@ type Result struct {
 	// scavenger nodes absorbed.
 	Elsewhere float64
 	WaitCurve [][2]float64 // (submission time, wait) of every job, by submission
+	// TwinIdleGPUHours is what rule 10's twins held without running
+	// their run: from a twin's start to its handover (the run's
+	// checkpoint) or its cancel.
+	TwinIdleGPUHours float64
 }
 
 func (s *sim) result() *Result {
-	r := &Result{Variant: s.cfg.Variant.Name, Events: s.events0, Rejected: s.rejected, Cost: s.acct.cost}
+	r := &Result{Variant: s.cfg.Variant.Name, Events: s.events0, Rejected: s.rejected, Cost: s.acct.cost, TwinIdleGPUHours: s.twinIdle / 3600}
 	if s.acct.ischedHours > 0 {
 		r.Elsewhere = s.acct.elsewhereHours / s.acct.ischedHours
 	}
 	first, last := math.Inf(1), 0.0
-	for i := range s.jobs {
+	for i := range s.nJobs {
 		js := &s.jobs[i]
 		j := js.j
 		jr := JobResult{ID: j.ID, Managed: js.managed, Isched: js.isched, GPUs: j.GPUs, Submit: j.Submit,
 			Run: j.Run, Done: js.lastCkpt >= js.iters, Moves: js.moves, Conts: js.conts, Lost: js.lost,
-			Attempts: js.attempts, Preempts: js.preempts, Resizes: js.resizes, Elastic: js.elastic, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
+			Attempts: js.attempts, Preempts: js.preempts, Resizes: js.resizes, Twins: js.twins, Handovers: js.handovers, Elastic: js.elastic, Cost: js.cost, Touched: js.touched, OnOther: js.onOther, Path: js.path}
 		if js.firstStart >= 0 {
 			jr.Wait = js.firstStart - j.Submit
 		}
@@ -154,6 +161,9 @@ type Summary struct {
 	ContsPerJob      float64 // continuations per isched job
 	PreemptsPerJob   float64 // rule 8's preemptions per isched job
 	ResizesPerJob    float64 // rule 9's resizes per isched job
+	TwinsPerJob      float64 // rule 10's twins per isched job
+	HandoversPerJob  float64 // rule 10's handovers per isched job (in MovesPerJob too)
+	TwinIdleGPUHours float64 // GPU-hours the twins held idle (Result's)
 	LostPerJob       float64 // steps redone per job
 	Unfinished       int
 	// The isched jobs' mean completion time, and the others': the same
@@ -169,9 +179,10 @@ type Summary struct {
 // counts as harm to others (those no variant plans: the same jobs in
 // every variant).
 func Summarize(r *Result) Summary {
-	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, Elsewhere: r.Elsewhere, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost}
+	s := Summary{Jobs: len(r.Jobs), Rejected: r.Rejected, Elsewhere: r.Elsewhere, GPUUtil: r.GPUUtil, CPUUtil: r.CPUUtil, Cost: r.Cost,
+		TwinIdleGPUHours: r.TwinIdleGPUHours}
 	var jct, wait, bsld, jctM, jctO, waitO, jctE []float64
-	var moves, conts, preempts, resizes, lost float64
+	var moves, conts, preempts, resizes, twins, handovers, lost float64
 	managed := 0
 	for _, j := range r.Jobs {
 		jct = append(jct, j.JCT/3600)
@@ -187,6 +198,8 @@ func Summarize(r *Result) Summary {
 			conts += float64(j.Conts)
 			preempts += float64(j.Preempts)
 			resizes += float64(j.Resizes)
+			twins += float64(j.Twins)
+			handovers += float64(j.Handovers)
 			jctM = append(jctM, j.JCT/3600)
 			if j.Elastic {
 				jctE = append(jctE, j.JCT/3600)
@@ -209,6 +222,8 @@ func Summarize(r *Result) Summary {
 		s.ContsPerJob = conts / float64(managed)
 		s.PreemptsPerJob = preempts / float64(managed)
 		s.ResizesPerJob = resizes / float64(managed)
+		s.TwinsPerJob = twins / float64(managed)
+		s.HandoversPerJob = handovers / float64(managed)
 	}
 	if len(r.Jobs) > 0 {
 		s.LostPerJob = lost / float64(len(r.Jobs))

@@ -120,7 +120,11 @@ func (s *sim) clusterState() plan.ClusterState {
 
 // tableJob is job js as squeue lists it.
 func (s *sim) tableJob(js *jobState) report.Job {
-	j := report.Job{JobID: uint64(js.j.ID) + 1, User: js.j.User, NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
+	id := uint64(js.j.ID) + 1
+	if js.twinOf > 0 {
+		id = twinJobID + uint64(js.twinOf) // its own job id
+	}
+	j := report.Job{JobID: id, User: js.j.User, NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
 		Gres: gresOf(js.gpus), SubmitMS: at(js.order).UnixMilli()}
 	if js.limit > 0 {
 		lim := int64(js.limit / 60)

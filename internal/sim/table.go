@@ -16,12 +16,12 @@ func WriteTable(w io.Writer, title string, rows []Row) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "load\toffered\tpolicy\tmean JCT h\tΔ JCT\tΔ JCT isched jobs\tΔ p95 isched jobs\tΔ JCT elastic runs\tmedian JCT h\tp95 JCT h\twait h\tmedian wait h\tp95 wait h\twait share\tceiling\tbsld\tGPU util\tCPU util\tisched work elsewhere\tcost\tmoves/job\tconts/job\tpreempts/job\tresizes/job\tlost steps/job\tuntouched wait h\tΔ untouched wait\tunfinished")
+	fmt.Fprintln(tw, "load\toffered\tpolicy\tmean JCT h\tΔ JCT\tΔ JCT isched jobs\tΔ p95 isched jobs\tΔ JCT elastic runs\tmedian JCT h\tp95 JCT h\twait h\tmedian wait h\tp95 wait h\twait share\tceiling\tbsld\tGPU util\tCPU util\tisched work elsewhere\tcost\tmoves/job\tconts/job\tpreempts/job\tresizes/job\ttwins/job\thandovers/job\ttwin idle GPU h\tlost steps/job\tuntouched wait h\tΔ untouched wait\tunfinished")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%g\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3g\n",
+		fmt.Fprintf(tw, "%g\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3g\n",
 			r.Load, r.Offered, r.Variant, r.JCT, pct(r.DJCT), pct(r.DJCTIsched), pct(r.DP95Isched), pct(r.DJCTElastic), r.MedianJCT, r.P95JCT, r.Wait, r.MedianWait, r.P95Wait,
 			share(r.WaitShare), share(r.Ceiling), r.BSLD,
-			r.GPUUtil, r.CPUUtil, r.Elsewhere, r.Cost, r.Moves, r.Conts, r.Preempts, r.Resizes, r.Lost, r.OtherWait, pct(r.DOtherWait), r.Unfinished)
+			r.GPUUtil, r.CPUUtil, r.Elsewhere, r.Cost, r.Moves, r.Conts, r.Preempts, r.Resizes, r.Twins, r.Handovers, r.TwinIdle, r.Lost, r.OtherWait, pct(r.DOtherWait), r.Unfinished)
 	}
 	return tw.Flush()
 }
