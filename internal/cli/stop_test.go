@@ -111,6 +111,20 @@ func TestStopBetweenAttempts(t *testing.T) {
 			st.EndedMS, st.State = at(0), "FAILED"
 			h.setJSON("isched:lab:job:{lab-train-abababab}:status", st)
 		}, code: ExitOK, out: "is over already (FAILED)", slept: 1},
+		// CI, 1a37184: the cancel landed while the agent was continuing the
+		// run (requeued held, not yet released); the release failed and
+		// the coordinator ended the run. Its end is this command's cancel.
+		{name: "cancelled mid-continuation, then the run ends", change: func(h *harness, n int) {
+			switch n {
+			case 1:
+				h.slurm.jobs["42"].State = "PENDING"
+			case 2:
+				h.slurm.jobs["42"].State = "CANCELLED"
+				st := movedStatus()
+				st.EndedMS, st.State = at(0), "ENDED"
+				h.setJSON("isched:lab:job:{lab-train-abababab}:status", st)
+			}
+		}, code: ExitOK, out: "cancelled job 42 (lineage lab-train-abababab): a cancelled run is never continued", cancelled: []string{"42"}, slept: 2},
 		{name: "nothing within --wait", args: []string{"--wait", "10s", "--interval", "2s"}, code: ExitError,
 			err: "has ended (FAILED): isched may be continuing the run (waited 10s)", slept: 5},
 	}
