@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -50,9 +52,11 @@ func TestStartElsewhereOnlyWhenItPaysOnCluster(t *testing.T) {
 		t.Helper()
 		id := w.sbatchAs("bob", "-J", "e2e-lever-e-hold", "-p", "gpu", "-N", "2", "--exclusive", "-t", strconv.Itoa(minutes), "-o", "/dev/null",
 			"--wrap", "sleep 900")
-		waitFor(t, w, time.Minute, "bob's job holding both gpu nodes, in the agent's snapshot", func() bool {
+		// the agent's job table, which isched submit reads, must show this
+		// job running: a snapshot of gpu busy may still be of the last one
+		waitFor(t, w, time.Minute, "bob's job "+id+" holding both gpu nodes, in the agent's job table", func() bool {
 			p, ok := w.snapshotPartition("gpu")
-			return slurmJob(id)["JobState"] == "RUNNING" && ok && p.NodesIdle == 0
+			return ok && p.NodesIdle == 0 && w.jobTableState(id) == "RUNNING"
 		})
 		return id
 	}
@@ -78,4 +82,28 @@ func TestStartElsewhereOnlyWhenItPaysOnCluster(t *testing.T) {
 	if !strings.Contains(out, "on cpu, moving to gpu when it frees") || !strings.Contains(out, "isched: why: --partition-ideal gpu is busy: start now on cpu") {
 		t.Errorf("the submission does not say it starts on cpu and why:\n%s", out)
 	}
+}
+
+// jobTableState is the state of job id in the agent's latest job table in
+// Redis ("" when it is not there or the table cannot be read).
+func (w *world) jobTableState(id string) string {
+	c, err := w.client("coordinator")
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	b, err := c.Get(context.Background(), c.Keys().Jobs())
+	if err != nil {
+		return ""
+	}
+	env, err := report.DecodeTableOf(b, report.KindJobs)
+	if err != nil || env.Jobs == nil {
+		return ""
+	}
+	for _, j := range env.Jobs.Jobs {
+		if strconv.FormatUint(j.JobID, 10) == id {
+			return j.State
+		}
+	}
+	return ""
 }
