@@ -238,6 +238,13 @@ func migrate(from, to *Option, overhead time.Duration) *Migration {
 	return m
 }
 
+// moveMargin is how much sooner than total (waiting, or staying) a plan
+// that starts elsewhere must end to be chosen: one move's overhead, and a
+// twentieth of total when that is more.
+func moveMargin(total, overhead time.Duration) time.Duration {
+	return max(overhead, total/20)
+}
+
 func (p *Plans) recommend(overhead time.Duration) {
 	w := p.Without
 	switch {
@@ -246,7 +253,7 @@ func (p *Plans) recommend(overhead time.Duration) {
 		p.Without = p.Ideal
 		p.Reason = fmt.Sprintf("no wait is known (no cluster state): %s is the fastest partition", p.Ideal.Name())
 		return
-	case p.With != nil && p.With.Total < w.Total && w.Total-p.With.Total > max(overhead, w.Total/20):
+	case p.With != nil && w.Total-p.With.Total > moveMargin(w.Total, overhead):
 		p.Recommend = "with"
 		m := p.With
 		how := "waiting for " + w.Name()
@@ -354,13 +361,14 @@ func (p Plans) StartElsewhere(ideal *Option, allowed func(*Option) bool) (start 
 		}
 	}
 	wait := fmt.Sprintf("waiting %s for %s ends in %s", FormatDuration(ideal.Wait.Wait), ideal.Name(), FormatDuration(ideal.Total))
+	margin := moveMargin(ideal.Total, p.Overhead)
 	switch {
 	case best == nil:
 		return nil, wait + "; no partition it may start on is idle"
-	case bestTotal < ideal.Total && ideal.Total-bestTotal > max(p.Overhead, ideal.Total/20):
+	case ideal.Total-bestTotal > margin:
 		return best, fmt.Sprintf("start now on %s (idle, %s), %s: ends in %s; %s",
 			best.Name(), FormatDuration(best.Run), how, FormatDuration(bestTotal), wait)
 	}
 	return nil, fmt.Sprintf("%s; starting now on %s (idle, %s) would end in %s, not sooner by more than %s: waiting",
-		wait, best.Name(), FormatDuration(best.Run), FormatDuration(bestTotal), FormatDuration(max(p.Overhead, ideal.Total/20)))
+		wait, best.Name(), FormatDuration(best.Run), FormatDuration(bestTotal), FormatDuration(margin))
 }
