@@ -145,13 +145,10 @@ func (a *App) stopOnce(ctx context.Context, arg string, sent map[string]bool, fi
 	if me := a.UID(); owner >= 0 && owner != me && me != 0 {
 		return fmt.Errorf("job %s of lineage %s belongs to uid %d, not to you (uid %d): not cancelled", job, t.lineage, owner, me)
 	}
-	switch {
-	case s != nil && s.EndedMS != 0 && sent[job]:
-		// the run ended after this command's cancel (it may have landed
-		// while the coordinator was continuing the run): that is the stop
-		fmt.Fprintf(a.stdout, "cancelled job %s (lineage %s): a cancelled run is never continued by isched\n", job, t.lineage)
-		return nil
-	case s != nil && s.EndedMS != 0:
+	// a run that ended after this command's cancel (it may land while the
+	// coordinator continues the run) is this command's stop: cancelOnce
+	// says so from the job's state
+	if s != nil && s.EndedMS != 0 && !sent[job] {
 		fmt.Fprintf(a.stdout, "lineage %s is over already (%s); nothing to stop\n", t.lineage, s.State)
 		return nil
 	}
