@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -65,20 +66,27 @@ func (w *world) snapshotLimit(user, qos, resource string) (report.UserLimit, boo
 // snapshot is the agent's latest snapshot in Redis; false when there is
 // none yet or it cannot be read.
 func (w *world) snapshot() (*report.Snapshot, bool) {
+	env, ok := w.table(stream.Keys.Snapshot)
+	if !ok || env.Snapshot == nil {
+		return nil, false
+	}
+	return env.Snapshot, true
+}
+
+// table is the agent's latest table under key in Redis (its snapshot or
+// its job table); false when there is none yet or it cannot be read.
+func (w *world) table(key func(stream.Keys) string) (*report.Envelope, bool) {
 	c, err := w.client("coordinator")
 	if err != nil {
 		return nil, false
 	}
 	defer c.Close()
-	b, err := c.Get(context.Background(), c.Keys().Snapshot())
+	b, err := c.Get(context.Background(), key(c.Keys()))
 	if err != nil {
 		return nil, false
 	}
 	env, err := report.DecodeTable(b)
-	if err != nil || env.Snapshot == nil {
-		return nil, false
-	}
-	return env.Snapshot, true
+	return env, err == nil
 }
 
 // sleeperAs submits a job of who that sleeps, with sbatch options args.

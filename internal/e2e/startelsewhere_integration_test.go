@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -11,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/isched/isched/internal/report"
+	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
 )
 
@@ -87,17 +86,8 @@ func TestStartElsewhereOnlyWhenItPaysOnCluster(t *testing.T) {
 // jobTableState is the state of job id in the agent's latest job table in
 // Redis ("" when it is not there or the table cannot be read).
 func (w *world) jobTableState(id string) string {
-	c, err := w.client("coordinator")
-	if err != nil {
-		return ""
-	}
-	defer c.Close()
-	b, err := c.Get(context.Background(), c.Keys().Jobs())
-	if err != nil {
-		return ""
-	}
-	env, err := report.DecodeTableOf(b, report.KindJobs)
-	if err != nil || env.Jobs == nil {
+	env, ok := w.table(stream.Keys.Jobs)
+	if !ok || env.Jobs == nil {
 		return ""
 	}
 	for _, j := range env.Jobs.Jobs {
