@@ -18,18 +18,15 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 	if why != "" {
 		return d, false, why
 	}
-	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
-	if sIdeal <= sHere {
-		return d, false, fmt.Sprintf("%s; but %s (%s) is not faster than %s (%s)", roomWhy, p.Ideal, v.speedText(p.Ideal), j.Partition, v.speedText(j.Partition))
+	savedMS, saving, slower, why := v.savingOnIdeal()
+	switch {
+	case slower:
+		return d, false, roomWhy + "; but " + why
+	case why != "":
+		return d, false, why
 	}
-	remMS, basis, known := v.remainingMS()
-	if !known {
-		return d, false, basis
-	}
-	savedMS := remMS * (1 - sHere/sIdeal)
 	c := v.moveCost()
-	gain := fmt.Sprintf("%s; on %s (%s) vs %s (%s) %s, saving %s",
-		roomWhy, j.Partition, v.speedText(j.Partition), p.Ideal, v.speedText(p.Ideal), basis, dur(msDur(savedMS)))
+	gain := roomWhy + "; " + saving
 	if savedMS <= v.cfg.MinGain*c.ms {
 		return d, false, fmt.Sprintf("%s, not more than %g × the cost %s", gain, v.cfg.MinGain, c.text)
 	}
@@ -45,6 +42,25 @@ func (v *view) migrate() (d Decision, ok bool, status string) {
 		d.Reason = fmt.Sprintf("%s; checkpointing, then requeue onto %s%s, %s", head, p.Ideal, gresText(p.IdealGres), tlWhy)
 	}
 	return d, true, ""
+}
+
+// savingOnIdeal is the run left here that the ideal partition's speed
+// saves, remaining × (1 − speed here / speed ideal), and the figures
+// behind it (saving); why says why there is none: the ideal is not faster
+// (slower), or the run left is unknown.
+func (v *view) savingOnIdeal() (savedMS float64, saving string, slower bool, why string) {
+	j, p := v.j, v.j.Plan
+	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
+	if sIdeal <= sHere {
+		return 0, "", true, fmt.Sprintf("%s (%s) is not faster than %s (%s)", p.Ideal, v.speedText(p.Ideal), j.Partition, v.speedText(j.Partition))
+	}
+	remMS, basis, known := v.remainingMS()
+	if !known {
+		return 0, "", false, basis
+	}
+	savedMS = remMS * (1 - sHere/sIdeal)
+	return savedMS, fmt.Sprintf("on %s (%s) vs %s (%s) %s, saving %s",
+		j.Partition, v.speedText(j.Partition), p.Ideal, v.speedText(p.Ideal), basis, dur(msDur(savedMS))), false, ""
 }
 
 // migrateBlocked says why rule 2 cannot move the job whatever the

@@ -65,19 +65,11 @@ func WantTwin(cfg Config, j Job, snap *report.Snapshot, now time.Time) (Decision
 // MinGain × (restart + checkpoint), the handover's cost (it always takes
 // a fresh checkpoint). gain says so with the numbers; why says why not.
 func (v *view) twinPays() (gain, why string, ok bool) {
-	j, p := v.j, v.j.Plan
-	sHere, sIdeal := v.speed(j.Partition), v.speed(p.Ideal)
-	if sIdeal <= sHere {
-		return "", fmt.Sprintf("%s (%s) is not faster than %s (%s)", p.Ideal, v.speedText(p.Ideal), j.Partition, v.speedText(j.Partition)), false
+	savedMS, gain, _, why := v.savingOnIdeal()
+	if why != "" {
+		return "", why, false
 	}
-	remMS, basis, known := v.remainingMS()
-	if !known {
-		return "", basis, false
-	}
-	savedMS := remMS * (1 - sHere/sIdeal)
 	costMS := toMS(v.cfg.MoveCost + v.ckpt)
-	gain = fmt.Sprintf("on %s (%s) vs %s (%s) %s, saving %s", j.Partition, v.speedText(j.Partition), p.Ideal,
-		v.speedText(p.Ideal), basis, dur(msDur(savedMS)))
 	cost := fmt.Sprintf("%g × the cost %s (restart %s + checkpoint %s)", v.cfg.MinGain, dur(msDur(costMS)), dur(v.cfg.MoveCost), dur(v.ckpt))
 	if savedMS <= v.cfg.MinGain*costMS {
 		return "", gain + ", not more than " + cost, false
