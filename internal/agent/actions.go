@@ -442,6 +442,10 @@ func (a *Agent) run(ctx context.Context, act *report.Action, j *slurm.JobInfo) (
 		return a.outcome(act, a.slurm.SetAdminComment(ctx, id, act.AdminComment), "wrote the AdminComment of job "+id)
 	case report.ActionResubmit:
 		return a.resubmit(ctx, act)
+	case report.ActionTwin:
+		return a.twin(ctx, act)
+	case report.ActionHandover:
+		return a.handover(ctx, act, j)
 	case report.ActionSubmit:
 		return a.submit(ctx, act)
 	}
@@ -592,7 +596,7 @@ func moveMessage(id string, act *report.Action, res slurm.MoveResult) string {
 func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*report.Result, error) {
 	rc := &recovery{a: a, ctx: ctx, m: m, act: act, id: jobID(act)}
 	id := rc.id
-	if act.Type == report.ActionResubmit {
+	if act.Type == report.ActionResubmit || act.Type == report.ActionTwin {
 		return a.recoverResubmit(ctx, act)
 	}
 	if act.Type == report.ActionSubmit {
@@ -612,7 +616,7 @@ func (a *Agent) recover(ctx context.Context, m *marker, act *report.Action) (*re
 	switch act.Type {
 	case report.ActionSignal:
 		return rc.failed("the agent stopped while signalling job " + id + "; delivery cannot be checked, so the signal was not re-sent (at most once)")
-	case report.ActionCancel:
+	case report.ActionCancel, report.ActionHandover:
 		if j.Ended() || j.State == slurm.StateCompleting {
 			return rc.ok("job " + id + " is " + j.State)
 		}

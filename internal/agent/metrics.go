@@ -51,7 +51,7 @@ func NewMetrics() *Metrics {
 		m.errors.WithLabelValues(c)
 	}
 	for _, t := range []report.ActionType{report.ActionSignal, report.ActionRequeue, report.ActionUpdate, report.ActionCancel,
-		report.ActionSubmit, report.ActionRelease, report.ActionAnnotate, report.ActionResubmit} {
+		report.ActionSubmit, report.ActionRelease, report.ActionAnnotate, report.ActionResubmit, report.ActionTwin, report.ActionHandover} {
 		for _, s := range []report.ResultStatus{report.StatusOK, report.StatusRefused, report.StatusFailed} {
 			m.actions.WithLabelValues(string(t), string(s))
 		}

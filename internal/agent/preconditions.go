@@ -38,6 +38,10 @@ var preconditions = map[report.ActionType]precondition{
 	report.ActionAnnotate: {ended: annotateEnded},
 	report.ActionResubmit: {replaces: true, ended: resubmitHeld},
 	report.ActionSubmit:   {replaces: true, asUser: true},
+	report.ActionTwin:     {ended: nothingToDo, state: only(slurm.StateRunning, "not running: a twin keeps the place of a running job"), asUser: true},
+	// a handover ends an attempt that may have ended of itself after its
+	// checkpoint: any state (handover checks the twin)
+	report.ActionHandover: {},
 }
 
 var unknownPrecondition = precondition{ended: nothingToDo}

@@ -59,7 +59,9 @@ func TestPreconditionsByState(t *testing.T) {
 				return ""
 			},
 		},
-		report.ActionSubmit: {allowed, allowed},
+		report.ActionSubmit:   {allowed, allowed},
+		report.ActionTwin:     {only(slurm.StateRunning, "not running: a twin keeps the place of a running job"), endedNothingTo(report.ActionTwin)},
+		report.ActionHandover: {allowed, allowed},
 	}
 	for typ, r := range want {
 		for _, s := range states {

@@ -281,26 +281,28 @@ func (t touched) ModTime() time.Time { return t.mod }
 // the action's partition, GRES and time limit, in the job's working
 // directory and with its comment (the same lineage).
 func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Result, error) {
+	return a.submitSaved(ctx, act, "resubmitted", "resubmitted job %d as job %s (%s, in %s)")
+}
+
+// twin submits the saved script of the running job act.JobID once more as
+// its owner, pending on the action's partition with its GRES, CPUs per task
+// and time limit, with the job's comment (the same lineage): the run's twin
+// in its ideal partition's queue (policy rule 10). Its wrapper waits for
+// the running job to end before the script's command starts.
+func (a *Agent) twin(ctx context.Context, act *report.Action) (*report.Result, error) {
+	return a.submitSaved(ctx, act, "given a twin", "submitted job %d's twin as job %s (%s, in %s)")
+}
+
+// submitSaved submits the saved script of act.JobID as its owner per act
+// (what: "resubmitted", in refusals; okFormat: the job, the new job, the
+// user and the directory).
+func (a *Agent) submitSaved(ctx context.Context, act *report.Action, what, okFormat string) (*report.Result, error) {
 	refuse := func(format string, args ...any) (*report.Result, error) {
 		return a.result(act.ID, report.StatusRefused, fmt.Sprintf(format, args...), nil), nil
 	}
-	if a.scripts == nil {
-		return refuse("job %d cannot be resubmitted: this agent saves no batch scripts (-script-dir is off)", act.JobID)
-	}
-	rec, err := a.scripts.load(act.JobID)
-	if errors.Is(err, fs.ErrNotExist) {
-		return refuse("job %d cannot be resubmitted: the agent has no saved batch script of it (it never saw the job, or the script is older than %s)", act.JobID, a.scripts.ttl)
-	}
-	if err != nil {
-		return refuse("job %d cannot be resubmitted: %v", act.JobID, err)
-	}
-	switch {
-	case rec.User != act.User:
-		return refuse("job %d belongs to %q, not %q", act.JobID, rec.User, act.User)
-	case act.Lineage != "" && rec.Lineage != act.Lineage:
-		return refuse("job %d was of lineage %q, not %q", act.JobID, rec.Lineage, act.Lineage)
-	case isRoot(rec.User) && !a.cfg.AllowRootSubmit:
-		return refuse("resubmit as root refused (Config.AllowRootSubmit is off)")
+	rec, why := a.loadSubmittable(act)
+	if why != "" {
+		return refuse("job %d cannot be %s: %s", act.JobID, what, why)
 	}
 	// the agent submits as root for the user: Slurm would honour lines the
 	// user could not use (a negative nice, a priority). A script without
@@ -311,13 +313,13 @@ func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Resul
 	pbs := slurm.HasPBSDirectives([]byte(rec.Script))
 	priv, err := slurm.PrivilegedDirectives([]byte(rec.Script), !pbs)
 	if err != nil {
-		return refuse("job %d cannot be resubmitted: %v", act.JobID, err)
+		return refuse("job %d cannot be %s: %v", act.JobID, what, err)
 	}
 	if len(priv) > 0 && !isRoot(rec.User) {
-		return refuse("job %d cannot be resubmitted: its script asks for what only a privileged user may (%s); Slurm would grant it to a submission by the agent", act.JobID, strings.Join(priv, "; "))
+		return refuse("job %d cannot be %s: its script asks for what only a privileged user may (%s); Slurm would grant it to a submission by the agent", act.JobID, what, strings.Join(priv, "; "))
 	}
 	spec := slurm.SubmitSpec{User: rec.User, Partition: act.Partition, Gres: act.Gres, TimeLimit: time.Duration(act.TimeLimitMin) * time.Minute,
-		Comment: rec.Comment, Chdir: rec.WorkDir, IgnorePBS: !pbs, ArrayTask: rec.ArrayTask}
+		CPUsPerTask: act.CPUs, Comment: rec.Comment, Chdir: rec.WorkDir, IgnorePBS: !pbs, ArrayTask: rec.ArrayTask}
 	newID, err := a.slurm.SubmitWith(ctx, []byte(rec.Script), spec)
 	if err != nil {
 		if slurmDown(err) {
@@ -327,20 +329,44 @@ func (a *Agent) resubmit(ctx context.Context, act *report.Action) (*report.Resul
 		if errors.Is(err, slurm.ErrInvalid) {
 			status = report.StatusRefused
 		}
-		return a.result(act.ID, status, fmt.Sprintf("resubmit job %d: %v", act.JobID, err), err), nil
+		return a.result(act.ID, status, fmt.Sprintf("%s job %d: %v", act.Type, act.JobID, err), err), nil
 	}
-	r := a.result(act.ID, report.StatusOK, fmt.Sprintf("resubmitted job %d as job %s (%s, in %s)", act.JobID, newID, rec.User, rec.WorkDir), nil)
+	r := a.result(act.ID, report.StatusOK, fmt.Sprintf(okFormat, act.JobID, newID, rec.User, rec.WorkDir), nil)
 	if n, perr := strconv.ParseUint(newID, 10, 32); perr == nil {
 		r.NewJobID = n
 	}
 	return r, nil
 }
 
-// recoverResubmit: the agent stopped during a resubmit. A job of the same
-// user with the saved comment (the lineage) and a higher id is the
-// resubmission; else it is not done again (at most once).
+// loadSubmittable is the saved record of act.JobID, or why it cannot be
+// submitted for act: none saved, another owner's or lineage's, root's.
+func (a *Agent) loadSubmittable(act *report.Action) (*savedJob, string) {
+	if a.scripts == nil {
+		return nil, "this agent saves no batch scripts (-script-dir is off)"
+	}
+	rec, err := a.scripts.load(act.JobID)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Sprintf("the agent has no saved batch script of it (it never saw the job, or the script is older than %s)", a.scripts.ttl)
+	}
+	switch {
+	case err != nil:
+		return nil, err.Error()
+	case rec.User != act.User:
+		return nil, fmt.Sprintf("it belongs to %q, not %q", rec.User, act.User)
+	case act.Lineage != "" && rec.Lineage != act.Lineage:
+		return nil, fmt.Sprintf("it was of lineage %q, not %q", rec.Lineage, act.Lineage)
+	case isRoot(rec.User) && !a.cfg.AllowRootSubmit:
+		return nil, "submit as root refused (Config.AllowRootSubmit is off)"
+	}
+	return &rec, ""
+}
+
+// recoverResubmit: the agent stopped during a resubmit or a twin's
+// submission. A job of the same user with the saved comment (the lineage)
+// and a higher id is the new job (for a twin, one still queued or running:
+// an earlier twin may have ended); else it is not done again (at most once).
 func (a *Agent) recoverResubmit(ctx context.Context, act *report.Action) (*report.Result, error) {
-	failed := a.result(act.ID, report.StatusFailed, "the agent stopped during the resubmit and no new job of the lineage is listed: not resubmitted (at most once)", nil)
+	failed := a.result(act.ID, report.StatusFailed, fmt.Sprintf("the agent stopped during the %s and no new job of the lineage is listed: not submitted again (at most once)", act.Type), nil)
 	if a.scripts == nil {
 		return failed, nil
 	}
@@ -353,11 +379,20 @@ func (a *Agent) recoverResubmit(ctx context.Context, act *report.Action) (*repor
 		return nil, transient(err)
 	}
 	for _, j := range jobs {
-		if l, _ := resubmittable(j); j.JobID > act.JobID && j.User == rec.User && strings.TrimSpace(j.Comment) == rec.Comment && l == rec.Lineage {
-			r := a.result(act.ID, report.StatusOK, fmt.Sprintf("resubmitted job %d as job %d (confirmed after an agent restart)", act.JobID, j.JobID), nil)
-			r.NewJobID = j.JobID
-			return r, nil
+		l, _ := resubmittable(j)
+		if j.JobID <= act.JobID || j.User != rec.User || strings.TrimSpace(j.Comment) != rec.Comment || l != rec.Lineage {
+			continue
 		}
+		if act.Type == report.ActionTwin && slurm.Ended(j.State) {
+			continue
+		}
+		verb := "resubmitted job %d as job %d"
+		if act.Type == report.ActionTwin {
+			verb = "submitted job %d's twin as job %d"
+		}
+		r := a.result(act.ID, report.StatusOK, fmt.Sprintf(verb+" (confirmed after an agent restart)", act.JobID, j.JobID), nil)
+		r.NewJobID = j.JobID
+		return r, nil
 	}
 	return failed, nil
 }

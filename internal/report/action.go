@@ -21,6 +21,17 @@ const (
 	// agent saved when it first saw the job (JobID), with the same lineage:
 	// the continuation of a run whose job slurmctld no longer holds.
 	ActionResubmit ActionType = "resubmit"
+	// ActionTwin submits, as its owner, the saved batch script of the
+	// running job JobID once more, pending on Partition with Gres, CPUs
+	// and TimeLimitMin, under the same lineage: its twin, which keeps the
+	// run's place in its ideal partition's queue (policy rule 10). The
+	// result's NewJobID is the twin.
+	ActionTwin ActionType = "twin"
+	// ActionHandover ends job JobID (scancel), whose checkpoint has
+	// landed, so that its running twin TwinJobID resumes from it; refused
+	// unless the twin is running, its owner's and of the same lineage (an
+	// attempt is never ended for a twin that cannot take over).
+	ActionHandover ActionType = "handover"
 )
 
 // MaxNice bounds an update's nice value: Slurm takes
@@ -79,6 +90,8 @@ type Action struct {
 	// AdminComment is the annotate action's text: one line, printable.
 	AdminComment string `json:"admin_comment,omitempty"`
 	Script       string `json:"script,omitempty"` // submit only: the batch script, starting with "#!"
+	// TwinJobID (handover only): the running twin that takes over.
+	TwinJobID uint64 `json:"twin_job_id,omitempty"`
 
 	Reason   string `json:"reason,omitempty"` // for the audit trail and the user
 	IssuedMS int64  `json:"issued_ms"`
@@ -99,6 +112,7 @@ type actionRule struct {
 	ended     bool // permitted
 	comment   bool // admin_comment required
 	nice      bool // permitted
+	twin      bool // twin_job_id required
 }
 
 var actionRules = map[ActionType]actionRule{
@@ -110,6 +124,8 @@ var actionRules = map[ActionType]actionRule{
 	ActionRelease:  {jobID: true},
 	ActionAnnotate: {jobID: true, comment: true},
 	ActionResubmit: {jobID: true, placement: true},
+	ActionTwin:     {jobID: true, placement: true, cpus: true},
+	ActionHandover: {jobID: true, twin: true},
 }
 
 // actionSignals are the signals the coordinator may send. SIGKILL and
@@ -124,9 +140,10 @@ func (a *Action) Validate() error {
 	}
 	if err := first(
 		token("id", a.ID, maxActionID, true, setID),
-		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease, ActionAnnotate, ActionResubmit),
+		oneOf("type", a.Type, ActionSignal, ActionRequeue, ActionUpdate, ActionCancel, ActionSubmit, ActionRelease, ActionAnnotate, ActionResubmit, ActionTwin, ActionHandover),
 		clusterName("cluster", a.Cluster),
 		slurmID("job_id", a.JobID, actionRules[a.Type].jobID),
+		slurmID("twin_job_id", a.TwinJobID, actionRules[a.Type].twin),
 		lineage("lineage", a.Lineage, false),
 		printable("user", a.User, maxName, true),
 		token("partition", a.Partition, maxName, false, setPartArg),
@@ -207,6 +224,7 @@ func (a *Action) validatePermitted() error {
 		absent("script", a.Script != "", rule.script),
 		absent("admin_comment", a.AdminComment != "", rule.comment),
 		absent("nice", a.Nice != nil, rule.nice),
+		absent("twin_job_id", a.TwinJobID != 0, rule.twin),
 	)
 }
 
@@ -230,6 +248,14 @@ func (a *Action) validateType() error {
 	case ActionUpdate:
 		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 && a.Nice == nil && a.Tasks == 0 {
 			return fail("time_limit_min", "update needs time_limit_min, partition, gres, cpus, tasks or nice")
+		}
+	case ActionTwin:
+		if a.Partition == "" {
+			return fail("partition", "required for type %q: the ideal partition the twin waits on", a.Type)
+		}
+	case ActionHandover:
+		if a.TwinJobID == a.JobID {
+			return fail("twin_job_id", "must differ from job_id (got %d for both)", a.JobID)
 		}
 	case ActionAnnotate:
 		// one argv element of scontrol: printable, one line

@@ -19,6 +19,10 @@ func TestActionValidate(t *testing.T) {
 			a.TimeLimitMin = 30
 		case ActionSubmit:
 			a.JobID, a.Script = 0, "#!/bin/bash\n#SBATCH -p gpu\nsrun isched-wrapper -- python train.py\n"
+		case ActionTwin:
+			a.Partition, a.Gres, a.CPUs, a.TimeLimitMin = "gpu", "gpu:1", 4, 90
+		case ActionHandover:
+			a.TwinJobID = 2
 		case ActionAnnotate:
 			a.AdminComment = "isched: asked 32 GiB, used 6.1 GiB peak: ask --mem=8G next time"
 		}
@@ -77,6 +81,17 @@ func TestActionValidate(t *testing.T) {
 		{"signal with tasks", ActionSignal, func(a *Action) { a.Tasks = 2 }, "tasks"},
 		{"submit with tasks", ActionSubmit, func(a *Action) { a.Gres, a.Tasks = "gpu:2", 2 }, "tasks"},
 		{"resubmit with nodes", ActionResubmit, func(a *Action) { a.Gres, a.Tasks, a.Nodes = "gpu:1", 2, 2 }, "tasks"},
+		{"twin", ActionTwin, nil, ""},
+		{"twin without partition", ActionTwin, func(a *Action) { a.Partition = "" }, "partition"},
+		{"twin without job", ActionTwin, func(a *Action) { a.JobID = 0 }, "job_id"},
+		{"twin held", ActionTwin, func(a *Action) { a.Hold = true }, "hold"},
+		{"twin with a twin", ActionTwin, func(a *Action) { a.TwinJobID = 3 }, "twin_job_id"},
+		{"handover", ActionHandover, nil, ""},
+		{"handover without twin", ActionHandover, func(a *Action) { a.TwinJobID = 0 }, "twin_job_id"},
+		{"handover to itself", ActionHandover, func(a *Action) { a.TwinJobID = a.JobID }, "twin_job_id"},
+		{"handover twin past uint32", ActionHandover, func(a *Action) { a.TwinJobID = 1 << 33 }, "twin_job_id"},
+		{"handover with partition", ActionHandover, func(a *Action) { a.Partition = "gpu" }, "partition"},
+		{"cancel with a twin", ActionCancel, func(a *Action) { a.TwinJobID = 2 }, "twin_job_id"},
 		{"cancel with nodes", ActionCancel, func(a *Action) { a.Nodes = 2 }, "nodes"},
 		{"update nothing", ActionUpdate, func(a *Action) { a.TimeLimitMin = 0 }, "time_limit_min"},
 		{"update negative time", ActionUpdate, func(a *Action) { a.TimeLimitMin = -1 }, "time_limit_min"},

@@ -261,8 +261,11 @@ type SubmitSpec struct {
 	Partition string
 	Gres      string        // per node, "gpu:1"
 	TimeLimit time.Duration // rounded up to whole minutes
-	Hold      bool          // submit held (`--hold`)
-	Comment   string        // `--comment`, replaces the script's
+	// CPUsPerTask is `--cpus-per-task` (over the script's); 0: the
+	// script's own.
+	CPUsPerTask int
+	Hold        bool   // submit held (`--hold`)
+	Comment     string // `--comment`, replaces the script's
 	// Chdir is the job's working directory (`--chdir`, absolute); empty:
 	// the script's #SBATCH --chdir, else the submitter's.
 	Chdir string
@@ -376,6 +379,15 @@ var sbatchOptions = []func(SubmitSpec) (string, error){
 			return "", nil
 		}
 		return "--time=" + strconv.FormatInt(int64((s.TimeLimit+time.Minute-1)/time.Minute), 10), nil
+	},
+	func(s SubmitSpec) (string, error) {
+		if s.CPUsPerTask < 0 {
+			return "", fmt.Errorf("%w: cpus per task %d", ErrInvalid, s.CPUsPerTask)
+		}
+		if s.CPUsPerTask == 0 {
+			return "", nil
+		}
+		return "--cpus-per-task=" + strconv.Itoa(s.CPUsPerTask), nil
 	},
 	func(s SubmitSpec) (string, error) { return flagIf(s.Hold, "--hold"), nil },
 	func(s SubmitSpec) (string, error) { return flagIf(s.IgnorePBS, "--ignore-pbs"), nil },

@@ -564,6 +564,11 @@ func TestSubmitWith(t *testing.T) {
 	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Chdir: "/home/alice/run 1", IgnorePBS: true}); err != nil || id != "78" {
 		t.Fatalf("with --chdir: %q %v", id, err)
 	}
+	// a twin on the ideal partition: the plan's CPUs per task there
+	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --partition=gpu --gres=gpu:1 --cpus-per-task=4", stdout: "81\n"})
+	if id, err := c.SubmitWith(context.Background(), []byte("#!/bin/sh\ntrue\n"), SubmitSpec{Partition: "gpu", Gres: "gpu:1", CPUsPerTask: 4}); err != nil || id != "81" {
+		t.Fatalf("with --cpus-per-task: %q %v", id, err)
+	}
 	// an array element submitted again: that one task of an array
 	three := 3
 	c, _ = newScript(t, call{argv: "sbatch --parsable --export=NONE --array=3", stdout: "80\n"})
@@ -598,6 +603,7 @@ func TestSubmitWithInvalid(t *testing.T) {
 		{SubmitSpec{Gres: "gpu:1 --uid=0"}, `gres "gpu:1 --uid=0"`},
 		{SubmitSpec{Gres: "gpu=1"}, `gres "gpu=1"`},
 		{SubmitSpec{TimeLimit: -time.Second}, `time limit -1s`},
+		{SubmitSpec{CPUsPerTask: -2}, `cpus per task -2`},
 		{SubmitSpec{Cluster: "-M"}, `cluster "-M"`},
 		{SubmitSpec{ArrayTask: new(int(-1))}, `array task -1`},
 		{SubmitSpec{Comment: "a\x00b"}, `comment "a\x00b"`},
