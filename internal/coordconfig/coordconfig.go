@@ -109,7 +109,9 @@ type PolicySettings struct {
 	// KeepPlace: rule 10 keeps a twin job pending on a run's ideal
 	// partition while the run runs elsewhere, so that it ages in that
 	// queue; when Slurm starts the twin, the run checkpoints and the twin
-	// resumes from the checkpoint (issue 41, lever c).
+	// resumes from the checkpoint (issue 41, lever c). The agent submits
+	// the twin from the job's saved batch script (its -script-dir, on by
+	// default); without one the twin is refused and the run goes on.
 	KeepPlace bool `json:"keep_place"`
 	// Elastic: rule 9 grows runs submitted with a GPU range (isched
 	// submit --gpus 1-4) onto idle GPUs and shrinks them back to their
@@ -231,12 +233,6 @@ func (p PolicySettings) validate() error {
 		if !(f.v > 0) {
 			return daemon.Errorf(f.field, "must be positive")
 		}
-	}
-	if p.KeepPlace {
-		// policy.WantTwin and the lifecycle's twin states are replayed, but
-		// no coordinator round submits or hands over a twin yet: a switch
-		// that did nothing would read as a lever at work
-		return daemon.Errorf("policy.keep_place", "rule 10 is not carried out by the coordinator yet (isched simulate replays it: --variants isched+keep); leave it out or set it false")
 	}
 	if p.MaxPreemptions <= 0 {
 		return daemon.Errorf("policy.max_preemptions", "must be positive (leave it out for the default %d)", policy.DefaultMaxPreemptions)

@@ -42,7 +42,7 @@ func (c *Coordinator) apply(ctx context.Context, env *report.Envelope, s *sessio
 		} else if cp.Complete {
 			st.LastCheckpoint = &cp
 			l.Ckpts++
-			if l.Phase == lifecycle.AwaitingCheckpoint {
+			if l.Phase == lifecycle.AwaitingCheckpoint || l.Phase == lifecycle.HandingOver {
 				c.kick = true // decide now: the move waits for this
 				if _, measured := l.Ckpt.Completed(at); measured {
 					st.CkptMS = float64(l.Ckpt.Estimate()) / float64(time.Millisecond)
@@ -231,6 +231,7 @@ func (c *Coordinator) applyStart(l *lineage, env *report.Envelope, jobs jobIndex
 	if job.JobID == st.JobID && job.Attempt < st.Attempt {
 		return // a late start of an attempt the lineage has left behind
 	}
+	c.twinRan(l, job, now)
 	span := l.span(job.JobID, job.Attempt)
 	if span != nil && job.Rank != 0 {
 		return // another rank of a known attempt: nothing new about the job
@@ -362,6 +363,8 @@ func (l *lineage) requeueLanded(now time.Time) {
 		l.Preempts++
 	case policy.RuleElastic:
 		l.Resizes++
+	case policy.RuleKeepPlace:
+		l.Moves++ // a handover is a move onto the ideal partition
 	default:
 		l.Conts++
 		st.Continuations = l.Conts

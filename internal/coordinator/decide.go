@@ -16,7 +16,7 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 	st := &l.Status
 	j := policy.Job{JobID: st.JobID, User: st.User, Lineage: st.Lineage, State: st.State, Partition: st.Partition, Plan: st.Plan,
 		Step: max(st.Step, 0), Total: st.TotalIters, Moves: l.Moves, Continuations: l.Conts,
-		NoExtend: l.NoExtend, Phase: l.Phase, ResumeFailures: st.ResumeFailures}
+		NoExtend: l.NoExtend, Phase: l.Phase, ResumeFailures: st.ResumeFailures, TwinReason: l.TwinReason}
 	if job, ok := c.jobs[st.JobID]; ok {
 		j.Gres, j.PendingReason, j.QOS, j.CPUs, j.Mem = job.Gres, job.Reason, job.QOS, job.CPUs, job.MemPerNodeBytes
 		j.Nodes = job.NodeCount
@@ -69,6 +69,9 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 		}
 		return nil
 	}
+	if why := strayTwin(l); why != "" {
+		return c.issue(ctx, name, l, dropTwin(why), now)
+	}
 	if l.Phase == lifecycle.Yielding {
 		return nil // held until the job it yields to starts (preempt.go)
 	}
@@ -93,10 +96,13 @@ func (c *Coordinator) decide(ctx context.Context, name string, l *lineage, fresh
 	// the checkpoint a move waited for is there: the move is decided again
 	ckptDone := l.Phase == lifecycle.AwaitingCheckpoint && l.Ckpts > l.CkptAtReq
 	var d policy.Decision
-	if ckptDone {
+	switch {
+	case twinPhase(l.Phase):
+		d = c.decideTwin(l, j, now)
+	case ckptDone:
 		d = policy.AfterCheckpoint(c.policyConfig(), j, c.snap, now, l.pendingDecision())
-	} else {
-		d = policy.Decide(c.policyConfig(), j, c.snap, now)
+	default:
+		d = c.wantTwin(l, j, policy.Decide(c.policyConfig(), j, c.snap, now), now)
 	}
 	switch outcome(ckptDone, d) {
 	case abandonMove:
@@ -171,6 +177,7 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 	if err := actionFor(d, &a); err != nil {
 		return err
 	}
+	twinTarget(d, l, &a)
 	env := report.NewEnvelope(report.KindAction, now)
 	env.Action = &a
 	b, err := report.Encode(env)
@@ -180,7 +187,7 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 		c.log.Error("action not encodable", "lineage", name, "err", err)
 		return nil
 	}
-	if ev := issueEvent(d.Kind); ev != "" && !c.to(l, ev, now) {
+	if ev := issueEvent(d.Kind, l.Phase); ev != "" && !c.to(l, ev, now) {
 		// the protocol has no such step from here: a bug, refused visibly
 		l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: string(d.Kind), Reason: d.Reason,
 			Result: "not issued: the run is " + l.Phase.String() + ", which has no " + string(ev) + " step"})
@@ -211,14 +218,21 @@ func (c *Coordinator) sendAction(ctx context.Context, b []byte) error {
 	return err
 }
 
-// issueEvent is the lifecycle event of issuing a decision of kind k (""
-// for an in-place update, which changes no state until its result).
-func issueEvent(k policy.Kind) lifecycle.Event {
-	switch k {
-	case policy.Checkpoint:
+// issueEvent is the lifecycle event of issuing a decision of kind k in
+// phase from ("" for an in-place update, which changes no state until its
+// result, and for rule 10's steps after the twin's submission: the
+// handover's checkpoint belongs to handing-over, a drop and a handover
+// change the state by their results).
+func issueEvent(k policy.Kind, from lifecycle.State) lifecycle.Event {
+	switch {
+	case k == policy.Checkpoint && from == lifecycle.HandingOver:
+		return ""
+	case k == policy.Checkpoint:
 		return lifecycle.CheckpointAsked
-	case policy.Requeue, policy.Resubmit:
+	case k == policy.Requeue, k == policy.Resubmit:
 		return lifecycle.RequeueSent
+	case k == policy.SubmitTwin:
+		return lifecycle.TwinSubmitted
 	}
 	return ""
 }
@@ -250,6 +264,13 @@ func actionFor(d policy.Decision, a *report.Action) error {
 	case policy.Resubmit:
 		a.Type, a.Partition, a.Gres = report.ActionResubmit, d.Target, d.Gres
 		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.SubmitTwin:
+		a.Type, a.Partition, a.Gres, a.CPUs = report.ActionTwin, d.Target, d.Gres, d.CPUs
+		a.TimeLimitMin = int64(d.TimeLimit / time.Minute)
+	case policy.DropTwin:
+		a.Type = report.ActionCancel // of the twin (twinTarget)
+	case policy.Handover:
+		a.Type = report.ActionHandover // to the twin (twinTarget)
 	default:
 		return fmt.Errorf("coordinator: unknown decision kind %q", d.Kind)
 	}

@@ -40,6 +40,9 @@ func (c *Coordinator) syncWithJobTable(ctx context.Context, now time.Time) error
 		return nil
 	}
 	c.adoptQueuedJobs(ctx, now)
+	for _, l := range c.lineages {
+		c.followTwin(l, now)
+	}
 	for name, l := range c.lineages {
 		if l.ended() || l.Status.JobID == 0 {
 			continue
@@ -61,6 +64,9 @@ func (c *Coordinator) adoptQueuedJobs(ctx context.Context, now time.Time) {
 		if l.Status.JobID != 0 {
 			byJob[l.Status.JobID] = l
 		}
+		if l.Twin != 0 {
+			byJob[l.Twin] = l // a twin is the run's, never a job of its own
+		}
 	}
 	ids := slices.Sorted(maps.Keys(c.jobs))
 	for _, id := range ids {
@@ -80,7 +86,7 @@ func (c *Coordinator) adoptQueuedJobs(ctx context.Context, now time.Time) {
 		if err != nil {
 			continue
 		}
-		if l.ended() && l.Status.JobID == j.JobID {
+		if !adoptable(l, j) {
 			continue
 		}
 		if uid, known := l.owner(); !known {
@@ -101,6 +107,13 @@ func (c *Coordinator) adoptQueuedJobs(ctx context.Context, now time.Time) {
 		l.dirty = true
 		byJob[j.JobID] = l
 	}
+}
+
+// adoptable: queued job j, which names lineage l, may become its job: not
+// the job of an ended run, nor, while l is in a twin phase, its twin
+// (listed before the agent's result says which job it is).
+func adoptable(l *lineage, j report.Job) bool {
+	return !(l.ended() && l.Status.JobID == j.JobID) && !twinPhase(l.Phase)
 }
 
 // followJob brings a live lineage up to date with its job in the table:

@@ -123,6 +123,8 @@ func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now t
 		if c.to(l, lifecycle.Released, now) {
 			l.YieldTo, l.YieldSinceMS = 0, 0
 		}
+	case report.ActionTwin, report.ActionCancel, report.ActionHandover:
+		c.twinDone(l, p, r, now)
 	case report.ActionResubmit:
 		// the new job's: stays requeue-issued until its start report
 		if r.NewJobID != 0 {

@@ -46,6 +46,12 @@ type lineage struct {
 	// Resizes counts rule 9's resizes of an elastic run, and Rates its
 	// learned steps per second at each size (GPUs) it ran at before the
 	// current attempt.
+	// Twin is the run's twin job (rule 10, twin.go) while it is meant to
+	// exist, since TwinSinceMS (the agent's result), and TwinReason its
+	// pending reason in the last job table; never the run's JobID.
+	Twin         uint64           `json:"twin,omitempty"`
+	TwinSinceMS  int64            `json:"twin_since_ms,omitempty"`
+	TwinReason   string           `json:"twin_reason,omitempty"`
 	Resizes      int              `json:"resizes,omitempty"`
 	Rates        map[int]float64  `json:"elastic_rates,omitempty"`
 	Moves        int              `json:"moves"`

@@ -120,8 +120,8 @@ func (c *Coordinator) syncState(ctx context.Context, now time.Time) error {
 func (c *Coordinator) decideAll(ctx context.Context, now time.Time) error {
 	fresh := c.snap != nil && now.Sub(time.UnixMilli(c.snap.TakenMS)) <= c.cfg.StaleAfter
 	for name, l := range c.lineages {
-		if l.ended() || l.End != nil && l.Phase == lifecycle.Idle {
-			continue // ended, or its attempt did and Slurm has the next word
+		if (l.ended() || l.End != nil && l.Phase == lifecycle.Idle) && l.Twin == 0 {
+			continue // ended, or its attempt did and Slurm has the next word (a twin left goes first)
 		}
 		if err := c.decide(ctx, name, l, fresh, now); err != nil {
 			return err

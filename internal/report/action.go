@@ -228,6 +228,18 @@ func (a *Action) validatePermitted() error {
 	)
 }
 
+// validateTwin checks rule 10's actions: a twin waits on a partition, a
+// handover goes to another job.
+func (a *Action) validateTwin() error {
+	switch {
+	case a.Type == ActionTwin && a.Partition == "":
+		return fail("partition", "required for type %q: the ideal partition the twin waits on", a.Type)
+	case a.Type == ActionHandover && a.TwinJobID == a.JobID:
+		return fail("twin_job_id", "must differ from job_id (got %d for both)", a.JobID)
+	}
+	return nil
+}
+
 // validateType checks what each type requires of its fields.
 func (a *Action) validateType() error {
 	switch a.Type {
@@ -249,14 +261,8 @@ func (a *Action) validateType() error {
 		if a.Partition == "" && a.Gres == "" && a.TimeLimitMin == 0 && a.CPUs == 0 && a.Nice == nil && a.Tasks == 0 {
 			return fail("time_limit_min", "update needs time_limit_min, partition, gres, cpus, tasks or nice")
 		}
-	case ActionTwin:
-		if a.Partition == "" {
-			return fail("partition", "required for type %q: the ideal partition the twin waits on", a.Type)
-		}
-	case ActionHandover:
-		if a.TwinJobID == a.JobID {
-			return fail("twin_job_id", "must differ from job_id (got %d for both)", a.JobID)
-		}
+	case ActionTwin, ActionHandover:
+		return a.validateTwin()
 	case ActionAnnotate:
 		// one argv element of scontrol: printable, one line
 		return printable("admin_comment", a.AdminComment, MaxAdminComment, true)
