@@ -58,6 +58,7 @@ type lineageState struct {
 	Conts   int              `json:"continuations"`
 	Ckpts   int64            `json:"ckpts"`
 	RankRSS map[string]int64 `json:"rank_rss"`
+	Twin    uint64           `json:"twin"` // rule 10's twin job, while one is meant to exist
 }
 
 // underWay says whether a move or continuation of isched's is still

@@ -404,11 +404,13 @@ func writeUserConf(t *testing.T, home string, uid int, conf string) string {
 }
 
 // aliceCLI runs the isched CLI as alice in home with an empty environment
-// (only her own isched.conf speaks), failing the test on an error.
-func aliceCLI(t *testing.T, home, cli string) func(args ...string) string {
+// (only her own isched.conf speaks) but for env (NAME=value: what her
+// login sets), failing the test on an error.
+func aliceCLI(t *testing.T, home, cli string, env ...string) func(args ...string) string {
 	return func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command("runuser", append([]string{"-u", "alice", "--", "env", "-i", "HOME=" + home, "USER=alice", "PATH=/usr/bin:/bin", cli}, args...)...)
+		argv := append(append([]string{"-u", "alice", "--", "env", "-i", "HOME=" + home, "USER=alice", "PATH=/usr/bin:/bin"}, env...), cli)
+		cmd := exec.Command("runuser", append(argv, args...)...)
 		cmd.Dir = home
 		out, err := cmd.CombinedOutput()
 		if err != nil {
