@@ -62,7 +62,7 @@ FUZZTIME ?= 10s
 # Under CI=true a skip that .ci/allowed-skips does not list fails the run.
 TESTREPORT = $(GO) run ./scripts/testreport -slowest 60 -allow .ci/allowed-skips $(if $(filter true 1,$(CI)),-strict)
 
-.PHONY: lint-size stage-start help deps check-tags build man deb deb-test site-test test test-python test-notebook test-unit test-integration test-scenario test-elastic-frameworks test-chaos bench bench-predict bench-sim bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
+.PHONY: lint-size stage-start help deps check-tags build man deb deb-test site-test test test-python test-notebook test-unit test-integration test-scenario test-elastic-frameworks test-chaos bench bench-predict bench-sim bench-lab-replay-keep bench-ingest bench-ingest-cluster soak soak-ci lint size fuzz fuzz-ci demo demo-installed install cluster-up cluster-down site-lab-test site-lab-deb-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-18s %s\n",$$1,$$2}'
@@ -260,6 +260,12 @@ bench-sim: ## replay the bundled traces, Slurm alone vs isched (internal/sim): t
 bench-lab-replay: build cluster-up ## issue 29 item 5: examples/trace-lab.sacct on the lab (real agent, coordinator, wrappers) and in the simulation, compared in bin/bench-lab/replay.txt (~8 min)
 	@mkdir -p $(BIN)/bench-lab
 	ISCHED_INTEGRATION=1 ISCHED_LABREPLAY_OUT=$(BIN)/bench-lab/replay.txt $(GO) test -count=1 -timeout 30m \
+	  -tags integration,labreplay,$(GOTAGS) -run '^TestLabReplay$$' -v ./internal/e2e/
+
+bench-lab-replay-keep: build cluster-up ## issue 41 lever c: examples/trace-lab-keep.sacct on the lab with keep_place on, against the simulation, in bin/bench-lab/replay-keep.txt (~7 min)
+	@mkdir -p $(BIN)/bench-lab
+	ISCHED_INTEGRATION=1 ISCHED_LABREPLAY_TRACE=examples/trace-lab-keep.sacct ISCHED_LABREPLAY_VARIANT=isched+keep \
+	  ISCHED_LABREPLAY_OUT=$(BIN)/bench-lab/replay-keep.txt $(GO) test -count=1 -timeout 30m \
 	  -tags integration,labreplay,$(GOTAGS) -run '^TestLabReplay$$' -v ./internal/e2e/
 
 bench-ingest: cluster-up ## 1k/5k/10k simulated jobs, real coordinator and agent (fake Slurm), 60 s each (~8 min)

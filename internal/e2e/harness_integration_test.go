@@ -285,6 +285,12 @@ type trainOpts struct {
 	// Elastic launches one task per GPU of each attempt, as isched
 	// submit's script of an elastic run does (cli.Script.Elastic).
 	Elastic bool
+	// InScript writes the job's name, output, requeue and memory as
+	// #SBATCH lines and its environment as exports in the script, as
+	// isched submit's scripts do: the script alone runs the job, so the
+	// agent can submit it again (a twin, a resubmission: sbatch
+	// --export=NONE).
+	InScript bool
 }
 
 func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []string, trainerArgs ...string) trainJob {
@@ -326,7 +332,11 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	if o.After > 0 {
 		launch = strings.TrimPrefix(launch, "exec ") + fmt.Sprintf("\nsleep %.0f", o.After.Seconds())
 	}
-	if err := os.WriteFile(script, []byte("#!/bin/bash\n"+launch+"\n"), 0o755); err != nil {
+	header := "#!/bin/bash\n"
+	if o.InScript {
+		header += inScriptHeader(plan.Lineage, filepath.Join(dir, "out.txt"), exportEnv(w, o, tmp, plan.Lineage))
+	}
+	if err := os.WriteFile(script, []byte(header+launch+"\n"), 0o755); err != nil {
 		w.t.Fatal(err)
 	}
 	if o.User != "" && o.Relay == "" {
@@ -345,11 +355,40 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
 			",ISCHED_CLUSTER=" + w.cluster + reportVia + strings.Join(append([]string{""}, o.Env...), ",")},
 		sbatchArgs...)
+	if o.InScript {
+		sb = append([]string{"--comment", plan.FormatComment()}, sbatchArgs...)
+	}
 	if o.User != "" {
 		sb = append(sb, w.ownedBy(o.User, dir)...)
 	}
 	j.id = w.sbatch(append(sb, script)...)
 	return j
+}
+
+// exportEnv is the environment submitTrainerWith passes a job (o.InScript):
+// NAME=value pairs.
+func exportEnv(w *world, o trainOpts, tmp, lineage string) []string {
+	env := []string{"TMPDIR=" + tmp, "ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts"), "ISCHED_LINEAGE=" + lineage,
+		"ISCHED_CLUSTER=" + w.cluster, "ISCHED_REDIS_ADDR=" + w.redis.Addr}
+	if o.Relay != "" {
+		env = append(env, "ISCHED_RELAY_ADDR="+o.Relay, "ISCHED_REDIS_PASSWORD_FILE=/nonexistent", "ISCHED_REDIS_PASSWORD_DIR=/nonexistent")
+	} else {
+		env = append(env, "ISCHED_REPORT_DIRECT=1", "ISCHED_REDIS_PASSWORD_FILE="+w.redis.PasswordFile("reporter"))
+	}
+	return append(env, o.Env...)
+}
+
+// inScriptHeader is a self-contained job script's #SBATCH lines and
+// exports (the values single-quoted for the shell).
+func inScriptHeader(lineage, out string, env []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#SBATCH -J isched-e2e-%s\n#SBATCH --requeue\n#SBATCH --open-mode=append\n#SBATCH --mem=1G\n#SBATCH -o %s\n", lineage, out)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
+	}
+	b.WriteString("export SLURM_EXPORT_ENV=ALL\n")
+	return b.String()
 }
 
 // ownedBy hands dir's tree to a test user and returns the sbatch options

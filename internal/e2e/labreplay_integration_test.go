@@ -38,20 +38,25 @@ func TestLabReplay(t *testing.T) {
 	testutil.OwnLab(t)
 	root := testutil.RepoRoot()
 	site := readSite(t, filepath.Join(root, "examples/site-lab.json"))
-	trace := readSacctTrace(t, filepath.Join(root, "examples/trace-lab.sacct"))
-	w := newWorld(t, policyOf(t, filepath.Join(root, "examples/coordinator-labreplay.json")))
+	traceFile := "examples/trace-lab.sacct"
+	if f := os.Getenv("ISCHED_LABREPLAY_TRACE"); f != "" {
+		traceFile = f
+	}
+	trace := readSacctTrace(t, filepath.Join(root, traceFile))
+	variant := labVariant(t, os.Getenv("ISCHED_LABREPLAY_VARIANT"))
+	policyJSON := policyOf(t, filepath.Join(root, "examples/coordinator-labreplay.json"))
+	if variant.KeepPlace {
+		policyJSON = withKeepPlace(t, policyJSON)
+	}
+	// the agent submits twins of root's jobs (the replay's jobs are root's)
+	w := newWorldWith(t, policyJSON, testutil.NeedRedis, &world{cluster: fmt.Sprintf("e2e%d", time.Now().UnixNano()%1e9),
+		agentArgs: []string{"-allow-root-submit"}})
 	pol, err := coordconfig.LoadPolicy(w.config) // the running coordinator's
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := sim.LabConfig(site, &pol)
-	switch v := os.Getenv("ISCHED_LABREPLAY_VARIANT"); v {
-	case "", "isched":
-	case "slurm": // Slurm alone: every job where its user asked
-		cfg.Variant = sim.Variants[0]
-	default:
-		t.Fatalf("ISCHED_LABREPLAY_VARIANT=%q: want isched or slurm", v)
-	}
+	cfg.Variant = variant
 	cfg.CkptDur = labConstant(t, "CKPT", cfg.CkptDur)
 	cfg.Start = labConstant(t, "START", cfg.Start)
 	cfg.Restart = labConstant(t, "RESTART", cfg.Restart)
@@ -66,8 +71,8 @@ func TestLabReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "lab replay of examples/trace-lab.sacct (%d jobs, %s), %s\nsimulation: tick %gs, poll %gs, step %gs, checkpoint every %gs, checkpoint lands in %gs, start-up %gs, restart %gs\n\n",
-		len(trace), cfg.Variant.Name, time.Now().UTC().Format(time.RFC3339), cfg.Tick, cfg.Poll, cfg.StepSeconds, cfg.CkptEvery, cfg.CkptDur, cfg.Start, cfg.Restart)
+	fmt.Fprintf(&b, "lab replay of %s (%d jobs, %s), %s\nsimulation: tick %gs, poll %gs, step %gs, checkpoint every %gs, checkpoint lands in %gs, start-up %gs, restart %gs\n\n",
+		traceFile, len(trace), cfg.Variant.Name, time.Now().UTC().Format(time.RFC3339), cfg.Tick, cfg.Poll, cfg.StepSeconds, cfg.CkptEvery, cfg.CkptDur, cfg.Start, cfg.Restart)
 	if err := sim.WriteValidation(&b, v); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +91,38 @@ func TestLabReplay(t *testing.T) {
 	if 3*v.SamePaths < 2*v.IschedJobs { // (none in the slurm variant)
 		t.Errorf("%d of %d isched jobs went through the same partitions, want at least two thirds", v.SamePaths, v.IschedJobs)
 	}
+}
+
+// labVariant is the replay's variant named by ISCHED_LABREPLAY_VARIANT:
+// isched (the default), slurm (every job where its user asked) or
+// isched+keep (rule 10: twins keep the runs' places, keep_place on).
+func labVariant(t *testing.T, name string) sim.Variant {
+	t.Helper()
+	if name == "" {
+		name = "isched"
+	}
+	for _, v := range sim.Variants {
+		if v.Name == name && (name == "isched" || name == "slurm" || name == "isched+keep") {
+			return v
+		}
+	}
+	t.Fatalf("ISCHED_LABREPLAY_VARIANT=%q: want isched, slurm or isched+keep", name)
+	return sim.Variant{}
+}
+
+// withKeepPlace is a policy object with keep_place on.
+func withKeepPlace(t *testing.T, policyJSON string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(policyJSON), &m); err != nil {
+		t.Fatal(err)
+	}
+	m["keep_place"] = true
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // policyOf is the policy object of a coordinator config file.
@@ -199,7 +236,8 @@ func submitPlanned(t *testing.T, w *world, cfg sim.Config, j *sim.Job) (id, line
 	if sub.Gres != "" {
 		args = append(args, "--gres="+sub.Gres)
 	}
-	job := w.submitTrainer(sub.Plan, args, "--steps", strconv.FormatInt(r.Total, 10),
+	// in the script, so that the agent can submit it again as a twin
+	job := w.submitTrainerWith(trainOpts{InScript: cfg.Variant.KeepPlace}, sub.Plan, args, "--steps", strconv.FormatInt(r.Total, 10),
 		"--period", strconv.FormatFloat(r.Work/cpuSpeed, 'f', 4, 64), "--gpu-speedup", strconv.FormatFloat(gpuSpeed/cpuSpeed, 'f', 3, 64),
 		"--ckpt-every", strconv.FormatInt(int64(cfg.CkptEvery/cfg.StepSeconds), 10))
 	t.Logf("job %d planned on %s (ideal %s, migrate %v, %s CPUs %d, limit %s)", j.ID, strings.Join(sub.Partitions, ","), sub.Plan.Ideal,
@@ -262,12 +300,17 @@ func labState(t *testing.T, w *world) plan.ClusterState {
 func observeOnLab(t *testing.T, w *world, t0 time.Time, lj labJob) sim.Observed {
 	o := sim.Observed{ID: lj.j.ID, Submit: lj.submit.Sub(t0).Seconds()}
 	var acct map[string]string
-	waitFor(t, w, 15*time.Minute, "job "+lj.id+" to end in Slurm's accounting", func() bool {
-		acct = sacctJob(lj.id)
+	last := lj.id
+	if lj.lineage != "" { // a twin that took over ends the run
+		st := w.endedStatus(lj.lineage, 15*time.Minute)
+		last = strconv.FormatUint(st.JobID, 10)
+	}
+	waitFor(t, w, 15*time.Minute, "job "+last+" to end in Slurm's accounting", func() bool {
+		acct = sacctJob(last)
 		return acct["State"] == "COMPLETED" || strings.HasPrefix(acct["State"], "FAILED") || strings.HasPrefix(acct["State"], "CANCELLED") || acct["State"] == "TIMEOUT"
 	})
 	if acct["State"] != "COMPLETED" {
-		t.Errorf("job %d (%s) ended %s", lj.j.ID, lj.id, acct["State"])
+		t.Errorf("job %d (%s) ended %s", lj.j.ID, last, acct["State"])
 	}
 	end := slurmTime(t, acct["End"])
 	if lj.lineage == "" {
