@@ -38,7 +38,7 @@ type inputs struct {
 	pooled bool
 	// user and qos: whose job, under which QOS ("": the user's default);
 	// the waits honour that user's Slurm limits. user "" is the caller.
-	user, qos string
+	user, qos, account string
 	// python: the interpreter the training runs in, for its footprint
 	// record ("": python3 in PATH; submit: the command's program when it
 	// is a Python)
@@ -67,16 +67,17 @@ func (in *inputs) register(fs *pflag.FlagSet, batchHelp string) {
 	fs.BoolVar(&in.noProbe, "no-probe", false, "do not measure what the training script imports (the static memory then counts torch's footprint alone)")
 }
 
-// registerQOS adds --qos, for the commands whose flags do not already
-// carry sbatch's.
+// registerQOS adds --qos and --account, for the commands whose flags do
+// not already carry sbatch's.
 func (in *inputs) registerQOS(fs *pflag.FlagSet) {
 	fs.StringVar(&in.qos, "qos", "", "the QOS the job would run under (default: your default QOS): waits honour its per-user limits")
+	fs.StringVarP(&in.account, "account", "A", "", "the account the job would be charged to (default: your default account): waits honour its quota (GrpTRES)")
 }
 
 // need is what a one-device job of nt asks, as in's user under in's QOS.
 func (a *App) need(in *inputs, nt *plan.NodeType) plan.Need {
 	n := plan.NeedOf(nt)
-	n.User, n.QOS = in.user, in.qos
+	n.User, n.QOS, n.Account = in.user, in.qos, in.account
 	if n.User == "" {
 		n.User = a.Username()
 	}

@@ -503,7 +503,7 @@ func (o *submitOpts) elementRoom() int {
 // batch size's plans, with the cluster state unless the policy ignores
 // waits.
 func (a *App) loadEstimate(ctx context.Context, o *submitOpts) (*placeEstimate, error) {
-	o.in.user, o.in.qos = o.asUser, o.site.qos // the job's owner and QOS: their limits hold it
+	o.in.user, o.in.qos, o.in.account = o.asUser, o.site.qos, o.site.account // the job's owner, QOS and account: their limits hold it
 	if o.in.script == "" {
 		o.in.script = pythonScript(o.argv) // its imports count in the static memory
 	}
@@ -845,7 +845,7 @@ func (o *submitOpts) startElastic(sub *submission, st plan.ClusterState) error {
 		jobs = slices.Values(st.Jobs.Jobs)
 	}
 	room := policy.StartRoom{Queue: policy.QueueRooms(st.Snapshot, jobs, nil)[part], PerNode: policy.GPUsPerNode(st.Snapshot, part),
-		LimitRoom: policy.GPULimitRoom(st.Snapshot, o.in.user, o.site.qos, part), Run: sub.run}
+		LimitRoom: policy.GPULimitRoom(st.Snapshot, o.in.user, o.site.qos, o.site.account, part), Run: sub.run}
 	size, why := policy.StartSize(policy.Config{Elastic: true}, *e, room)
 	o.elasticNote = "elastic: " + strings.TrimPrefix(why, "elastic: ")
 	if size == e.Min {

@@ -18,7 +18,7 @@ func (c *Coordinator) policyJob(l *lineage, now time.Time) policy.Job {
 		Step: max(st.Step, 0), Total: st.TotalIters, Moves: l.Moves, Continuations: l.Conts,
 		NoExtend: l.NoExtend, Phase: l.Phase, ResumeFailures: st.ResumeFailures, TwinReason: l.TwinReason}
 	if job, ok := c.jobs[st.JobID]; ok {
-		j.Gres, j.PendingReason, j.QOS, j.CPUs, j.Mem = job.Gres, job.Reason, job.QOS, job.CPUs, job.MemPerNodeBytes
+		j.Gres, j.PendingReason, j.QOS, j.Account, j.CPUs, j.Mem = job.Gres, job.Reason, job.QOS, job.Account, job.CPUs, job.MemPerNodeBytes
 		j.Nodes = job.NodeCount
 		if job.StartMS > 0 {
 			j.StartedAt = time.UnixMilli(job.StartMS)

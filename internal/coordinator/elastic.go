@@ -107,7 +107,7 @@ func (l *lineage) elasticRun(j report.Job, snap *report.Snapshot, now time.Time)
 	size := jobGPUs(j)
 	r := policy.ElasticRun{JobID: j.JobID, Owner: j.User, Queue: j.Partition, Size: size, Min: l.Status.Plan.Elastic.Min,
 		Max: l.Status.Plan.Elastic.Max, PerNode: policy.GPUsPerNode(snap, j.Partition), Remaining: l.predictedRemaining(j),
-		Rates: l.rates(size), Resizes: l.Resizes, LimitRoom: policy.GPULimitRoom(snap, j.User, j.QOS, j.Partition)}
+		Rates: l.rates(size), Resizes: l.Resizes, LimitRoom: policy.GPULimitRoom(snap, j.User, j.QOS, j.Account, j.Partition)}
 	r.Attained, r.LastMoveAt, r.CkptDur = l.runTimes(j, now)
 	return r
 }

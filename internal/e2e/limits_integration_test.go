@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,6 +30,13 @@ type planOption struct {
 // cpuOption runs isched plan as who and returns its cpu/lab-cpu option.
 func cpuOption(t *testing.T, w *world, cli, who string, extra ...string) planOption {
 	t.Helper()
+	return planOptionOf(t, w, cli, who, "cpu", "lab-cpu", extra...)
+}
+
+// planOptionOf runs isched plan as who and returns its option on
+// partition and node type.
+func planOptionOf(t *testing.T, w *world, cli, who, partition, nodeType string, extra ...string) planOption {
+	t.Helper()
 	args := append([]string{"plan", "--model", filepath.Join(testutil.RepoRoot(), "internal/cli/testdata/resnet18_128.json"),
 		"--samples", "3200", "--batch", "16", "--optimizer", "momentum", "--receipts", "none", "--state", "redis",
 		"--site", filepath.Join(testutil.RepoRoot(), "examples/site-lab.json"), "--json"}, extra...)
@@ -40,11 +48,11 @@ func cpuOption(t *testing.T, w *world, cli, who string, extra ...string) planOpt
 		t.Fatalf("isched plan --json as %s: %v\n%s", who, err, out)
 	}
 	for _, o := range plans[0].Options {
-		if o.Partition == "cpu" && o.NodeType == "lab-cpu" {
+		if o.Partition == partition && o.NodeType == nodeType {
 			return o
 		}
 	}
-	t.Fatalf("isched plan as %s: no cpu/lab-cpu option\n%s", who, out)
+	t.Fatalf("isched plan as %s: no %s/%s option\n%s", who, partition, nodeType, out)
 	return planOption{}
 }
 
@@ -179,5 +187,60 @@ func TestUserLimitsAsBob(t *testing.T) {
 	s := waitJobEnd(t, w, job.id, 3*time.Minute)
 	if s["JobState"] != "COMPLETED" || s["Partition"] != "gpu" || s["UserId"] == "" || !strings.HasPrefix(s["UserId"], "bob(") {
 		t.Errorf("bob's job ended %s on %s as %s, want COMPLETED on gpu as bob\n%s", s["JobState"], s["Partition"], s["UserId"], job.output())
+	}
+}
+
+// TestAccountQuotaOnCluster: a quota on an account's own association
+// (GrpTRES=gres/gpu=1 on physics, the way a site caps a group) holds
+// every user of the account once any of them fills it. alice's GPU job in
+// physics fills it; Slurm holds bob's in physics (AssocGrpGRES). The
+// agent publishes the quota as each user's limit with the account's use,
+// and isched plan, as bob charging physics, does not call gpu idle: held
+// by AssocGrpGRES; charging his default account (research) it is idle.
+func TestAccountQuotaOnCluster(t *testing.T) {
+	testutil.ClaimPartitions(t, testutil.Partitions...) // it sets a quota on physics, which every user may charge
+	testutil.NeedSlurm(t)
+	// before the agent starts: it reads the accounting once per
+	// -limits-interval
+	if out, err := exec.Command("sacctmgr", "-i", "modify", "account", "physics", "where", "cluster=lab", "set", "GrpTRES=gres/gpu=1").CombinedOutput(); err != nil {
+		t.Fatalf("sacctmgr: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("sacctmgr", "-i", "modify", "account", "physics", "where", "cluster=lab", "set", "GrpTRES=gres/gpu=-1").Run()
+	})
+	w := newWorld(t, fastPolicy)
+	cli := testutil.Binary(t, "isched", "./isched")
+	hold := w.sleeperAs("alice", "--account=physics", "-p", "gpu", "--gres=gpu:1", "-c", "1")
+	waitFor(t, w, time.Minute, "alice's GPU job in physics running", func() bool { return slurmJob(hold)["JobState"] == "RUNNING" })
+	held := w.sleeperAs("bob", "--account=physics", "-p", "gpu", "--gres=gpu:1", "-c", "1")
+	waitFor(t, w, 30*time.Second, "Slurm to hold bob's GPU job in physics on the account's quota", func() bool {
+		s := slurmJob(held)
+		return s["JobState"] == "PENDING" && s["Reason"] == "AssocGrpGRES"
+	})
+	_ = runCmd("scancel", held)
+	var l report.UserLimit
+	waitFor(t, w, 30*time.Second, "the snapshot to show physics's quota as bob's limit, filled by alice", func() bool {
+		snap, ok := w.snapshot()
+		if !ok {
+			return false
+		}
+		for _, x := range snap.Limits {
+			if x.User == "bob" && x.Account == "physics" && x.Resource == report.LimitGPU && x.Reason == "AssocGrpGRES" {
+				l = x
+				return x.Used == 1 && x.Max == 1
+			}
+		}
+		return false
+	})
+	if l.DefaultAccount {
+		t.Errorf("bob's physics limit %+v says physics is his default account (research is)", l)
+	}
+	bob := planOptionOf(t, w, cli, "bob", "gpu", "lab-gpu", "--account", "physics")
+	t.Logf("bob's gpu option charging physics: %+v", bob)
+	if bob.HeldBy != "AssocGrpGRES" || !strings.Contains(bob.WaitBasis, "limit of 1 GPUs (AssocGrpGRES, 1 in use)") {
+		t.Errorf("bob's plan charging physics: %+v; want held by the account's quota (AssocGrpGRES)", bob)
+	}
+	if own := planOptionOf(t, w, cli, "bob", "gpu", "lab-gpu"); own.HeldBy != "" {
+		t.Errorf("bob's plan in his default account research: %+v; want no limit holding it", own)
 	}
 }

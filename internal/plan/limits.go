@@ -18,7 +18,7 @@ func holdingLimit(lims []report.UserLimit, need Need, part string) *report.UserL
 	}
 	for i := range lims {
 		l := &lims[i]
-		if l.User == need.User && l.Binds(need.QOS, part) && l.Used+limitAdds(l.Resource, need) > l.Max {
+		if l.User == need.User && l.Binds(need.QOS, need.Account, part) && l.Used+limitAdds(l.Resource, need) > l.Max {
 			return l
 		}
 	}

@@ -28,10 +28,10 @@ type Need struct {
 	// WholeNode: the job takes all cores of a node, so idle CPUs spread
 	// over several nodes do not count.
 	WholeNode bool
-	// User and QOS say whose job it is and under which QOS ("": the
-	// user's default): the per-user limits of the snapshot that apply.
-	// An empty User applies none.
-	User, QOS string
+	// User, QOS and Account say whose job it is, under which QOS and in
+	// which account ("": the user's default): the per-user limits of the
+	// snapshot that apply. An empty User applies none.
+	User, QOS, Account string
 }
 
 // NeedOf is what a one-device job of node type nt asks.

@@ -192,7 +192,7 @@ func ownerHeld(snap *report.Snapshot, j *Job, part, gres string) string {
 	}
 	for i := range snap.Limits {
 		l := &snap.Limits[i]
-		if l.User != j.User || !l.Binds(j.QOS, part) {
+		if l.User != j.User || !l.Binds(j.QOS, j.Account, part) {
 			continue
 		}
 		var add int64

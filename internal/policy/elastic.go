@@ -389,15 +389,15 @@ func GPUs(gres string) int {
 
 // GPULimitRoom is the GPUs more that user's limits in the snapshot
 // (report.UserLimit: QOS and association limits, with their use) let a
-// job under qos on partition hold; -1: no GPU limit binds it.
-func GPULimitRoom(snap *report.Snapshot, user, qos, partition string) int {
+// job under qos in account on partition hold; -1: no GPU limit binds it.
+func GPULimitRoom(snap *report.Snapshot, user, qos, account, partition string) int {
 	room := -1
 	if snap == nil {
 		return room
 	}
 	for i := range snap.Limits {
 		l := &snap.Limits[i]
-		if l.User != user || l.Resource != report.LimitGPU || !l.Binds(qos, partition) {
+		if l.User != user || l.Resource != report.LimitGPU || !l.Binds(qos, account, partition) {
 			continue
 		}
 		if r := int(max(l.Max-l.Used, 0)); room < 0 || r < room {

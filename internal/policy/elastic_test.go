@@ -206,11 +206,11 @@ func TestGPULimitRoom(t *testing.T) {
 		{"carol", "", "gpu", -1},    // no limit
 		{"bob", "", "gpu", 0},
 	} {
-		if got := GPULimitRoom(snap, c.user, c.qos, c.part); got != c.want {
+		if got := GPULimitRoom(snap, c.user, c.qos, "", c.part); got != c.want {
 			t.Errorf("GPULimitRoom(%s, %q, %s) = %d, want %d", c.user, c.qos, c.part, got, c.want)
 		}
 	}
-	if got := GPULimitRoom(nil, "alice", "", "gpu"); got != -1 {
+	if got := GPULimitRoom(nil, "alice", "", "", "gpu"); got != -1 {
 		t.Errorf("no snapshot: %d, want -1", got)
 	}
 }

@@ -84,11 +84,12 @@ type Job struct {
 	// Gres is the job's current GRES request from the job table ("gpu:1");
 	// a job holding GPUs can only move to partitions with GPUs.
 	Gres string
-	// QOS and CPUs are the job's from the job table: with the snapshot's
-	// per-user limits they say whether a move would leave the job held by
-	// its owner's limit (QOSMaxGRESPerUser, ...).
-	QOS  string
-	CPUs int
+	// QOS, Account and CPUs are the job's from the job table: with the
+	// snapshot's per-user limits they say whether a move would leave the
+	// job held by its owner's limit (QOSMaxGRESPerUser, its account's
+	// quota AssocGrpGRES, ...).
+	QOS, Account string
+	CPUs         int
 	// Nodes is the job's node count from the job table (0: unknown,
 	// one): an elastic run's size is its GPUs per node times its nodes.
 	Nodes int

@@ -11,8 +11,12 @@ type UserLimit struct {
 	QOS     string `json:"qos,omitempty"` // empty: the association's limit
 	// Default: QOS is the user's default QOS (what a job that names none
 	// runs under).
-	Default   bool   `json:"default,omitempty"`
-	Partition string `json:"partition,omitempty"` // empty: every partition
+	Default bool `json:"default,omitempty"`
+	// DefaultAccount: Account is the user's default account (a job that
+	// names none runs in it), or which is the default is not known; an
+	// association's limit binds a job naming no account only then.
+	DefaultAccount bool   `json:"default_account,omitempty"`
+	Partition      string `json:"partition,omitempty"` // empty: every partition
 	// Resource is what is counted: "cpu", "gpu" (gres/gpu) or "jobs"
 	// (running jobs).
 	Resource string `json:"resource"`
@@ -31,13 +35,19 @@ const (
 	LimitJobs = "jobs"
 )
 
-// Binds reports whether the limit binds a job under qos on partition part:
-// an association's limit binds all its user's jobs (on its partition, when
-// it has one); a QOS's binds the jobs under that QOS, which is the user's
+// Binds reports whether the limit binds a job under qos in account on
+// partition part: an association's limit (the user's, or the quota of its
+// account) binds its user's jobs in that account (account empty: the
+// user's default account), on its partition when it has one; a QOS's
+// binds the jobs under that QOS in any account, which is the user's
 // default QOS when qos is empty (a job that names none, or whose QOS is
 // unknown).
-func (l *UserLimit) Binds(qos, part string) bool {
+func (l *UserLimit) Binds(qos, account, part string) bool {
 	switch {
+	case l.QOS == "" && l.Account != "" && account != "" && account != l.Account:
+		return false
+	case l.QOS == "" && l.Account != "" && account == "" && !l.DefaultAccount:
+		return false
 	case l.QOS == "":
 		return l.Partition == "" || l.Partition == part
 	case qos == "":

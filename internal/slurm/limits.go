@@ -17,6 +17,7 @@ import (
 var (
 	qosArgs     = []string{"-n", "-P", "show", "qos", "format=Name,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,MaxTRES"}
 	assocFormat = "format=Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES,MaxJobs,GrpJobs"
+	userArgs    = []string{"-n", "-P", "show", "user", "format=User,DefaultAccount"}
 )
 
 // QOS is the per-user part of one QOS (sacctmgr show qos).
@@ -28,14 +29,18 @@ type QOS struct {
 	MaxJobsPerUser int64
 }
 
-// Association is one user's association (sacctmgr show assoc); accounts'
-// own rows (no user) are not returned.
+// Association is one association (sacctmgr show assoc): a user's, or an
+// account's own (User empty), whose GrpTRES and GrpJobs all the account's
+// users share (a site's quota per group).
 type Association struct {
 	Cluster, Account, User, Partition string
 	QOS                               []string
 	DefaultQOS                        string
 	GrpTRES                           map[string]int64
 	MaxJobs, GrpJobs                  int64
+	// DefaultAccount: Account is User's default account (sacctmgr show
+	// user), or the default is not known (Limits sets it).
+	DefaultAccount bool
 }
 
 // Limits fetches the accounting's QOS and the associations of this
@@ -67,7 +72,42 @@ func (c *Client) Limits(ctx context.Context) ([]QOS, []Association, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ub, err := c.run(ctx, "sacctmgr", userArgs, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defaults, err := ParseUserDefaults(ub)
+	if err != nil {
+		return nil, nil, err
+	}
+	markDefaultAccounts(assocs, defaults)
 	return qos, assocs, nil
+}
+
+// markDefaultAccounts sets each user association's DefaultAccount: its
+// account is the user's default, or the user has none listed (then every
+// account of the user's counts as it, as before the accounts were told
+// apart).
+func markDefaultAccounts(assocs []Association, defaults map[string]string) {
+	for i := range assocs {
+		a := &assocs[i]
+		def, ok := defaults[a.User]
+		a.DefaultAccount = a.User != "" && (!ok || def == a.Account)
+	}
+}
+
+// ParseUserDefaults parses `sacctmgr -n -P show user
+// format=User,DefaultAccount`: each user's default account.
+func ParseUserDefaults(b []byte) (map[string]string, error) {
+	out := map[string]string{}
+	err := eachRow(b, "sacctmgr show user", 2, func(f []string) error {
+		if f[0] == "" {
+			return fmt.Errorf("no user name")
+		}
+		out[f[0]] = f[1]
+		return nil
+	})
+	return out, err
 }
 
 // ConfigValue is the value of key in `scontrol show config` output
@@ -118,9 +158,6 @@ func ParseQOS(b []byte) ([]QOS, error) {
 func ParseAssociations(b []byte) ([]Association, error) {
 	var out []Association
 	err := eachRow(b, "sacctmgr show assoc", 9, func(f []string) error {
-		if f[2] == "" {
-			return nil // an account's own row
-		}
 		a := Association{Cluster: f[0], Account: f[1], User: f[2], Partition: f[3], DefaultQOS: f[5]}
 		if f[4] != "" {
 			a.QOS = strings.Split(f[4], ",")
@@ -216,12 +253,16 @@ func BuildLimits(cluster string, qos []QOS, assocs []Association, jobs []report.
 		byName[q.Name] = q
 	}
 	use := usage(jobs)
+	accounts := accountRows(cluster, assocs)
 	var out []report.UserLimit
 	for _, a := range assocs {
-		if cluster != "" && a.Cluster != cluster {
+		if cluster != "" && a.Cluster != cluster || a.User == "" {
 			continue
 		}
 		out = append(out, assocLimits(a, use)...)
+		if acct, ok := accounts[accountKey{a.Cluster, a.Account}]; ok && a.Partition == "" {
+			out = append(out, accountLimits(a, acct, use)...)
+		}
 		for _, name := range a.QOS {
 			if q, ok := byName[name]; ok {
 				out = append(out, qosLimits(a, q, use)...)
@@ -259,7 +300,7 @@ func usage(jobs []report.Job) map[useKey]held {
 		h := held{cpus: int64(j.CPUs), gpus: int64(sum(gpus) * max(1, j.NodeCount)), jobs: 1}
 		for _, k := range []useKey{
 			{j.User, j.Account, "", ""}, {j.User, j.Account, "", j.Partition},
-			{j.User, "", j.QOS, ""},
+			{j.User, "", j.QOS, ""}, {"", j.Account, "", ""},
 		} {
 			t := out[k]
 			t.cpus, t.gpus, t.jobs = t.cpus+h.cpus, t.gpus+h.gpus, t.jobs+h.jobs
@@ -277,16 +318,42 @@ func assocLimits(a Association, use map[useKey]held) []report.UserLimit {
 	if a.GrpJobs > 0 && (jobs == 0 || a.GrpJobs < jobs) {
 		jobs, reason = a.GrpJobs, "AssocGrpJobsLimit"
 	}
-	return limitRows(report.UserLimit{User: a.User, Account: a.Account, Partition: a.Partition},
+	return limitRows(report.UserLimit{User: a.User, Account: a.Account, Partition: a.Partition, DefaultAccount: a.DefaultAccount},
 		limitSpec{report.LimitCPU, a.GrpTRES["cpu"], u.cpus, "AssocGrpCpuLimit"},
 		limitSpec{report.LimitGPU, a.GrpTRES["gres/gpu"], u.gpus, "AssocGrpGRES"},
 		limitSpec{report.LimitJobs, jobs, u.jobs, reason})
 }
 
+type accountKey struct{ cluster, account string }
+
+// accountRows are the accounts' own associations of cluster (all clusters
+// when empty) that set a quota, by cluster and account.
+func accountRows(cluster string, assocs []Association) map[accountKey]Association {
+	out := map[accountKey]Association{}
+	for _, a := range assocs {
+		if a.User == "" && (cluster == "" || a.Cluster == cluster) && (len(a.GrpTRES) > 0 || a.GrpJobs > 0) {
+			out[accountKey{a.Cluster, a.Account}] = a
+		}
+	}
+	return out
+}
+
+// accountLimits are the quota of user association a's account (acct, the
+// account's own row) as a's limits: GrpTRES and GrpJobs over every user's
+// running jobs in the account, Slurm's AssocGrp* reasons. Only the
+// account's own row is read, not its parents' (sacctmgr's tree).
+func accountLimits(a, acct Association, use map[useKey]held) []report.UserLimit {
+	u := use[useKey{"", a.Account, "", ""}]
+	return limitRows(report.UserLimit{User: a.User, Account: a.Account, DefaultAccount: a.DefaultAccount},
+		limitSpec{report.LimitCPU, acct.GrpTRES["cpu"], u.cpus, "AssocGrpCpuLimit"},
+		limitSpec{report.LimitGPU, acct.GrpTRES["gres/gpu"], u.gpus, "AssocGrpGRES"},
+		limitSpec{report.LimitJobs, acct.GrpJobs, u.jobs, "AssocGrpJobsLimit"})
+}
+
 // qosLimits are a QOS's per-user limits for the association's user.
 func qosLimits(a Association, q QOS, use map[useKey]held) []report.UserLimit {
 	u := use[useKey{a.User, "", q.Name, ""}]
-	return limitRows(report.UserLimit{User: a.User, Account: a.Account, QOS: q.Name, Default: q.Name == defaultQOS(a)},
+	return limitRows(report.UserLimit{User: a.User, Account: a.Account, QOS: q.Name, Default: q.Name == defaultQOS(a), DefaultAccount: a.DefaultAccount},
 		limitSpec{report.LimitCPU, q.MaxTRESPerUser["cpu"], u.cpus, "QOSMaxCpuPerUserLimit"},
 		limitSpec{report.LimitGPU, q.MaxTRESPerUser["gres/gpu"], u.gpus, "QOSMaxGRESPerUser"},
 		limitSpec{report.LimitJobs, q.MaxJobsPerUser, u.jobs, "QOSMaxJobsPerUserLimit"})

@@ -43,9 +43,11 @@ func TestParseAssociationsCaptured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// the account rows (root, research) are left out
+	// the accounts' own rows (root, research) have no user
 	want := []Association{
+		{Cluster: "lab", Account: "root", QOS: []string{"normal"}},
 		{Cluster: "lab", Account: "root", User: "root", QOS: []string{"normal"}},
+		{Cluster: "lab", Account: "research", QOS: []string{"normal"}},
 		{Cluster: "lab", Account: "research", User: "alice", QOS: []string{"capped", "normal"}, DefaultQOS: "normal"},
 		{Cluster: "lab", Account: "research", User: "bob", QOS: []string{"capped", "gpulimit", "normal"}, DefaultQOS: "capped",
 			GrpTRES: map[string]int64{"cpu": 6, "mem": 8000}, MaxJobs: 5, GrpJobs: 7},
@@ -53,6 +55,46 @@ func TestParseAssociationsCaptured(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseAssociations:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestAccountQuotaCaptured: a quota on account physics's own row
+// (GrpTRES=gres/gpu=1,cpu=8, captured on the lab) becomes a limit of each
+// of its users (alice, bob, root), counting every user's running jobs in
+// the account: alice's
+// GPU job holds the account's one GPU, so bob is at the quota too.
+// Research sets none: its users get no account limit.
+func TestAccountQuotaCaptured(t *testing.T) {
+	b, err := os.ReadFile("testdata/22.05/sacctmgr-assoc-account.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assocs, err := ParseAssociations(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []report.Job{
+		{User: "alice", Account: "physics", QOS: "normal", State: "RUNNING", CPUs: 2, Gres: "gpu:1", Partition: "gpu"},
+		{User: "bob", Account: "physics", QOS: "normal", State: "RUNNING", CPUs: 3, Partition: "cpu"},
+		{User: "bob", Account: "physics", QOS: "normal", State: "PENDING", CPUs: 2, Gres: "gpu:1", Partition: "gpu"},
+		{User: "alice", Account: "research", QOS: "normal", State: "RUNNING", CPUs: 4, Gres: "gpu:2", Partition: "gpu"},
+	}
+	got := BuildLimits("lab", nil, assocs, jobs)
+	want := []report.UserLimit{
+		{User: "alice", Account: "physics", Resource: "cpu", Max: 8, Used: 5, Reason: "AssocGrpCpuLimit"},
+		{User: "alice", Account: "physics", Resource: "gpu", Max: 1, Used: 1, Reason: "AssocGrpGRES"},
+		{User: "bob", Account: "physics", Resource: "cpu", Max: 8, Used: 5, Reason: "AssocGrpCpuLimit"},
+		{User: "bob", Account: "physics", Resource: "gpu", Max: 1, Used: 1, Reason: "AssocGrpGRES"},
+		{User: "root", Account: "physics", Resource: "cpu", Max: 8, Used: 5, Reason: "AssocGrpCpuLimit"},
+		{User: "root", Account: "physics", Resource: "gpu", Max: 1, Used: 1, Reason: "AssocGrpGRES"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("BuildLimits:\n got %+v\nwant %+v", got, want)
+	}
+	for i := range got {
+		if err := got[i].Validate(); err != nil {
+			t.Errorf("limit %d: %v", i, err)
+		}
 	}
 }
 
@@ -132,7 +174,7 @@ func TestBuildLimits(t *testing.T) {
 // TestClientLimits: the cluster name comes from scontrol show config (the
 // dev cluster's, captured), and only its associations are asked for.
 func TestClientLimits(t *testing.T) {
-	files := map[string]string{"scontrol": "show_config.txt", "qos": "sacctmgr-qos.txt", "assoc": "sacctmgr-assoc.txt"}
+	files := map[string]string{"scontrol": "show_config.txt", "qos": "sacctmgr-qos.txt", "assoc": "sacctmgr-assoc.txt", "user": "sacctmgr-user.txt"}
 	var calls []string
 	c := &Client{Runner: RunnerFunc(func(_ context.Context, name string, args []string, _ []byte) ([]byte, error) {
 		calls = append(calls, name+" "+strings.Join(args, " "))
@@ -146,13 +188,25 @@ func TestClientLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(qos) != 3 || len(assocs) != 4 {
-		t.Errorf("%d QOS and %d associations, want 3 and 4", len(qos), len(assocs))
+	if len(qos) != 3 || len(assocs) != 6 {
+		t.Errorf("%d QOS and %d associations, want 3 and 6", len(qos), len(assocs))
+	}
+	// alice's and bob's default account is research (sacctmgr-user.txt),
+	// root's root: each association says whether it is its user's default
+	var defaults []string
+	for _, a := range assocs {
+		if a.DefaultAccount {
+			defaults = append(defaults, a.User+"@"+a.Account)
+		}
+	}
+	if want := []string{"root@root", "alice@research", "bob@research"}; !reflect.DeepEqual(defaults, want) {
+		t.Errorf("default accounts %v, want %v", defaults, want)
 	}
 	want := []string{
 		"scontrol show config",
 		"sacctmgr -n -P show qos format=Name,MaxTRESPU,MaxJobsPU,MaxSubmitPU,GrpTRES,MaxTRES",
 		"sacctmgr -n -P show assoc where cluster=lab format=Cluster,Account,User,Partition,QOS,DefaultQOS,GrpTRES,MaxJobs,GrpJobs",
+		"sacctmgr -n -P show user format=User,DefaultAccount",
 	}
 	if !reflect.DeepEqual(calls, want) {
 		t.Errorf("commands:\n got %q\nwant %q", calls, want)
