@@ -159,13 +159,14 @@ func (s *sim) clusterState() plan.ClusterState {
 	return s.cs
 }
 
-// tableJob is job js as squeue lists it.
+// tableJob is job js as squeue lists it: a pending job its account's
+// GrpTRES holds with that reason, as Slurm shows it.
 func (s *sim) tableJob(js *jobState) report.Job {
 	id := uint64(js.j.ID) + 1
 	if js.twinOf > 0 {
 		id = twinJobID + uint64(js.twinOf) // its own job id
 	}
-	j := report.Job{JobID: id, User: js.j.User, NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
+	j := report.Job{JobID: id, User: js.j.User, Account: s.accts.names[js.acct], NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
 		Gres: gresOf(js.gpus), SubmitMS: at(js.order).UnixMilli()}
 	if js.limit > 0 {
 		lim := int64(js.limit / 60)
@@ -180,6 +181,9 @@ func (s *sim) tableJob(js *jobState) report.Job {
 		}
 	} else {
 		j.State, j.Partition, j.Reason = "PENDING", s.partList(js), "Resources"
+		if s.cfg.Sched.Backfill && s.accts.held(js.acct, js.gpus*js.j.Nodes) {
+			j.Reason = "AssocGrpGRES" // as twinReason: the account's quota holds it
+		}
 	}
 	return j
 }

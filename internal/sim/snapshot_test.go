@@ -12,7 +12,8 @@ import (
 // quota as the agent publishes an association's (a row per user of the
 // account, reason AssocGrpGRES) with the GPUs the account's running jobs
 // hold, and the policy reads the room it leaves as the replay's elastic
-// model does. heavy (quota 3) runs u1's 2-GPU job and u2's 1-GPU job;
+// model does; the job table names the quota as the reason its account's
+// job waits, as squeue does. heavy (quota 3) runs u1's 2-GPU job and u2's 1-GPU job;
 // u1's second job is held until u2's ends at 501 s, then runs alone once
 // u1's first ends at 1 000 s. light has no quota.
 func TestSnapshotQuota(t *testing.T) {
@@ -35,13 +36,14 @@ func TestSnapshotQuota(t *testing.T) {
 		return report.UserLimit{User: user, Account: "heavy", Resource: report.LimitGPU, Max: 3, Used: used, Reason: "AssocGrpGRES"}
 	}
 	for _, tt := range []struct {
-		at    float64
-		want  []report.UserLimit
-		room1 int // policy.GPULimitRoom for u1 on gpu
+		at         float64
+		want       []report.UserLimit
+		room1      int    // policy.GPULimitRoom for u1 on gpu
+		job4Reason string // squeue's reason for u1's second job
 	}{
-		{10, []report.UserLimit{quota("u1", 3), quota("u2", 3)}, 0},
-		{600, []report.UserLimit{quota("u1", 3), quota("u2", 3)}, 0},
-		{1200, []report.UserLimit{quota("u1", 1), quota("u2", 1)}, 2},
+		{10, []report.UserLimit{quota("u1", 3), quota("u2", 3)}, 0, "AssocGrpGRES"},
+		{600, []report.UserLimit{quota("u1", 3), quota("u2", 3)}, 0, ""},
+		{1200, []report.UserLimit{quota("u1", 1), quota("u2", 1)}, 2, ""},
 	} {
 		replayUntil(s, tt.at)
 		snap := s.snapshot()
@@ -50,6 +52,10 @@ func TestSnapshotQuota(t *testing.T) {
 		}
 		if r := policy.GPULimitRoom(snap, "u1", "", "gpu"); r != tt.room1 || r != s.limitRoomOn(&s.jobs[3], gpu) {
 			t.Errorf("at %g s: u1's room %d (replay's elastic model %d), want %d", tt.at, r, s.limitRoomOn(&s.jobs[3], gpu), tt.room1)
+		}
+		j := s.tableJob(&s.jobs[3])
+		if j.Account != "heavy" || j.Reason != tt.job4Reason {
+			t.Errorf("at %g s: u1's second job's account %q, reason %q; want heavy, %q", tt.at, j.Account, j.Reason, tt.job4Reason)
 		}
 		if r := policy.GPULimitRoom(snap, "u3", "", "gpu"); r != -1 {
 			t.Errorf("at %g s: u3's room %d, want -1 (no quota)", tt.at, r)
