@@ -83,8 +83,8 @@ func (a res) fits(b res) bool { return a.cpus <= b.cpus && a.gpus <= b.gpus }
 func (s *Site) EstimateWait(cs ClusterState, part string, need Need, now time.Time) Wait {
 	w := s.partitionWait(cs, part, need, now)
 	if cs.Snapshot != nil {
-		if l := holdingLimit(cs.Snapshot.Limits, need, part); l != nil {
-			w = heldByLimit(cs, w, l, need, now)
+		if h, ok := holdingLimit(cs, need, part, now); ok {
+			w = heldByLimit(w, h, need)
 		}
 	}
 	return w
@@ -287,7 +287,14 @@ func simulateWait(w Wait, free res, queue []queued, releases []release, now time
 // blocked reports whether a pending job cannot start for a reason other
 // than resources, so it does not take the new job's turn.
 func blocked(reason string) bool {
-	for _, r := range []string{"Held", "Dependency", "BeginTime", "Reservation", "QOS", "Assoc", "PartitionDown", "PartitionInactive", "launch failed"} {
+	return heldOther(reason) || strings.Contains(reason, "QOS") || strings.Contains(reason, "Assoc")
+}
+
+// heldOther reports whether a pending job cannot start for a reason other
+// than resources and limits (QOS..., Assoc...): it takes no limit's room
+// before a new job.
+func heldOther(reason string) bool {
+	for _, r := range []string{"Held", "Dependency", "BeginTime", "Reservation", "PartitionDown", "PartitionInactive", "launch failed"} {
 		if strings.Contains(reason, r) {
 			return true
 		}

@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -158,4 +160,68 @@ func siteFileB(b *testing.B, path string) *plan.Site {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// BenchmarkSnapshot: what the policy and the planner read of the cluster
+// (sim.snapshot, and sim.clusterState with its job table), built halfway
+// through a replay of 10 000 Philly-like jobs on 100 nodes at load 1.2,
+// their 64 users in 16 accounts with GPU quotas as `isched simulate`
+// sizes them (AccountQuotas, twice over-subscribed).
+func BenchmarkSnapshot(b *testing.B) {
+	site := benchSite(b, 100)
+	cl, err := newCluster(site, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	trace := ScaleLoad(philly(10_000, 1), capacity(cl), 1.2)
+	for k := range trace {
+		n, _ := strconv.Atoi(trace[k].User[1:]) // u0 to u63
+		trace[k].Account = fmt.Sprint("a", n%16)
+	}
+	gpus, err := SiteGPUs(site, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig(site)
+	cfg.Variant, cfg.Seed, cfg.Sched = Variants[0], 1, SlurmSched()
+	cfg.Sched.Quota, cfg.Sched.Shares = AccountQuotas(trace, gpus, 2)
+	s, err := newSim(cfg, trace)
+	if err != nil {
+		b.Fatal(err)
+	}
+	replayUntil(s, trace[len(trace)/2].Submit)
+	b.Run("snapshot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = s.snapshot()
+		}
+	})
+	b.Run("clusterState", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.csAt = math.Inf(-1)
+			_ = s.clusterState()
+		}
+	})
+	b.Logf("at %.0f s: %d pending, %d limits", s.now, len(s.pending), len(s.snapshot().Limits))
+}
+
+// replayUntil plays s's events up to time t, as sim.loop does.
+func replayUntil(s *sim, t float64) {
+	for {
+		if s.dirty && (s.events.Len() == 0 || s.events[0].t > s.now) {
+			s.schedule()
+			continue
+		}
+		if s.events.Len() == 0 || s.events[0].t > t {
+			return
+		}
+		e := heap.Pop(&s.events).(event)
+		if e.kind != evTick && e.kind != evBackfill {
+			s.live--
+		}
+		s.now = max(s.now, e.t)
+		s.events0++
+		s.handle(e)
+	}
 }

@@ -237,6 +237,8 @@ type sim struct {
 	// job's priority in the pass that sorted it.
 	accts *accounts
 	keys  []prioKey
+	// quotas are the accounts' GPU quotas as the snapshot publishes them.
+	quotas []quotaRow
 	// bfDirty: something changed since the last backfill pass; bfQueued:
 	// the next one is in the heap.
 	bfDirty, bfQueued bool
@@ -304,6 +306,7 @@ func newSim(cfg Config, trace []Job) (*sim, error) {
 		s.pc[pi] = partCount{nodesIdle: len(cl.parts[pi].nodes), gpusIdle: cl.parts[pi].gpus, cpusIdle: cl.parts[pi].cpus}
 	}
 	s.accts = newAccounts(cfg.Sched, trace)
+	s.quotas = quotaRows(s.accts, cfg.Sched)
 	s.pol = s.policyConfig()
 	s.planSite = cfg.PlannerSite()
 	s.jobs = make([]jobState, 0, len(trace)*(1+btoi(cfg.Variant.KeepPlace)))

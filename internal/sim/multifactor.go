@@ -47,29 +47,29 @@ func SlurmSched() Sched {
 // decayed usage (GPU-seconds, as TRESBillingWeights=GRES/gpu=1 bills).
 type accounts struct {
 	id      map[string]int
-	quota   []int     // GrpTRES gres/gpu; 0: none
-	share   []float64 // normalized shares
-	usage   []float64 // decayed GPU-seconds
-	running []int     // GPUs of running jobs
-	last    []float64 // when usage was last brought up to date
-	factor  []float64 // fair-share factor, recomputed every CalcPeriod
-	calcAt  float64   // when the factors were computed (-Inf: never)
+	names   []string   // by id
+	users   [][]string // each account's users, sorted: its associations
+	quota   []int      // GrpTRES gres/gpu; 0: none
+	share   []float64  // normalized shares
+	usage   []float64  // decayed GPU-seconds
+	running []int      // GPUs of running jobs
+	last    []float64  // when usage was last brought up to date
+	factor  []float64  // fair-share factor, recomputed every CalcPeriod
+	calcAt  float64    // when the factors were computed (-Inf: never)
 }
 
 func newAccounts(cfg Sched, jobs []Job) *accounts {
 	a := &accounts{id: map[string]int{}, calcAt: math.Inf(-1)}
+	seen := map[[2]string]bool{}
 	for k := range jobs {
 		name := jobs[k].account()
-		if _, ok := a.id[name]; ok {
-			continue
+		if ua := [2]string{jobs[k].User, name}; !seen[ua] {
+			seen[ua] = true
+			a.addUser(name, jobs[k].User, cfg)
 		}
-		a.id[name] = len(a.quota)
-		a.quota = append(a.quota, cfg.Quota[name])
-		sh := 1.0
-		if cfg.Shares != nil {
-			sh = cfg.Shares[name]
-		}
-		a.share = append(a.share, sh)
+	}
+	for k := range a.users {
+		slices.Sort(a.users[k])
 	}
 	n := len(a.quota)
 	a.usage, a.running, a.last, a.factor = make([]float64, n), make([]int, n), make([]float64, n), make([]float64, n)
@@ -82,6 +82,25 @@ func newAccounts(cfg Sched, jobs []Job) *accounts {
 		a.factor[k] = 1
 	}
 	return a
+}
+
+// addUser adds user to account name's users, and the account (its
+// limit and share from cfg) when it is new.
+func (a *accounts) addUser(name, user string, cfg Sched) {
+	k, ok := a.id[name]
+	if !ok {
+		k = len(a.quota)
+		a.id[name] = k
+		a.names = append(a.names, name)
+		a.users = append(a.users, nil)
+		a.quota = append(a.quota, cfg.Quota[name])
+		sh := 1.0
+		if cfg.Shares != nil {
+			sh = cfg.Shares[name]
+		}
+		a.share = append(a.share, sh)
+	}
+	a.users[k] = append(a.users[k], user)
 }
 
 // advance decays account k's usage to now and adds its running GPUs'

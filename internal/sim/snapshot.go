@@ -60,10 +60,15 @@ func (s *sim) mixedRooms(pi int) []report.Room {
 	return report.SortRooms(count)
 }
 
-// limits are the per-user limits in use, as the agent reads them from
-// accounting: one association limit per user, partition and resource.
+// limits are the limits in use as the agent reads them from accounting
+// (slurm.BuildLimits): one association limit per user, partition and
+// resource, then the accounts' GPU quotas (quotaRows).
 func (s *sim) limits() []report.UserLimit {
-	var out []report.UserLimit
+	n := 2*len(s.use) + len(s.quotas)
+	if n == 0 {
+		return nil
+	}
+	out := make([]report.UserLimit, 0, n)
 	for pi := range s.cl.parts {
 		l := s.cl.parts[pi].spec.PerUser
 		if l == nil {
@@ -80,6 +85,45 @@ func (s *sim) limits() []report.UserLimit {
 			if l.MaxCPUs > 0 {
 				out = append(out, report.UserLimit{User: k.user, Partition: name, Resource: report.LimitCPU, Max: int64(l.MaxCPUs), Used: int64(u.cpus), Reason: "AssocMaxCpuPerUserLimit"})
 			}
+		}
+	}
+	for _, q := range s.quotas {
+		l := q.row
+		l.Used = int64(s.accts.running[q.acct])
+		out = append(out, l)
+	}
+	return out
+}
+
+// quotaRow is an account's GPU quota as the snapshot publishes it for one
+// of its users: row lacks only the account's use.
+type quotaRow struct {
+	acct int
+	row  report.UserLimit
+}
+
+// quotaRows are the accounts' GrpTRES=gres/gpu limits (Sched.Quota) as
+// the agent publishes an association's GrpTRES (slurm assocLimits): a row
+// for each user of the account, on every partition, reason AssocGrpGRES.
+// Its use (limits) is the GPUs the account's running jobs hold, what the
+// scheduler holds its jobs by (accounts.held); on Philly, whose accounts
+// have one user each, that is the user's own use too, the agent's figure.
+// The EASY model enforces no quota: none then.
+func quotaRows(a *accounts, sched Sched) []quotaRow {
+	if !sched.Backfill {
+		return nil
+	}
+	var out []quotaRow
+	for k, q := range a.quota {
+		if q <= 0 {
+			continue
+		}
+		for _, user := range a.users[k] {
+			// the replay's jobs name no account: each is charged to its
+			// user's (a trace's user is in one account: Philly's virtual
+			// cluster is both)
+			out = append(out, quotaRow{k, report.UserLimit{User: user, Account: a.names[k], DefaultAccount: true, Resource: report.LimitGPU,
+				Max: int64(q), Reason: "AssocGrpGRES"}})
 		}
 	}
 	return out
@@ -118,13 +162,14 @@ func (s *sim) clusterState() plan.ClusterState {
 	return s.cs
 }
 
-// tableJob is job js as squeue lists it.
+// tableJob is job js as squeue lists it: a pending job its account's
+// GrpTRES holds with that reason, as Slurm shows it.
 func (s *sim) tableJob(js *jobState) report.Job {
 	id := uint64(js.j.ID) + 1
 	if js.twinOf > 0 {
 		id = twinJobID + uint64(js.twinOf) // its own job id
 	}
-	j := report.Job{JobID: id, User: js.j.User, NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
+	j := report.Job{JobID: id, User: js.j.User, Account: s.accts.names[js.acct], NodeCount: js.j.Nodes, CPUs: js.cpus * js.j.Nodes,
 		Gres: gresOf(js.gpus), SubmitMS: at(js.order).UnixMilli()}
 	if js.limit > 0 {
 		lim := int64(js.limit / 60)
@@ -139,6 +184,9 @@ func (s *sim) tableJob(js *jobState) report.Job {
 		}
 	} else {
 		j.State, j.Partition, j.Reason = "PENDING", s.partList(js), "Resources"
+		if s.cfg.Sched.Backfill && s.accts.held(js.acct, js.gpus*js.j.Nodes) {
+			j.Reason = "AssocGrpGRES" // as twinReason: the account's quota holds it
+		}
 	}
 	return j
 }
