@@ -88,7 +88,7 @@ func strayTwin(l *lineage) string {
 	if l.ended() {
 		return fmt.Sprintf("the run ended (%s) with twin job %d still queued", l.Status.State, l.Twin)
 	}
-	return fmt.Sprintf("twin job %d outlived its handover (the run is %s)", l.Twin, l.Phase)
+	return fmt.Sprintf("job %d of the run outlived its handover (the run is %s in job %d)", l.Twin, l.Phase, l.Status.JobID)
 }
 
 // decideTwin is decide for a lineage in a twin phase: rule 10's next step.
@@ -184,13 +184,30 @@ func (c *Coordinator) twinDone(l *lineage, p *pending, r *report.Result, now tim
 	}
 }
 
-// twinRan: a start report of the lineage's twin while the handover was
-// under way (its wrapper saw the old attempt gone before the handover's
-// result was read): the handover is done.
+// twinRan takes a start report of the lineage's twin. During the handover
+// (its wrapper saw the old attempt gone before the handover's result was
+// read) the handover is done. Before it, the twin's command started beside
+// the running attempt (its wrapper did not wait: --handover-wait 0, or
+// Slurm could not be asked): the run follows the twin, which resumed from
+// the last checkpoint on the ideal partition, and the old attempt becomes
+// the job to cancel (strayTwin), so that two attempts do not go on
+// writing one checkpoint directory.
 func (c *Coordinator) twinRan(l *lineage, job *report.JobRef, now time.Time) {
-	if job.JobID == l.Twin && l.Twin != 0 && l.Phase == lifecycle.HandingOver {
-		c.handedOver(l, job.JobID, job.Partition, now)
+	if job.JobID != l.Twin || l.Twin == 0 || !twinPhase(l.Phase) {
+		return
 	}
+	if l.Phase == lifecycle.HandingOver && l.Pending != nil && l.Pending.Decision.Kind == policy.Handover {
+		c.handedOver(l, job.JobID, job.Partition, now)
+		return
+	}
+	old := l.Status.JobID
+	if l.Phase == lifecycle.TwinPending && !c.to(l, lifecycle.TwinStarted, now) {
+		return
+	}
+	c.handedOver(l, job.JobID, job.Partition, now)
+	l.Twin, l.TwinSinceMS = old, now.UnixMilli()
+	l.eventEach(now, "two-attempts", fmt.Sprintf("twin job %d started its command while job %d still ran (its wrapper did not wait for it): "+
+		"the run goes on in job %d, job %d is cancelled", job.JobID, old, job.JobID, old))
 }
 
 // twinOf is the twin of a handover action (encoded), or 0.

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,7 @@ func TestNoTwinLeftBehind(t *testing.T) {
 			}
 			r.e.result(acts[len(acts)-1].ID, report.StatusRefused)
 			return []report.Job{r.run, r.twin("RUNNING", "None")}
-		}, "outlived its handover"},
+		}, "job 41 of the run outlived its handover"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -226,4 +227,48 @@ func TestNoTwinLeftBehind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTwinStartedBesideTheRun: the twin's wrapper did not wait (its
+// --handover-wait 0) and its command started while job 40 still ran: the
+// run follows the twin (a move), and job 40 is cancelled.
+func TestTwinStartedBesideTheRun(t *testing.T) {
+	t.Parallel()
+	r := newTwinRun(t)
+	e := r.e
+	r.submitTwin(t)
+	e.start(e.wrapper(41, 1001, "alice", "K1", "gpu"))
+	r.table(2, r.run, r.twin("RUNNING", "None"))
+	// the table may show the twin running before its start report: the
+	// checkpoint for a handover is asked first; its result, then the cancel
+	acts := e.actions()
+	if last := acts[len(acts)-1]; last.Type == report.ActionSignal {
+		e.result(last.ID, report.StatusOK)
+		r.table(2, r.run, r.twin("RUNNING", "None"))
+		acts = e.actions()
+	}
+	last := acts[len(acts)-1]
+	if last.Type != report.ActionCancel || last.JobID != 40 || !strings.Contains(last.Reason, "job 40 of the run outlived its handover") {
+		t.Fatalf("want job 40 cancelled, got %+v", acts)
+	}
+	if l, st := e.lineage("K1"), e.status("K1"); st.JobID != 41 || l.Moves != 1 || l.Phase != lifecycle.Idle {
+		t.Errorf("job %d, moves %d, phase %s: want the run on job 41 after one move", st.JobID, l.Moves, l.Phase)
+	}
+	e.result(last.ID, report.StatusOK)
+	r.run.State = "CANCELLED"
+	r.table(2, r.run, r.twin("RUNNING", "None"))
+	if l := e.lineage("K1"); l.Twin != 0 || len(e.actions()) != len(acts) {
+		t.Errorf("twin %d and %d actions after job 40's cancel, want none more", l.Twin, len(e.actions())-len(acts))
+	}
+	if kinds := eventKindsOf(e.status("K1")); !slices.Contains(kinds, "two-attempts") {
+		t.Errorf("events %v: no two-attempts", kinds)
+	}
+}
+
+func eventKindsOf(st report.JobStatus) []string {
+	var out []string
+	for _, ev := range st.Events {
+		out = append(out, ev.Kind)
+	}
+	return out
 }

@@ -33,7 +33,7 @@ func TestSnapshotQuota(t *testing.T) {
 	}
 	gpu := s.cl.byName["gpu"]
 	quota := func(user string, used int64) report.UserLimit {
-		return report.UserLimit{User: user, Account: "heavy", Resource: report.LimitGPU, Max: 3, Used: used, Reason: "AssocGrpGRES"}
+		return report.UserLimit{User: user, Account: "heavy", DefaultAccount: true, Resource: report.LimitGPU, Max: 3, Used: used, Reason: "AssocGrpGRES"}
 	}
 	for _, tt := range []struct {
 		at         float64
@@ -50,14 +50,14 @@ func TestSnapshotQuota(t *testing.T) {
 		if !reflect.DeepEqual(snap.Limits, tt.want) {
 			t.Errorf("at %g s: limits %+v\nwant %+v", tt.at, snap.Limits, tt.want)
 		}
-		if r := policy.GPULimitRoom(snap, "u1", "", "gpu"); r != tt.room1 || r != s.limitRoomOn(&s.jobs[3], gpu) {
+		if r := policy.GPULimitRoom(snap, "u1", "", "", "gpu"); r != tt.room1 || r != s.limitRoomOn(&s.jobs[3], gpu) {
 			t.Errorf("at %g s: u1's room %d (replay's elastic model %d), want %d", tt.at, r, s.limitRoomOn(&s.jobs[3], gpu), tt.room1)
 		}
 		j := s.tableJob(&s.jobs[3])
 		if j.Account != "heavy" || j.Reason != tt.job4Reason {
 			t.Errorf("at %g s: u1's second job's account %q, reason %q; want heavy, %q", tt.at, j.Account, j.Reason, tt.job4Reason)
 		}
-		if r := policy.GPULimitRoom(snap, "u3", "", "gpu"); r != -1 {
+		if r := policy.GPULimitRoom(snap, "u3", "", "", "gpu"); r != -1 {
 			t.Errorf("at %g s: u3's room %d, want -1 (no quota)", tt.at, r)
 		}
 	}
