@@ -34,14 +34,8 @@ const keepPlacePolicy = `{"margin": "15s", "move_cost": "3s", "min_interval": "1
 func TestKeepPlaceOnCluster(t *testing.T) {
 	testutil.ClaimPartitions(t, "gpu", "cpu")
 	w := newWorld(t, keepPlacePolicy)
-	cli := testutil.Binary(t, "isched", "./isched")
-	home, uid := userDir(t, testutil.WorkDir(t, "isched-lever-c-"), "alice")
 	root := testutil.RepoRoot()
-	writeUserConf(t, home, uid, "cluster = "+w.cluster+"\nredis_addr = "+w.redis.Addr+"\nredis_user = viewer\nredis_password_file = "+
-		w.redis.PasswordFile("viewer")+"\nrelay_addr = "+w.startRelay()+"\nsite = "+filepath.Join(root, "examples/site-lab.json")+"\n")
-	// the helpers an installed isched finds beside itself (the test's binary
-	// is elsewhere): the fake trainer imports isched.py from there
-	run := aliceCLI(t, home, cli, "ISCHED_HELPER_DIR="+filepath.Join(root, "scripts"))
+	home, run := aliceOnLab(t, w, "isched-lever-c-")
 
 	hold := w.sbatchAs("bob", "-J", "e2e-lever-c-hold", "-p", "gpu", "-N", "2", "--exclusive", "-t", "600", "-o", "/dev/null", "--wrap", "sleep 900")
 	t.Cleanup(func() { _ = exec.Command("scancel", hold).Run() })

@@ -25,12 +25,8 @@ import (
 func TestStartElsewhereOnlyWhenItPaysOnCluster(t *testing.T) {
 	testutil.ClaimPartitions(t, "gpu", "cpu")
 	w := newWorld(t, fastPolicy)
-	cli := testutil.Binary(t, "isched", "./isched")
-	home, uid := userDir(t, testutil.WorkDir(t, "isched-lever-e-"), "alice")
 	root := testutil.RepoRoot()
-	writeUserConf(t, home, uid, "cluster = "+w.cluster+"\nredis_addr = "+w.redis.Addr+"\nredis_user = viewer\nredis_password_file = "+
-		w.redis.PasswordFile("viewer")+"\nrelay_addr = "+w.startRelay()+"\nsite = "+filepath.Join(root, "examples/site-lab.json")+"\n")
-	run := aliceCLI(t, home, cli)
+	_, run := aliceOnLab(t, w, "isched-lever-e-")
 	submit := func(name string) (job, out string) {
 		t.Helper()
 		// about 27 min on a lab gpu node and 80 on cpu (site-lab.json)
@@ -81,6 +77,22 @@ func TestStartElsewhereOnlyWhenItPaysOnCluster(t *testing.T) {
 	if !strings.Contains(out, "on cpu, moving to gpu when it frees") || !strings.Contains(out, "isched: why: --partition-ideal gpu is busy: start now on cpu") {
 		t.Errorf("the submission does not say it starts on cpu and why:\n%s", out)
 	}
+}
+
+// aliceOnLab is alice with a home of her own under a fresh directory
+// (prefix) whose isched.conf points at w (its Redis as the viewer, its
+// relay, the lab's site), and her isched CLI with only that and, as her
+// login would set them, the helpers an installed isched finds beside
+// itself (the test's binary is elsewhere; the fake trainer imports
+// isched.py from there) and env.
+func aliceOnLab(t *testing.T, w *world, prefix string, env ...string) (home string, run func(args ...string) string) {
+	t.Helper()
+	cli := testutil.Binary(t, "isched", "./isched")
+	home, uid := userDir(t, testutil.WorkDir(t, prefix), "alice")
+	root := testutil.RepoRoot()
+	writeUserConf(t, home, uid, "cluster = "+w.cluster+"\nredis_addr = "+w.redis.Addr+"\nredis_user = viewer\nredis_password_file = "+
+		w.redis.PasswordFile("viewer")+"\nrelay_addr = "+w.startRelay()+"\nsite = "+filepath.Join(root, "examples/site-lab.json")+"\n")
+	return home, aliceCLI(t, home, cli, append([]string{"ISCHED_HELPER_DIR=" + filepath.Join(root, "scripts")}, env...)...)
 }
 
 // jobTableState is the state of job id in the agent's latest job table in

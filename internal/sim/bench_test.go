@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -207,21 +206,4 @@ func BenchmarkSnapshot(b *testing.B) {
 }
 
 // replayUntil plays s's events up to time t, as sim.loop does.
-func replayUntil(s *sim, t float64) {
-	for {
-		if s.dirty && (s.events.Len() == 0 || s.events[0].t > s.now) {
-			s.schedule()
-			continue
-		}
-		if s.events.Len() == 0 || s.events[0].t > t {
-			return
-		}
-		e := heap.Pop(&s.events).(event)
-		if e.kind != evTick && e.kind != evBackfill {
-			s.live--
-		}
-		s.now = max(s.now, e.t)
-		s.events0++
-		s.handle(e)
-	}
-}
+func replayUntil(s *sim, t float64) { s.runUntil(t) }

@@ -418,15 +418,19 @@ func (s *sim) push(t float64, kind uint8, job, gen int) {
 	heap.Push(&s.events, event{t: t, seq: s.seq, kind: kind, job: int32(job), gen: int32(gen)})
 }
 
-// loop handles events in time order; the scheduler runs once all events
-// of an instant are in, as slurmctld's does after a batch of changes.
-func (s *sim) loop() {
+// loop handles every event in time order.
+func (s *sim) loop() { s.runUntil(math.Inf(1)) }
+
+// runUntil handles the events up to time t in time order; the scheduler
+// runs once all events of an instant are in, as slurmctld's does after a
+// batch of changes.
+func (s *sim) runUntil(t float64) {
 	for {
 		if s.dirty && (s.events.Len() == 0 || s.events[0].t > s.now) {
 			s.schedule()
 			continue // the pass may have added events at now
 		}
-		if s.events.Len() == 0 {
+		if s.events.Len() == 0 || s.events[0].t > t {
 			return
 		}
 		e := heap.Pop(&s.events).(event)
