@@ -79,10 +79,15 @@ func limitFreed(cs ClusterState, l *report.UserLimit, need Need, now time.Time) 
 // jobs do not fill (its Used is more than theirs) is the account's, Slurm's
 // GrpTRES on the account, and counts its other users' jobs too (account).
 func limitJobs(cs ClusterState, l *report.UserLimit) (_ []release, _ []queued, account bool) {
+	// a QOS's per-user limit counts the user's jobs under it in every
+	// account (the agent lists it once per association, with its account);
+	// an association's, those in its account
+	inAccount := func(j *report.Job) bool {
+		return l.QOS != "" || l.Account == "" || j.Account == "" || j.Account == l.Account
+	}
 	under := func(j *report.Job, anyUser bool) bool {
 		return (j.User == l.User || anyUser && j.Account == l.Account) &&
-			(l.QOS == "" || j.QOS == l.QOS) && (l.Account == "" || j.Account == "" || j.Account == l.Account) &&
-			(l.Partition == "" || j.Partition == l.Partition)
+			(l.QOS == "" || j.QOS == l.QOS) && inAccount(j) && (l.Partition == "" || j.Partition == l.Partition)
 	}
 	releases, queue, own := limitJobsOf(cs, l, func(j *report.Job) bool { return under(j, false) })
 	if l.QOS == "" && l.Account != "" && own < l.Used {

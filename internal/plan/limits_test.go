@@ -37,6 +37,20 @@ func TestWaitHeldByUserLimit(t *testing.T) {
 	snap.Limits = limits
 	state := ClusterState{Snapshot: snap, Jobs: jobs}
 	one := func(user, qos string) Need { return Need{CPUs: 1, User: user, QOS: qos} }
+	// as the agent lists them: a QOS's per-user limit once per
+	// association of the user's (bob's research and physics), his jobs
+	// charged to research
+	acctJobs := &report.JobTable{}
+	for _, j := range jobs.Jobs {
+		j.Account = "research"
+		acctJobs.Jobs = append(acctJobs.Jobs, j)
+	}
+	perAssoc := labSnapshot(8, 4)
+	for _, acct := range []string{"research", "physics"} {
+		l := limits[0]
+		l.Account, l.DefaultAccount = acct, acct == "research"
+		perAssoc.Limits = append(perAssoc.Limits, l)
+	}
 	tests := []struct {
 		name   string
 		state  ClusterState
@@ -64,6 +78,10 @@ func TestWaitHeldByUserLimit(t *testing.T) {
 		// a whole lab-cpu node is 4 CPUs, over capped's 2 whatever bob runs
 		{"more than the limit allows at all", state, Need{CPUs: 4, User: "bob"}, false, false, 0, "QOSMaxCpuPerUserLimit",
 			"never under your QOS capped limit of 2 CPUs (QOSMaxCpuPerUserLimit): the job needs 4"},
+		// physics's copy of capped's limit counts his research jobs too:
+		// a QOS's per-user limit is the same in every account
+		{"a QOS's limit listed per association", ClusterState{Snapshot: perAssoc, Jobs: acctJobs}, one("bob", ""), false, true, 20 * time.Minute,
+			"QOSMaxCpuPerUserLimit", "your jobs free enough in 20 min"},
 		{"held, and no job table to say when it frees", ClusterState{Snapshot: snap}, one("bob", ""), false, false, 0, "QOSMaxCpuPerUserLimit",
 			"your jobs end is unknown"},
 	}
