@@ -111,7 +111,8 @@ func (w *world) sleeperAs(who string, args ...string) string {
 //
 //  1. Planning: Slurm holds bob's third capped job (QOSMax...), and isched
 //     plan, as bob under capped, does not call cpu idle: it waits for his
-//     own jobs, naming the limit; for alice cpu is idle now.
+//     own jobs, the pending one ahead of it too, naming the limit; for
+//     alice cpu is idle now.
 //  2. Policy: bob holds the one GPU capped allows; his isched job on cpu,
 //     whose ideal partition gpu is idle, is not moved there (it would pend
 //     on QOSMaxGRESPerUser) while his GPU job runs; once it ends, the
@@ -137,9 +138,12 @@ func TestUserLimitsAsBob(t *testing.T) {
 	})
 	bob := cpuOption(t, w, cli, "bob", "--qos", "capped")
 	t.Logf("bob's cpu option: %+v", bob)
-	if bob.HeldBy != "QOSMaxCpuPerUserLimit" || !bob.WaitKnown || bob.WaitS < 8*60 || bob.WaitS > 10*60 ||
+	// his two 10-minute jobs free the limit's 4 CPUs; his third, queued
+	// first, takes 1 of them for its 10 minutes, and a whole node (4 CPUs)
+	// fits under the limit only once it ends too
+	if bob.HeldBy != "QOSMaxCpuPerUserLimit" || !bob.WaitKnown || bob.WaitS < 18*60 || bob.WaitS > 20*60 ||
 		!strings.Contains(bob.WaitBasis, "idle, but you are at your QOS capped limit of 4 CPUs") {
-		t.Errorf("bob's plan under capped: %+v; want held by QOSMaxCpuPerUserLimit until one of his 10-minute jobs ends", bob)
+		t.Errorf("bob's plan under capped: %+v; want held by QOSMaxCpuPerUserLimit until his 10-minute jobs and the third after them end", bob)
 	}
 	if alice := cpuOption(t, w, cli, "alice"); alice.HeldBy != "" || !alice.WaitKnown || alice.WaitS != 0 {
 		t.Errorf("alice's plan (default QOS normal): %+v; want cpu idle now", alice)
