@@ -338,7 +338,8 @@ const endedLinger = 10 * time.Minute
 func (c *Coordinator) evictEnded(ctx context.Context, now time.Time) error {
 	var gone []string
 	for name, l := range c.lineages {
-		if l.ended() && !l.dirty && l.Status.EndedMS > 0 && now.UnixMilli()-l.Status.EndedMS > endedLinger.Milliseconds() {
+		// a twin still to cancel keeps it (twin.go: no twin left behind)
+		if l.ended() && !l.dirty && l.Status.EndedMS > 0 && now.UnixMilli()-l.Status.EndedMS > endedLinger.Milliseconds() && l.Twin == 0 {
 			gone = append(gone, name)
 		}
 	}

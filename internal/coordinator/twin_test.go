@@ -272,3 +272,45 @@ func eventKindsOf(st report.JobStatus) []string {
 	}
 	return out
 }
+
+// TestEndedRunKeptUntilItsTwinIsGone: a run that ended with its twin still
+// queued stays tracked past endedLinger, its twin's cancel asked again
+// after a failure, and leaves once the job table shows the twin gone.
+func TestEndedRunKeptUntilItsTwinIsGone(t *testing.T) {
+	t.Parallel()
+	r := newTwinRun(t)
+	e := r.e
+	r.submitTwin(t)
+	end := report.NewEnvelope(report.KindEnd, e.now)
+	end.End = &report.End{ExitCode: 0, Iters: 100000, Reason: report.EndExited}
+	e.sample(r.w, 101, 1, 500)
+	st := int64(100000)
+	ck := report.NewEnvelope(report.KindSample, e.now)
+	ck.Sample = &report.Sample{Iters: []report.Iter{{Step: st, AtMS: e.now.UnixMilli(), DurMS: 500, Source: report.SourceFile}}}
+	e.send(r.w, ck)
+	e.send(r.w, end)
+	r.run.State = "COMPLETED"
+	r.table(2, r.run, r.twin("PENDING", "Priority"))
+	if got := e.status("K1").State; got != "ENDED" {
+		t.Fatalf("run %s, want ENDED", got)
+	}
+	acts := e.actions()
+	if last := acts[len(acts)-1]; last.Type != report.ActionCancel || last.JobID != 41 {
+		t.Fatalf("want the twin cancelled, got %+v", last)
+	}
+	e.result(acts[len(acts)-1].ID, report.StatusFailed)
+	e.now = e.now.Add(11 * time.Minute)
+	r.table(2, r.run, r.twin("PENDING", "Priority"))
+	if _, ok := e.c.lineages["K1"]; !ok {
+		t.Fatal("the ended run was evicted with its twin still queued")
+	}
+	if n := len(e.actions()); n <= len(acts) {
+		t.Errorf("no new cancel of the twin after the failed one (%d actions)", n)
+	}
+	r.table(2, r.run, r.twin("CANCELLED", "None"))
+	e.now = e.now.Add(11 * time.Minute)
+	r.table(2, r.run)
+	if _, ok := e.c.lineages["K1"]; ok {
+		t.Error("the ended run still in memory once its twin is gone")
+	}
+}
