@@ -129,8 +129,8 @@ func (c *Coordinator) actionDone(l *lineage, p *pending, r *report.Result, now t
 		// the new job's: stays requeue-issued until its start report
 		if r.NewJobID != 0 {
 			old := l.Status.JobID // the job table may show the new job already
-			if env, err := report.Decode(p.Action); err == nil && env.Action != nil {
-				old = env.Action.JobID
+			if a := p.action(); a.JobID != 0 {
+				old = a.JobID
 			}
 			c.resubmitted(l, old, r.NewJobID, p.Decision.Target, now)
 		}

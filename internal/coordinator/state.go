@@ -24,6 +24,15 @@ type pending struct {
 	Action   json.RawMessage `json:"action"` // the encoded envelope, re-sent verbatim after a crash
 }
 
+// action is the action p sent, decoded; the zero action when it does not
+// decode (it did when it was issued).
+func (p *pending) action() report.Action {
+	if env, err := report.Decode(p.Action); err == nil && env.Action != nil {
+		return *env.Action
+	}
+	return report.Action{}
+}
+
 // lineage is everything the coordinator keeps about one lineage.
 type lineage struct {
 	Status     report.JobStatus       `json:"status"`

@@ -44,11 +44,7 @@ func (c *Coordinator) followTwin(l *lineage, now time.Time) {
 	j, listed := c.jobs[l.Twin]
 	switch {
 	case !listed || slurmEnded(j.State):
-		state := "no longer listed"
-		if listed {
-			state = j.State
-		}
-		c.twinGone(l, fmt.Sprintf("twin job %d is %s", l.Twin, state), now)
+		c.twinGone(l, fmt.Sprintf("twin job %d is %s", l.Twin, orState(j.State)), now) // unlisted: j is zero
 	case j.State == "RUNNING" && l.Phase == lifecycle.TwinPending:
 		if c.to(l, lifecycle.TwinStarted, now) {
 			l.TwinReason = ""
@@ -119,6 +115,7 @@ func (c *Coordinator) decideTwin(l *lineage, j policy.Job, now time.Time) policy
 	return policy.Decide(cfg, j, c.snap, now) // the checkpoint awaited: given up after its timeout
 }
 
+// orState is a job's state, or what its absence from the table means.
 func orState(s string) string {
 	if s == "" {
 		return "no longer listed"
@@ -178,7 +175,7 @@ func (c *Coordinator) twinDone(l *lineage, p *pending, r *report.Result, now tim
 			c.twinGone(l, fmt.Sprintf("isched cancelled twin job %d (%s)", l.Twin, p.Decision.Reason), now)
 		}
 	case report.ActionHandover:
-		if twin := twinOf(p.Action); twin != 0 && twin != l.Status.JobID {
+		if twin := p.action().TwinJobID; twin != 0 && twin != l.Status.JobID {
 			c.handedOver(l, twin, p.Decision.Target, now)
 		}
 	}
@@ -208,14 +205,6 @@ func (c *Coordinator) twinRan(l *lineage, job *report.JobRef, now time.Time) {
 	l.Twin, l.TwinSinceMS = old, now.UnixMilli()
 	l.eventEach(now, "two-attempts", fmt.Sprintf("twin job %d started its command while job %d still ran (its wrapper did not wait for it): "+
 		"the run goes on in job %d, job %d is cancelled", job.JobID, old, job.JobID, old))
-}
-
-// twinOf is the twin of a handover action (encoded), or 0.
-func twinOf(b []byte) uint64 {
-	if env, err := report.Decode(b); err == nil && env.Action != nil {
-		return env.Action.TwinJobID
-	}
-	return 0
 }
 
 // twinTarget fills in a twin step's action: the lineage's twin is the
