@@ -187,7 +187,7 @@ func (c *Coordinator) issue(ctx context.Context, name string, l *lineage, d poli
 		c.log.Error("action not encodable", "lineage", name, "err", err)
 		return nil
 	}
-	if ev := issueEvent(d.Kind, l.Phase); ev != "" && !c.to(l, ev, now) {
+	if ev := issueEvent(d.Kind); ev != "" && !c.to(l, ev, now) {
 		// the protocol has no such step from here: a bug, refused visibly
 		l.decision(report.Decision{AtMS: now.UnixMilli(), Kind: string(d.Kind), Reason: d.Reason,
 			Result: "not issued: the run is " + l.Phase.String() + ", which has no " + string(ev) + " step"})
@@ -218,20 +218,16 @@ func (c *Coordinator) sendAction(ctx context.Context, b []byte) error {
 	return err
 }
 
-// issueEvent is the lifecycle event of issuing a decision of kind k in
-// phase from ("" for an in-place update, which changes no state until its
-// result, and for rule 10's steps after the twin's submission: the
-// handover's checkpoint belongs to handing-over, a drop and a handover
-// change the state by their results).
-func issueEvent(k policy.Kind, from lifecycle.State) lifecycle.Event {
-	switch {
-	case k == policy.Checkpoint && from == lifecycle.HandingOver:
-		return ""
-	case k == policy.Checkpoint:
+// issueEvent is the lifecycle event of issuing a decision of kind k (""
+// for an in-place update, which changes no state until its result, and
+// for a twin's drop and a handover, which change it by their results).
+func issueEvent(k policy.Kind) lifecycle.Event {
+	switch k {
+	case policy.Checkpoint:
 		return lifecycle.CheckpointAsked
-	case k == policy.Requeue, k == policy.Resubmit:
+	case policy.Requeue, policy.Resubmit:
 		return lifecycle.RequeueSent
-	case k == policy.SubmitTwin:
+	case policy.SubmitTwin:
 		return lifecycle.TwinSubmitted
 	}
 	return ""

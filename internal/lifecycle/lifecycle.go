@@ -176,6 +176,7 @@ var table = []transition{
 	{TwinPending, TwinStarted, HandingOver, "Slurm started the twin: checkpoint the running attempt"},
 	{TwinPending, TwinCancelled, Idle, "the twin cancelled (by isched: no longer pays, or before another action; or by anyone)"},
 	{TwinPending, Finished, Ended, "the run ended elsewhere: its twin is cancelled"},
+	{HandingOver, CheckpointAsked, HandingOver, "the running attempt asked for the handover's checkpoint"},
 	{HandingOver, HandedOver, RequeueIssued, "the checkpoint landed, the old attempt ended: the twin's start from it settles it"},
 	{HandingOver, MoveAbandoned, Idle, "no checkpoint in time, or the run stopped: the twin is cancelled, the run stays"},
 	{HandingOver, ActionFailed, Idle, "the checkpoint signal not delivered: the twin is cancelled, the run stays"},

@@ -45,7 +45,7 @@ func TestEveryTransition(t *testing.T) {
 			TwinSubmitted: refused, TwinStarted: HandingOver, TwinCancelled: Idle, HandedOver: refused,
 		},
 		HandingOver: {
-			CheckpointAsked: refused, RequeueSent: refused, MoveAbandoned: Idle,
+			CheckpointAsked: HandingOver, RequeueSent: refused, MoveAbandoned: Idle,
 			UpdateDone: refused, ActionFailed: Idle, AttemptStarted: HandingOver, RequeueSlow: refused,
 			CancelledBeforeRestart: refused, Adopted: HandingOver, Finished: Ended, Yielded: refused, Released: refused,
 			TwinSubmitted: refused, TwinStarted: refused, TwinCancelled: Idle, HandedOver: RequeueIssued,
