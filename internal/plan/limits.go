@@ -100,7 +100,11 @@ func limitJobs(cs ClusterState, l *report.UserLimit) (_ []release, _ []queued, a
 // limitJobsOf is limitJobs of the jobs that in accepts, with what the
 // running ones hold against l.
 func limitJobsOf(cs ClusterState, l *report.UserLimit, in func(*report.Job) bool) (releases []release, queue []queued, held int64) {
-	var pending []*report.Job
+	type waiting struct {
+		submitMS int64
+		q        queued
+	}
+	var pending []waiting
 	for i := range cs.Jobs.Jobs {
 		j := &cs.Jobs.Jobs[i]
 		if !in(j) {
@@ -114,17 +118,17 @@ func limitJobsOf(cs ClusterState, l *report.UserLimit, in func(*report.Job) bool
 				releases = append(releases, release{at: end, r: res{gpus: int(amount)}})
 			}
 		case j.State == "PENDING" && !heldOther(j.Reason) && amount <= l.Max:
-			pending = append(pending, j)
+			q := queued{r: res{gpus: int(amount)}}
+			if j.TimeLimitMin != nil {
+				q.dur = time.Duration(*j.TimeLimitMin) * time.Minute
+			}
+			pending = append(pending, waiting{j.SubmitMS, q}) // no time limit: it holds its room for good
 		}
 	}
 	slices.SortStableFunc(releases, func(a, b release) int { return a.at.Compare(b.at) })
-	slices.SortStableFunc(pending, func(a, b *report.Job) int { return cmp.Compare(a.SubmitMS, b.SubmitMS) })
-	for _, j := range pending {
-		q := queued{r: res{gpus: int(limitAdds(l.Resource, Need{CPUs: j.CPUs, GPUs: gresGPUs(j.Gres) * max(1, j.NodeCount)}))}}
-		if j.TimeLimitMin != nil {
-			q.dur = time.Duration(*j.TimeLimitMin) * time.Minute
-		}
-		queue = append(queue, q) // no time limit: it holds its room for good
+	slices.SortStableFunc(pending, func(a, b waiting) int { return cmp.Compare(a.submitMS, b.submitMS) })
+	for _, p := range pending {
+		queue = append(queue, p.q)
 	}
 	return releases, queue, held
 }
