@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/isched/isched/internal/cli"
 	"github.com/isched/isched/internal/report"
 	"github.com/isched/isched/internal/stream"
 	"github.com/isched/isched/internal/testutil"
@@ -318,7 +319,7 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	args = append(append(append(args, o.Argv...), "--facts", j.facts), trainerArgs...)
 	q := make([]string, len(args))
 	for i, a := range args {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		q[i] = cli.ShellQuote(a)
 	}
 	script := filepath.Join(dir, "job.sh")
 	launch := "exec srun " + strings.Join(q, " ")
@@ -332,28 +333,22 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	if o.After > 0 {
 		launch = strings.TrimPrefix(launch, "exec ") + fmt.Sprintf("\nsleep %.0f", o.After.Seconds())
 	}
+	if o.User != "" && o.Relay == "" {
+		o.Relay = w.relay() // a user cannot read the reporter password: the default path
+	}
+	env := jobEnv(w, o, tmp, plan.Lineage)
 	header := "#!/bin/bash\n"
 	if o.InScript {
-		header += inScriptHeader(plan.Lineage, filepath.Join(dir, "out.txt"), exportEnv(w, o, tmp, plan.Lineage))
+		// the script alone has what the job needs, the Redis address too
+		header += inScriptHeader(plan.Lineage, filepath.Join(dir, "out.txt"), append(env, "ISCHED_REDIS_ADDR="+w.redis.Addr))
 	}
 	if err := os.WriteFile(script, []byte(header+launch+"\n"), 0o755); err != nil {
 		w.t.Fatal(err)
 	}
-	if o.User != "" && o.Relay == "" {
-		o.Relay = w.relay() // a user cannot read the reporter password: the default path
-	}
-	// root's jobs may take the opt-in (docs/threat-model.md): root reads
-	// the reporter password, and the harness's many jobs need no relay
 	// the Redis address comes with w.sbatch's environment (--export=ALL):
 	// a Redis Cluster's list has commas, which --export splits on
-	reportVia := ",ISCHED_REPORT_DIRECT=1,ISCHED_REDIS_PASSWORD_FILE=" + w.redis.PasswordFile("reporter")
-	if o.Relay != "" {
-		reportVia = ",ISCHED_RELAY_ADDR=" + o.Relay + ",ISCHED_REDIS_PASSWORD_FILE=/nonexistent,ISCHED_REDIS_PASSWORD_DIR=/nonexistent"
-	}
 	sb := append([]string{"-J", "isched-e2e-" + plan.Lineage, "--requeue", "--open-mode=append", "--mem=1G",
-		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(),
-		"--export=ALL,TMPDIR=" + tmp + ",ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts") + ",ISCHED_LINEAGE=" + plan.Lineage +
-			",ISCHED_CLUSTER=" + w.cluster + reportVia + strings.Join(append([]string{""}, o.Env...), ",")},
+		"-o", filepath.Join(dir, "out.txt"), "--comment", plan.FormatComment(), "--export=ALL," + strings.Join(env, ",")},
 		sbatchArgs...)
 	if o.InScript {
 		sb = append([]string{"--comment", plan.FormatComment()}, sbatchArgs...)
@@ -365,11 +360,13 @@ func (w *world) submitTrainerWith(o trainOpts, plan report.Plan, sbatchArgs []st
 	return j
 }
 
-// exportEnv is the environment submitTrainerWith passes a job (o.InScript):
-// NAME=value pairs.
-func exportEnv(w *world, o trainOpts, tmp, lineage string) []string {
+// jobEnv is the environment submitTrainerWith gives a job besides the
+// Redis address, NAME=value pairs: it reports through o.Relay, else (root's
+// jobs may take the opt-in, docs/threat-model.md: root reads the reporter
+// password, and the harness's many jobs need no relay) straight to Redis.
+func jobEnv(w *world, o trainOpts, tmp, lineage string) []string {
 	env := []string{"TMPDIR=" + tmp, "ISCHED_HELPER_DIR=" + filepath.Join(testutil.RepoRoot(), "scripts"), "ISCHED_LINEAGE=" + lineage,
-		"ISCHED_CLUSTER=" + w.cluster, "ISCHED_REDIS_ADDR=" + w.redis.Addr}
+		"ISCHED_CLUSTER=" + w.cluster}
 	if o.Relay != "" {
 		env = append(env, "ISCHED_RELAY_ADDR="+o.Relay, "ISCHED_REDIS_PASSWORD_FILE=/nonexistent", "ISCHED_REDIS_PASSWORD_DIR=/nonexistent")
 	} else {
@@ -379,13 +376,13 @@ func exportEnv(w *world, o trainOpts, tmp, lineage string) []string {
 }
 
 // inScriptHeader is a self-contained job script's #SBATCH lines and
-// exports (the values single-quoted for the shell).
+// exports (the values quoted for the shell).
 func inScriptHeader(lineage, out string, env []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#SBATCH -J isched-e2e-%s\n#SBATCH --requeue\n#SBATCH --open-mode=append\n#SBATCH --mem=1G\n#SBATCH -o %s\n", lineage, out)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(&b, "export %s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
+		fmt.Fprintf(&b, "export %s=%s\n", k, cli.ShellQuote(v))
 	}
 	b.WriteString("export SLURM_EXPORT_ENV=ALL\n")
 	return b.String()
